@@ -1,0 +1,1 @@
+"""mtad: multi-token joint decoding research suite."""
