@@ -1,0 +1,20 @@
+"""Shared pytest fixtures: the evaluation data root and offline settings."""
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("WANDB_MODE", "offline")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+# ../shared/data beside the checkout (see ../shared/data/README.md); MTAD_SHARED_DATA overrides.
+SHARED_DATA = Path(os.environ.get("MTAD_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """The evaluation data root; tests that need it skip with a reason when it is absent."""
+    if not SHARED_DATA.is_dir():
+        pytest.skip(f"evaluation data not found at {SHARED_DATA} (set MTAD_SHARED_DATA)")
+    return SHARED_DATA
