@@ -1,0 +1,41 @@
+"""Decoding methods behind one contract (DESIGN.md):
+
+    dec = get_decoder(name, target=target_model, draft=draft_model, **params)
+    out = dec.generate(input_ids, max_new_tokens=N, eos_token_id=None, generator=g)
+    out.tokens, out.stats
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from transformers import PreTrainedModel
+
+from mtad.decoding.base import DecodeOutput, DecodeStats, Decoder
+from mtad.decoding.mmtad import MMTAD
+from mtad.decoding.mtad import MTAD
+from mtad.decoding.mtjd_exact import MTJDExact, exact_block_distribution
+from mtad.decoding.sampling import Sampling
+from mtad.decoding.specinfer import SpecInfer
+from mtad.decoding.spectr import SpecTr
+from mtad.decoding.sps import SpeculativeSampling
+
+DECODERS: dict[str, type[Decoder]] = {cls.name: cls for cls in (
+    Sampling, SpeculativeSampling, SpecTr, SpecInfer, MTAD, MMTAD, MTJDExact)}
+
+# The six methods of the study; mtjd_exact is for tiny vocabularies (tests, analysis).
+METHODS = ("sampling", "sps", "spectr", "specinfer", "mtad", "mmtad")
+
+
+def list_decoders() -> list[str]:
+    return list(DECODERS)
+
+
+def get_decoder(name: str, target: PreTrainedModel, draft: PreTrainedModel | None = None, **params: Any) -> Decoder:
+    """Build a decoder by name; unknown names list the valid ones."""
+    if name not in DECODERS:
+        raise KeyError(f"unknown decoding method {name!r}; valid: {', '.join(DECODERS)}")
+    return DECODERS[name](target=target, draft=draft, **params)
+
+
+__all__ = ["DECODERS", "METHODS", "DecodeOutput", "DecodeStats", "Decoder", "exact_block_distribution",
+           "get_decoder", "list_decoders"]

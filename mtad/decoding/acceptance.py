@@ -1,0 +1,149 @@
+"""The acceptance rules as pure tensor functions, testable on hand-made p and q.
+
+Conventions: p is the processed target distribution, q the processed draft distribution,
+both [V] (or [n, V]) float tensors summing to 1. Randomness comes only from `generator`.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from mtad.decoding.logits import normalize, sample, uniform
+
+
+def residual(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """norm(max(0, p - q)): the distribution to resample from after a rejection. [V]
+
+    If p <= q everywhere (only when p == q up to rounding) no rejection can happen in
+    exact arithmetic; fall back to p so rounding noise never yields an empty distribution.
+    """
+    excess = (p - q).clamp_min(0)
+    mass = excess.sum()
+    return torch.where(mass > 1e-12, excess / mass.clamp_min(1e-30), p)
+
+
+def speculative_accept(p: torch.Tensor, q: torch.Tensor, draft: torch.Tensor,
+                       generator: torch.Generator | None = None) -> tuple[int, int]:
+    """Speculative sampling (Leviathan/Chen) over a chain of γ draft tokens.
+
+    p: [γ+1, V] target at each draft position plus the bonus position; q: [γ, V];
+    draft: [γ] tokens drawn from q. Returns (accepted count n, next token): x_1..x_n are kept,
+    then the token drawn from the residual at n+1, or the bonus from p_{γ+1} if all passed.
+    """
+    gamma = draft.shape[0]
+    idx = torch.arange(gamma, device=p.device)
+    p_tok, q_tok = p[idx, draft], q[idx, draft]  # [γ]
+    # accept x_i with probability min(1, p/q): q >= p rejects sometimes, q < p always accepts
+    passed = uniform(gamma, generator, p.device) * q_tok < p_tok  # [γ]
+    n = int(passed.long().cumprod(0).sum())  # leading run of acceptances (one host sync)
+    if n < gamma:
+        return n, int(sample(residual(p[n], q[n]), generator))
+    return n, int(sample(p[gamma], generator))
+
+
+def multi_draft_accept(p: torch.Tensor, q: torch.Tensor, candidates: list[int], replacement: bool = True,
+                       generator: torch.Generator | None = None) -> tuple[int, torch.Tensor]:
+    """SpecInfer / MCSD verification of one tree node's children.
+
+    p, q: [V] at the node; candidates: the children's tokens in order (i.i.d. from q when
+    `replacement`, else drawn without replacement). Returns (index of the accepted child,
+    or -1, and the distribution p' to sample from when every child was rejected).
+    """
+    p_res, q_res = p, q
+    draws = uniform(len(candidates), generator, p.device).tolist()
+    for j, (token, u) in enumerate(zip(candidates, draws)):
+        if u * float(q_res[token]) < float(p_res[token]):  # accept with min(1, p'/q')
+            return j, p_res
+        p_res = residual(p_res, q_res)  # p' <- norm(max(0, p' - q'))
+        if not replacement:
+            # the next sibling was drawn from q without this token: compare against that q
+            q_res = q_res.clone()
+            q_res[token] = 0
+            mass = q_res.sum()
+            q_res = q_res / mass if float(mass) > 0 else q_res
+    return -1, p_res
+
+
+def _kseq_gain(beta: torch.Tensor, k: int) -> torch.Tensor:
+    """(1 - (1 - β)^k) / β written as Σ_{i<k} (1 - β)^i: stable at β -> 0 (limit k)."""
+    powers = torch.arange(k, dtype=torch.float64, device=beta.device)
+    return ((1 - beta.double()).unsqueeze(-1) ** powers).sum(-1)
+
+
+def kseq_beta(p: torch.Tensor, q: torch.Tensor, rho: torch.Tensor | float) -> torch.Tensor:
+    """β(ρ) = Σ_x min(q(x), p(x)/ρ), for a scalar or a [G] batch of ρ."""
+    rho = torch.as_tensor(rho, dtype=torch.float64, device=p.device)
+    return torch.minimum(q.double(), p.double() / rho.unsqueeze(-1)).sum(-1)
+
+
+def kseq_rho(p: torch.Tensor, q: torch.Tensor, k: int, grid: int = 64, iters: int = 40) -> float:
+    """ρ* = the smallest ρ in [1, k] with (1 - (1 - β(ρ))^k)/β(ρ) <= ρ (SpecTr, K-SEQ).
+
+    The condition holds at ρ = k always. Scan a grid for the first point where it holds,
+    then bisect in the bracket before it; return the upper end, where the condition holds,
+    so the rule stays exact whatever the resolution.
+    """
+    if k == 1:
+        return 1.0  # (1-(1-β))/β = 1 <= 1: K-SEQ reduces to speculative sampling
+    rhos = torch.linspace(1.0, float(k), grid, dtype=torch.float64, device=p.device)
+    ok = _kseq_gain(kseq_beta(p, q, rhos), k) <= rhos + 1e-12  # [grid]
+    first = int(ok.long().argmax())  # ok[-1] is True (ρ = k)
+    if first == 0:
+        return 1.0
+    lo, hi = float(rhos[first - 1]), float(rhos[first])
+    for _ in range(iters):
+        mid = 0.5 * (lo + hi)
+        if float(_kseq_gain(kseq_beta(p, q, mid), k)) <= mid + 1e-12:
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def kseq_residual(p: torch.Tensor, q: torch.Tensor, k: int, rho: float) -> torch.Tensor:
+    """[p - min(q, p/ρ) (1 - (1-β)^k)/β] / (1-β)^k, checked non-negative, normalised. [V]"""
+    beta = kseq_beta(p, q, rho)
+    unnorm = p.double() - torch.minimum(q.double(), p.double() / rho) * _kseq_gain(beta, k)
+    if float(unnorm.min()) < -1e-6:
+        raise AssertionError(f"K-SEQ residual negative ({float(unnorm.min()):.3g}): ρ={rho} violates the condition")
+    unnorm = unnorm.clamp_min(0)
+    mass = float(unnorm.sum())
+    # all-rejection has probability (1-β)^k; when it is ~0 any valid choice is fine, use p
+    return (unnorm / mass).to(p.dtype) if mass > 1e-12 else p
+
+
+def kseq_accept(p: torch.Tensor, q: torch.Tensor, candidates: list[int],
+                generator: torch.Generator | None = None) -> tuple[int, torch.Tensor]:
+    """K-SEQ over k i.i.d. candidates from q (SpecTr). Returns (accepted index or -1, residual)."""
+    k = len(candidates)
+    rho = kseq_rho(p, q, k)
+    draws = uniform(k, generator, p.device).tolist()
+    for j, (token, u) in enumerate(zip(candidates, draws)):
+        if u * rho * float(q[token]) < float(p[token]):  # accept with min(1, p/(ρ q))
+            return j, p
+    return -1, kseq_residual(p, q, k, rho)
+
+
+def mtad_accept_length(logp: torch.Tensor, logq: torch.Tensor, threshold: float) -> int:
+    """MTAD: the largest d with r_d = Π_{j<=d} p_j(x_j) / Π_{j<=d} q_j(x_j) > τ, else 0.
+
+    logp, logq: [γ] log-probabilities of the draft tokens. No random draw; a shorter prefix
+    failing does not stop a longer one passing (the ratio is not monotone in d).
+    """
+    log_ratio = torch.cumsum(logp.double() - logq.double(), 0)  # [γ] log r_d
+    passing = (log_ratio > math.log(threshold)).nonzero()
+    return int(passing[-1]) + 1 if passing.numel() else 0
+
+
+def mmtad_select(log_p_path: torch.Tensor, log_q_path: torch.Tensor, depth: torch.Tensor,
+                 threshold: float) -> int:
+    """MMTAD: among tree nodes with P(path)/Q(path) > τ take the deepest depth, then the
+    node with the highest P(path) there. Inputs [N]; returns the node index or -1."""
+    passing = (log_p_path.double() - log_q_path.double()) > math.log(threshold)
+    if not bool(passing.any()):
+        return -1
+    deepest = depth[passing].max()
+    candidates = passing & (depth == deepest)
+    score = torch.where(candidates, log_p_path.double(), torch.full_like(log_p_path, float("-inf"), dtype=torch.float64))
+    return int(score.argmax())

@@ -1,0 +1,189 @@
+"""The decoding contract shared by every method: parameters, statistics, the generate loop."""
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, ClassVar
+
+import torch
+from transformers import PreTrainedModel
+
+from mtad.decoding.kv import CachedModel, model_device
+from mtad.decoding.logits import logits_to_probs
+
+
+@dataclass
+class DecodeStats:
+    """Per-sample statistics (ALGORITHMS.md, last section)."""
+    new_tokens: int = 0
+    target_calls: int = 0
+    draft_calls: int = 0
+    drafted: int = 0  # γ per iteration for chains, tree depth for trees
+    accepted: int = 0  # accepted draft tokens that were emitted
+    accept_lengths: list[int] = field(default_factory=list)
+    tree_nodes: int = 0  # draft tokens scored by the target in tree methods
+    seconds: float = 0.0  # wall time of decoding (prefill included), synchronised on CUDA
+
+    @property
+    def block_efficiency(self) -> float:
+        """New tokens per target call (bonus token included)."""
+        return self.new_tokens / self.target_calls if self.target_calls else 0.0
+
+    @property
+    def acceptance_rate(self) -> float:
+        return self.accepted / self.drafted if self.drafted else 0.0
+
+    @property
+    def mean_accept_length(self) -> float:
+        return sum(self.accept_lengths) / len(self.accept_lengths) if self.accept_lengths else 0.0
+
+    @property
+    def tokens_per_second(self) -> float:
+        return self.new_tokens / self.seconds if self.seconds else 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        derived = {k: getattr(self, k) for k in ("block_efficiency", "acceptance_rate",
+                                                 "mean_accept_length", "tokens_per_second")}
+        return {**asdict(self), **derived}
+
+
+@dataclass
+class DecodeOutput:
+    tokens: list[int]
+    stats: DecodeStats
+
+
+@dataclass
+class Step:
+    """What one iteration (one target forward) produced."""
+    emitted: list[int]  # accepted draft tokens followed by the one token sampled from p
+    accepted: int  # how many of `emitted` came from the draft
+    drafted: int  # drafted tokens charged to this iteration (γ, or the tree depth)
+    tree_nodes: int = 0
+
+
+class Decoder:
+    """Base class: validation, cache set-up, the stop rules and the statistics.
+
+    A method sets `name`, `defaults` (its parameters and their default values) and
+    `needs_draft`, and implements `step()`, which runs one target forward and returns a Step.
+    """
+    name: ClassVar[str] = ""
+    needs_draft: ClassVar[bool] = True
+    defaults: ClassVar[dict[str, Any]] = {}
+
+    def __init__(self, target: PreTrainedModel, draft: PreTrainedModel | None = None, **params: Any):
+        unknown = sorted(set(params) - set(self.defaults))
+        if unknown:
+            raise TypeError(f"{self.name}: unknown parameter(s) {unknown}; valid: {sorted(self.defaults)}")
+        self.params = {**self.defaults, **params}
+        for key, value in self.params.items():
+            setattr(self, key, value)
+        if target is None:
+            raise ValueError(f"{self.name}: a target model is required")
+        if self.needs_draft and draft is None:
+            raise ValueError(f"{self.name} needs a draft model (draft=None given)")
+        self.target = target
+        self.draft = draft if self.needs_draft else None
+        if self.draft is not None:
+            check_same_vocab(target, self.draft)
+        self._validate_common()
+        self.validate()
+
+    # -- parameters -----------------------------------------------------------------
+    def _validate_common(self) -> None:
+        p = self.params
+        if "temperature" in p and not (p["temperature"] >= 0):
+            raise ValueError(f"temperature must be >= 0 (0 = greedy), got {p['temperature']}")
+        if "top_k" in p and not (isinstance(p["top_k"], int) and p["top_k"] >= 0):
+            raise ValueError(f"top_k must be an int >= 0 (0 = off), got {p['top_k']}")
+        if "top_p" in p and not (0 < p["top_p"] <= 1):
+            raise ValueError(f"top_p must be in (0, 1] (1 = off), got {p['top_p']}")
+        for key in ("gamma", "beam_width", "num_drafts"):
+            if key in p and not (isinstance(p[key], int) and p[key] >= 1):
+                raise ValueError(f"{key} must be an int >= 1, got {p[key]}")
+        if "threshold" in p and not (0 < p["threshold"] <= 1):
+            raise ValueError(f"threshold must be in (0, 1], got {p['threshold']}")
+
+    def validate(self) -> None:
+        """Method-specific checks (override)."""
+
+    def probs(self, logits: torch.Tensor) -> torch.Tensor:
+        return logits_to_probs(logits, self.temperature, self.top_k, self.top_p)
+
+    # -- the loop -------------------------------------------------------------------
+    def generate(self, input_ids: torch.Tensor, max_new_tokens: int, eos_token_id: int | list[int] | None = None,
+                 generator: torch.Generator | None = None) -> DecodeOutput:
+        if not (isinstance(input_ids, torch.Tensor) and input_ids.dim() == 2 and input_ids.shape[0] == 1):
+            raise ValueError(f"input_ids must be a [1, L] LongTensor, got {getattr(input_ids, 'shape', type(input_ids))}")
+        if input_ids.shape[1] == 0:
+            raise ValueError("input_ids is empty: the prompt needs at least one token")
+        if not (isinstance(max_new_tokens, int) and max_new_tokens >= 1):
+            raise ValueError(f"max_new_tokens must be an int >= 1, got {max_new_tokens}")
+        eos = {eos_token_id} if isinstance(eos_token_id, int) else set(eos_token_id or ())
+        self.generator = generator
+        out_device = model_device(self.target)
+        self.target_lm = CachedModel(self.target, out_device)
+        self.draft_lm = CachedModel(self.draft, out_device) if self.draft is not None else None
+        prompt = input_ids[0].to(out_device)
+        # committed sequence buffer: prompt + generated (+ room for one oversized block)
+        self.seq = torch.empty(prompt.numel() + max_new_tokens + 64, dtype=torch.long, device=out_device)
+        self.seq[:prompt.numel()] = prompt
+        self.length = prompt.numel()
+        stats, tokens = DecodeStats(), []
+        _sync(out_device)
+        start = time.perf_counter()
+        with torch.inference_mode():
+            self.target_lm.prefill(prompt[:-1])  # the last prompt token stays pending
+            if self.draft_lm is not None:
+                self.draft_lm.prefill(prompt[:-1])
+            while len(tokens) < max_new_tokens:
+                step = self.step()
+                emitted = step.emitted[:max_new_tokens - len(tokens)]
+                for i, tok in enumerate(emitted):
+                    if tok in eos:  # tokens after EOS inside a block are dropped, not counted
+                        emitted = emitted[:i + 1]
+                        break
+                self._commit(emitted)
+                tokens.extend(emitted)
+                kept = min(step.accepted, len(emitted))
+                stats.drafted += step.drafted
+                stats.accepted += kept
+                stats.tree_nodes += step.tree_nodes
+                if step.drafted:
+                    stats.accept_lengths.append(kept)
+                if emitted and emitted[-1] in eos:
+                    break
+        _sync(out_device)
+        stats.seconds = time.perf_counter() - start
+        stats.new_tokens = len(tokens)
+        stats.target_calls = self.target_lm.calls - (prompt.numel() > 1)  # prefill is not an iteration
+        if self.draft_lm is not None:
+            stats.draft_calls = self.draft_lm.calls - (prompt.numel() > 1)
+        return DecodeOutput(tokens=tokens, stats=stats)
+
+    def _commit(self, emitted: list[int]) -> None:
+        if self.length + len(emitted) > self.seq.numel():
+            self.seq = torch.cat([self.seq, torch.empty_like(self.seq)])
+        self.seq[self.length:self.length + len(emitted)] = torch.tensor(emitted, dtype=torch.long)
+        self.length += len(emitted)
+
+    def uncached(self, lm: CachedModel) -> torch.Tensor:
+        """Committed tokens that `lm`'s cache lacks (at least the pending one). [m]"""
+        return self.seq[lm.committed:self.length]
+
+    def step(self) -> Step:
+        raise NotImplementedError
+
+
+def check_same_vocab(target: PreTrainedModel, draft: PreTrainedModel) -> None:
+    """Draft and target must score the same token ids."""
+    vt, vd = target.config.vocab_size, draft.config.vocab_size
+    if vt != vd:
+        raise ValueError(f"draft and target vocabularies differ (target {vt} tokens, draft {vd}); "
+                         "speculative methods need the same tokenizer on both")
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)

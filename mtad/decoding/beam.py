@@ -1,0 +1,55 @@
+"""Beam sampling with the draft model: MTAD's and MMTAD's shared drafting stage.
+
+Step 1 draws W tokens from q_1 with weights ∝ q_1(x). Step s scores every (beam i, token v)
+pair by w_i · q_s(v | beam i), draws W pairs in proportion to that score (or takes the top W
+at temperature 0: beam search) and renormalises the chosen scores into the new weights.
+Every beam of every step is a node of a tree (W per depth, parent = the beam it extended),
+so each step's W beams are scored by one draft forward with tree attention.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from mtad.decoding.kv import CachedModel
+from mtad.decoding.tree import DraftTree
+
+
+@dataclass
+class BeamTree:
+    tree: DraftTree  # all W·γ beam nodes
+    q_token: torch.Tensor  # [N] raw draft probability q_j(x_j) of each node's token (not the beam weight)
+    best_leaf: int  # the final beam with the largest weight
+
+
+def beam_sample(lm: CachedModel, fresh: torch.Tensor, gamma: int, width: int, probs_fn, greedy: bool,
+                replacement: bool, generator: torch.Generator | None) -> BeamTree:
+    """Run γ steps of beam sampling from the draft; γ draft forwards (the deepest level is
+    not forwarded). `fresh` are the committed tokens the draft cache lacks."""
+    tree = DraftTree()
+    q = probs_fn(lm.extend(fresh)[-1:])  # [B=1, V] next-token q per beam
+    frontier, weights = [-1], torch.ones(1, device=q.device)
+    q_token: list[torch.Tensor] = []
+    for step in range(1, gamma + 1):
+        vocab = q.shape[-1]
+        scores = (weights[:, None] * q).flatten()  # [B*V] w_i · q_s(v | beam i)
+        support = int((scores > 0).sum())
+        if greedy:
+            chosen = torch.topk(scores, min(width, support)).indices
+        else:
+            count = width if replacement else min(width, support)
+            gen_scores = scores if generator is None or generator.device == scores.device else scores.to(generator.device)
+            chosen = torch.multinomial(gen_scores, count, replacement=replacement, generator=generator).to(scores.device)
+        beam, token = chosen // vocab, chosen % vocab  # [W], [W]
+        weights = scores[chosen] / scores[chosen].sum()
+        q_token.append(q[beam, token])
+        first = len(tree)
+        for b, t in zip(beam.tolist(), token.tolist()):
+            tree.add(t, frontier[b])
+        frontier = list(range(first, len(tree)))
+        if step < gamma:
+            tree.forward_level(lm, first, probs_fn)
+            q = torch.stack([tree.q_node[n] for n in frontier])  # [W, V]
+    best_leaf = frontier[int(weights.argmax())]
+    return BeamTree(tree=tree, q_token=torch.cat(q_token), best_leaf=best_leaf)

@@ -1,0 +1,157 @@
+"""A model with its own KV cache: extend by a chain or a token tree, roll back, keep a path.
+
+Invariant kept by every decoder: the cache holds the committed sequence except its last
+token ("pending"), followed by the nodes of the tree under construction, if any. Each
+forward therefore starts with the committed tokens the cache lacks (usually just the
+pending one), so a prompt is encoded once and never again.
+
+Tree attention uses only the public model forward: a custom 4-D additive attention mask
+[1, 1, q, kv] and explicit position ids (a node at depth d sits at position committed-1+d
+whatever its storage slot). Llama-family models and OPT (whose learned positions take
+`position_ids` and add their offset internally) both accept these.
+"""
+from __future__ import annotations
+
+import inspect
+
+import torch
+from transformers import DynamicCache, PreTrainedModel
+
+
+def model_device(model: PreTrainedModel) -> torch.device:
+    """Where input ids must go (the embedding's device, also under device_map="auto")."""
+    return model.get_input_embeddings().weight.device
+
+
+class CachedModel:
+    """One causal LM plus its DynamicCache, with tree-aware extension and rollback."""
+
+    def __init__(self, model: PreTrainedModel, out_device: torch.device | None = None):
+        self.model = model
+        self.device = model_device(model)
+        self.out_device = out_device or self.device
+        self.cache = DynamicCache(config=model.config)
+        self.committed = 0  # cache slots [0, committed) hold committed tokens
+        self.node_parents: list[int] = []  # for each cached tree node: parent node index, -1 = committed end
+        self.node_depths: list[int] = []
+        self._ancestors = torch.zeros(0, 0, dtype=torch.bool)  # [nodes, nodes] ancestor-or-self
+        self.calls = 0
+        accepted = inspect.signature(model.forward).parameters
+        self._keep_kw = "logits_to_keep" in accepted
+        # transformers >= 5.2x names the cache argument `cache`; older releases `past_key_values`
+        self._cache_kw = "cache" if "cache" in accepted else "past_key_values"
+
+    @property
+    def num_nodes(self) -> int:
+        return len(self.node_parents)
+
+    def _forward(self, input_ids: torch.Tensor, position_ids: torch.Tensor,
+                 attention_mask: torch.Tensor | None, keep_last: int = 0) -> torch.Tensor:
+        kwargs = {self._cache_kw: self.cache}
+        if keep_last and self._keep_kw:
+            kwargs["logits_to_keep"] = keep_last
+        out = self.model(input_ids=input_ids[None].to(self.device), position_ids=position_ids[None].to(self.device),
+                         attention_mask=attention_mask, use_cache=True, **kwargs)
+        self.calls += 1
+        return out.logits[0].to(self.out_device)  # [n, V]
+
+    def prefill(self, tokens: torch.Tensor) -> None:
+        """Cache a committed chain without computing its logits (only the last is kept)."""
+        if tokens.numel():
+            self.extend(tokens, keep_last=1)
+
+    def extend(self, tokens: torch.Tensor, nodes: torch.Tensor | None = None,
+               parents: list[int] | None = None, keep_last: int = 0) -> torch.Tensor:
+        """Forward committed `tokens` [m] and/or tree `nodes` [k]; returns logits [m+k, V].
+
+        parents[i] indexes the cached-or-new tree nodes (in creation order); -1 hangs the
+        node under the last committed token. Committed tokens may only be added while no
+        tree nodes are cached (they must stay contiguous at the front of the cache).
+        """
+        if nodes is None or nodes.numel() == 0:
+            if self.num_nodes:
+                raise RuntimeError("commit or drop the cached tree before extending the committed chain")
+            start = self.committed
+            positions = torch.arange(start, start + tokens.numel())
+            logits = self._forward(tokens, positions, None, keep_last)  # plain causal attention
+            self.committed += tokens.numel()
+            return logits
+        m = tokens.numel()
+        if m and self.num_nodes:
+            raise RuntimeError("commit or drop the cached tree before extending the committed chain")
+        assert parents is not None and len(parents) == nodes.numel()
+        first_new = self.num_nodes
+        for parent in parents:
+            if not -1 <= parent < self.num_nodes:
+                raise ValueError(f"tree parent {parent} is not a cached or earlier node")
+            self.node_depths.append(1 if parent < 0 else self.node_depths[parent] + 1)
+            self.node_parents.append(parent)
+        self._grow_ancestors(first_new)
+        committed_end = self.committed + m  # the committed chain after this call
+        depths = torch.tensor(self.node_depths[first_new:])
+        positions = torch.cat([torch.arange(self.committed, committed_end), committed_end - 1 + depths])
+        mask = self._tree_mask(m, first_new)
+        logits = self._forward(torch.cat([tokens.to(nodes.device), nodes]), positions, mask)
+        self.committed = committed_end
+        return logits
+
+    def _grow_ancestors(self, first_new: int) -> None:
+        n = self.num_nodes
+        anc = torch.zeros(n, n, dtype=torch.bool)
+        anc[:first_new, :first_new] = self._ancestors
+        for i in range(first_new, n):  # parents precede children, so their rows are complete
+            parent = self.node_parents[i]
+            if parent >= 0:
+                anc[i] = anc[parent]
+            anc[i, i] = True
+        self._ancestors = anc
+
+    def _tree_mask(self, m: int, first_new: int) -> torch.Tensor:
+        """Additive mask [1, 1, m+k, committed+m+nodes]: committed rows causal, node rows see
+        every committed token and their own ancestors."""
+        c, n = self.committed, self.num_nodes
+        k = n - first_new
+        allowed = torch.zeros(m + k, c + m + n, dtype=torch.bool)
+        allowed[:, :c] = True
+        allowed[:m, c:c + m] = torch.ones(m, m, dtype=torch.bool).tril()
+        allowed[m:, c:c + m] = True
+        allowed[m:, c + m:] = self._ancestors[first_new:]
+        dtype = self.model.dtype
+        mask = torch.zeros(allowed.shape, dtype=dtype).masked_fill(~allowed, torch.finfo(dtype).min)
+        return mask[None, None].to(self.device)
+
+    def crop(self, length: int) -> None:
+        """Roll back to the first `length` committed tokens, dropping any tree nodes."""
+        self._select_tail(length, None)
+        self.committed = length
+        self._drop_tree()
+
+    def commit_path(self, path: list[int]) -> None:
+        """Keep the committed tokens plus the cached tree nodes `path` (root-to-leaf order),
+        which become committed; every other node is dropped."""
+        path = [i for i in path if i < self.num_nodes]  # nodes past the cached depth were never forwarded
+        if path:
+            self._select_tail(self.committed, torch.tensor(path))
+        else:
+            self._select_tail(self.committed, None)
+        self.committed += len(path)
+        self._drop_tree()
+
+    def _drop_tree(self) -> None:
+        self.node_parents, self.node_depths = [], []
+        self._ancestors = torch.zeros(0, 0, dtype=torch.bool)
+
+    def _select_tail(self, start: int, tail: torch.Tensor | None) -> None:
+        """Each layer keeps slots [0, start) then slots start + tail (if given)."""
+        for layer in self.cache.layers:
+            if getattr(layer, "keys", None) is None or layer.keys.numel() == 0:
+                continue
+            if tail is None:
+                layer.keys, layer.values = layer.keys[..., :start, :], layer.values[..., :start, :]
+            else:
+                index = torch.cat([torch.arange(start), start + tail]).to(layer.keys.device)
+                layer.keys = layer.keys.index_select(-2, index)
+                layer.values = layer.values.index_select(-2, index)
+
+    def seq_length(self) -> int:
+        return self.cache.get_seq_length()

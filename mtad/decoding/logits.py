@@ -1,0 +1,56 @@
+"""Turning logits into the *processed* distributions p and q (temperature -> top-k -> top-p).
+
+Every method applies the same processing to the target (p) and the draft (q), so the
+acceptance rules compare like with like. Temperature 0 means greedy: the processed
+distribution is the one-hot of the argmax, which turns every lossless rule into its
+greedy variant (accept iff the draft token is the argmax; the residual is the argmax).
+"""
+from __future__ import annotations
+
+import torch
+
+
+def logits_to_probs(logits: torch.Tensor, temperature: float = 1.0, top_k: int = 0,
+                    top_p: float = 1.0) -> torch.Tensor:
+    """[..., V] logits -> [..., V] float32 probabilities after temperature, top-k, top-p."""
+    logits = logits.float()
+    if temperature == 0:
+        return torch.nn.functional.one_hot(logits.argmax(-1), logits.shape[-1]).float()
+    logits = logits / temperature
+    vocab = logits.shape[-1]
+    if 0 < top_k < vocab:
+        kth = torch.topk(logits, top_k, dim=-1).values[..., -1:]  # [..., 1]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    if top_p < 1.0:
+        sorted_logits, order = torch.sort(logits, dim=-1, descending=True)
+        sorted_probs = sorted_logits.softmax(-1)
+        # drop a token once the mass *before* it already reaches top_p: keeps the smallest
+        # prefix with mass >= top_p, and always the most likely token.
+        drop_sorted = (sorted_probs.cumsum(-1) - sorted_probs) >= top_p
+        drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
+        logits = logits.masked_fill(drop, float("-inf"))
+    return logits.softmax(-1)
+
+
+def _on_generator_device(probs: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
+    if generator is not None and generator.device != probs.device:
+        return probs.to(generator.device)
+    return probs
+
+
+def sample(probs: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+    """Draw one token per row of [..., V] probabilities; returns [...] long on probs' device."""
+    flat = _on_generator_device(probs, generator).reshape(-1, probs.shape[-1])
+    tokens = torch.multinomial(flat, 1, generator=generator).reshape(probs.shape[:-1])
+    return tokens.to(probs.device)
+
+
+def uniform(n: int, generator: torch.Generator | None, device: torch.device) -> torch.Tensor:
+    """n draws from U[0, 1) taken from `generator` (on its own device), returned on `device`."""
+    gen_device = generator.device if generator is not None else device
+    return torch.rand(n, generator=generator, device=gen_device).to(device)
+
+
+def normalize(weights: torch.Tensor) -> torch.Tensor:
+    """Rescale non-negative [..., V] weights to sum 1 along the last dim."""
+    return weights / weights.sum(-1, keepdim=True)

@@ -1,0 +1,63 @@
+"""SpecInfer / MCSD tree speculative sampling: a k_config token tree, one target forward.
+
+Lossless: at each node the children are tried in order with min(1, p'/q'), the target
+residual p' <- norm(max(0, p' - q')) shrinking after every rejection.
+"""
+from __future__ import annotations
+
+import torch
+
+from mtad.decoding.acceptance import multi_draft_accept
+from mtad.decoding.base import Decoder, Step
+from mtad.decoding.logits import sample
+from mtad.decoding.sampling import SAMPLING_PARAMS
+from mtad.decoding.tree import DraftTree, sample_children, target_node_probs
+
+
+class SpecInfer(Decoder):
+    name = "specinfer"
+    defaults = {"k_config": (4, 2, 2), "replacement": True, **SAMPLING_PARAMS}
+
+    def validate(self) -> None:
+        self.k_config = tuple(self.k_config)
+        if not self.k_config or any(not isinstance(k, int) or k < 1 for k in self.k_config):
+            raise ValueError(f"k_config must be a non-empty sequence of ints >= 1, got {self.k_config}")
+
+    def draft_tree(self) -> DraftTree:
+        """Depth by depth: children of every frontier node from q, one draft forward per depth."""
+        tree = DraftTree()
+        tree.q_node[-1] = self.probs(self.draft_lm.extend(self.uncached(self.draft_lm))[-1])
+        frontier = [-1]
+        for depth, width in enumerate(self.k_config, start=1):
+            first = len(tree)
+            for node in frontier:
+                for token in sample_children(tree.q_node[node], width, self.replacement, self.generator):
+                    tree.add(token, node)
+            frontier = list(range(first, len(tree)))
+            if depth < len(self.k_config):
+                tree.forward_level(self.draft_lm, first, self.probs)
+        return tree
+
+    def step(self) -> Step:
+        tree = self.draft_tree()
+        fresh = self.uncached(self.target_lm)
+        logits = self.target_lm.extend(fresh, nodes=torch.tensor(tree.tokens), parents=tree.parents)
+        p_root, p_nodes = target_node_probs(self.probs(logits), fresh.numel())
+        node, path, token = -1, [], None
+        while True:
+            p = p_root if node < 0 else p_nodes[node]
+            children = tree.children(node)
+            if not children:  # a leaf: every level accepted, bonus token from p
+                token = int(sample(p, self.generator))
+                break
+            j, p_res = multi_draft_accept(p, tree.q_node[node], [tree.tokens[c] for c in children],
+                                          self.replacement, self.generator)
+            if j < 0:
+                token = int(sample(p_res, self.generator))
+                break
+            node = children[j]
+            path.append(node)
+        self.target_lm.commit_path(path)
+        self.draft_lm.commit_path(path)
+        emitted = [tree.tokens[i] for i in path] + [token]
+        return Step(emitted=emitted, accepted=len(path), drafted=len(self.k_config), tree_nodes=len(tree))

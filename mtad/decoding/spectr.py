@@ -1,0 +1,63 @@
+"""SpecTr (Sun et al. 2023) with K-SEQ draft selection over k i.i.d. draft sequences.
+
+The k sequences share prefixes, so they are stored as a trie and scored by the target in
+one tree forward. Walking down, the drafts still alive agree with everything accepted; their
+next tokens are i.i.d. from q given that prefix, which is exactly K-SEQ's setting.
+"""
+from __future__ import annotations
+
+import torch
+
+from mtad.decoding.acceptance import kseq_accept
+from mtad.decoding.base import Decoder, Step
+from mtad.decoding.logits import sample
+from mtad.decoding.sampling import SAMPLING_PARAMS
+from mtad.decoding.tree import DraftTree, target_node_probs
+
+
+class SpecTr(Decoder):
+    name = "spectr"
+    defaults = {"gamma": 4, "num_drafts": 4, **SAMPLING_PARAMS}
+
+    def draft_sequences(self) -> tuple[DraftTree, list[list[int]]]:
+        """k sequences of γ tokens from q as a trie; returns it and each sequence's nodes."""
+        tree = DraftTree()
+        tree.q_node[-1] = self.probs(self.draft_lm.extend(self.uncached(self.draft_lm))[-1])
+        at = [-1] * self.num_drafts  # each sequence's current trie node
+        paths: list[list[int]] = [[] for _ in range(self.num_drafts)]
+        for depth in range(1, self.gamma + 1):
+            first = len(tree)
+            q = torch.stack([tree.q_node[node] for node in at])  # [k, V], rows i.i.d. per node
+            children: dict[tuple[int, int], int] = {}
+            for s, token in enumerate(sample(q, self.generator).tolist()):
+                key = (at[s], token)
+                if key not in children:
+                    children[key] = tree.add(token, at[s])
+                at[s] = children[key]
+                paths[s].append(at[s])
+            if depth < self.gamma:
+                tree.forward_level(self.draft_lm, first, self.probs)
+        return tree, paths
+
+    def step(self) -> Step:
+        tree, paths = self.draft_sequences()
+        fresh = self.uncached(self.target_lm)
+        logits = self.target_lm.extend(fresh, nodes=torch.tensor(tree.tokens), parents=tree.parents)
+        p_root, p_nodes = target_node_probs(self.probs(logits), fresh.numel())
+        alive, node, path, token = list(range(self.num_drafts)), -1, [], None
+        for depth in range(self.gamma):
+            p = p_root if node < 0 else p_nodes[node]
+            candidates = [tree.tokens[paths[s][depth]] for s in alive]
+            j, p_res = kseq_accept(p, tree.q_node[node], candidates, self.generator)
+            if j < 0:
+                token = int(sample(p_res, self.generator))
+                break
+            node = paths[alive[j]][depth]
+            path.append(node)
+            alive = [s for s in alive if paths[s][depth] == node]
+        else:  # all γ levels accepted: bonus token
+            token = int(sample(p_nodes[node], self.generator))
+        self.target_lm.commit_path(path)
+        self.draft_lm.commit_path(path)
+        emitted = [tree.tokens[i] for i in path] + [token]
+        return Step(emitted=emitted, accepted=len(path), drafted=self.gamma, tree_nodes=len(tree))

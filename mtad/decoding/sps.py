@@ -1,0 +1,41 @@
+"""Speculative sampling (Leviathan et al. 2023; Chen et al. 2023): lossless."""
+from __future__ import annotations
+
+import torch
+
+from mtad.decoding.acceptance import speculative_accept
+from mtad.decoding.base import Decoder, Step
+from mtad.decoding.kv import CachedModel
+from mtad.decoding.logits import sample
+from mtad.decoding.sampling import SAMPLING_PARAMS
+
+
+def draft_chain(decoder: Decoder, draft_lm: CachedModel, gamma: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Draw γ tokens autoregressively from q; returns tokens [γ] and q_1..q_γ [γ, V].
+    γ draft calls: the last token is not forwarded (its KV is built next iteration if kept)."""
+    logits = draft_lm.extend(decoder.uncached(draft_lm))[-1]  # [V]
+    tokens, qs = [], []
+    for i in range(gamma):
+        q = decoder.probs(logits)
+        token = sample(q, decoder.generator)
+        tokens.append(token)
+        qs.append(q)
+        if i < gamma - 1:
+            logits = draft_lm.extend(token[None])[-1]
+    return torch.stack(tokens), torch.stack(qs)
+
+
+class SpeculativeSampling(Decoder):
+    name = "sps"
+    defaults = {"gamma": 4, **SAMPLING_PARAMS}
+
+    def step(self) -> Step:
+        base = self.length  # committed tokens; both caches end up holding base + accepted
+        draft, q = draft_chain(self, self.draft_lm, self.gamma)  # [γ], [γ, V]
+        fresh = self.uncached(self.target_lm)
+        logits = self.target_lm.extend(torch.cat([fresh, draft]))[-(self.gamma + 1):]  # [γ+1, V]
+        n, token = speculative_accept(self.probs(logits), q, draft, self.generator)
+        # keep the pending token and the accepted drafts; x_{n+1}.. and the bonus are not cached
+        self.target_lm.crop(base + n)
+        self.draft_lm.crop(min(base + n, self.draft_lm.committed))
+        return Step(emitted=draft[:n].tolist() + [token], accepted=n, drafted=self.gamma)

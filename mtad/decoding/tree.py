@@ -1,0 +1,64 @@
+"""A token tree drafted by the draft model: nodes in creation (depth-major) order.
+
+Node i has a token, a parent (-1 = the last committed token, the root) and a depth (1..D).
+Because nodes are created, and forwarded, depth by depth in this order, node i is also the
+i-th tree slot of both KV caches (the draft never forwards the deepest level).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from mtad.decoding.kv import CachedModel
+from mtad.decoding.logits import sample
+
+
+@dataclass
+class DraftTree:
+    tokens: list[int] = field(default_factory=list)
+    parents: list[int] = field(default_factory=list)
+    depths: list[int] = field(default_factory=list)
+    q_node: dict[int, torch.Tensor] = field(default_factory=dict)  # node (-1 = root) -> q over its children [V]
+
+    def add(self, token: int, parent: int) -> int:
+        self.tokens.append(token)
+        self.parents.append(parent)
+        self.depths.append(1 if parent < 0 else self.depths[parent] + 1)
+        return len(self.tokens) - 1
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    def children(self, node: int) -> list[int]:
+        return [i for i, parent in enumerate(self.parents) if parent == node]
+
+    def path(self, node: int) -> list[int]:
+        """Root-to-node list of node indices (empty for the root)."""
+        out = []
+        while node >= 0:
+            out.append(node)
+            node = self.parents[node]
+        return out[::-1]
+
+    def forward_level(self, lm: CachedModel, first: int, probs_fn) -> None:
+        """One draft forward over nodes[first:] (one tree level); stores q at each of them."""
+        nodes = torch.tensor(self.tokens[first:], dtype=torch.long)
+        logits = lm.extend(nodes[:0], nodes=nodes, parents=self.parents[first:])  # [k, V]
+        for i, q in enumerate(probs_fn(logits)):
+            self.q_node[first + i] = q
+
+
+def sample_children(q: torch.Tensor, count: int, replacement: bool, generator: torch.Generator | None) -> list[int]:
+    """`count` children of a node drawn from q [V], i.i.d. or without replacement (as many as
+    q's support allows)."""
+    if replacement:
+        return sample(q.expand(count, -1), generator).tolist()
+    count = min(count, int((q > 0).sum()))
+    gen_q = q if generator is None or generator.device == q.device else q.to(generator.device)
+    return torch.multinomial(gen_q, count, replacement=False, generator=generator).tolist()
+
+
+def target_node_probs(logits: torch.Tensor, num_fresh: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Split a target tree forward's logits into p at the root [V] and at each node [N, V]."""
+    return logits[num_fresh - 1], logits[num_fresh:]
