@@ -1,0 +1,1 @@
+"""Reports derived only from the cell files under results/runs: tables (and figures)."""

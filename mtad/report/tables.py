@@ -1,0 +1,126 @@
+"""Table 2 from the cells of one experiment: quality, speed and energy per (task, method).
+
+Speed-ups are computed here, never stored in a cell: a method's tokens/s over the
+``sampling`` (and the ``sps``) cell of the same experiment, pair, task and machine, i.e.
+the same prompts, settings and hardware measured in the same sweep.
+
+    from mtad.report.tables import table2, write_table2
+    df = table2(load_cells("results/runs"), experiment="table2")
+    write_table2(df, "results/tables")   # table2.md (with a header) and table2.csv
+"""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pandas as pd
+
+from mtad.report.cells import load_cells
+
+METHOD_ORDER = ["sampling", "sps", "spectr", "specinfer", "mtad", "mmtad"]
+TASK_ORDER = ["spider", "cnndm", "mtbench", "mt_bench", "humaneval"]
+COLUMNS = ["task", "method", "score_name", "score", "perplexity", "tokens_per_s", "speedup_vs_sampling",
+           "speedup_vs_sps", "block_efficiency", "acceptance_rate", "mean_accept_length", "energy_j_per_token",
+           "examples", "samples", "new_tokens", "max_new_tokens", "status", "machine", "dtype", "pair", "seed"]
+HEADERS = {"score_name": "score", "score": "value", "perplexity": "PPL", "tokens_per_s": "tokens/s",
+           "speedup_vs_sampling": "speed-up vs sampling", "speedup_vs_sps": "speed-up vs SpS",
+           "block_efficiency": "block eff.", "acceptance_rate": "accept rate", "mean_accept_length": "mean accepted",
+           "energy_j_per_token": "J/token", "examples": "examples", "samples": "samples"}
+MD_COLUMNS = ["task", "method", "score_name", "score", "perplexity", "tokens_per_s", "speedup_vs_sampling",
+              "speedup_vs_sps", "block_efficiency", "acceptance_rate", "mean_accept_length", "energy_j_per_token",
+              "examples", "samples"]
+
+
+def _order(values, preferred):
+    return sorted(values, key=lambda v: (preferred.index(v) if v in preferred else len(preferred), v))
+
+
+def add_speedups(cells: pd.DataFrame) -> pd.DataFrame:
+    """speedup_vs_<baseline> = tokens/s over the baseline cell's, same experiment/pair/task/machine."""
+    df = cells.copy()
+    keys = ["experiment", "pair", "task", "machine", "overrides"]
+    for baseline in ("sampling", "sps"):
+        base = df[df["method"] == baseline][keys + ["tokens_per_s"]].rename(columns={"tokens_per_s": "_base"})
+        merged = df[keys].merge(base.drop_duplicates(keys), on=keys, how="left")
+        df[f"speedup_vs_{baseline}"] = (df["tokens_per_s"].astype(float) / merged["_base"].astype(float)).values
+    return df
+
+
+def table2(cells: pd.DataFrame, experiment: str = "table2", pair: str | None = None) -> pd.DataFrame:
+    """One row per (task, method) of the experiment's base cells (no overrides)."""
+    df = cells[(cells["experiment"] == experiment) & (cells["overrides"] == "")]
+    if pair is not None:
+        df = df[df["pair"] == pair]
+    if df.empty:
+        raise ValueError(f"no cells of experiment {experiment!r}" + (f" and pair {pair!r}" if pair else "") +
+                         f"; found experiments: {sorted(set(cells['experiment']))}")
+    pairs = sorted(set(df["pair"]))
+    if len(pairs) > 1:
+        raise ValueError(f"experiment {experiment!r} has several pairs {pairs}; choose one with pair=...")
+    if "tokens_per_s" not in df:
+        raise ValueError(f"no finished cell in experiment {experiment!r} (no metrics.json yet)")
+    df = add_speedups(df)
+    df["task"] = pd.Categorical(df["task"], _order(set(df["task"]), TASK_ORDER), ordered=True)
+    df["method"] = pd.Categorical(df["method"], _order(set(df["method"]), METHOD_ORDER), ordered=True)
+    df = df.sort_values(["task", "method"]).reset_index(drop=True)
+    for column in COLUMNS:
+        if column not in df:
+            df[column] = None
+    df["task"], df["method"] = df["task"].astype(str), df["method"].astype(str)
+    return df[COLUMNS]
+
+
+def _fmt(value, column: str) -> str:
+    if value is None or (isinstance(value, float) and pd.isna(value)):
+        return "missing" if column == "energy_j_per_token" else "–"
+    if isinstance(value, float):
+        if column.startswith("speedup"):
+            return f"{value:.2f}×"
+        if column == "energy_j_per_token":
+            return f"{value:.3g}"
+        return f"{value:.3f}" if abs(value) < 100 else f"{value:.1f}"
+    return str(value)
+
+
+def _unique(df: pd.DataFrame, column: str) -> str:
+    values = sorted({str(v) for v in df[column] if v is not None and not (isinstance(v, float) and pd.isna(v))})
+    return ", ".join(values) if values else "unknown"
+
+
+def to_markdown(df: pd.DataFrame, experiment: str, notes: list[str] = ()) -> str:
+    counts = ", ".join(f"{task}: {int(g['examples'].max())} examples / {int(g['samples'].max())} samples, "
+                       f"≤{_fmt(g['max_new_tokens'].iloc[0], 'max_new_tokens')} new tokens"
+                       for task, g in df.groupby("task", sort=False))
+    lines = [f"# Table 2 — experiment `{experiment}`", "",
+             f"- machine: {_unique(df, 'machine')}", f"- dtype: {_unique(df, 'dtype')}",
+             f"- pair: {_unique(df, 'pair')}", f"- seed: {_unique(df, 'seed')}",
+             f"- sample counts per cell: {counts}",
+             "- speed-up: tokens/s over the `sampling` (resp. `sps`) cell of the same task, pair and machine;"
+             " J/token `missing` where no energy counter was readable",
+             f"- built: {datetime.now(timezone.utc).isoformat(timespec='seconds')} from results/runs/{experiment}",
+             *[f"- {note}" for note in notes], ""]
+    incomplete = df[df["status"] != "complete"]
+    if not incomplete.empty:
+        lines += [f"- **not complete:** " + ", ".join(f"{r.task}/{r.method} ({r.status})" for r in incomplete.itertuples()), ""]
+    lines.append("| " + " | ".join(HEADERS.get(c, c) for c in MD_COLUMNS) + " |")
+    lines.append("|" + "|".join("---" for _ in MD_COLUMNS) + "|")
+    for row in df.itertuples(index=False):
+        lines.append("| " + " | ".join(_fmt(getattr(row, c), c) for c in MD_COLUMNS) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def write_table2(df: pd.DataFrame, out_dir: str | Path, experiment: str = "table2", name: str = "table2",
+                 notes: list[str] = ()) -> tuple[Path, Path]:
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    md, csv = out_dir / f"{name}.md", out_dir / f"{name}.csv"
+    md.write_text(to_markdown(df, experiment, notes))
+    df.to_csv(csv, index=False)
+    return md, csv
+
+
+def build_table2(results_root: str | Path = "results/runs", out_dir: str | Path = "results/tables",
+                 experiment: str = "table2", pair: str | None = None, name: str | None = None) -> tuple[Path, Path]:
+    df = table2(load_cells(results_root, experiment=experiment), experiment=experiment, pair=pair)
+    return write_table2(df, out_dir, experiment=experiment, name=name or ("table2" if experiment == "table2"
+                                                                           else f"table2_{experiment}"))
