@@ -7,7 +7,7 @@ A cell writes ``<results_root>/<experiment>/<pair>/<task>/<method>[/<overrides>]
 
 - ``samples.jsonl``: one line per example, appended (and fsynced) as soon as it finishes:
   id, per sample and turn the text, completion, token ids, decoder stats, energy, target
-  log-probability; the example's scores. A rerun skips the ids already there, so an
+  log-probability and scores. A rerun skips the ids already there, so an
   interrupted cell resumes without duplicates or losses.
 - ``metrics.json``: task scores, perplexity, speed/acceptance aggregates, energy per token,
   peak memory — recomputed from every line of ``samples.jsonl`` at the end of each run.
@@ -71,7 +71,7 @@ def override_dirname(overrides: list[str]) -> str:
         key, _, value = override.lstrip("+~").partition("=")
         if key in NEUTRAL_KEYS or key.startswith(NEUTRAL_PREFIXES):
             continue
-        if key.startswith("per_task.") and key.endswith(".limit"):
+        if key == "task.limit" or (key.startswith("per_task.") and key.endswith(".limit")):
             continue
         kept.append(f"{key}={value}".replace("/", "_"))
     return ",".join(sorted(kept))
@@ -92,11 +92,17 @@ def resolve_cell(cfg: DictConfig) -> Cell:
 
 
 def task_settings(cfg: DictConfig, task_name: str) -> tuple[dict, int | None]:
-    """Task options (conf/task/<task>.yaml + per_task overrides) and the example limit."""
+    """Task options (conf/task/<task>.yaml + per_task overrides) and the example limit.
+
+    The limit is the top-level ``limit`` when set (a quick cap from the command line), else
+    ``per_task.<task>.limit``, else the task file's ``limit``. It is not an option of the
+    cell's identity: raising it extends the same cell.
+    """
     options = OmegaConf.to_container(cfg.task, resolve=True) or {}
-    extra = dict(OmegaConf.to_container(cfg.per_task, resolve=True).get(task_name) or {})
-    limit = extra.pop("limit", cfg.limit)
-    options.update(extra)
+    options.update(OmegaConf.to_container(cfg.per_task, resolve=True).get(task_name) or {})
+    limit = options.pop("limit", None)
+    if cfg.limit is not None:
+        limit = cfg.limit
     return options, limit
 
 
@@ -258,21 +264,15 @@ class CellRunner:
             history.append(text)
         n = sum(t["logprob_n"] for t in turns)
         mean_logprob = sum(t["logprob_sum"] for t in turns) / n if n else None
-        return {"sample": sample_index, "seed": seed, "turns": turns, "mean_logprob": mean_logprob}
+        scores = self.task.score(example, [t["completion"] for t in turns])  # one sample, every turn
+        return {"sample": sample_index, "seed": seed, "turns": turns, "mean_logprob": mean_logprob,
+                "scores": scores}
 
     def run_example(self, example: dict) -> dict:
         samples = [self.run_sample(example, i) for i in range(self.task.samples_per_example)]
-        completions = [_completion(s) for s in samples]
-        scores = self.task.score(example, completions)
-        return {"id": str(example["id"]), "samples": samples, "scores": scores,
+        return {"id": str(example["id"]), "samples": samples,
                 "new_tokens": sum(t["stats"]["new_tokens"] for s in samples for t in s["turns"]),
                 "decode_seconds": sum(t["stats"]["seconds"] for s in samples for t in s["turns"])}
-
-
-def _completion(sample: dict):
-    """What the task scores for one sample: the completion, or the list of turns' completions."""
-    completions = [t["completion"] for t in sample["turns"]]
-    return completions[0] if len(completions) == 1 else completions
 
 
 # ----------------------------------------------------------------------------- aggregation
@@ -285,7 +285,8 @@ def cell_metrics(task, records: list[dict], limit_ids: list[str]) -> dict:
     turns = [t for r in done for s in r["samples"] for t in s["turns"]]
     speed = aggregate_speed(t["stats"] for t in turns)
     mean_logprobs = [s["mean_logprob"] for r in done for s in r["samples"] if s["mean_logprob"] is not None]
-    scores = task.aggregate([r["scores"] for r in done], [r["id"] for r in done]) if done else {}
+    sample_scores = [(r["id"], s["scores"]) for r in done for s in r["samples"]]  # ids repeat for n > 1
+    scores = task.aggregate([sc for _, sc in sample_scores], [i for i, _ in sample_scores]) if done else {}
     return {
         "examples": len(done), "examples_planned": len(limit_ids),
         "samples": sum(len(r["samples"]) for r in done),
@@ -399,7 +400,7 @@ def run_cell(cfg: DictConfig, cell: Cell, logger) -> dict:
         append_record(samples_path, record)
         records.append(record)
         logger.log_example(example_ids.index(record["id"]),
-                           {"scores": record["scores"], "new_tokens": record["new_tokens"],
+                           {"scores": record["samples"][0]["scores"], "new_tokens": record["new_tokens"],
                             "decode_seconds": record["decode_seconds"]})
 
     metrics = {"cell": cell.name, "experiment": cell.experiment, "pair": cell.pair, "task": cell.task,

@@ -56,6 +56,7 @@ class WandbLogger:
                  entity: str | None = None, job_type: str = "cell"):
         import wandb
 
+        dir = dir or "outputs"  # no Hydra output dir (e.g. the compose API)
         os.makedirs(dir, exist_ok=True)
         self._wandb = wandb
         self.mode = os.environ.get("WANDB_MODE", mode)
