@@ -1,0 +1,97 @@
+"""Loggers: the W&B offline run directory holds what was logged; failures still close runs."""
+import struct
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf
+
+from mtad.tracking import NullLogger, WandbLogger, flatten_scalars
+
+BLOCK = 32768  # the .wandb file is a LevelDB-style log: 32 KiB blocks of 7-byte-headed chunks
+FULL, FIRST, MIDDLE, LAST = 1, 2, 3, 4
+
+
+def read_wandb_records(path: Path) -> list:
+    """Parse an offline ``run-*.wandb`` file into wandb protobuf Records."""
+    from wandb.proto import wandb_internal_pb2 as pb
+
+    data = path.read_bytes()
+    assert data[:4] == b":W&B", "not a W&B transaction log"
+    pos, records, pending = 7, [], b""
+    while pos + 7 <= len(data):
+        if BLOCK - pos % BLOCK < 7:  # block trailer too small for a header: padding
+            pos += BLOCK - pos % BLOCK
+            continue
+        _crc, length, kind = struct.unpack("<IHB", data[pos:pos + 7])
+        chunk = data[pos + 7:pos + 7 + length]
+        pos += 7 + length
+        if kind == 0 and length == 0:
+            break
+        pending = chunk if kind in (FULL, FIRST) else pending + chunk
+        if kind in (FULL, LAST):
+            record = pb.Record()
+            record.ParseFromString(pending)
+            records.append(record)
+    return records
+
+
+def logged_items(records) -> tuple[dict, dict]:
+    """(history keys -> last value json, summary keys -> value json) of the records."""
+    history, summary = {}, {}
+    for record in records:
+        kind = record.WhichOneof("record_type")
+        if kind == "history":
+            history.update({item.key or "/".join(item.nested_key): item.value_json for item in record.history.item})
+        elif kind == "summary":
+            summary.update({item.key or "/".join(item.nested_key): item.value_json for item in record.summary.update})
+    return history, summary
+
+
+def test_flatten_scalars_keeps_plottable_values():
+    flat = flatten_scalars({"a": 1, "b": {"c": 2.5, "d": None, "e": [1, 2]}, "f": "x", "g": float("nan")})
+    assert flat == {"a": 1, "b/c": 2.5, "f": "x"}
+
+
+def test_wandb_offline_run_directory_has_the_logged_metrics(tmp_path, monkeypatch):
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    logger = WandbLogger(project="mtad-test", name="exp/pair/task/method", config={"seed": 7}, dir=str(tmp_path))
+    logger.log_example(0, {"scores": {"rougeL": 0.25}, "new_tokens": 11})
+    logger.log_example(1, {"scores": {"rougeL": 0.5}, "new_tokens": 13})
+    logger.log_metrics({"tokens_per_s": 42.5, "scores": {"rougeL": 0.375}, "energy_j_per_token": None})
+    logger.finish()
+
+    run_dirs = list((tmp_path / "wandb").glob("offline-run-*"))
+    assert len(run_dirs) == 1 and Path(logger.run_dir) == run_dirs[0]
+    records = read_wandb_records(next(run_dirs[0].glob("run-*.wandb")))
+    history, summary = logged_items(records)
+    assert float(summary["tokens_per_s"]) == 42.5
+    assert float(summary["scores/rougeL"]) == 0.375
+    assert "energy_j_per_token" not in summary  # missing stays missing
+    assert float(history["example/scores/rougeL"]) == 0.5  # the last example row
+    assert float(history["cell/tokens_per_s"]) == 42.5
+    config_items = [item for r in records if r.WhichOneof("record_type") == "run" for item in r.run.config.update]
+    config_items += [item for r in records if r.WhichOneof("record_type") == "config" for item in r.config.update]
+    assert any(item.key == "seed" and "7" in item.value_json for item in config_items)
+
+
+def test_failed_cell_still_finishes_the_logger(monkeypatch):
+    import mtad.run as run
+
+    finished = []
+
+    class SpyLogger(NullLogger):
+        def finish(self, failed=False):
+            finished.append(failed)
+
+    def boom(cfg, cell, logger):
+        raise RuntimeError("model exploded")
+
+    monkeypatch.setattr(run, "resolve_cell", lambda cfg: run.Cell("e", "p", "t", "m", "", Path("unused")))
+    monkeypatch.setattr(run, "run_cell", boom)
+    monkeypatch.setattr(run.hydra.utils, "instantiate", lambda *a, **k: SpyLogger())
+    monkeypatch.setattr(Path, "mkdir", lambda *a, **k: None)
+    monkeypatch.setattr(Path, "write_text", lambda *a, **k: None)
+    with pytest.raises(RuntimeError, match="model exploded"):
+        run.run_with_logger(OmegaConf.create({"logger": {}}))
+    assert finished == [True]
