@@ -3,10 +3,13 @@ import os
 from pathlib import Path
 
 import pytest
+import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# Tiny test models are ~15x slower with 2 threads on 2 shared cores (oversubscription).
+torch.set_num_threads(1)
 
 # ../shared/data beside the checkout (see ../shared/data/README.md); MTAD_SHARED_DATA overrides.
 SHARED_DATA = Path(os.environ.get("MTAD_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
