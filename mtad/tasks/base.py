@@ -1,0 +1,108 @@
+"""The task interface: examples, prompts, completion extraction, scores and their aggregation."""
+from __future__ import annotations
+
+import os
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar
+
+from mtad import data
+
+
+class Task(ABC):
+    """One evaluation task. Options are the keys of ``conf/task/<name>.yaml`` (``defaults``)."""
+
+    name: ClassVar[str]
+    defaults: ClassVar[dict[str, Any]] = {"limit": None, "max_new_tokens": 128}
+
+    def __init__(self, data_root: str | os.PathLike | None = None, **options: Any):
+        options = dict(options)
+        given_name = options.pop("name", self.name)
+        if given_name != self.name:
+            raise ValueError(f"options name {given_name!r} given to task {self.name!r}")
+        unknown = sorted(set(options) - set(self.defaults))
+        if unknown:
+            raise ValueError(f"unknown option(s) {unknown} for task {self.name!r}; valid: {sorted(self.defaults)}")
+        self.options = {**self.defaults, **options}
+        self.data_root = data.data_root(data_root)
+        self._examples: list[dict] | None = None
+
+    # ------------------------------------------------------------------ options
+    @property
+    def max_new_tokens(self) -> int:
+        return int(self.options["max_new_tokens"])
+
+    @property
+    def samples_per_example(self) -> int:
+        return int(self.options.get("samples_per_example", 1))
+
+    # ------------------------------------------------------------------ examples
+    def examples(self, limit: int | None = None) -> list[dict]:
+        """Examples in file order, the first ``limit`` (argument, else the ``limit`` option)."""
+        if self._examples is None:
+            self._examples = self.load_examples()
+        limit = limit if limit is not None else self.options.get("limit")
+        selected = self._examples if limit is None else self._examples[: int(limit)]
+        self.check_examples(selected)
+        return selected
+
+    @abstractmethod
+    def load_examples(self) -> list[dict]:
+        """All examples, each a dict with a string ``id``."""
+
+    def check_examples(self, examples: list[dict]) -> None:
+        """Fail fast when something the selected examples need is missing (default: nothing)."""
+
+    def num_turns(self, example: dict) -> int:
+        return 1
+
+    # ------------------------------------------------------------------ prompts
+    def build_prompt(self, example: dict, tokenizer, history: tuple[str, ...] | list[str] = ()) -> list[int]:
+        """Token ids of the prompt for the next turn (``history``: the model's earlier answers).
+
+        Chat models (``tokenizer.chat_template`` set) get their chat template with the
+        generation prompt; others get the task's plain-text prompt with the tokenizer's
+        special tokens (BOS).
+        """
+        if len(history) >= self.num_turns(example):
+            raise ValueError(f"{self.name} example {example['id']} has {self.num_turns(example)} turn(s); "
+                             f"got {len(history)} previous answers")
+        if getattr(tokenizer, "chat_template", None):
+            messages = self.chat_messages(example, list(history), tokenizer)
+            text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+            return list(tokenizer(text, add_special_tokens=False)["input_ids"])
+        text = self.plain_prompt(example, list(history), tokenizer)
+        return list(tokenizer(text)["input_ids"])
+
+    @abstractmethod
+    def chat_messages(self, example: dict, history: list[str], tokenizer) -> list[dict]:
+        """The conversation so far as chat messages, ending with the user's turn."""
+
+    @abstractmethod
+    def plain_prompt(self, example: dict, history: list[str], tokenizer) -> str:
+        """The same request as plain text for models without a chat template."""
+
+    # ------------------------------------------------------------------ outputs
+    def postprocess(self, example: dict, text: str) -> str:
+        """The part of the generated text that is scored (default: stripped)."""
+        return text.strip()
+
+    @abstractmethod
+    def score(self, example: dict, completions: list[str]) -> dict[str, float | int | None]:
+        """Scores of one sample; ``completions`` holds the postprocessed answer of every turn."""
+
+    @abstractmethod
+    def aggregate(self, example_scores: list[dict], example_ids: list[str]) -> dict:
+        """Cell-level metrics from the per-sample scores (one id per score, repeated for n > 1)."""
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(data_root={str(self.data_root)!r}, options={self.options})"
+
+
+def mean_of(scores: list[dict], key: str) -> float | None:
+    """Mean of ``key`` over the scores where it is not None (None if there are none)."""
+    values = [s[key] for s in scores if s.get(key) is not None]
+    return float(sum(values) / len(values)) if values else None
+
+
+def count_of(scores: list[dict], key: str) -> int:
+    return int(sum(1 for s in scores if s.get(key)))

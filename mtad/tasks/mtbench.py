@@ -1,0 +1,88 @@
+"""MT-Bench: two-turn questions (the second turn sees the model's own first answer), graded
+1-10 per turn by a configured judge with the FastChat single-answer prompts."""
+from __future__ import annotations
+
+from mtad import data
+from mtad.metrics.judge import NoJudge, get_judge, judge_config
+from mtad.tasks.base import Task, mean_of
+
+# plain-prompt turn markers (FastChat's judge uses the same "### User/Assistant" layout)
+USER, ASSISTANT = "### User:\n", "### Assistant:\n"
+
+
+class MTBenchTask(Task):
+    name = "mtbench"
+    defaults = {"limit": None, "max_new_tokens": 512, "judge": {"kind": "none"}}
+
+    def __init__(self, data_root=None, **options):
+        super().__init__(data_root, **options)
+        self.judge_settings = judge_config(self.options["judge"])  # validates now, builds lazily
+        self._judge = None
+        self._judge_prompts: dict | None = None
+
+    # ------------------------------------------------------------------ data
+    def load_examples(self) -> list[dict]:
+        bench = data.load_mtbench(self.data_root)
+        self._judge_prompts = bench["judge_prompts"]
+        return [{"id": str(q["question_id"]), "category": q["category"], "turns": list(q["turns"]),
+                 "reference": bench["references"].get(q["question_id"])} for q in bench["questions"]]
+
+    def num_turns(self, example):
+        return len(example["turns"])
+
+    # ------------------------------------------------------------------ prompts
+    def chat_messages(self, example, history, tokenizer):
+        messages = []
+        for question, answer in zip(example["turns"], history):
+            messages += [{"role": "user", "content": question}, {"role": "assistant", "content": answer}]
+        return messages + [{"role": "user", "content": example["turns"][len(history)]}]
+
+    def plain_prompt(self, example, history, tokenizer):
+        text = ""
+        for question, answer in zip(example["turns"], history):
+            text += f"{USER}{question}\n\n{ASSISTANT}{answer}\n\n"
+        return text + f"{USER}{example['turns'][len(history)]}\n\n{ASSISTANT}"
+
+    def postprocess(self, example, text):
+        # a plain completion may go on to write the user's next turn
+        return text.split("### User:", 1)[0].strip()
+
+    # ------------------------------------------------------------------ judge
+    @property
+    def judge(self):
+        if self._judge is None:
+            self._judge = get_judge(self.judge_settings)
+        return self._judge
+
+    def set_judge(self, judge=None, model=None, tokenizer=None) -> None:
+        """Use ``judge``, or an ``hf`` judge over a loaded ``model``/``tokenizer`` (e.g. the target)."""
+        self._judge = judge if judge is not None else get_judge({**self.judge_settings, "kind": "hf"},
+                                                                model=model, tokenizer=tokenizer)
+
+    def score(self, example, completions):
+        if len(completions) != self.num_turns(example):
+            raise ValueError(f"mtbench {example['id']}: need {self.num_turns(example)} answers, got {len(completions)}")
+        if self._judge_prompts is None:
+            self.examples()
+        scores: dict = {}
+        for turn in range(1, len(completions) + 1):
+            verdict = self.judge.grade(self._judge_prompts, example, list(completions), turn)
+            scores[f"judge_turn{turn}"] = verdict.score
+            scores[f"judge_failed_turn{turn}"] = int(verdict.score is None and not isinstance(self.judge, NoJudge))
+        rated = [v for k, v in scores.items() if k.startswith("judge_turn") and v is not None]
+        scores["judge_score"] = sum(rated) / len(rated) if rated else None
+        return scores
+
+    def aggregate(self, example_scores, example_ids):
+        kind = self._judge.kind if self._judge is not None else self.judge_settings["kind"]
+        result = {"examples": len(example_scores), "judge": kind,
+                  "judge_model": self.judge_settings.get("model")}
+        if kind == "none":
+            return {**result, "judge_score": None, "judge_turn1": None, "judge_turn2": None,
+                    "judge_missing_reason": NoJudge.reason}
+        turns = [mean_of(example_scores, f"judge_turn{t}") for t in (1, 2)]
+        rated = [s[f"judge_turn{t}"] for s in example_scores for t in (1, 2) if s.get(f"judge_turn{t}") is not None]
+        failures = sum(s.get(f"judge_failed_turn{t}", 0) for s in example_scores for t in (1, 2))
+        return {**result, "judge_score": sum(rated) / len(rated) if rated else None,
+                "judge_turn1": turns[0], "judge_turn2": turns[1], "judge_failures": failures,
+                "judge_missing_reason": None if rated else "the judge gave no valid rating"}

@@ -1,0 +1,172 @@
+"""Spider (dev) text-to-SQL with execution accuracy on read-only SQLite databases."""
+from __future__ import annotations
+
+import re
+import sqlite3
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+from mtad import data
+from mtad.tasks.base import Task, count_of
+
+SQL_START = re.compile(r"\b(select|with)\b", re.IGNORECASE)
+FENCE = re.compile(r"```[a-zA-Z]*\s*\n?(.*?)(?:```|$)", re.DOTALL)
+
+
+@dataclass
+class Execution:
+    """Outcome of running one query: rows, or why there are none."""
+
+    rows: list[tuple] | None
+    status: str  # "ok" | "invalid" | "timeout" | "error"
+    message: str = ""
+
+
+def execute_sql(db_path: Path, sql: str, timeout_s: float, row_cap: int) -> Execution:
+    """Run ``sql`` on a read-only connection with a time limit and a row cap.
+
+    ``invalid``: empty, or SQLite cannot compile it (syntax, unknown table/column), found
+    with EXPLAIN, which compiles without running; ``timeout``: interrupted at the time
+    limit; ``error``: anything else at run time, including more than ``row_cap`` rows.
+    """
+    if not sql.strip():
+        return Execution(None, "invalid", "empty query")
+    conn = sqlite3.connect(f"{Path(db_path).resolve().as_uri()}?mode=ro", uri=True, check_same_thread=False)
+    conn.text_factory = lambda raw: raw.decode("utf-8", "replace")  # a few Spider DBs hold bad UTF-8
+    deadline = time.monotonic() + timeout_s
+    conn.set_progress_handler(lambda: int(time.monotonic() > deadline), 1000)  # non-zero aborts
+    try:
+        try:
+            conn.execute(f"EXPLAIN {sql}")
+        except sqlite3.Error as exc:
+            if "interrupted" in str(exc):
+                return Execution(None, "timeout", str(exc))
+            return Execution(None, "invalid", str(exc))
+        except Exception as exc:  # e.g. sqlite3.Warning for several statements
+            return Execution(None, "invalid", str(exc))
+        try:
+            cursor = conn.execute(sql)
+            rows = cursor.fetchmany(row_cap + 1)
+        except sqlite3.OperationalError as exc:
+            status = "timeout" if "interrupted" in str(exc) else "error"
+            return Execution(None, status, str(exc))
+        except Exception as exc:
+            return Execution(None, "error", str(exc))
+        if len(rows) > row_cap:
+            return Execution(None, "error", f"more than {row_cap} rows")
+        return Execution([tuple(r) for r in rows], "ok")
+    finally:
+        conn.close()
+
+
+def same_rows(predicted: list[tuple], gold: list[tuple]) -> bool:
+    """Result rows equal as multisets (order ignored, duplicates counted, column order kept)."""
+    return Counter(predicted) == Counter(gold)
+
+
+def format_schema(schema: dict) -> str:
+    """Tables as ``CREATE TABLE`` lines from tables.json (original names, types, keys)."""
+    tables = schema["table_names_original"]
+    columns: list[list[str]] = [[] for _ in tables]
+    primary = set(schema["primary_keys"]) if all(isinstance(k, int) for k in schema["primary_keys"]) else {
+        k for key in schema["primary_keys"] for k in (key if isinstance(key, list) else [key])}
+    for index, ((table, column), ctype) in enumerate(zip(schema["column_names_original"], schema["column_types"])):
+        if table >= 0:
+            columns[table].append(f"{column} {ctype}" + (" primary key" if index in primary else ""))
+    names = schema["column_names_original"]
+    lines = [f"CREATE TABLE {table} ({', '.join(cols)});" for table, cols in zip(tables, columns)]
+    for src, dst in schema["foreign_keys"]:
+        lines.append(f"-- {tables[names[src][0]]}.{names[src][1]} references {tables[names[dst][0]]}.{names[dst][1]}")
+    return "\n".join(lines)
+
+
+def extract_sql(text: str) -> str:
+    """The predicted query: inside a code fence if there is one, from its first SELECT/WITH,
+    cut at the first ';' (and at a blank line, where plain completions start to ramble)."""
+    fenced = FENCE.search(text)
+    sql = fenced.group(1) if fenced else text
+    start = SQL_START.search(sql)
+    if start:
+        sql = sql[start.start():]
+    sql = sql.split(";", 1)[0]
+    sql = re.split(r"\n\s*\n", sql, maxsplit=1)[0]
+    return sql.strip()
+
+
+class SpiderTask(Task):
+    name = "spider"
+    defaults = {"limit": None, "max_new_tokens": 128, "timeout_s": 5.0, "row_cap": 100000}
+
+    def __init__(self, data_root=None, **options):
+        super().__init__(data_root, **options)
+        self._gold_cache: dict[str, Execution] = {}
+        self._spider: dict | None = None
+
+    def load_examples(self) -> list[dict]:
+        self._spider = data.load_spider(self.data_root)
+        return [
+            {"id": f"dev-{index:04d}", "db_id": ex["db_id"], "question": ex["question"], "query": ex["query"]}
+            for index, ex in enumerate(self._spider["examples"])
+        ]
+
+    def check_examples(self, examples: list[dict]) -> None:
+        for db_id in sorted({ex["db_id"] for ex in examples}):
+            self.db_path(db_id)
+
+    def db_path(self, db_id: str) -> Path:
+        return data.spider_db_path(self.data_root / "spider" / "database", db_id)
+
+    def schema_text(self, db_id: str) -> str:
+        if self._spider is None:
+            self.examples()
+        return format_schema(self._spider["schemas"][db_id])
+
+    # ------------------------------------------------------------------ prompts
+    def chat_messages(self, example, history, tokenizer):
+        request = (f"Here is the schema of a SQLite database:\n\n{self.schema_text(example['db_id'])}\n\n"
+                   f"Write one SQLite query that answers this question: {example['question']}\n"
+                   "Reply with the SQL query only.")
+        return [{"role": "user", "content": request}]
+
+    def plain_prompt(self, example, history, tokenizer):
+        return (f"-- SQLite database schema:\n{self.schema_text(example['db_id'])}\n\n"
+                f"-- Question: {example['question']}\n-- One SQLite query that answers the question:\n")
+
+    def postprocess(self, example, text):
+        return extract_sql(text)
+
+    # ------------------------------------------------------------------ scores
+    def gold_execution(self, example: dict) -> Execution:
+        if example["id"] not in self._gold_cache:
+            self._gold_cache[example["id"]] = self._run(example, example["query"])
+        return self._gold_cache[example["id"]]
+
+    def _run(self, example: dict, sql: str) -> Execution:
+        return execute_sql(self.db_path(example["db_id"]), sql, float(self.options["timeout_s"]),
+                           int(self.options["row_cap"]))
+
+    def score(self, example, completions):
+        (prediction,) = completions
+        gold = self.gold_execution(example)
+        flags = {"invalid": 0, "timeout": 0, "error": 0, "gold_failed": 0}
+        if gold.status != "ok":
+            return {"exec_acc": None, **flags, "gold_failed": 1}
+        predicted = self._run(example, prediction)
+        if predicted.status != "ok":
+            return {"exec_acc": 0, **flags, predicted.status: 1}
+        return {"exec_acc": int(same_rows(predicted.rows, gold.rows)), **flags}
+
+    def aggregate(self, example_scores, example_ids):
+        gold_failed = count_of(example_scores, "gold_failed")
+        counted = [s for s in example_scores if s.get("exec_acc") is not None]
+        return {
+            "exec_acc": sum(s["exec_acc"] for s in counted) / len(counted) if counted else None,
+            "examples": len(example_scores),
+            "scored": len(counted),
+            "invalid": count_of(example_scores, "invalid"),
+            "timeout": count_of(example_scores, "timeout"),
+            "error": count_of(example_scores, "error"),
+            "gold_failed": gold_failed,
+        }
