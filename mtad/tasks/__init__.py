@@ -14,8 +14,9 @@ def list_tasks() -> list[str]:
     return list(TASKS)
 
 
-def get_task(name: str, data_root=None, **options) -> Task:
-    """The task ``name`` with ``options`` (the keys of conf/task/<name>.yaml)."""
+def get_task(name: str, /, data_root=None, **options) -> Task:
+    """The task ``name`` with ``options`` (the keys of conf/task/<name>.yaml; a ``name`` key
+    among them must agree)."""
     if name not in TASKS:
         raise ValueError(f"unknown task {name!r}; valid tasks: {', '.join(TASKS)}")
     return TASKS[name](data_root=data_root, **options)
