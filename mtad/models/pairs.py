@@ -1,0 +1,195 @@
+"""Target/draft pairs: read `conf/pair/<name>.yaml`, load both models and one tokenizer.
+
+    pair = load_pair("smollm2_135m", device="cpu", target_dtype="bfloat16")
+    pair.target, pair.draft, pair.tokenizer, pair.eos_token_id, pair.name, pair.config
+"""
+from __future__ import annotations
+
+import copy
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import torch
+
+PACKAGE_DIR = Path(__file__).resolve().parents[1]  # mtad/
+ASSETS_DIR = PACKAGE_DIR / "assets"
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+SOURCES = ("hub", "gguf_package", "tiny_random", "distilled")
+
+
+def pair_conf_dir() -> Path:
+    """`$MTAD_CONF_DIR/pair` if set, else the repository's `conf/pair`."""
+    root = os.environ.get("MTAD_CONF_DIR")
+    return Path(root) / "pair" if root else PACKAGE_DIR.parent / "conf" / "pair"
+
+
+def list_pairs() -> list[str]:
+    return sorted(p.stem for p in pair_conf_dir().glob("*.yaml"))
+
+
+def pair_config(name_or_cfg: str | Mapping, **overrides) -> dict:
+    """The resolved pair config as a plain dict, overrides applied to top-level keys."""
+    if isinstance(name_or_cfg, str):
+        path = pair_conf_dir() / f"{name_or_cfg}.yaml"
+        if not path.is_file():
+            raise KeyError(f"unknown pair {name_or_cfg!r}; valid pairs: {', '.join(list_pairs())} (in {pair_conf_dir()})")
+        from omegaconf import OmegaConf
+
+        cfg = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
+    else:
+        try:
+            from omegaconf import DictConfig, OmegaConf
+
+            cfg = OmegaConf.to_container(name_or_cfg, resolve=True) if isinstance(name_or_cfg, DictConfig) else copy.deepcopy(dict(name_or_cfg))
+        except ImportError:  # pragma: no cover
+            cfg = copy.deepcopy(dict(name_or_cfg))
+    for key, value in overrides.items():
+        if value is None:
+            continue
+        if key == "dtype":  # shorthand for both models
+            cfg["target_dtype"] = cfg["draft_dtype"] = value
+        elif key == "draft_file":
+            cfg.setdefault("draft", {})["file"] = value
+        else:
+            cfg[key] = value
+    for part in ("target", "draft"):
+        source = (cfg.get(part) or {}).get("source")
+        if source not in SOURCES:
+            raise ValueError(f"pair {cfg.get('name')!r}: {part}.source must be one of {SOURCES}, got {source!r}")
+    return cfg
+
+
+def resolve_device(device: str | None) -> torch.device:
+    if device in (None, "auto"):
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+def _dtype(name: str | None) -> torch.dtype:
+    if name is None:
+        return torch.float32
+    if name not in DTYPES:
+        raise ValueError(f"unknown dtype {name!r}; valid: {', '.join(DTYPES)}")
+    return DTYPES[name]
+
+
+def _hub_kwargs(cfg: dict, dtype: torch.dtype) -> dict:
+    kwargs = {"dtype": dtype}
+    if cfg.get("device_map"):
+        kwargs["device_map"] = cfg["device_map"]
+    return kwargs
+
+
+def _place(model, cfg: dict):
+    return model if cfg.get("device_map") else model.to(resolve_device(cfg.get("device")))
+
+
+def load_target_and_tokenizer(cfg: dict, device: str | None = None, dtype: str | None = None):
+    """The target model (eval mode) and the pair's tokenizer."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    cfg = dict(cfg, device=device or cfg.get("device"))
+    torch_dtype = _dtype(dtype or cfg.get("target_dtype"))
+    spec = cfg["target"]
+    if spec["source"] == "gguf_package":
+        from .gguf_cache import ensure_converted
+
+        local = ensure_converted(cfg["name"], spec["package"], str(spec["version"]), spec["file"])
+        model = AutoModelForCausalLM.from_pretrained(str(local), **_hub_kwargs(cfg, torch_dtype))
+        tokenizer = AutoTokenizer.from_pretrained(str(cfg.get("tokenizer") or local))
+    elif spec["source"] == "hub":
+        model = AutoModelForCausalLM.from_pretrained(spec["id"], **_hub_kwargs(cfg, torch_dtype))
+        tokenizer = AutoTokenizer.from_pretrained(cfg.get("tokenizer") or spec.get("tokenizer") or spec["id"])
+    elif spec["source"] == "tiny_random":
+        from .tiny import tiny_model, tiny_tokenizer
+
+        tokenizer = tiny_tokenizer(spec.get("tokenizer", "default"))
+        model = tiny_model(spec.get("family", "llama"), len(tokenizer), int(spec.get("seed", 0)), **spec.get("overrides", {})).to(torch_dtype)
+    else:
+        raise ValueError(f"target.source {spec['source']!r} is not valid for a target")
+    return _place(model, cfg).eval(), tokenizer
+
+
+def load_draft_model(cfg: dict, target, dtype: str | None = None):
+    """The draft model (eval mode) and its own tokenizer when it has one (None if shared)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    torch_dtype = _dtype(dtype or cfg.get("draft_dtype"))
+    spec = cfg["draft"]
+    if spec["source"] == "distilled":
+        from .draft import load_draft
+
+        path = Path(spec["file"])
+        path = path if path.is_absolute() else ASSETS_DIR / path
+        if not path.is_file():
+            raise FileNotFoundError(
+                f"draft file {path} not found; build it with `make draft` (scripts/distill_draft.py --pair {cfg['name']}) "
+                f"and export it with `scripts/distill_draft.py --pair {cfg['name']} --export`"
+            )
+        return load_draft(path, target, dtype=torch_dtype).to(next(target.parameters()).device), None
+    if spec["source"] == "hub":
+        model = AutoModelForCausalLM.from_pretrained(spec["id"], **_hub_kwargs(cfg, torch_dtype))
+        tokenizer = AutoTokenizer.from_pretrained(spec.get("tokenizer") or spec["id"])
+        return _place(model, cfg).eval(), tokenizer
+    if spec["source"] == "tiny_random":
+        from .tiny import tiny_model, tiny_tokenizer
+
+        tokenizer = tiny_tokenizer(spec.get("tokenizer", "default"))
+        model = tiny_model(spec.get("family", "llama"), len(tokenizer), int(spec.get("seed", 1)), **spec.get("overrides", {})).to(torch_dtype)
+        return _place(model, cfg).eval(), tokenizer
+    raise ValueError(f"draft.source {spec['source']!r} is not valid for a draft")
+
+
+def check_same_tokenizer(target_tok, draft_tok, pair_name: str = "") -> None:
+    """Refuse a pair whose tokenizers differ: same vocabulary (token -> id) and same EOS."""
+    tv, dv = target_tok.get_vocab(), draft_tok.get_vocab()
+    if tv != dv:
+        only_t = sorted(set(tv) - set(dv))[:5]
+        only_d = sorted(set(dv) - set(tv))[:5]
+        moved = [t for t in set(tv) & set(dv) if tv[t] != dv[t]][:5]
+        raise ValueError(
+            f"pair {pair_name!r}: draft and target tokenizers differ (vocabulary sizes {len(tv)} vs {len(dv)}; "
+            f"only in target: {only_t}; only in draft: {only_d}; different ids: {moved}). "
+            "Speculative decoding needs one shared vocabulary."
+        )
+    if target_tok.eos_token_id != draft_tok.eos_token_id:
+        raise ValueError(f"pair {pair_name!r}: EOS ids differ ({target_tok.eos_token_id} vs {draft_tok.eos_token_id})")
+
+
+def check_same_logit_space(target, draft, pair_name: str = "") -> None:
+    """Both models must produce logits over the same number of ids."""
+    vt = target.get_output_embeddings().weight.shape[0] if not hasattr(draft, "expand_logits") else target.config.vocab_size
+    vd = draft.config.vocab_size if hasattr(draft, "expand_logits") else draft.get_output_embeddings().weight.shape[0]
+    if vt != vd:
+        raise ValueError(f"pair {pair_name!r}: target logits cover {vt} ids but the draft's cover {vd}")
+
+
+@dataclass
+class Pair:
+    name: str
+    target: Any
+    draft: Any
+    tokenizer: Any
+    config: dict = field(default_factory=dict)
+
+    @property
+    def eos_token_id(self) -> int | None:
+        return self.tokenizer.eos_token_id
+
+
+def load_pair(name_or_cfg: str | Mapping = "smollm2_135m", **overrides) -> Pair:
+    """Load a pair by name (conf/pair/<name>.yaml) or from a config mapping; see the schema there."""
+    cfg = pair_config(name_or_cfg, **overrides)
+    name = cfg.get("name") or (name_or_cfg if isinstance(name_or_cfg, str) else "custom")
+    cfg["name"] = name
+    target, tokenizer = load_target_and_tokenizer(cfg)
+    draft, draft_tokenizer = load_draft_model(cfg, target)
+    if draft_tokenizer is not None:
+        check_same_tokenizer(tokenizer, draft_tokenizer, name)
+    check_same_logit_space(target, draft, name)
+    for model in (target, draft):
+        model.eval()
+        model.requires_grad_(False)
+    return Pair(name=name, target=target, draft=draft, tokenizer=tokenizer, config=cfg)
