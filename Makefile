@@ -18,5 +18,9 @@ help: ## list targets
 
 install: .venv/.installed ## create .venv and install mtad with its dev tools
 
+.PHONY: data
+data: install ## fetch every dataset into the data root
+	$(PY) scripts/get_data.py $(ARGS)
+
 test: install ## run the whole test suite (slow real-model tests included)
 	$(PY) -m pytest -q
