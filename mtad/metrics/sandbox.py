@@ -19,6 +19,8 @@ against a determined attacker (use a container or VM for untrusted code at scale
 """
 from __future__ import annotations
 
+import functools
+import logging
 import os
 import secrets
 import shutil
@@ -32,6 +34,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+log = logging.getLogger(__name__)
 UNPRIVILEGED_UID = 65534  # nobody / nogroup on Debian and most distributions
 UNPRIVILEGED_GID = 65534
 
@@ -133,6 +136,7 @@ def run_python(code: str, limits: Limits = Limits(), drop_privileges: bool = Tru
     """
     uid = _sandbox_uid(drop_privileges)
     python = _interpreter(uid)
+    _check_sandbox_works(python, uid)
     workdir = Path(tempfile.mkdtemp(prefix="mtad-sandbox-"))
     outdir = Path(tempfile.mkdtemp(prefix="mtad-sandbox-out-"))  # not writable by the child
     try:
@@ -144,6 +148,26 @@ def run_python(code: str, limits: Limits = Limits(), drop_privileges: bool = Tru
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
         shutil.rmtree(outdir, ignore_errors=True)
+
+
+@functools.lru_cache(maxsize=None)
+def _check_sandbox_works(python: str, uid: int | None) -> None:
+    """Run an empty program once per (interpreter, user): a sandbox that cannot even start
+    (unreadable interpreter or stdlib, ...) must not pass off every sample as failed."""
+    workdir = Path(tempfile.mkdtemp(prefix="mtad-sandbox-"))
+    outdir = Path(tempfile.mkdtemp(prefix="mtad-sandbox-out-"))
+    try:
+        (workdir / "program.py").write_text("pass\n", encoding="utf-8")
+        if uid is not None:
+            os.chown(workdir, uid, UNPRIVILEGED_GID)
+            os.chown(workdir / "program.py", uid, UNPRIVILEGED_GID)
+        result = _run_child(python, workdir, outdir, Limits(timeout_s=60, cpu_s=30), uid, True)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+        shutil.rmtree(outdir, ignore_errors=True)
+    if not result.passed:
+        raise RuntimeError(f"the code sandbox cannot run an empty program with {python} as uid "
+                           f"{uid if uid is not None else os.getuid()}: {result.reason}\n{result.stderr}")
 
 
 def run_many(codes: list[str], limits: Limits = Limits(), workers: int = 2, **kwargs) -> list[SandboxResult]:
@@ -244,9 +268,19 @@ def _tail(path: Path, size: int = 256) -> str:
 
 def _sandbox_uid(drop_privileges: bool) -> int | None:
     """The uid to run as: ``nobody`` when we are root (and may drop), else our own (None)."""
-    if drop_privileges and os.geteuid() == 0 and _interpreter(UNPRIVILEGED_UID, strict=False):
+    if not drop_privileges or os.geteuid() != 0:
+        return None
+    if _interpreter(UNPRIVILEGED_UID, strict=False):
         return UNPRIVILEGED_UID
+    _warn_running_as_root()
     return None
+
+
+@functools.lru_cache(maxsize=1)
+def _warn_running_as_root() -> None:
+    log.warning("code sandbox: no Python interpreter is executable by uid %d, so generated code runs as "
+                "root (RLIMIT_NPROC does not bind root; the audit guard and the other limits still do)",
+                UNPRIVILEGED_UID)
 
 
 def _interpreter(uid: int | None, strict: bool = True) -> str | None:
