@@ -154,7 +154,7 @@ def read_finished(samples_path: Path) -> list[dict]:
             log.warning("cutting a torn line off %s (an interrupted write)", samples_path)
             break
         good_bytes += len(line)
-    if good_bytes != len(raw):
+    if good_bytes != len(raw):  # keep only whole records, so the rerun appends after them
         with open(samples_path, "r+b") as f:
             f.truncate(good_bytes)
     return records
@@ -378,6 +378,7 @@ def run_cell(cfg: DictConfig, cell: Cell, logger) -> dict:
              len(examples) - len(pending), len(pending))
 
     pair = load_pair_cached(OmegaConf.to_container(cfg.pair, resolve=True))
+    use_target_as_judge(task, options, pair)
     decoder = get_decoder(cell.method, target=pair.target, draft=pair.draft,
                           **OmegaConf.to_container(cfg.method, resolve=True))
     devices = model_devices(pair.target, pair.draft)
@@ -416,6 +417,13 @@ def run_cell(cfg: DictConfig, cell: Cell, logger) -> dict:
     return metrics
 
 
+def use_target_as_judge(task, options: dict, pair) -> None:
+    """``judge: {kind: hf, model: target}`` (MT-Bench) grades with the pair's loaded target."""
+    judge = options.get("judge")
+    if isinstance(judge, dict) and judge.get("kind") == "hf" and judge.get("model") == "target":
+        task.set_judge(model=pair.target, tokenizer=pair.tokenizer)
+
+
 def _summary(metrics: dict) -> str:
     keys = ("perplexity", "tokens_per_s", "block_efficiency", "acceptance_rate", "energy_j_per_token")
     parts = [f"{k}={metrics[k]:.3f}" for k in keys if isinstance(metrics.get(k), float) and math.isfinite(metrics[k])]
@@ -432,7 +440,9 @@ def run_with_logger(cfg: DictConfig) -> dict:
     In a multirun Hydra records the exception for this job and goes on with the other cells.
     """
     cell = resolve_cell(cfg)
-    logger = hydra.utils.instantiate(cfg.logger, name=cell.name, config=OmegaConf.to_container(cfg, resolve=True))
+    logger = hydra.utils.instantiate(cfg.logger, name=cell.name,
+                                     run_config=OmegaConf.to_container(cfg, resolve=True),
+                                     _recursive_=False, _convert_="all")  # the config is data, not objects
     failed = True
     try:
         metrics = run_cell(cfg, cell, logger)

@@ -2,7 +2,7 @@
 
 Both offer the same four calls, used by ``mtad.run`` for one cell::
 
-    logger = hydra.utils.instantiate(cfg.logger, name=cell_name, config=resolved_cfg)
+    logger = hydra.utils.instantiate(cfg.logger, name=cell_name, run_config=resolved_cfg)
     logger.log_example(step, row)     # one finished example (scalars are logged, rows kept)
     logger.log_metrics(metrics)       # the cell's aggregates (history + summary)
     logger.finish(failed=False)       # always called, also when the cell fails
@@ -51,7 +51,7 @@ class NullLogger:
 class WandbLogger:
     """Weights & Biases run for one cell: config, per-example rows, cell metrics."""
 
-    def __init__(self, project: str, name: str, config: Mapping[str, Any] | None = None, mode: str = "offline",
+    def __init__(self, project: str, name: str, run_config: Mapping[str, Any] | None = None, mode: str = "offline",
                  dir: str = ".", group: str | None = None, tags: list[str] | None = None,
                  entity: str | None = None, job_type: str = "cell"):
         import wandb
@@ -61,7 +61,7 @@ class WandbLogger:
         self._wandb = wandb
         self.mode = os.environ.get("WANDB_MODE", mode)
         self.run = wandb.init(project=project, entity=entity, name=name, group=group, tags=list(tags or []),
-                              job_type=job_type, config=dict(config or {}), dir=dir, mode=self.mode,
+                              job_type=job_type, config=dict(run_config or {}), dir=dir, mode=self.mode,
                               reinit="finish_previous",
                               settings=wandb.Settings(silent=True, console="off", save_code=False))
         self.run_dir = os.path.dirname(self.run.dir)  # .../wandb/<offline-run-...>

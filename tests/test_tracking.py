@@ -55,7 +55,7 @@ def test_flatten_scalars_keeps_plottable_values():
 def test_wandb_offline_run_directory_has_the_logged_metrics(tmp_path, monkeypatch):
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_SILENT", "true")
-    logger = WandbLogger(project="mtad-test", name="exp/pair/task/method", config={"seed": 7}, dir=str(tmp_path))
+    logger = WandbLogger(project="mtad-test", name="exp/pair/task/method", run_config={"seed": 7}, dir=str(tmp_path))
     logger.log_example(0, {"scores": {"rougeL": 0.25}, "new_tokens": 11})
     logger.log_example(1, {"scores": {"rougeL": 0.5}, "new_tokens": 13})
     logger.log_metrics({"tokens_per_s": 42.5, "scores": {"rougeL": 0.375}, "energy_j_per_token": None})

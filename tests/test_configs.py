@@ -1,0 +1,151 @@
+"""Every config group option and every experiment/sweep composes and instantiates (no model runs)."""
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from hydra.core.hydra_config import HydraConfig
+from hydra.utils import get_class, instantiate
+from omegaconf import OmegaConf
+
+from mtad.decoding import DECODERS, METHODS
+from mtad.metrics.energy import METER_KINDS, make_energy_meter
+from mtad.run import CONF_DIR, task_settings
+from mtad.tasks import get_task, list_tasks
+from mtad.tracking import NullLogger
+
+CONF = Path(CONF_DIR)
+
+
+def options(group: str) -> list[str]:
+    return sorted(p.stem for p in (CONF / group).glob("*.yaml"))
+
+
+def compose_cfg(overrides=()):
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        cfg = compose("config", overrides=list(overrides), return_hydra_config=True)
+    HydraConfig.instance().set_config(cfg)  # so ${hydra:...} interpolations resolve
+    return cfg
+
+
+def test_default_config_composes():
+    cfg = compose_cfg()
+    choices = cfg.hydra.runtime.choices
+    assert (choices.pair, choices.method, choices.task, choices.logger, choices.energy) == \
+        ("smollm2_135m", "sampling", "cnndm", "wandb", "auto")
+    assert cfg.logger.mode == "offline" and cfg.hydra.job.chdir is False
+    for key in cfg:
+        if key != "hydra":
+            OmegaConf.to_container(cfg[key], resolve=True) if OmegaConf.is_config(cfg[key]) else cfg[key]
+
+
+def test_method_files_are_the_six_methods_with_contract_params():
+    assert options("method") == sorted(METHODS)
+    for method in METHODS:
+        params = OmegaConf.to_container(compose_cfg([f"method={method}"]).method)
+        assert set(params) <= set(DECODERS[method].defaults), method  # only the contract's names
+        assert (params["temperature"], params["top_k"], params["top_p"]) == (1.0, 10, 0.9)
+        assert params.get("gamma", 4) == 4 and params.get("beam_width", 4) == 4 and params.get("threshold", 0.5) == 0.5
+
+
+def test_method_files_instantiate_decoders():
+    from mtad.decoding import get_decoder
+    from tiny_models import tiny_llama
+
+    target, draft = tiny_llama(0, vocab=8), tiny_llama(1, vocab=8)
+    for method in METHODS:
+        params = OmegaConf.to_container(compose_cfg([f"method={method}"]).method)
+        assert get_decoder(method, target=target, draft=draft, **params).params.items() >= params.items()
+
+
+@pytest.mark.parametrize("pair", options("pair"))
+def test_pair_files_compose(pair):
+    from mtad.models import pair_config
+
+    cfg = compose_cfg([f"pair={pair}"])
+    resolved = pair_config(OmegaConf.to_container(cfg.pair, resolve=True))
+    assert resolved["name"] == pair
+
+
+@pytest.mark.parametrize("task", options("task"))
+def test_task_files_build_tasks(task):
+    assert task in list_tasks()
+    cfg = compose_cfg([f"task={task}"])
+    task_options, _ = task_settings(cfg, task)
+    assert get_task(task, **task_options).name == task
+
+
+@pytest.mark.parametrize("logger", options("logger"))
+def test_logger_files(logger):
+    cfg = compose_cfg([f"logger={logger}"])
+    if logger == "none":
+        assert isinstance(instantiate(cfg.logger), NullLogger)
+    else:  # do not start a run here; test_tracking does
+        assert get_class(cfg.logger._target_).__name__ == "WandbLogger"
+        assert cfg.logger.mode == "offline" and "dir" in cfg.logger
+
+
+@pytest.mark.parametrize("energy", options("energy"))
+def test_energy_files(energy):
+    assert energy in METER_KINDS
+    meter, reason = make_energy_meter(compose_cfg([f"energy={energy}"]).energy.meter, devices=["cpu"])
+    assert hasattr(meter, "start") and (reason is None or isinstance(reason, str))
+
+
+@pytest.mark.parametrize("launcher", ["basic", "joblib", "submitit_slurm"] + options("hydra/launcher"))
+def test_launchers(launcher):
+    cfg = compose_cfg([f"hydra/launcher={launcher}"])
+    assert get_class(cfg.hydra.launcher._target_).__name__.endswith("Launcher")
+
+
+def grid(cfg) -> list[list[str]]:
+    """The cells of a multirun config as override lists (the basic sweeper's cartesian product)."""
+    from itertools import product
+
+    params = OmegaConf.to_container(cfg.hydra.sweeper.params) if cfg.hydra.sweeper.params else {}
+    keys = list(params)
+    values = [expand(str(params[k])) for k in keys]
+    return [[f"{k}={v}" for k, v in zip(keys, combo)] for combo in product(*values)]
+
+
+def expand(text: str) -> list[str]:
+    if text.startswith("range("):
+        lo, hi = (int(x) for x in text[6:-1].split(","))
+        return [str(v) for v in range(lo, hi)]
+    return text.split(",")
+
+
+@pytest.mark.parametrize("experiment", options("experiment"))
+def test_experiments_compose_every_cell(experiment):
+    cfg = compose_cfg([f"experiment={experiment}"])
+    assert cfg.experiment_name == experiment
+    for task in cfg.per_task:
+        assert task in list_tasks(), f"{experiment}: per_task names unknown task {task}"
+    cells = grid(cfg) or [[]]
+    for cell in cells:
+        cell_cfg = compose_cfg([f"experiment={experiment}", *cell])
+        task = cell_cfg.hydra.runtime.choices.task
+        task_options, limit = task_settings(cell_cfg, task)
+        get_task(task, **task_options)  # options accepted
+        assert cell_cfg.hydra.runtime.choices.method in DECODERS
+
+
+def test_table2_experiments_cover_every_method_and_task():
+    for experiment in ("table2", "smoke", "table2_full"):
+        cells = grid(compose_cfg([f"experiment={experiment}"]))
+        assert {tuple(sorted(c)) for c in cells} == {tuple(sorted([f"task={t}", f"method={m}"]))
+                                                     for t in list_tasks() for m in METHODS}, experiment
+
+
+@pytest.mark.parametrize("sweep, key, values", [
+    ("gamma", "method.gamma", [str(g) for g in range(1, 9)]),
+    ("beam_width", "method.beam_width", ["1", "2", "4", "8"]),
+    ("threshold", "method.threshold", [f"0.{i}" for i in range(1, 10)]),
+])
+def test_sweeps(sweep, key, values):
+    cfg = compose_cfg(["experiment=sweeps", f"sweep={sweep}"])
+    assert cfg.hydra.mode.name == "MULTIRUN"
+    cells = grid(cfg)
+    assert sorted({c[1].split("=")[1] for c in cells}, key=float) == values
+    for cell in cells[:: max(1, len(cells) // 4)]:  # a spread of cells: the override applies
+        cell_cfg = compose_cfg(["experiment=sweeps", f"sweep={sweep}", *cell])
+        assert str(OmegaConf.select(cell_cfg, key)) == cell[1].split("=")[1]

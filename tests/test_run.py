@@ -1,0 +1,151 @@
+"""mtad-run end to end on the tiny random pair: one cell, resume after a kill, multiruns, errors."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mtad.run import derive_seed, override_dirname, read_finished
+
+REPO = Path(__file__).resolve().parents[1]
+MTAD_RUN = Path(sys.executable).parent / "mtad-run"
+TASK_ARGS = ["task=cnndm", "task.max_new_tokens=12", "task.article_token_budget=48"]
+
+
+def mtad_run(args, tmp_path, check=True, prefix=None, timeout=300):
+    """Run the console script (or `python -c prefix` + main) with test paths; returns the process."""
+    base = [f"results_root={tmp_path / 'runs'}", f"hydra.run.dir={tmp_path / 'out'}",
+            f"hydra.sweep.dir={tmp_path / 'multirun'}", "progress=false", "warmup_tokens=2", "threads=1"]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline", "WANDB_SILENT": "true"}
+    if prefix is None:
+        command = [str(MTAD_RUN) if MTAD_RUN.exists() else sys.executable] + ([] if MTAD_RUN.exists() else ["-m", "mtad.run"])
+    else:
+        command = [sys.executable, "-c", prefix + "\nimport sys; from mtad.run import main; main()"]
+    proc = subprocess.run(command + list(args) + base, cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=timeout)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"mtad-run failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
+    return proc
+
+
+def cell_dirs(root: Path) -> list[Path]:
+    return sorted(p.parent for p in root.rglob("samples.jsonl"))
+
+
+def lines(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+@pytest.fixture
+def data_args(shared_data):
+    return [f"data_root={shared_data}"]
+
+
+def test_one_cell_writes_samples_metrics_env(tmp_path, data_args):
+    mtad_run(["pair=tiny_llama", "method=mtad", "limit=2", "logger=wandb", *TASK_ARGS, *data_args], tmp_path)
+    (cell,) = cell_dirs(tmp_path / "runs")
+    assert cell.relative_to(tmp_path / "runs").parts[:4] == ("default", "tiny_llama", "cnndm", "mtad")
+    records = lines(cell / "samples.jsonl")
+    assert [r["id"] for r in records] == [r["id"] for r in records[:2]] and len(records) == 2
+    turn = records[0]["samples"][0]["turns"][0]
+    assert 1 <= len(turn["token_ids"]) <= 12 and turn["stats"]["new_tokens"] == len(turn["token_ids"])
+    assert {"rouge1", "rougeL"} <= set(records[0]["samples"][0]["scores"])
+    metrics = json.loads((cell / "metrics.json").read_text())
+    assert metrics["status"] == "complete" and metrics["examples"] == 2
+    assert metrics["new_tokens"] == sum(len(s["turns"][0]["token_ids"]) for r in records for s in r["samples"])
+    assert metrics["tokens_per_s"] > 0 and metrics["perplexity"] > 1
+    assert metrics["block_efficiency"] == pytest.approx(metrics["new_tokens"] / metrics["target_calls"])
+    assert metrics["acceptance_rate"] is not None and 0 <= metrics["acceptance_rate"] <= 1
+    assert metrics["energy_j_per_token"] is None or metrics["energy_j_per_token"] > 0
+    if metrics["energy_j_per_token"] is None:
+        assert metrics["energy_missing_reason"]
+    assert "rougeL" in metrics["scores"] and metrics["peak_memory_mb"] > 0
+    env = json.loads((cell / "env.json").read_text())
+    assert env["seed"] == 0 and env["dtype"] and env["torch_threads"] >= 1 and "torch" in env["versions"]
+    assert env["cell"]["method"] == {"name": "mtad", "gamma": 4, "beam_width": 4, "threshold": 0.5,
+                                     "replacement": False, "temperature": 1.0, "top_k": 10, "top_p": 0.9}
+    assert list((tmp_path / "out" / "wandb").glob("offline-run-*/run-*.wandb"))  # logger=wandb, offline
+
+
+KILL_AFTER_TWO = """
+import os, signal, mtad.run as r
+_append = r.append_record
+def append_then_die(path, record, _n=[0]):
+    _append(path, record)
+    _n[0] += 1
+    if _n[0] == 2:
+        with open(path, 'a') as f:
+            f.write('{"id": "torn')   # a write cut short by the kill
+        os.kill(os.getpid(), signal.SIGKILL)
+r.append_record = append_then_die
+"""
+
+
+def test_resume_after_kill_loses_and_duplicates_nothing(tmp_path, data_args):
+    args = ["pair=tiny_llama", "method=sps", "limit=4", "logger=none", *TASK_ARGS, *data_args]
+    killed = mtad_run(args, tmp_path / "a", check=False, prefix=KILL_AFTER_TWO)
+    assert killed.returncode == -9
+    (cell,) = cell_dirs(tmp_path / "a" / "runs")
+    assert not (cell / "metrics.json").exists()
+    assert len(read_finished(cell / "samples.jsonl")) == 2  # the torn line is cut off
+    mtad_run(args, tmp_path / "a")  # resume
+    resumed = lines(cell / "samples.jsonl")
+    mtad_run(args, tmp_path / "b")  # uninterrupted reference
+    (reference_cell,) = cell_dirs(tmp_path / "b" / "runs")
+    reference = lines(reference_cell / "samples.jsonl")
+    assert [r["id"] for r in resumed] == [r["id"] for r in reference] and len(reference) == 4
+    assert len({r["id"] for r in resumed}) == 4
+    # per-example seeds: the resumed outputs are the uninterrupted run's, token for token
+    assert [r["samples"][0]["turns"][0]["token_ids"] for r in resumed] == \
+        [r["samples"][0]["turns"][0]["token_ids"] for r in reference]
+    assert json.loads((cell / "metrics.json").read_text())["examples"] == 4
+
+
+def test_multirun_of_two_cells(tmp_path, data_args):
+    mtad_run(["-m", "pair=tiny_llama", "method=sampling,sps", "limit=1", "logger=none", *TASK_ARGS, *data_args],
+             tmp_path)
+    cells = cell_dirs(tmp_path / "runs")
+    assert [c.relative_to(tmp_path / "runs").parts[3] for c in cells] == ["sampling", "sps"]
+    assert all((c / "metrics.json").exists() and (c / "env.json").exists() for c in cells)
+
+
+def test_failed_cell_does_not_stop_the_multirun(tmp_path, data_args):
+    proc = mtad_run(["-m", "pair=tiny_llama", "method=sps", "method.gamma=0,2", "limit=1", "logger=wandb",
+                     *TASK_ARGS, *data_args], tmp_path, check=False)
+    assert proc.returncode != 0
+    base = tmp_path / "runs" / "default" / "tiny_llama" / "cnndm" / "sps"
+    failed = next(base.glob("method.gamma=0*"))
+    passed = next(base.glob("method.gamma=2*"))
+    assert "gamma must be an int >= 1" in (failed / "error.txt").read_text()
+    assert (passed / "metrics.json").exists()
+    assert len(list((tmp_path / "multirun").rglob("offline-run-*/run-*.wandb"))) == 2  # both runs closed
+
+
+@pytest.mark.parametrize("override, message", [
+    ("method=nonexistent", "Could not find 'method/nonexistent'"),
+    ("method.gamm=3", "Key 'gamm' is not in struct"),
+])
+def test_bad_override_gives_hydras_error(tmp_path, override, message):
+    proc = mtad_run(["pair=tiny_llama", "method=sps", override], tmp_path, check=False)
+    assert proc.returncode != 0 and message in proc.stderr
+    if override.startswith("method="):
+        assert "mtad" in proc.stderr and "sampling" in proc.stderr  # the valid options are listed
+
+
+def test_override_dirname_and_seeds():
+    assert override_dirname(["method=mtad", "method.gamma=3", "seed=1", "limit=5", "logger=wandb",
+                             "hydra.run.dir=x", "per_task.cnndm.limit=2", "task.limit=3"]) == "method.gamma=3,seed=1"
+    assert override_dirname(["hydra/launcher=joblib", "energy=none"]) == ""
+    assert derive_seed(0, "a", 0) == derive_seed(0, "a", 0)
+    assert len({derive_seed(0, "a", 0), derive_seed(0, "a", 1), derive_seed(0, "b", 0), derive_seed(1, "a", 0)}) == 4
+
+
+def test_changed_config_in_the_same_directory_is_refused(tmp_path):
+    from mtad.run import check_identity
+
+    (tmp_path / "env.json").write_text(json.dumps({"cell": {"method": {"name": "sps", "gamma": 4}, "seed": 0}}))
+    check_identity(tmp_path, {"method": {"name": "sps", "gamma": 4}, "seed": 0})
+    with pytest.raises(ValueError, match=r"method.gamma: 4 -> 5"):
+        check_identity(tmp_path, {"method": {"name": "sps", "gamma": 5}, "seed": 0})
