@@ -24,3 +24,39 @@ data: install ## fetch every dataset into the data root
 
 test: install ## run the whole test suite (slow real-model tests included)
 	$(PY) -m pytest -q
+
+# --- experiments: conf/experiment + conf/sweep -> results/runs (resumable) -> results/tables
+RUN ?= $(PY) -m mtad.run
+OVERRIDES ?=
+EXPERIMENT ?= table2
+SHARED_DATA ?= ../shared/data
+# offline sources for Spider's databases and CNN/DM when a copy lies beside the checkout
+RUN_DATA_ARGS ?= $(if $(wildcard $(SHARED_DATA)/spider/database),--spider-dir $(SHARED_DATA)/spider) \
+	$(if $(wildcard $(SHARED_DATA)/cnndm/*.jsonl),--cnndm-jsonl $(firstword $(wildcard $(SHARED_DATA)/cnndm/*.jsonl)))
+# run a multirun, then build its table even if a cell failed, and report the run's status
+define run_and_table
+	$(PY) scripts/get_data.py $(RUN_DATA_ARGS) || echo "warning: some data could not be fetched; its cells will fail"
+	$(RUN) experiment=$(1) $(OVERRIDES); status=$$?; $(PY) scripts/make_table.py --experiment $(1); exit $$status
+endef
+
+.PHONY: reproduce-table2 smoke table sweep-gamma sweep-beam-width sweep-threshold
+reproduce-table2: install ## Table 2: 6 methods x 4 tasks on the embedded pair (<30 min, 2-core CPU) -> results/tables/table2.md
+	$(call run_and_table,table2)
+
+smoke: install ## the Table 2 grid with 1-2 examples per cell (a few minutes) -> results/tables/table2_smoke.md
+	$(call run_and_table,smoke)
+
+table: install ## rebuild results/tables/table2*.{md,csv} from results/runs (EXPERIMENT=table2)
+	$(PY) scripts/make_table.py --experiment $(EXPERIMENT)
+
+sweep-gamma: install ## gamma = 1..8 for sps, mtad, mmtad (+ sampling/sps baselines) on CNN/DM
+	$(RUN) -m experiment=sweeps method=sampling,sps $(OVERRIDES)
+	$(RUN) experiment=sweeps sweep=gamma $(OVERRIDES)
+
+sweep-beam-width: install ## beam width W = 1, 2, 4, 8 for mtad, mmtad (+ baselines) on CNN/DM
+	$(RUN) -m experiment=sweeps method=sampling,sps $(OVERRIDES)
+	$(RUN) experiment=sweeps sweep=beam_width $(OVERRIDES)
+
+sweep-threshold: install ## threshold tau = 0.1..0.9 for mtad, mmtad (+ baselines) on CNN/DM
+	$(RUN) -m experiment=sweeps method=sampling,sps $(OVERRIDES)
+	$(RUN) experiment=sweeps sweep=threshold $(OVERRIDES)
