@@ -3,6 +3,7 @@
 
     python scripts/make_table.py                          # experiment table2 -> results/tables/table2.{md,csv}
     python scripts/make_table.py --experiment smoke       # -> results/tables/table2_smoke.{md,csv}
+    python scripts/make_table.py --experiment table2_full # -> results/tables/table2_full.{md,csv}
 """
 from __future__ import annotations
 

@@ -122,5 +122,5 @@ def write_table2(df: pd.DataFrame, out_dir: str | Path, experiment: str = "table
 def build_table2(results_root: str | Path = "results/runs", out_dir: str | Path = "results/tables",
                  experiment: str = "table2", pair: str | None = None, name: str | None = None) -> tuple[Path, Path]:
     df = table2(load_cells(results_root, experiment=experiment), experiment=experiment, pair=pair)
-    return write_table2(df, out_dir, experiment=experiment, name=name or ("table2" if experiment == "table2"
-                                                                           else f"table2_{experiment}"))
+    stem = name or (experiment if experiment.startswith("table2") else f"table2_{experiment}")
+    return write_table2(df, out_dir, experiment=experiment, name=stem)
