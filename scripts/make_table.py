@@ -22,9 +22,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="results/tables", help="output directory (default results/tables)")
     parser.add_argument("--pair", default=None, help="pair, when the experiment holds several")
     parser.add_argument("--name", default=None, help="file stem (default table2, or table2_<experiment>)")
+    parser.add_argument("--overrides", default="", help="the cells' override directory ('' = base cells; "
+                        "'any' = whatever single override set the cells have)")
     args = parser.parse_args(argv)
     try:
-        md, csv = build_table2(args.results, args.out, args.experiment, args.pair, args.name)
+        md, csv = build_table2(args.results, args.out, args.experiment, args.pair, args.name,
+                               None if args.overrides == "any" else args.overrides)
     except ValueError as err:
         print(f"make_table: {err}", file=sys.stderr)
         return 1

@@ -103,12 +103,42 @@ def test_resume_after_kill_loses_and_duplicates_nothing(tmp_path, data_args):
     assert json.loads((cell / "metrics.json").read_text())["examples"] == 4
 
 
-def test_multirun_of_two_cells(tmp_path, data_args):
+def test_multirun_of_two_cells_and_its_table(tmp_path, data_args):
     mtad_run(["-m", "pair=tiny_llama", "method=sampling,sps", "limit=1", "logger=none", *TASK_ARGS, *data_args],
              tmp_path)
     cells = cell_dirs(tmp_path / "runs")
     assert [c.relative_to(tmp_path / "runs").parts[3] for c in cells] == ["sampling", "sps"]
     assert all((c / "metrics.json").exists() and (c / "env.json").exists() for c in cells)
+
+    # the table is built from these cells alone: speed-ups are ratios of their tokens/s
+    from mtad.report.tables import build_table2
+
+    md, csv = build_table2(tmp_path / "runs", tmp_path / "tables", experiment="default", overrides=None)
+    import pandas as pd
+
+    table = pd.read_csv(csv).set_index("method")
+    speed = {c.parts[-2]: json.loads((c / "metrics.json").read_text())["tokens_per_s"] for c in cells}
+    assert table.loc["sps", "speedup_vs_sampling"] == pytest.approx(speed["sps"] / speed["sampling"])
+    assert table.loc["sampling", "speedup_vs_sps"] == pytest.approx(speed["sampling"] / speed["sps"])
+    header = md.read_text()
+    assert "machine: " in header and "pair: tiny_llama" in header and "seed: 0" in header
+    assert "cnndm: 1 examples / 1 samples" in header
+
+
+def test_speedups_only_against_the_same_task_pair_and_machine():
+    import pandas as pd
+
+    from mtad.report.tables import add_speedups
+
+    cells = pd.DataFrame([
+        {"experiment": "e", "pair": "p", "task": "t", "machine": "m1", "overrides": "", "method": m, "tokens_per_s": v}
+        for m, v in (("sampling", 10.0), ("sps", 20.0), ("mtad", 30.0))
+    ] + [{"experiment": "e", "pair": "p", "task": "t", "machine": "m2", "overrides": "", "method": "mtad",
+          "tokens_per_s": 99.0}])
+    out = add_speedups(cells)
+    assert list(out["speedup_vs_sampling"][:3]) == [1.0, 2.0, 3.0]
+    assert list(out["speedup_vs_sps"][:3]) == [0.5, 1.0, 1.5]
+    assert out["speedup_vs_sampling"].isna().iloc[3]  # no baseline on machine m2: no number
 
 
 def test_failed_cell_does_not_stop_the_multirun(tmp_path, data_args):

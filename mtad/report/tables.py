@@ -21,7 +21,8 @@ METHOD_ORDER = ["sampling", "sps", "spectr", "specinfer", "mtad", "mmtad"]
 TASK_ORDER = ["spider", "cnndm", "mtbench", "mt_bench", "humaneval"]
 COLUMNS = ["task", "method", "score_name", "score", "perplexity", "tokens_per_s", "speedup_vs_sampling",
            "speedup_vs_sps", "block_efficiency", "acceptance_rate", "mean_accept_length", "energy_j_per_token",
-           "examples", "samples", "new_tokens", "max_new_tokens", "status", "machine", "dtype", "pair", "seed"]
+           "examples", "samples", "new_tokens", "max_new_tokens", "status", "machine", "dtype", "pair", "seed",
+           "energy_missing_reason", "score_missing_reason"]
 HEADERS = {"score_name": "score", "score": "value", "perplexity": "PPL", "tokens_per_s": "tokens/s",
            "speedup_vs_sampling": "speed-up vs sampling", "speedup_vs_sps": "speed-up vs SpS",
            "block_efficiency": "block eff.", "acceptance_rate": "accept rate", "mean_accept_length": "mean accepted",
@@ -46,9 +47,15 @@ def add_speedups(cells: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
-def table2(cells: pd.DataFrame, experiment: str = "table2", pair: str | None = None) -> pd.DataFrame:
-    """One row per (task, method) of the experiment's base cells (no overrides)."""
-    df = cells[(cells["experiment"] == experiment) & (cells["overrides"] == "")]
+def table2(cells: pd.DataFrame, experiment: str = "table2", pair: str | None = None,
+           overrides: str | None = "") -> pd.DataFrame:
+    """One row per (task, method) of the experiment's cells with these ``overrides``
+    ("" = the base cells; None = whatever single override set the cells have)."""
+    df = cells[cells["experiment"] == experiment]
+    if overrides is not None:
+        df = df[df["overrides"] == overrides]
+    elif df.duplicated(["pair", "task", "method"]).any():
+        raise ValueError(f"experiment {experiment!r} has several override sets per cell; choose one")
     if pair is not None:
         df = df[df["pair"] == pair]
     if df.empty:
@@ -66,6 +73,8 @@ def table2(cells: pd.DataFrame, experiment: str = "table2", pair: str | None = N
     for column in COLUMNS:
         if column not in df:
             df[column] = None
+    reasons = [c for c in df.columns if c.startswith("score.") and c.endswith("missing_reason")]
+    df["score_missing_reason"] = df[reasons].bfill(axis=1).iloc[:, 0] if reasons else None
     df["task"], df["method"] = df["task"].astype(str), df["method"].astype(str)
     return df[COLUMNS]
 
@@ -87,7 +96,16 @@ def _unique(df: pd.DataFrame, column: str) -> str:
     return ", ".join(values) if values else "unknown"
 
 
-def to_markdown(df: pd.DataFrame, experiment: str, notes: list[str] = ()) -> str:
+def _reasons(df: pd.DataFrame, column: str) -> str:
+    by_task = {}
+    for row in df.itertuples(index=False):
+        reason = getattr(row, column)
+        if isinstance(reason, str) and reason:
+            by_task.setdefault(reason, []).append(row.task)
+    return "; ".join(f"{', '.join(sorted(set(tasks)))}: {reason}" for reason, tasks in by_task.items())
+
+
+def to_markdown(df: pd.DataFrame, experiment: str, notes: list[str] = (), source: str = "results/runs") -> str:
     counts = ", ".join(f"{task}: {int(g['examples'].max())} examples / {int(g['samples'].max())} samples, "
                        f"≤{_fmt(g['max_new_tokens'].iloc[0], 'max_new_tokens')} new tokens"
                        for task, g in df.groupby("task", sort=False))
@@ -97,8 +115,13 @@ def to_markdown(df: pd.DataFrame, experiment: str, notes: list[str] = ()) -> str
              f"- sample counts per cell: {counts}",
              "- speed-up: tokens/s over the `sampling` (resp. `sps`) cell of the same task, pair and machine;"
              " J/token `missing` where no energy counter was readable",
-             f"- built: {datetime.now(timezone.utc).isoformat(timespec='seconds')} from results/runs/{experiment}",
-             *[f"- {note}" for note in notes], ""]
+             f"- built: {datetime.now(timezone.utc).isoformat(timespec='seconds')} from {source}/{experiment}",
+             *[f"- {note}" for note in notes]]
+    if _reasons(df, "energy_missing_reason"):
+        lines.append(f"- energy missing: {_reasons(df, 'energy_missing_reason')}")
+    if _reasons(df, "score_missing_reason"):
+        lines.append(f"- score missing: {_reasons(df, 'score_missing_reason')}")
+    lines.append("")
     incomplete = df[df["status"] != "complete"]
     if not incomplete.empty:
         lines += [f"- **not complete:** " + ", ".join(f"{r.task}/{r.method} ({r.status})" for r in incomplete.itertuples()), ""]
@@ -110,17 +133,19 @@ def to_markdown(df: pd.DataFrame, experiment: str, notes: list[str] = ()) -> str
 
 
 def write_table2(df: pd.DataFrame, out_dir: str | Path, experiment: str = "table2", name: str = "table2",
-                 notes: list[str] = ()) -> tuple[Path, Path]:
+                 notes: list[str] = (), source: str = "results/runs") -> tuple[Path, Path]:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     md, csv = out_dir / f"{name}.md", out_dir / f"{name}.csv"
-    md.write_text(to_markdown(df, experiment, notes))
+    md.write_text(to_markdown(df, experiment, notes, source))
     df.to_csv(csv, index=False)
     return md, csv
 
 
 def build_table2(results_root: str | Path = "results/runs", out_dir: str | Path = "results/tables",
-                 experiment: str = "table2", pair: str | None = None, name: str | None = None) -> tuple[Path, Path]:
-    df = table2(load_cells(results_root, experiment=experiment), experiment=experiment, pair=pair)
+                 experiment: str = "table2", pair: str | None = None, name: str | None = None,
+                 overrides: str | None = "") -> tuple[Path, Path]:
+    df = table2(load_cells(results_root, experiment=experiment), experiment=experiment, pair=pair,
+                overrides=overrides)
     stem = name or (experiment if experiment.startswith("table2") else f"table2_{experiment}")
-    return write_table2(df, out_dir, experiment=experiment, name=stem)
+    return write_table2(df, out_dir, experiment=experiment, name=stem, source=str(results_root))
