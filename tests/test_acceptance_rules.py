@@ -1,0 +1,126 @@
+"""The pure acceptance rules on hand-made distributions (no model)."""
+import math
+
+import pytest
+import torch
+from scipy.stats import chisquare
+
+from mtad.decoding.acceptance import (kseq_accept, kseq_beta, kseq_residual, kseq_rho, mmtad_select,
+                                      mtad_accept_length, multi_draft_accept, residual, speculative_accept)
+from mtad.decoding.acceptance import _kseq_gain
+from mtad.decoding.logits import logits_to_probs
+
+P = torch.tensor([0.5, 0.3, 0.15, 0.05], dtype=torch.float64)
+Q = torch.tensor([0.1, 0.2, 0.3, 0.4], dtype=torch.float64)
+FALSE_ALARM = 1e-3  # each chi-square test rejects a correct rule with this probability (fixed seeds)
+
+
+def assert_matches(counts: torch.Tensor, probs: torch.Tensor):
+    """Chi-square goodness of fit; cells with expected < 5 are pooled."""
+    n = counts.sum()
+    expected = probs * n
+    big = expected >= 5
+    obs = torch.cat([counts[big], counts[~big].sum(0, keepdim=True)]).double()
+    exp = torch.cat([expected[big], expected[~big].sum(0, keepdim=True)]).double()
+    keep = exp > 0
+    result = chisquare(obs[keep].numpy(), exp[keep].numpy() * obs[keep].sum().item() / exp[keep].sum().item())
+    assert result.pvalue > FALSE_ALARM, f"p-value {result.pvalue:.2e}; counts {counts.tolist()} vs {expected.tolist()}"
+
+
+def test_logits_processing_temperature_topk_topp():
+    logits = torch.tensor([2.0, 1.0, 0.5, -1.0, -3.0])
+    assert torch.equal(logits_to_probs(logits, temperature=0), torch.tensor([1.0, 0, 0, 0, 0]))
+    assert torch.allclose(logits_to_probs(logits), logits.softmax(-1))
+    assert torch.allclose(logits_to_probs(logits, temperature=2.0), (logits / 2).softmax(-1))
+    top2 = logits_to_probs(logits, top_k=2)
+    assert (top2[2:] == 0).all() and torch.isclose(top2.sum(), torch.tensor(1.0))
+    full = logits.softmax(-1)  # [0.61, 0.22, 0.14, ...]: top_p 0.8 keeps the first two (0.83 >= 0.8)
+    nucleus = logits_to_probs(logits, top_p=0.8)
+    assert (nucleus[:2] > 0).all() and (nucleus[2:] == 0).all()
+    assert torch.allclose(nucleus[:2], full[:2] / full[:2].sum())
+    assert (logits_to_probs(logits, top_p=0.01) > 0).sum() == 1  # always keeps the argmax
+
+
+def test_residual_is_normalised_positive_part():
+    r = residual(P, Q)
+    expected = (P - Q).clamp_min(0)
+    assert torch.allclose(r, expected / expected.sum())
+    assert torch.allclose(residual(P, P), P)  # p == q: no rejection possible, fall back to p
+
+
+def test_speculative_accept_output_is_p():
+    g = torch.Generator().manual_seed(0)
+    counts = torch.zeros(4)
+    for _ in range(6000):  # γ = 1: the emitted first token must be distributed as p
+        x = torch.multinomial(Q.float(), 1, generator=g)
+        n, tok = speculative_accept(torch.stack([P, P]), Q[None], x, g)
+        counts[x.item() if n == 1 else tok] += 1
+    assert_matches(counts, P)
+
+
+def test_speculative_accept_greedy_rule():
+    onehot = lambda i: torch.nn.functional.one_hot(torch.tensor(i), 4).double()
+    p = torch.stack([onehot(1), onehot(2), onehot(3)])
+    q = torch.stack([onehot(1), onehot(0)])
+    n, tok = speculative_accept(p, q, torch.tensor([1, 0]))
+    assert (n, tok) == (1, 2)  # accept while x_i = argmax p_i, then emit argmax p
+
+
+@pytest.mark.parametrize("replacement", [True, False])
+def test_multi_draft_accept_output_is_p(replacement):
+    g = torch.Generator().manual_seed(1)
+    counts = torch.zeros(4)
+    for _ in range(6000):
+        cands = torch.multinomial(Q.float(), 3, replacement=replacement, generator=g).tolist()
+        j, p_res = multi_draft_accept(P, Q, cands, replacement, g)
+        counts[cands[j] if j >= 0 else torch.multinomial(p_res.float(), 1, generator=g).item()] += 1
+    assert_matches(counts, P)
+
+
+@pytest.mark.parametrize("k", [1, 2, 4])
+def test_kseq_rho_is_smallest_valid_and_residual_nonnegative(k):
+    rho = kseq_rho(P, Q, k)
+    holds = lambda r: float(_kseq_gain(kseq_beta(P, Q, r), k)) <= r + 1e-12
+    assert 1.0 <= rho <= k and holds(rho)
+    if rho > 1.0 + 1e-6:
+        assert not holds(rho - 1e-4), "a smaller ρ also satisfies the condition: ρ* is not the smallest"
+    res = kseq_residual(P, Q, k, rho)
+    assert (res >= 0).all() and torch.isclose(res.sum(), torch.tensor(1.0, dtype=res.dtype))
+    if k == 1:
+        assert rho == 1.0 and torch.allclose(res, residual(P, Q))  # K-SEQ with k = 1 is SpS
+
+
+def test_kseq_residual_rejects_invalid_rho():
+    with pytest.raises(AssertionError, match="negative"):
+        kseq_residual(P, Q, 4, 1.0)  # ρ = 1 violates the condition for k = 4 here
+
+
+def test_kseq_accept_output_is_p():
+    g = torch.Generator().manual_seed(2)
+    counts = torch.zeros(4)
+    for _ in range(4000):
+        cands = torch.multinomial(Q.float(), 3, replacement=True, generator=g).tolist()
+        j, p_res = kseq_accept(P, Q, cands, g)
+        counts[cands[j] if j >= 0 else torch.multinomial(p_res.float(), 1, generator=g).item()] += 1
+    assert_matches(counts, P)
+
+
+def test_mtad_longest_passing_prefix_even_after_a_failure():
+    # r_1 = 0.4/0.8 = 0.5 (fails τ = 0.6), r_2 = 0.5 * 0.9/0.3 = 1.5 (passes), r_3 = 1.5 * 0.1/0.5 = 0.3
+    logp = torch.tensor([0.4, 0.9, 0.1]).log()
+    logq = torch.tensor([0.8, 0.3, 0.5]).log()
+    assert mtad_accept_length(logp, logq, 0.6) == 2
+    assert mtad_accept_length(logp, logq, 0.2) == 3
+    assert mtad_accept_length(logp, logq, 1.0) == 2  # only r_2 = 1.5 exceeds 1
+    assert mtad_accept_length(torch.tensor([0.1]).log(), torch.tensor([0.9]).log(), 0.5) == 0
+
+
+def test_mmtad_deepest_passing_node_with_highest_target_path_probability():
+    depth = torch.tensor([1, 1, 2, 2, 2, 3])
+    log_p = torch.tensor([0.5, 0.4, 0.30, 0.35, 0.20, 0.01]).log()
+    log_q = torch.tensor([0.5, 0.5, 0.10, 0.30, 0.20, 0.50]).log()
+    # depth 3 fails (0.02 < τ); at depth 2 all pass with τ = 0.5; highest P is node 3
+    assert mmtad_select(log_p, log_q, depth, 0.5) == 3
+    # with τ = 1 only node 2 (ratio 3) and node 3 (ratio 1.17) pass: deepest 2, highest P -> 3
+    assert mmtad_select(log_p, log_q, depth, 1.0) == 3
+    assert mmtad_select(torch.tensor([0.01]).log(), torch.tensor([0.9]).log(), torch.tensor([1]), 0.5) == -1

@@ -1,0 +1,149 @@
+"""The decoding contract on tiny Llama and OPT models: greedy equality, caches, seeds, EOS,
+MTAD with draft = target, MTAD against exact MTJD, and clear errors."""
+import pytest
+import torch
+
+from mtad.decoding import METHODS, get_decoder, list_decoders
+from mtad.decoding.mtjd_exact import exact_block_distribution
+from tiny_models import BUILDERS, tiny_llama
+
+PROMPT = torch.tensor([[5, 1, 9, 2, 7]])
+VOCAB = 24
+METHOD_PARAMS = {"sampling": {}, "sps": {"gamma": 3}, "spectr": {"gamma": 3, "num_drafts": 3},
+                 "specinfer": {"k_config": (3, 2, 1)}, "mtad": {"gamma": 3, "beam_width": 3},
+                 "mmtad": {"gamma": 3, "beam_width": 3}}
+
+
+@pytest.fixture(scope="module", params=list(BUILDERS))
+def pair(request):
+    build = BUILDERS[request.param]
+    return build(0, VOCAB, sharpness=2.0), build(1, VOCAB, sharpness=2.0)
+
+
+def generate(method, pair, n=16, seed=0, eos=None, **params):
+    target, draft = pair
+    decoder = get_decoder(method, target=target, draft=draft, **{**METHOD_PARAMS[method], **params})
+    return decoder, decoder.generate(PROMPT, max_new_tokens=n, eos_token_id=eos, generator=torch.Generator().manual_seed(seed))
+
+
+@pytest.mark.parametrize("method", ["sps", "spectr", "specinfer"])
+def test_greedy_equals_greedy_sampling(pair, method):
+    _, ref = generate("sampling", pair, n=20, temperature=0)
+    _, out = generate(method, pair, n=20, temperature=0)
+    assert out.tokens == ref.tokens
+    _, no_repl = generate(method, pair, n=20, temperature=0, **({"replacement": False} if method == "specinfer" else {}))
+    assert no_repl.tokens == ref.tokens
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_every_method_runs_with_consistent_stats(pair, method):
+    _, out = generate(method, pair, n=17)
+    s = out.stats
+    assert len(out.tokens) == s.new_tokens == 17 and all(0 <= t < VOCAB for t in out.tokens)
+    assert s.target_calls >= 1 and s.seconds > 0
+    assert s.block_efficiency == pytest.approx(s.new_tokens / s.target_calls)
+    if method == "sampling":
+        assert s.target_calls == 17 and s.drafted == s.draft_calls == 0
+    else:
+        assert s.accepted == sum(s.accept_lengths) <= s.drafted and len(s.accept_lengths) == s.target_calls
+        assert s.new_tokens <= s.accepted + s.target_calls  # one target token per iteration at most
+    assert (s.tree_nodes > 0) == (method in ("spectr", "specinfer", "mmtad"))
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_same_seed_same_tokens(pair, method):
+    a = generate(method, pair, seed=3)[1].tokens
+    assert a == generate(method, pair, seed=3)[1].tokens
+    assert any(generate(method, pair, seed=s)[1].tokens != a for s in (4, 5, 6))
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_kept_cache_equals_a_fresh_forward(pair, method):
+    decoder, out = generate(method, pair, n=15)
+    sequence = torch.cat([PROMPT[0], torch.tensor(out.tokens)])
+    for lm in filter(None, (decoder.target_lm, decoder.draft_lm)):
+        assert lm.num_nodes == 0 and lm.seq_length() == lm.committed  # no tree leftovers
+        assert lm.committed <= sequence.numel() + METHOD_PARAMS[method].get("gamma", 3)  # cropped, flat
+        kept = min(lm.committed, sequence.numel() - 1)
+        with torch.no_grad():
+            fresh = lm.model(input_ids=sequence[None, :kept], use_cache=True).past_key_values
+        for mine, ref in zip(lm.cache.layers, fresh.layers):
+            assert torch.allclose(mine.keys[..., :kept, :], ref.keys, atol=1e-9)
+            assert torch.allclose(mine.values[..., :kept, :], ref.values, atol=1e-9)
+
+
+@pytest.mark.parametrize("method", ["mtad", "mmtad"])
+@pytest.mark.parametrize("arch", list(BUILDERS))
+def test_draft_equal_target_accepts_every_block(method, arch):
+    model = BUILDERS[arch](0, VOCAB, sharpness=2.0)
+    gamma = 4
+    decoder = get_decoder(method, target=model, draft=model, gamma=gamma, beam_width=3, threshold=0.9)
+    out = decoder.generate(PROMPT, max_new_tokens=4 * (gamma + 1), generator=torch.Generator().manual_seed(0))
+    assert out.stats.accept_lengths == [gamma] * 4
+    assert out.stats.block_efficiency == gamma + 1
+
+
+@pytest.mark.parametrize("method", METHODS[1:])
+def test_eos_inside_an_accepted_block_ends_the_output(method):
+    model = tiny_llama(0, VOCAB, sharpness=2.0)
+    pair = (model, model)  # draft = target: long accepted blocks
+    _, free = generate(method, pair, n=16, seed=1)
+    cut = next(i for i in range(2, 16) if free.tokens[i] not in free.tokens[:i])
+    eos = free.tokens[cut]
+    _, out = generate(method, pair, n=16, seed=1, eos=eos)
+    assert out.tokens == free.tokens[:cut + 1] and out.stats.new_tokens == cut + 1
+    assert out.stats.accepted <= cut + 1
+
+
+def test_mtad_beam_search_finds_the_exact_best_block():
+    """Draft = target, temperature 0, beams wide enough to be exhaustive: MTAD's block is the
+    joint argmax that exact MTJD (top-1 over all |V|^γ blocks) picks."""
+    vocab, gamma = 6, 3
+    model = tiny_llama(2, vocab, sharpness=3.0)
+    blocks, probs = exact_block_distribution(model, PROMPT[0] % vocab, gamma, temperature=0)
+    best = blocks[int(probs.argmax())].tolist()
+    decoder = get_decoder("mtad", target=model, draft=model, gamma=gamma, beam_width=vocab ** (gamma - 1),
+                          temperature=0, threshold=0.5)
+    assert decoder.generate(PROMPT % vocab, max_new_tokens=gamma).tokens == best
+    exact = get_decoder("mtjd_exact", target=model, gamma=gamma, temperature=0)
+    assert exact.generate(PROMPT % vocab, max_new_tokens=gamma).tokens == best
+
+
+def test_mtad_lowers_block_nll_against_sampling():
+    """The point of MTJD: blocks with higher joint target likelihood than ancestral sampling."""
+    vocab, gamma, runs = 6, 3, 150
+    model, draft = tiny_llama(2, vocab, sharpness=3.0), tiny_llama(3, vocab, sharpness=3.0)
+    blocks, logp = exact_block_distribution(model, PROMPT[0] % vocab, gamma)
+    joint = {tuple(b): float(p.log()) for b, p in zip(blocks.tolist(), logp)}
+    def mean_logp(method, **params):
+        dec = get_decoder(method, target=model, draft=draft, **params)
+        outs = [dec.generate(PROMPT % vocab, gamma, generator=torch.Generator().manual_seed(s)).tokens for s in range(runs)]
+        return sum(joint[tuple(o)] for o in outs) / runs
+    assert mean_logp("mtad", gamma=gamma, beam_width=4, threshold=0.1) > mean_logp("sampling")
+
+
+def test_registry_and_errors(pair):
+    target, draft = pair
+    assert list_decoders()[:6] == list(METHODS)
+    with pytest.raises(KeyError, match="valid: sampling, sps, spectr, specinfer, mtad, mmtad"):
+        get_decoder("beam", target=target)
+    with pytest.raises(ValueError, match="needs a draft"):
+        get_decoder("sps", target=target)
+    with pytest.raises(TypeError, match="unknown parameter.*valid"):
+        get_decoder("sps", target=target, draft=draft, beam_width=2)
+    other_vocab = tiny_llama(1, VOCAB + 1)
+    with pytest.raises(ValueError, match="vocabularies differ"):
+        get_decoder("sps", target=target, draft=other_vocab)
+    for bad in ({"gamma": 0}, {"beam_width": 0}, {"threshold": 0.0}, {"threshold": 1.5}, {"temperature": -1},
+                {"top_p": 0.0}, {"top_k": -1}):
+        name = "mtad" if "beam_width" in bad or "threshold" in bad else "sps"
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            get_decoder(name, target=target, draft=draft, **bad)
+    with pytest.raises(ValueError, match="k_config"):
+        get_decoder("specinfer", target=target, draft=draft, k_config=(2, 0))
+    dec = get_decoder("sampling", target=target)
+    with pytest.raises(ValueError, match="empty"):
+        dec.generate(torch.zeros(1, 0, dtype=torch.long), 4)
+    with pytest.raises(ValueError, match="max_new_tokens"):
+        dec.generate(PROMPT, 0)
+    assert get_decoder("sampling", target=target, draft=None).generate(PROMPT[:, :1], 3).stats.new_tokens == 3

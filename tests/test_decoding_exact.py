@@ -1,0 +1,96 @@
+"""Lossless methods reproduce the target distribution: empirical vs enumerated, on tiny models.
+
+For each case, N seeded generations of 2 tokens; the exact distribution of (x1, x2) is
+p(x1 | prompt) p(x2 | prompt, x1), enumerated with the target. A chi-square test with false-
+alarm rate 1e-3 (fixed seeds, so the outcome is deterministic) must not reject; the TV
+distance is printed (run with -s) for the record.
+"""
+import itertools
+
+import pytest
+import torch
+from scipy.stats import chisquare
+
+from mtad.decoding import get_decoder
+from mtad.decoding.logits import logits_to_probs
+from tiny_models import biased_llama, tiny_llama, tiny_opt
+
+VOCAB, RUNS, FALSE_ALARM = 4, 1000, 1e-3
+PROMPT = torch.tensor([[1, 3, 2]])
+
+
+@torch.no_grad()
+def exact_two_token_probs(target, processing) -> torch.Tensor:
+    """[V*V] exact probability of each (x1, x2) under the processed target distribution."""
+    pairs = torch.tensor(list(itertools.product(range(VOCAB), repeat=2)))  # [V^2, 2]
+    inputs = torch.cat([PROMPT.expand(len(pairs), -1), pairs], 1)
+    logits = target(input_ids=inputs).logits  # [V^2, L+2, V]
+    p1 = logits_to_probs(logits[:, PROMPT.shape[1] - 1], **processing)  # [V^2, V]
+    p2 = logits_to_probs(logits[:, PROMPT.shape[1]], **processing)
+    idx = torch.arange(len(pairs))
+    return (p1[idx, pairs[:, 0]] * p2[idx, pairs[:, 1]]).double()
+
+
+def empirical(method, target, draft, params) -> torch.Tensor:
+    counts = torch.zeros(VOCAB * VOCAB)
+    decoder = get_decoder(method, target=target, draft=draft, **params)
+    for seed in range(RUNS):
+        out = decoder.generate(PROMPT, max_new_tokens=2, generator=torch.Generator().manual_seed(seed))
+        counts[out.tokens[0] * VOCAB + out.tokens[1]] += 1
+    return counts
+
+
+def check(counts, probs, label):
+    tv = 0.5 * (counts / counts.sum() - probs).abs().sum().item()
+    expected = probs * counts.sum()
+    big = expected >= 5
+    obs = torch.cat([counts[big], counts[~big].sum(0, keepdim=True)])
+    exp = torch.cat([expected[big], expected[~big].sum(0, keepdim=True)])
+    keep = exp > 0
+    assert obs[~keep].sum() == 0, f"{label}: tokens emitted that have zero target probability"
+    pvalue = chisquare(obs[keep].numpy(), exp[keep].numpy() * obs[keep].sum().item() / exp[keep].sum().item()).pvalue
+    print(f"\n[exactness] {label}: TV={tv:.4f} chi2 p={pvalue:.3g} (N={RUNS})")
+    assert pvalue > FALSE_ALARM, f"{label}: empirical distribution differs from target (p={pvalue:.2e}, TV={tv:.3f})"
+
+
+NO_TRUNCATION = {"temperature": 1.0, "top_k": 0, "top_p": 1.0}
+PAPER = {"temperature": 1.0, "top_k": 3, "top_p": 0.9}
+LOSSLESS = [
+    ("sps", {"gamma": 2}),
+    ("spectr", {"gamma": 2, "num_drafts": 3}),
+    ("specinfer", {"k_config": (3, 2), "replacement": True}),
+    ("specinfer", {"k_config": (3, 2), "replacement": False}),
+]
+
+
+@pytest.mark.parametrize("method,params", LOSSLESS, ids=lambda v: str(v))
+@pytest.mark.parametrize("arch", ["llama", "opt"])
+def test_lossless_with_a_different_draft(method, params, arch):
+    build = tiny_llama if arch == "llama" else tiny_opt
+    target, draft = build(0, VOCAB, sharpness=3.0), build(1, VOCAB, sharpness=3.0)
+    processing = PAPER if arch == "opt" else NO_TRUNCATION  # cover the processed case too
+    counts = empirical(method, target, draft, {**params, **processing})
+    check(counts, exact_two_token_probs(target, processing), f"{arch}/{method}/{params}/{processing}")
+
+
+NEG = float("-inf")
+ADVERSARIAL = {
+    # draft identical to the target: everything accepted, still exact
+    "draft=target": (torch.zeros(VOCAB), None),
+    # disjoint supports: target on {0,1,2}, draft on {3,4}; every draft token is rejected
+    "disjoint": (torch.tensor([0, 0, NEG, NEG]), torch.tensor([NEG, NEG, 0, 0])),
+    # one-hot draft: always proposes token 2
+    "one-hot": (torch.zeros(VOCAB), torch.tensor([0, 0, 60.0, 0])),
+}
+# every method meets the one-hot draft; the other cases run on SpS and the no-replacement tree
+ADVERSARIAL_CASES = [(case, *m) for case in ADVERSARIAL for m in LOSSLESS
+                     if case == "one-hot" or m[0] == "sps" or m[1].get("replacement") is False]
+
+
+@pytest.mark.parametrize("case,method,params", ADVERSARIAL_CASES, ids=lambda v: str(v))
+def test_lossless_with_adversarial_drafts(method, params, case):
+    target_bias, draft_bias = ADVERSARIAL[case]
+    target = biased_llama(0, target_bias, sharpness=3.0)
+    draft = target if draft_bias is None else biased_llama(1, draft_bias, sharpness=3.0)
+    counts = empirical(method, target, draft, {**params, **NO_TRUNCATION})
+    check(counts, exact_two_token_probs(target, NO_TRUNCATION), f"{case}/{method}/{params}")
