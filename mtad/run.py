@@ -411,6 +411,7 @@ def run_cell(cfg: DictConfig, cell: Cell, logger) -> dict:
     if metrics["examples"] < len(example_ids):
         metrics["status"] = "incomplete"
     write_json(cell.directory / "metrics.json", metrics)
+    (cell.directory / "error.txt").unlink(missing_ok=True)  # an earlier failure is now resolved
     write_json(cell.directory / "env.json", {**env, "finished": metrics["finished"]})
     logger.log_metrics(metrics)
     log.info("cell %s: %s", cell.name, _summary(metrics))
