@@ -36,6 +36,9 @@ def main(argv=None) -> int:
     ap.add_argument("--max-train-tokens", type=int, default=10**9)
     ap.add_argument("--ckpt-minutes", type=float, default=5.0)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--init-from", default="pair", help="draft file to continue from when the work dir has no "
+                    "checkpoint: 'pair' = the pair's committed draft (if any), 'none' = start from the target's layers")
+    ap.add_argument("--command", default="make draft", help="the training command recorded in the model card")
     ap.add_argument("--export", action="store_true", help="only copy the work dir's draft to the pair's draft file")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
@@ -47,21 +50,31 @@ def main(argv=None) -> int:
 
         dest = Path(cfg["draft"]["file"])
         dest = dest if dest.is_absolute() else ASSETS_DIR / dest
+        from mtad.models.card import plot_curves, write_card
+
         shutil.copyfile(workdir / "draft.safetensors", dest)
-        for extra in ("curve.jsonl", "state.json"):
-            if (workdir / extra).exists():
-                shutil.copyfile(workdir / extra, dest.with_name(dest.stem + "." + extra))
-        print(f"exported {workdir / 'draft.safetensors'} -> {dest}")
+        results = Path(__file__).resolve().parents[1] / "results" / "draft"
+        results.mkdir(parents=True, exist_ok=True)
+        if (workdir / "curve.jsonl").exists():
+            shutil.copyfile(workdir / "curve.jsonl", results / "training_curve.jsonl")
+        plot_curves(workdir, results / "training_curve.png")
+        write_card(workdir, dest, dest.with_suffix(".md"), args.command, results / "measure.json")
+        print(f"exported {workdir / 'draft.safetensors'} -> {dest} (+ model card {dest.with_suffix('.md').name})")
         return 0
 
     torch.set_num_threads(args.threads)
+    from mtad.models.pairs import ASSETS_DIR
+
+    init_from = None if args.init_from == "none" else args.init_from
+    if init_from == "pair":
+        init_from = str(ASSETS_DIR / cfg["draft"]["file"]) if cfg["draft"].get("file") else None
     target, tokenizer = load_target_and_tokenizer(cfg, device="cpu", dtype="float32")
     gen_target, _ = load_target_and_tokenizer(cfg, device="cpu", dtype="bfloat16")  # faster sampling on AMX
     dcfg = DistillConfig(
         workdir=str(workdir), layers=[int(x) for x in args.layers.split(",")], head_size=args.head_size,
         lr=args.lr, batch_seqs=args.batch_seqs, gen_batch=args.gen_batch, train_per_gen=args.train_per_gen,
         max_minutes=args.max_minutes, max_train_tokens=args.max_train_tokens, ckpt_minutes=args.ckpt_minutes,
-        threads=args.threads,
+        threads=args.threads, init_from=init_from,
     )
     Distiller(dcfg, target, tokenizer, gen_target=gen_target).run()
     return 0

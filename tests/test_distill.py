@@ -126,6 +126,15 @@ def test_distiller_resumes_and_accumulates(tiny, tmp_path):
     stats = evaluate_on_topk(draft, Corpus(tmp_path).records[:2], torch.device("cpu"))
     assert 0 <= stats["accept_paper"] <= 1 and stats["positions"] > 0
 
+    # a fresh work dir continues from an exported draft file (what `make draft` does on a new clone)
+    fresh = tmp_path / "fresh"
+    cfg2 = DistillConfig(**{**cfg.__dict__, "workdir": str(fresh), "init_from": str(tmp_path / "draft.safetensors"),
+                            "max_train_tokens": state["trained_tokens"] + 20})
+    continued = Distiller(cfg2, target, tokenizer).run()
+    state2 = json.loads((fresh / "state.json").read_text())
+    assert state2["trained_tokens"] >= state["trained_tokens"] + 20 and state2["warm_start"]
+    assert torch.equal(continued.head_token_ids, draft.head_token_ids)
+
 
 def test_held_out_prompts_share_no_topic_with_training():
     from mtad.models.prompts import CODE_TASKS, TOPICS

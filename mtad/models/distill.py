@@ -56,6 +56,7 @@ class DistillConfig:
     max_minutes: float = 10**6
     threads: int = 1
     seed: int = 0
+    init_from: str | None = None  # a draft file to continue from when the work dir has no checkpoint
 
 
 # ----------------------------------------------------------------------------- corpus
@@ -282,7 +283,7 @@ class Distiller:
 
     # -- corpus
     def _new_prompts(self) -> list[str]:
-        chunk = self.corpus.n_chunks
+        chunk = self._chunk_seed()
         prompts = make_prompts(self.cfg.gen_batch, seed=self.cfg.seed * 100_003 + chunk)
         articles = [r for r in self.corpus.records if "news article" in r["prompt"] and len(r["answer_ids"]) > 80]
         rng = random.Random(chunk)
@@ -291,11 +292,15 @@ class Distiller:
             prompts[i] = summary_prompt(text)
         return prompts
 
+    def _chunk_seed(self) -> int:
+        """New chunks get new prompts and samples, also after continuing from a draft file."""
+        return self.state.get("seed_offset", 0) + self.corpus.n_chunks
+
     def generate_more(self) -> None:
         setting = GEN_SETTINGS[self.corpus.n_chunks % len(GEN_SETTINGS)]
         t0 = time.time()
         chunk = generate_chunk(self.gen_target, self.tokenizer, self._new_prompts(), setting,
-                               self.cfg.max_new_tokens, self.cfg.store_top_k, seed=self.corpus.n_chunks)
+                               self.cfg.max_new_tokens, self.cfg.store_top_k, seed=self._chunk_seed())
         self.corpus.add_chunk(chunk)
         n = sum(len(r["answer_ids"]) for r in chunk["records"])
         log.info("chunk %d: %d answer tokens in %.0fs (%s); corpus %d tokens", self.corpus.n_chunks, n,
@@ -322,6 +327,17 @@ class Distiller:
             self.optimizer.load_state_dict(saved["optimizer"])
             self.state = saved["state"]
             log.info("resumed at step %d, %d trained tokens", self.state["step"], self.state["trained_tokens"])
+            return
+        if self.cfg.init_from and Path(self.cfg.init_from).is_file():
+            from .draft import load_draft, read_draft_meta
+
+            meta = read_draft_meta(self.cfg.init_from)
+            self.draft = load_draft(self.cfg.init_from, self.target).float()
+            self.optimizer = torch.optim.AdamW(trainable_parameters(self.draft), lr=self.cfg.lr, betas=(0.9, 0.98), weight_decay=0.0)
+            tokens, steps = int(meta.get("trained_tokens", 0)), int(meta.get("steps", 0))
+            self.state.update(step=steps, trained_tokens=tokens, seed_offset=tokens, opt_start_step=steps,
+                              warm_start=str(self.cfg.init_from))
+            log.info("continuing from draft file %s (%d trained tokens, new optimiser)", self.cfg.init_from, tokens)
             return
         head = None
         if self.cfg.head_size:
@@ -351,7 +367,7 @@ class Distiller:
         (self.workdir / "state.json").write_text(json.dumps({k: v for k, v in self.state.items() if k != "losses"}, indent=1))
 
     def _lr(self) -> float:
-        step = self.state["step"]
+        step = self.state["step"] - self.state.get("opt_start_step", 0)
         return self.cfg.lr * min(1.0, (step + 1) / self.cfg.warmup_steps)
 
     def evaluate(self, heldout) -> dict:

@@ -1,0 +1,119 @@
+"""Model card and training curve for an exported draft, written from the distillation work dir."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+
+from .distill import GEN_SETTINGS
+from .draft import read_draft_meta
+
+
+def _loss_rows(losses: list, rows: int = 16) -> list[tuple[int, int, float]]:
+    """(step, tokens, mean loss over the window ending there), about `rows` windows."""
+    if not losses:
+        return []
+    width = max(1, len(losses) // rows)
+    out = []
+    for end in range(width, len(losses) + 1, width):
+        window = losses[end - width:end]
+        out.append((window[-1][0], window[-1][1], sum(w[2] for w in window) / len(window)))
+    return out
+
+
+def read_curve(workdir: Path) -> list[dict]:
+    path = workdir / "curve.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def plot_curves(workdir: Path, out_png: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    state = torch.load(workdir / "checkpoint.pt", weights_only=False)["state"]
+    curve = read_curve(workdir)
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.6))
+    rows = _loss_rows(state["losses"], rows=60)
+    ax1.plot([r[1] for r in rows], [r[2] for r in rows])
+    ax1.set(xlabel="training tokens", ylabel="KL(p || q) (nats)", yscale="log", title="distillation loss")
+    for key, label in [("argmax_agree", "argmax agreement"), ("accept_t1", "E[accept] T=1"),
+                       ("accept_paper", "E[accept] top-k 10/top-p 0.9")]:
+        ax2.plot([c["trained_tokens"] for c in curve], [c[key] for c in curve], marker="o", label=label)
+    ax2.set(xlabel="training tokens", ylim=(0, 1), title="held-out prompts")
+    ax2.legend(fontsize=8)
+    fig.tight_layout()
+    out_png.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out_png, dpi=100)
+    plt.close(fig)
+
+
+def write_card(workdir: Path, draft_file: Path, card: Path, command: str, measure_json: Path | None = None) -> None:
+    saved = torch.load(workdir / "checkpoint.pt", weights_only=False)
+    state, cfg = saved["state"], saved["state"]["config"]
+    meta = read_draft_meta(draft_file)
+    from safetensors import safe_open
+
+    with safe_open(str(draft_file), framework="pt") as f:
+        n_params = sum(f.get_slice(k).get_shape().numel() if hasattr(f.get_slice(k).get_shape(), "numel")
+                       else int(torch.tensor(f.get_slice(k).get_shape()).prod()) for k in f.keys())
+    corpus = sorted((workdir / "corpus").glob("chunk_*.pt"))
+    n_seqs = n_tokens = 0
+    for path in corpus:
+        records = torch.load(path, weights_only=False)["records"]
+        n_seqs += len(records)
+        n_tokens += sum(len(r["answer_ids"]) for r in records)
+    head = meta["head_token_ids"]
+    lines = [
+        "# Draft model card: smollm2_135m draft", "",
+        "A small draft for speculative / multi-token decoding with **SmolLM2-135M-Instruct** (the target; "
+        "Apache-2.0, HuggingFaceTB). It shares the target's tokenizer and embedding.", "",
+        "## Architecture and file", "",
+        f"- Decoder layers {meta['source_layers']} of the target's 30 (initialised from them, then trained), "
+        "the final RMSNorm, and a head.",
+        f"- Head: {'restricted to ' + str(len(head)) + ' tokens' if head else 'full vocabulary'}"
+        + (f" (the tokens with most target probability mass on the training corpus plus all special tokens; they "
+           f"covered {state.get('head_mass_coverage', float('nan')):.3f} of that mass when chosen). Logits of every other "
+           "token are -inf, so q is exactly 0 there: speculative sampling stays exact." if head else ""),
+        f"- `{draft_file.name}`: only the draft's own parameters ({n_params / 1e6:.1f} M, bfloat16, "
+        f"{draft_file.stat().st_size / 2**20:.1f} MiB); the token embedding (and a full head) are rebuilt from "
+        "the target when the pair loads (`mtad.models.load_pair('smollm2_135m')`). Loading never trains.", "",
+        "## How it was made", "",
+        f"- Command: `{command}` (resumable: rerunning continues from the last checkpoint in "
+        "`$MTAD_CACHE/distill/smollm2_135m/`, or from this file on a fresh clone).",
+        f"- Corpus: {n_seqs} chat answers ({n_tokens} answer tokens) that the target itself sampled from templated "
+        "prompts (`mtad/models/prompts.py`: explanations, essays, stories, e-mails, poems, translation, quizzes, "
+        "Python/JavaScript functions, SQL over made-up schemas, summaries of articles the target wrote). Sampling "
+        f"settings rotate over (temperature, top-k, top-p) = {GEN_SETTINGS}. No evaluation data (Spider, "
+        "CNN/DailyMail, MT-Bench, HumanEval) is used; a fifth of the topics is held out for measurement.",
+        f"- Loss: KL(p~ || q) at answer positions, p~ = the target's top-{cfg['store_top_k']} distribution (temperature 1) "
+        "restricted to the head's tokens and renormalised; AdamW "
+        f"lr {cfg['lr']} (warm-up {cfg['warmup_steps']} steps), {cfg['batch_seqs']} sequences per step, bfloat16 "
+        f"autocast, 1 CPU thread, {cfg['train_per_gen']} trained tokens per generated token.",
+        f"- Trained: {state['step']} steps, {state['trained_tokens']} answer tokens"
+        + (f" (continued from `{state['warm_start']}`)" if state.get("warm_start") else "") + ".", "",
+        "## Loss curve (mean KL over windows)", "", "| step | training tokens | KL (nats) |", "|---|---|---|",
+    ]
+    lines += [f"| {s} | {t} | {loss:.3f} |" for s, t, loss in _loss_rows(state["losses"])]
+    lines += ["", "## Held-out agreement during training", "",
+              "Estimated on held-out prompts from the stored top-64 target distribution: argmax agreement and "
+              "the per-token SpS acceptance sum_x min(p', q') at temperature 1 (tail beyond 64 ignored, slight "
+              "underestimate) and at top-k 10 / top-p 0.9 (exact).", "",
+              "| training tokens | argmax agreement | E[accept] T=1 | E[accept] top-k 10 / top-p 0.9 |", "|---|---|---|---|"]
+    lines += [f"| {c['trained_tokens']} | {c['argmax_agree']:.3f} | {c['accept_t1']:.3f} | {c['accept_paper']:.3f} |"
+              for c in read_curve(workdir)]
+    if measure_json and measure_json.exists():
+        m = json.loads(measure_json.read_text())
+        if m.get("draft_meta", {}).get("trained_tokens") == meta.get("trained_tokens"):
+            d = m["distribution"]
+            lines += ["", "## Measured (scripts/measure_draft.py, results/draft/measure.md)", "",
+                      f"Held-out prompts: {m['n_prompts']}, gamma {m['gamma']}. Argmax agreement {d['argmax_agreement']:.3f}, "
+                      f"mean TV {d['mean_tv']:.3f}.", "",
+                      "| setting | method | tokens/s | speed-up | acceptance | block efficiency |", "|---|---|---|---|---|---|"]
+            for r in m["decoding"]:
+                acc = "—" if r["acceptance_rate"] is None else f"{r['acceptance_rate']:.3f}"
+                lines.append(f"| {r['setting']} | {r['method']} | {r['tokens_per_s']:.1f} | {r['speedup']:.2f}x | {acc} | {r['block_efficiency']:.2f} |")
+    lines += ["", "Licence: Apache-2.0 (a derivative of SmolLM2-135M-Instruct)."]
+    card.write_text("\n".join(lines) + "\n")
