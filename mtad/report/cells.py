@@ -43,12 +43,18 @@ PRIMARY_SCORES = {"spider": ("execution_accuracy", "exec_acc", "accuracy"),
 IDENTITY = ["experiment", "pair", "task", "method", "overrides"]
 
 
+BOOKKEEPING = {"examples", "samples", "truncated", "truncation_unknown", "article_token_budget", "n", "judge_failures"}
+
+
 def primary_score(task: str, scores: dict) -> tuple[str | None, float | None]:
-    """(name, value) of the task's headline score among its numeric aggregates."""
-    numeric = {k: v for k, v in scores.items() if isinstance(v, int | float) and not isinstance(v, bool)}
+    """(name, value) of the task's headline score; the value stays None when the task could
+    not score (e.g. MT-Bench without a judge) rather than falling back to another number."""
     for name in PRIMARY_SCORES.get(task, ()):
-        if name in numeric:
-            return name, float(numeric[name])
+        if name in scores:
+            value = scores[name]
+            return name, float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+    numeric = {k: v for k, v in scores.items()
+               if isinstance(v, int | float) and not isinstance(v, bool) and k not in BOOKKEEPING}
     if numeric:
         name = next(iter(numeric))
         return name, float(numeric[name])
