@@ -122,7 +122,7 @@ def test_multirun_of_two_cells_and_its_table(tmp_path, data_args):
     assert table.loc["sampling", "speedup_vs_sps"] == pytest.approx(speed["sampling"] / speed["sps"])
     header = md.read_text()
     assert "machine: " in header and "pair: tiny_llama" in header and "seed: 0" in header
-    assert "cnndm: 1 examples / 1 samples" in header
+    assert "cnndm: 1 examples, 1 samples, 1 generations of ≤12 new tokens" in header
 
 
 def test_speedups_only_against_the_same_task_pair_and_machine():

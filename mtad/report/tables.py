@@ -21,7 +21,7 @@ METHOD_ORDER = ["sampling", "sps", "spectr", "specinfer", "mtad", "mmtad"]
 TASK_ORDER = ["spider", "cnndm", "mtbench", "mt_bench", "humaneval"]
 COLUMNS = ["task", "method", "score_name", "score", "perplexity", "tokens_per_s", "speedup_vs_sampling",
            "speedup_vs_sps", "block_efficiency", "acceptance_rate", "mean_accept_length", "energy_j_per_token",
-           "examples", "samples", "new_tokens", "max_new_tokens", "status", "machine", "dtype", "pair", "seed",
+           "examples", "samples", "generations", "new_tokens", "max_new_tokens", "status", "machine", "dtype", "pair", "seed",
            "energy_missing_reason", "score_missing_reason"]
 HEADERS = {"score_name": "score", "score": "value", "perplexity": "PPL", "tokens_per_s": "tokens/s",
            "speedup_vs_sampling": "speed-up vs sampling", "speedup_vs_sps": "speed-up vs SpS",
@@ -91,6 +91,14 @@ def _fmt(value, column: str) -> str:
     return str(value)
 
 
+def _int(values: pd.Series) -> str:
+    """The count shared by the cells of a task, or its range when cells differ (e.g. unfinished)."""
+    values = values.dropna().astype(int)
+    if values.empty:
+        return "?"
+    return str(values.max()) if values.min() == values.max() else f"{values.min()}–{values.max()}"
+
+
 def _unique(df: pd.DataFrame, column: str) -> str:
     values = sorted({str(v) for v in df[column] if v is not None and not (isinstance(v, float) and pd.isna(v))})
     return ", ".join(values) if values else "unknown"
@@ -106,8 +114,8 @@ def _reasons(df: pd.DataFrame, column: str) -> str:
 
 
 def to_markdown(df: pd.DataFrame, experiment: str, notes: list[str] = (), source: str = "results/runs") -> str:
-    counts = ", ".join(f"{task}: {int(g['examples'].max())} examples / {int(g['samples'].max())} samples, "
-                       f"≤{_fmt(g['max_new_tokens'].iloc[0], 'max_new_tokens')} new tokens"
+    counts = "; ".join(f"{task}: {_int(g['examples'])} examples, {_int(g['samples'])} samples, "
+                       f"{_int(g['generations'])} generations of ≤{_fmt(g['max_new_tokens'].iloc[0], 'm')} new tokens"
                        for task, g in df.groupby("task", sort=False))
     lines = [f"# Table 2 — experiment `{experiment}`", "",
              f"- machine: {_unique(df, 'machine')}", f"- dtype: {_unique(df, 'dtype')}",
