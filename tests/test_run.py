@@ -179,3 +179,20 @@ def test_changed_config_in_the_same_directory_is_refused(tmp_path):
     check_identity(tmp_path, {"method": {"name": "sps", "gamma": 4}, "seed": 0})
     with pytest.raises(ValueError, match=r"method.gamma: 4 -> 5"):
         check_identity(tmp_path, {"method": {"name": "sps", "gamma": 5}, "seed": 0})
+
+
+def test_speed_aggregates_are_ratios_of_totals():
+    from mtad.metrics.speed import aggregate_energy, aggregate_speed
+
+    stats = [{"new_tokens": 10, "target_calls": 5, "draft_calls": 20, "drafted": 16, "accepted": 6,
+              "accept_lengths": [2, 1, 3, 0], "tree_nodes": 0, "seconds": 1.0},
+             {"new_tokens": 2, "target_calls": 2, "draft_calls": 8, "drafted": 8, "accepted": 0,
+              "accept_lengths": [0, 0], "tree_nodes": 0, "seconds": 3.0}]
+    speed = aggregate_speed(stats)
+    assert speed["tokens_per_s"] == 12 / 4.0 and speed["block_efficiency"] == 12 / 7
+    assert speed["acceptance_rate"] == 6 / 24 and speed["mean_accept_length"] == 1.0
+    assert aggregate_speed([{"new_tokens": 3, "target_calls": 3, "seconds": 1.0}])["acceptance_rate"] is None
+    energy = aggregate_energy([{"meter": "nvml", "joules": 6.0}, {"meter": "nvml", "joules": 3.0}], new_tokens=12)
+    assert energy["energy_j_per_token"] == 0.75 and energy["energy_missing_reason"] is None
+    missing = aggregate_energy([{"meter": "nvml", "joules": 6.0}, {"meter": "none", "joules": None, "reason": "x"}], 12)
+    assert missing["energy_j_per_token"] is None and missing["energy_missing_reason"] == "x"
