@@ -20,6 +20,8 @@ import json
 import logging
 import math
 import random
+import signal
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -388,7 +390,10 @@ class Distiller:
             self.evaluate(heldout)
         head_index = full_to_head_index(self.draft)
         last_ckpt, next_eval = time.time(), self.state["trained_tokens"] + self.cfg.eval_every_tokens
-        while self.state["trained_tokens"] < self.cfg.max_train_tokens and (time.time() - t_start) / 60 < self.cfg.max_minutes:
+        stop = threading.Event()  # SIGTERM: finish the current step, checkpoint, exit
+        previous = signal.signal(signal.SIGTERM, lambda *_: stop.set()) if threading.current_thread() is threading.main_thread() else None
+        while (not stop.is_set() and self.state["trained_tokens"] < self.cfg.max_train_tokens
+               and (time.time() - t_start) / 60 < self.cfg.max_minutes):
             if self.state["trained_tokens"] >= self.cfg.train_per_gen * self.corpus.answer_tokens:
                 self.generate_more()
                 continue
@@ -409,5 +414,8 @@ class Distiller:
                 self.checkpoint()
                 last_ckpt = time.time()
         self.checkpoint()
-        self.evaluate(heldout)
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+        if not stop.is_set():
+            self.evaluate(heldout)
         return self.draft
