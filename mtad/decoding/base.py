@@ -23,6 +23,8 @@ class DecodeStats:
     accept_lengths: list[int] = field(default_factory=list)
     tree_nodes: int = 0  # draft tokens scored by the target in tree methods
     seconds: float = 0.0  # wall time of decoding (prefill included), synchronised on CUDA
+    target_seconds: float = 0.0  # of which inside target forwards
+    draft_seconds: float = 0.0  # of which inside draft forwards (the rest is sampling, rules, caches, Python)
 
     @property
     def block_efficiency(self) -> float:
@@ -158,8 +160,10 @@ class Decoder:
         stats.seconds = time.perf_counter() - start
         stats.new_tokens = len(tokens)
         stats.target_calls = self.target_lm.calls - (prompt.numel() > 1)  # prefill is not an iteration
+        stats.target_seconds = self.target_lm.seconds
         if self.draft_lm is not None:
             stats.draft_calls = self.draft_lm.calls - (prompt.numel() > 1)
+            stats.draft_seconds = self.draft_lm.seconds
         return DecodeOutput(tokens=tokens, stats=stats)
 
     def _commit(self, emitted: list[int]) -> None:

@@ -13,6 +13,7 @@ whatever its storage slot). Llama-family models and OPT (whose learned positions
 from __future__ import annotations
 
 import inspect
+import time
 
 import torch
 from transformers import DynamicCache, PreTrainedModel
@@ -36,6 +37,7 @@ class CachedModel:
         self.node_depths: list[int] = []
         self._ancestors = torch.zeros(0, 0, dtype=torch.bool)  # [nodes, nodes] ancestor-or-self
         self.calls = 0
+        self.seconds = 0.0  # wall time inside this model's forwards (for the overhead breakdown)
         accepted = inspect.signature(model.forward).parameters
         self._keep_kw = "logits_to_keep" in accepted
         # transformers >= 5.2x names the cache argument `cache`; older releases `past_key_values`
@@ -50,10 +52,15 @@ class CachedModel:
         kwargs = {self._cache_kw: self.cache}
         if keep_last and self._keep_kw:
             kwargs["logits_to_keep"] = keep_last
+        start = time.perf_counter()
         out = self.model(input_ids=input_ids[None].to(self.device), position_ids=position_ids[None].to(self.device),
                          attention_mask=attention_mask, use_cache=True, **kwargs)
+        logits = out.logits[0].to(self.out_device)  # [n, V]
+        if self.device.type == "cuda":  # charge the kernels to this forward, not to what follows
+            torch.cuda.synchronize(self.device)
+        self.seconds += time.perf_counter() - start
         self.calls += 1
-        return out.logits[0].to(self.out_device)  # [n, V]
+        return logits
 
     def prefill(self, tokens: torch.Tensor) -> None:
         """Cache a committed chain without computing its logits (only the last is kept)."""

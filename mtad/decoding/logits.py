@@ -19,17 +19,25 @@ def logits_to_probs(logits: torch.Tensor, temperature: float = 1.0, top_k: int =
     logits = logits / temperature
     vocab = logits.shape[-1]
     if 0 < top_k < vocab:
-        kth = torch.topk(logits, top_k, dim=-1).values[..., -1:]  # [..., 1]
-        logits = logits.masked_fill(logits < kth, float("-inf"))
+        # work on the k survivors only: top-p then needs a sort of k values, not of V
+        values, index = torch.topk(logits, top_k, dim=-1)  # [..., k], sorted descending
+        kept = torch.full_like(logits, float("-inf")).scatter(-1, index, _top_p_filter(values, top_p))
+        return kept.softmax(-1)
     if top_p < 1.0:
         sorted_logits, order = torch.sort(logits, dim=-1, descending=True)
-        sorted_probs = sorted_logits.softmax(-1)
-        # drop a token once the mass *before* it already reaches top_p: keeps the smallest
-        # prefix with mass >= top_p, and always the most likely token.
-        drop_sorted = (sorted_probs.cumsum(-1) - sorted_probs) >= top_p
-        drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
-        logits = logits.masked_fill(drop, float("-inf"))
+        logits = torch.full_like(logits, float("-inf")).scatter(-1, order, _top_p_filter(sorted_logits, top_p))
     return logits.softmax(-1)
+
+
+def _top_p_filter(sorted_logits: torch.Tensor, top_p: float) -> torch.Tensor:
+    """Mask (-inf) the tail of descending-sorted logits outside the top-p nucleus."""
+    if top_p >= 1.0:
+        return sorted_logits
+    sorted_probs = sorted_logits.softmax(-1)
+    # drop a token once the mass *before* it already reaches top_p: keeps the smallest
+    # prefix with mass >= top_p, and always the most likely token.
+    drop = (sorted_probs.cumsum(-1) - sorted_probs) >= top_p
+    return sorted_logits.masked_fill(drop, float("-inf"))
 
 
 def _on_generator_device(probs: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
