@@ -70,3 +70,7 @@ sweep-beam-width: install ## beam width W = 1, 2, 4, 8 for mtad, mmtad (+ baseli
 sweep-threshold: install ## threshold tau = 0.1..0.9 for mtad, mmtad (+ baselines) on CNN/DM
 	$(RUN) -m experiment=sweeps method=sampling,sps $(OVERRIDES)
 	$(RUN) experiment=sweeps sweep=threshold $(OVERRIDES)
+
+.PHONY: figures
+figures: install ## regenerate every figure from committed results (results/runs -> results/figures, seconds)
+	$(PY) scripts/make_figures.py $(ARGS)

@@ -1,0 +1,303 @@
+"""Figures from the cells of ``results/runs`` (matplotlib, Agg canvas, no pyplot state).
+
+One function per figure; each takes the cells DataFrame (``mtad.report.cells.load_cells``)
+and returns a ``matplotlib.figure.Figure``; ``save_figure`` writes it as PNG and PDF.
+
+    from mtad.report.cells import load_cells
+    from mtad.report import figures
+    cells = load_cells("results/runs")
+    fig = figures.speedup_bars(cells)                 # Table 2: speed-ups, block efficiency on the bars
+    fig = figures.quality_vs_speed(cells)             # Table 2: perplexity / task score vs tokens/s
+    fig = figures.gamma_sweep(cells)                  # speed-up, acceptance rate, perplexity vs gamma
+    fig = figures.beam_width_sweep(cells)             # the same vs W
+    fig = figures.threshold_sweep(cells)              # accepted length, speed-up, perplexity vs tau
+    figures.build_all("results/runs", "results/figures")   # every figure, PNG + PDF
+
+Every planned cell (the experiment's Hydra grid in conf/) is drawn: a missing one as a hatched
+"missing" slot (bars) or a grey x on the axis (sweeps), never silently left out. Each figure
+ends with a caption line naming pair, machine, dtype and sample counts.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
+from matplotlib.transforms import ScaledTranslation, blended_transform_factory
+
+from mtad.report.cells import PRIMARY_SCORES, load_cells
+from mtad.report.sweeps import baseline_cells, caption, sweep_frame, table2_frame
+
+METHOD_LABELS = {"sampling": "sampling", "sps": "SpS", "spectr": "SpecTr", "specinfer": "SpecInfer",
+                 "mtad": "MTAD", "mmtad": "MMTAD"}
+METHOD_STYLE = {  # one colour and marker per method in every figure (tab10 + distinct markers)
+    "sampling": ("#7f7f7f", "o"), "sps": ("#1f77b4", "s"), "spectr": ("#2ca02c", "^"),
+    "specinfer": ("#9467bd", "v"), "mtad": ("#d62728", "D"), "mmtad": ("#ff7f0e", "P")}
+TASK_LABELS = {"spider": "Spider", "cnndm": "CNN/DailyMail", "mtbench": "MT-Bench", "mt_bench": "MT-Bench",
+               "humaneval": "HumanEval"}
+SCORE_LABELS = {"exec_acc": "execution accuracy (fraction)", "execution_accuracy": "execution accuracy (fraction)",
+                "rougeL": "ROUGE-L F1", "rouge_l": "ROUGE-L F1", "judge_score": "judge score (1–10)",
+                "pass@1": "pass@1 (fraction)"}
+PARAM_LABELS = {"gamma": "draft length γ (tokens)", "beam_width": "beam width W (beams)",
+                "threshold": "acceptance threshold τ"}
+YLABELS = {"speedup_vs_sampling": "speed-up over sampling (×)", "speedup_vs_sps": "speed-up over SpS (×)",
+           "acceptance_rate": "acceptance rate (accepted / drafted)",
+           "mean_accept_length": "accepted length (tokens per block)",
+           "perplexity": "perplexity of output under p (lower = better)", "tokens_per_s": "speed (tokens/s)"}
+MISSING_COLOR = "#9a9a9a"
+FIGURE_NAMES = ("table2_speedup", "table2_quality_speed", "sweep_gamma", "sweep_beam_width", "sweep_threshold")
+
+
+def _label(method: str) -> str:
+    return METHOD_LABELS.get(method, method)
+
+
+def _style(method: str) -> tuple[str, str]:
+    return METHOD_STYLE.get(method, ("#17becf", "X"))
+
+
+def _finite(value) -> bool:
+    return value is not None and isinstance(value, int | float) and math.isfinite(value)
+
+
+def _new_figure(width: float, height: float) -> Figure:
+    fig = Figure(figsize=(width, height), dpi=110, layout="constrained")
+    FigureCanvasAgg(fig)  # Agg canvas: savefig and inline display need no GUI backend
+    return fig
+
+
+def _add_caption(fig: Figure, text: str, title: str) -> None:
+    fig.suptitle(title, fontsize=12, fontweight="bold")
+    fig.supxlabel(_wrap(text, 150), fontsize=8, color="#333333")
+
+
+def _wrap(text: str, width: int) -> str:
+    """Break a ' · '-joined caption into lines of at most ``width`` characters."""
+    lines, current = [], ""
+    for part in text.split(" · "):
+        candidate = f"{current} · {part}" if current else part
+        if len(candidate) > width and current:
+            lines.append(current)
+            candidate = part
+        current = candidate
+    return "\n".join(lines + [current])
+
+
+# ----------------------------------------------------------------------------- Table 2
+def speedup_bars(cells: pd.DataFrame, experiment: str = "table2", pair: str | None = None) -> Figure:
+    """Grouped bars per task and method: speed-up over sampling (top) and over SpS (bottom),
+    block efficiency written on each bar, missing cells as hatched "missing" slots."""
+    frame = table2_frame(cells, experiment=experiment, pair=pair)
+    tasks, methods = list(dict.fromkeys(frame["task"])), list(dict.fromkeys(frame["method"]))
+    fig = _new_figure(max(8.0, 1.9 * len(tasks) * max(1, len(methods)) / 4), 7.4)
+    axes = fig.subplots(2, 1, sharex=True)
+    width = 0.8 / max(1, len(methods))
+    for ax, column in zip(axes, ("speedup_vs_sampling", "speedup_vs_sps")):
+        values = frame[column].astype(float) if column in frame else pd.Series([math.nan] * len(frame))
+        top = max([v for v in values if _finite(v)] + [1.0]) * 1.28
+        for j, method in enumerate(methods):
+            rows = frame[frame["method"] == method]
+            color, _ = _style(method)
+            for i, task in enumerate(tasks):
+                row = rows[rows["task"] == task].iloc[0]
+                x = i + (j - (len(methods) - 1) / 2) * width
+                value = float(row[column]) if column in row and _finite(row[column]) else math.nan
+                if row["missing"] or not _finite(value):
+                    reason = row["status"] if row["missing"] else "no SpS cell" if column == "speedup_vs_sps" \
+                        else "no sampling cell"
+                    _missing_bar(ax, x, width, top, reason)
+                    continue
+                ax.bar(x, value, width * 0.92, color=color, edgecolor="black", linewidth=0.4)
+                efficiency = row.get("block_efficiency")
+                if _finite(efficiency):
+                    ax.text(x, value + top * 0.012, f"{efficiency:.2f}", ha="center", va="bottom", fontsize=7,
+                            rotation=90, bbox={"facecolor": "white", "edgecolor": "none", "pad": 0.6})
+        ax.axhline(1.0, color="black", linewidth=0.8, linestyle="--")
+        ax.set_ylim(0, top)
+        ax.set_ylabel(YLABELS[column])
+        ax.grid(axis="y", alpha=0.3)
+    axes[0].set_title("numbers on bars: block efficiency (tokens per target call); dashed line: no speed-up",
+                      fontsize=9)
+    axes[-1].set_xticks(range(len(tasks)), [TASK_LABELS.get(t, t) for t in tasks])
+    axes[-1].set_xlabel("task")
+    handles = [Patch(facecolor=_style(m)[0], edgecolor="black", label=_label(m)) for m in methods]
+    handles.append(Patch(facecolor="none", edgecolor=MISSING_COLOR, hatch="///", label="missing cell"))
+    axes[0].legend(handles=handles, ncols=min(7, len(handles)), fontsize=8, loc="upper left", frameon=False)
+    _add_caption(fig, caption(frame), f"Table 2 speed-ups — experiment {experiment}")
+    return fig
+
+
+def _missing_bar(ax, x: float, width: float, top: float, reason: str) -> None:
+    # full height, so the slot never reads as a value
+    ax.bar(x, top * 0.84, width * 0.92, facecolor="none", edgecolor=MISSING_COLOR, hatch="///", linewidth=0.6)
+    ax.text(x, top * 0.42, f"missing ({reason})", rotation=90, ha="center", va="center", fontsize=7.5,
+            color="#333333", bbox={"facecolor": "white", "edgecolor": "none", "pad": 1.0})
+
+
+def quality_vs_speed(cells: pd.DataFrame, experiment: str = "table2", pair: str | None = None) -> Figure:
+    """Per task, perplexity (top row) and the task's score (bottom row) against tokens/s, one
+    marker per method; methods without a finished cell listed as missing in the panel."""
+    frame = table2_frame(cells, experiment=experiment, pair=pair)
+    tasks, methods = list(dict.fromkeys(frame["task"])), list(dict.fromkeys(frame["method"]))
+    fig = _new_figure(max(8.0, 3.6 * len(tasks)), 7.0)
+    axes = fig.subplots(2, len(tasks), squeeze=False)
+    for i, task in enumerate(tasks):
+        rows = frame[frame["task"] == task]
+        score_name = _score_name(task, rows)
+        for ax, column in zip(axes[:, i], ("perplexity", "score")):
+            absent = []
+            for row in rows.itertuples(index=False):
+                y = getattr(row, column, math.nan)
+                if row.missing or not _finite(y) or (column == "score" and row.score_name != score_name):
+                    absent.append(_label(row.method) + ("" if row.missing else f" (no {column})"))
+                    continue
+                color, marker = _style(row.method)
+                ax.plot(row.tokens_per_s, y, linestyle="none", marker=marker, markersize=9, color=color,
+                        markeredgecolor="black", markeredgewidth=0.5)
+            if absent:
+                ax.text(0.03, 0.97, "missing: " + ", ".join(absent), transform=ax.transAxes, va="top",
+                        fontsize=8, color="#333333", bbox={"facecolor": "white", "edgecolor": MISSING_COLOR})
+            ax.grid(alpha=0.3)
+            ax.margins(0.15)
+            ax.set_xlabel(YLABELS["tokens_per_s"])
+        axes[0, i].set_title(TASK_LABELS.get(task, task))
+        axes[0, i].set_ylabel(YLABELS["perplexity"] if i == 0 else "perplexity")
+        axes[1, i].set_ylabel(SCORE_LABELS.get(score_name, score_name or "task score (missing)"))
+    handles = [Line2D([], [], linestyle="none", marker=_style(m)[1], color=_style(m)[0], markeredgecolor="black",
+                      markersize=8, label=_label(m)) for m in methods]
+    fig.legend(handles=handles, loc="outside right upper", fontsize=9, frameon=False)
+    _add_caption(fig, caption(frame), f"Quality against speed per task — experiment {experiment}")
+    return fig
+
+
+def _score_name(task: str, rows: pd.DataFrame) -> str | None:
+    """The task's headline score name, only if the cells report it (never a count like 'examples')."""
+    names = [n for n in rows.get("score_name", []) if isinstance(n, str)]
+    for name in PRIMARY_SCORES.get(task, ()):
+        if name in names:
+            return name
+    return None
+
+
+# ----------------------------------------------------------------------------- sweeps
+def sweep_figure(cells: pd.DataFrame, sweep: str, panels: tuple[str, ...], experiment: str = "sweeps",
+                 pair: str | None = None, task: str | None = None, methods: list[str] | None = None) -> Figure:
+    """One panel per metric in ``panels`` against the swept parameter, one line per method;
+    planned but missing points as grey x marks on the x axis."""
+    frame = sweep_frame(cells, sweep, experiment=experiment, pair=pair, task=task, methods=methods)
+    baselines = baseline_cells(cells, frame)
+    param = frame["param"].iloc[0] if len(frame) else sweep
+    fig = _new_figure(4.3 * len(panels), 4.6)
+    axes = fig.subplots(1, len(panels), squeeze=False)[0]
+    values = sorted(set(frame["value"]))
+    methods = list(dict.fromkeys(frame["method"]))
+    for ax, column in zip(axes, panels):
+        for method, rows in frame.groupby("method", sort=False):
+            color, marker = _style(method)
+            y = rows[column].map(lambda v: float(v) if _finite(v) else math.nan) if column in rows \
+                else pd.Series(math.nan, index=rows.index)
+            y[rows["missing"]] = math.nan  # NaN breaks the line: no segment drawn across a missing cell
+            ax.plot(rows["value"], y, marker=marker, color=color, label=_label(method),
+                    markeredgecolor="black", markeredgewidth=0.4)
+            _missing_marks(ax, rows["value"][y.isna()], color, offset_pt=6.0 * (list(methods).index(method)
+                                                                                 - (len(methods) - 1) / 2))
+        _reference_lines(ax, column, baselines)
+        ax.set_xticks(values)
+        ax.set_xlabel(PARAM_LABELS.get(param, param))
+        ax.set_ylabel(YLABELS.get(column, column))
+        ax.grid(alpha=0.3)
+    handles = [Line2D([], [], color=_style(m)[0], marker=_style(m)[1], markeredgecolor="black", label=_label(m))
+               for m in dict.fromkeys(frame["method"])]
+    handles += [Line2D([], [], color="black", linestyle="--", label="sampling (reference)"),
+                Line2D([], [], color=MISSING_COLOR, marker="x", markeredgewidth=2, linestyle="none",
+                       label="× on x axis: missing\n(method's colour)")]
+    fig.legend(handles=handles, loc="outside right upper", fontsize=9, frameon=False)
+    where = f"{frame['pair'].iloc[0]} on {TASK_LABELS.get(frame['task'].iloc[0], frame['task'].iloc[0])}" \
+        if len(frame) and isinstance(frame["pair"].iloc[0], str) else "no cells yet"
+    gaps = frame[frame["missing"]]
+    listed = "; ".join(f"{_label(m)} {param}={', '.join(_num(v) for v in g['value'])}"
+                       for m, g in gaps.groupby("method", sort=False))
+    text = caption(frame, baselines) + (f" · missing: {listed}" if listed else "")
+    _add_caption(fig, text, f"{PARAM_LABELS.get(param, param).split(' (')[0]} sweep — {where}")
+    return fig
+
+
+def _num(value) -> str:
+    return f"{value:g}" if isinstance(value, int | float) else str(value)
+
+
+def _missing_marks(ax, xs, color: str, offset_pt: float = 0.0) -> None:
+    """An x on the x axis (below any data point, thanks to the axes margins) at each missing value."""
+    if len(xs) == 0:
+        return
+    transform = blended_transform_factory(ax.transData, ax.transAxes)  # x in data, y in axes fraction
+    # methods missing at the same x sit side by side, offset_pt points apart
+    transform = transform + ScaledTranslation(offset_pt / 72, 0, ax.figure.dpi_scale_trans)
+    (marks,) = ax.plot(list(xs), [0.0] * len(xs), linestyle="none", marker="x", color=color, markersize=9,
+                       markeredgewidth=2, transform=transform, clip_on=False, zorder=5)
+    marks.set_in_layout(False)  # drawn over the spine; must not take room from the axes
+
+
+def _reference_lines(ax, column: str, baselines: pd.DataFrame) -> None:
+    """Sampling's level where it has one: speed-up 1 and its perplexity."""
+    if column.startswith("speedup_vs_"):
+        ax.axhline(1.0, color="black", linestyle="--", linewidth=0.9)
+    if column == "perplexity":
+        sampling = baselines[baselines["method"] == "sampling"]["perplexity"].dropna() \
+            if "perplexity" in baselines else []
+        if len(sampling):
+            ax.axhline(float(sampling.iloc[0]), color="black", linestyle="--", linewidth=0.9)
+        else:
+            ax.text(0.02, 0.98, "sampling cell missing: no reference", transform=ax.transAxes, va="top",
+                    fontsize=7, color="#555555")
+
+
+def gamma_sweep(cells: pd.DataFrame, **kwargs) -> Figure:
+    """Speed-up over sampling, acceptance rate and perplexity against γ (SpS, MTAD, MMTAD)."""
+    return sweep_figure(cells, "gamma", ("speedup_vs_sampling", "acceptance_rate", "perplexity"), **kwargs)
+
+
+def beam_width_sweep(cells: pd.DataFrame, **kwargs) -> Figure:
+    """Speed-up over sampling, acceptance rate and perplexity against W (MTAD, MMTAD)."""
+    return sweep_figure(cells, "beam_width", ("speedup_vs_sampling", "acceptance_rate", "perplexity"), **kwargs)
+
+
+def threshold_sweep(cells: pd.DataFrame, **kwargs) -> Figure:
+    """Accepted length, speed-up over sampling and perplexity against τ (MTAD; MMTAD if planned)."""
+    return sweep_figure(cells, "threshold", ("mean_accept_length", "speedup_vs_sampling", "perplexity"), **kwargs)
+
+
+# ----------------------------------------------------------------------------- files
+def save_figure(fig: Figure, name: str, out_dir: str | Path) -> list[Path]:
+    """``<out_dir>/<name>.png`` and ``.pdf``; returns both paths."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = [out_dir / f"{name}.png", out_dir / f"{name}.pdf"]
+    fig.savefig(paths[0], dpi=110)
+    fig.savefig(paths[1], metadata={"CreationDate": None})  # no timestamp: reruns give the same file
+    return paths
+
+
+def build_all(results_root: str | Path = "results/runs", out_dir: str | Path = "results/figures",
+              table_experiment: str = "table2", sweep_experiment: str = "sweeps") -> dict[str, list[Path]]:
+    """Every figure whose experiment has at least one cell under ``results_root``; the others are
+    reported under the key ``skipped`` with the reason (no figure full of nothing is written)."""
+    cells = load_cells(results_root)
+    have = set(cells["experiment"]) if "experiment" in cells else set()
+    jobs = {"table2_speedup": (table_experiment, lambda: speedup_bars(cells, experiment=table_experiment)),
+            "table2_quality_speed": (table_experiment, lambda: quality_vs_speed(cells, experiment=table_experiment)),
+            "sweep_gamma": (sweep_experiment, lambda: gamma_sweep(cells, experiment=sweep_experiment)),
+            "sweep_beam_width": (sweep_experiment, lambda: beam_width_sweep(cells, experiment=sweep_experiment)),
+            "sweep_threshold": (sweep_experiment, lambda: threshold_sweep(cells, experiment=sweep_experiment))}
+    written, skipped = {}, []
+    for name, (experiment, make) in jobs.items():
+        if experiment not in have:
+            skipped.append(f"{name}: no cells of experiment {experiment!r} under {results_root}")
+            continue
+        written[name] = save_figure(make(), name, out_dir)
+    written["skipped"] = skipped
+    return written

@@ -1,0 +1,217 @@
+"""The data behind the figures: planned grids (from conf/), Table 2 and sweep frames with
+missing cells kept as rows, and the caption line naming pair, machine, dtype and counts.
+
+    from mtad.report.cells import load_cells
+    from mtad.report.sweeps import sweep_frame, table2_frame
+    cells = load_cells("results/runs")
+    table2_frame(cells)                   # one row per planned (task, method), `missing` flag
+    sweep_frame(cells, "gamma")           # one row per planned (method, gamma), speed-ups added
+
+A planned cell is one the experiment's (and sweep's) Hydra grid names; a planned cell without a
+finished metrics.json is a row with ``missing=True`` and its ``status`` ("not run", "running",
+"failed"), never dropped. Speed-ups are tokens/s over the base ``sampling``/``sps`` cell (no
+overrides) of the same experiment, pair, task and machine.
+"""
+from __future__ import annotations
+
+import math
+import os
+from itertools import product
+from pathlib import Path
+
+import pandas as pd
+
+from mtad.report.tables import METHOD_ORDER, TASK_ORDER, table2
+
+REPO = Path(__file__).resolve().parents[2]
+CONF_DIR = REPO / "conf"
+# sweep name (conf/sweep/<name>.yaml) -> the method parameter it varies
+SWEEP_PARAMS = {"gamma": "gamma", "beam_width": "beam_width", "threshold": "threshold"}
+BASELINES = ("sampling", "sps")
+
+
+def _is_missing(value) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def runs_dir() -> Path:
+    """``$MTAD_RESULTS/runs`` (MTAD_RESULTS: the results folder, default the checkout's results/)."""
+    return Path(os.environ.get("MTAD_RESULTS") or REPO / "results") / "runs"
+
+
+def planned_grid(experiment: str, sweep: str | None = None, conf_dir: str | Path = CONF_DIR) -> dict[str, list]:
+    """``{override key: [values]}`` of the multirun grid that ``conf/experiment/<experiment>.yaml``
+    (plus ``conf/sweep/<sweep>.yaml``) declares, e.g. ``{"method": [...], "method.gamma": [1, ..., 8]}``.
+    Empty when the experiment file does not exist (an ad-hoc experiment name)."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    conf_dir = Path(conf_dir).resolve()
+    if not (conf_dir / "experiment" / f"{experiment}.yaml").exists():
+        return {}
+    overrides = [f"experiment={experiment}"] + ([f"sweep={sweep}"] if sweep else [])
+    with initialize_config_dir(config_dir=str(conf_dir), version_base="1.3"):
+        cfg = compose("config", overrides=overrides, return_hydra_config=True)
+    params = cfg.hydra.sweeper.get("params") or {}
+    parser = OverridesParser.create()
+    grid = {}
+    for key, value in params.items():
+        override = parser.parse_overrides([f"{key}={value}"])[0]
+        grid[key] = list(override.sweep_iterator()) if override.is_sweep_override() else [override.value()]
+    return grid
+
+
+def _unique(values) -> list:
+    return sorted({str(v) for v in values if not _is_missing(v)})
+
+
+def _choose(df: pd.DataFrame, column: str, wanted: str | None, what: str) -> str:
+    found = _unique(df[column]) if column in df else []
+    if wanted is not None:
+        return wanted
+    if len(found) != 1:
+        raise ValueError(f"{what} has cells of several {column}s {found}; choose one with {column}=...")
+    return found[0]
+
+
+# ----------------------------------------------------------------------------- Table 2
+def table2_frame(cells: pd.DataFrame, experiment: str = "table2", pair: str | None = None,
+                 tasks: list[str] | None = None, methods: list[str] | None = None) -> pd.DataFrame:
+    """Table 2's rows (``mtad.report.tables.table2``) plus one ``missing`` row per planned
+    (task, method) that has no finished cell. Tasks/methods default to the experiment's grid
+    in conf/ joined with whatever the cells hold."""
+    grid = planned_grid(experiment)
+    in_experiment = cells[cells["experiment"] == experiment] if "experiment" in cells else cells.iloc[0:0]
+    if in_experiment.empty and not grid:
+        raise ValueError(f"no cells of experiment {experiment!r} and no conf/experiment/{experiment}.yaml; "
+                         f"found experiments: {_unique(cells.get('experiment', []))}")
+    tasks = tasks or _ordered(set(grid.get("task", [])) | set(in_experiment.get("task", [])), TASK_ORDER)
+    methods = methods or _ordered(set(grid.get("method", [])) | set(in_experiment.get("method", [])), METHOD_ORDER)
+    finished = in_experiment[in_experiment["status"].isin(["complete", "incomplete"])] \
+        if "status" in in_experiment else in_experiment
+    # reset_index: tables.add_speedups divides Series with different indexes otherwise
+    rows = table2(finished.reset_index(drop=True), experiment=experiment, pair=pair) \
+        if not finished.empty else pd.DataFrame()
+    status = {(r.task, r.method): r.status for r in in_experiment.itertuples()
+              if getattr(r, "overrides", "") == ""}
+    frame = pd.DataFrame(list(product(tasks, methods)), columns=["task", "method"])
+    frame = frame.merge(rows, on=["task", "method"], how="left") if not rows.empty else frame
+    frame["missing"] = frame["tokens_per_s"].isna() if "tokens_per_s" in frame else True
+    frame["status"] = [s if not m else status.get((t, me), "not run")
+                       for t, me, m, s in zip(frame["task"], frame["method"], frame["missing"],
+                                              frame.get("status", [None] * len(frame)))]
+    frame["experiment"] = experiment
+    return frame
+
+
+def _ordered(values, preferred) -> list:
+    return sorted(values, key=lambda v: (preferred.index(v) if v in preferred else len(preferred), v))
+
+
+# ----------------------------------------------------------------------------- sweeps
+def add_baseline_speedups(df: pd.DataFrame, cells: pd.DataFrame) -> pd.DataFrame:
+    """speedup_vs_<baseline>: tokens/s over the base cell (no overrides) of ``baseline`` with
+    the same experiment, pair, task and machine; NaN when that cell is missing."""
+    df = df.copy()
+    keys = ["experiment", "pair", "task", "machine"]
+    for baseline in BASELINES:
+        base = cells[(cells["method"] == baseline) & (cells["overrides"] == "")]
+        base = base[keys + ["tokens_per_s"]] if "tokens_per_s" in base else pd.DataFrame(columns=keys + ["tokens_per_s"])
+        base = base.dropna(subset=["tokens_per_s"]).drop_duplicates(keys).rename(columns={"tokens_per_s": "_base"})
+        merged = df[keys].merge(base, on=keys, how="left")
+        df[f"speedup_vs_{baseline}"] = (df["tokens_per_s"].astype(float) / merged["_base"].astype(float)).values
+        df[f"{baseline}_tokens_per_s"] = merged["_base"].astype(float).values
+        if baseline == "sampling":  # the reference quality for the perplexity panels
+            ppl = cells[(cells["method"] == baseline) & (cells["overrides"] == "")]
+            ppl = ppl[keys + ["perplexity"]].dropna().drop_duplicates(keys) if "perplexity" in ppl \
+                else pd.DataFrame(columns=keys + ["perplexity"])
+            df["sampling_perplexity"] = df[keys].merge(ppl.rename(columns={"perplexity": "_p"}), on=keys,
+                                                       how="left")["_p"].astype(float).values
+    return df
+
+
+def _only_overrides(overrides: str, key: str) -> bool:
+    """True for the base cell ("") and cells whose only override is ``key``."""
+    return overrides == "" or all(part.split("=", 1)[0] == key for part in overrides.split(","))
+
+
+def sweep_frame(cells: pd.DataFrame, sweep: str, experiment: str = "sweeps", pair: str | None = None,
+                task: str | None = None, methods: list[str] | None = None,
+                values: list | None = None) -> pd.DataFrame:
+    """One row per planned (method, value) of ``conf/sweep/<sweep>.yaml`` under ``experiment``:
+    the cell's metrics, ``value`` (the swept parameter), speed-ups over the base sampling/SpS
+    cells and ``missing``. A method's base cell counts at its default value; a swept cell at
+    the same value wins over it."""
+    if sweep not in SWEEP_PARAMS:
+        raise ValueError(f"unknown sweep {sweep!r}; valid: {sorted(SWEEP_PARAMS)}")
+    param = SWEEP_PARAMS[sweep]
+    key, column = f"method.{param}", f"param.{param}"
+    grid = planned_grid(experiment, sweep)
+    methods = methods or grid.get("method") or []
+    values = values or grid.get(key) or []
+    df = cells[cells["experiment"] == experiment] if "experiment" in cells else cells.iloc[0:0]
+    if df.empty and not (methods and values):
+        raise ValueError(f"no cells of experiment {experiment!r} and no grid for sweep {sweep!r} in "
+                         f"conf/experiment/{experiment}.yaml + conf/sweep/{sweep}.yaml")
+    if not df.empty:
+        pair = _choose(df, "pair", pair, f"experiment {experiment!r}")
+        task = _choose(df[df["pair"] == pair], "task", task, f"experiment {experiment!r}")
+        df = df[(df["pair"] == pair) & (df["task"] == task)]
+        df = add_baseline_speedups(df, df)
+    swept = df[df["method"].isin(methods) & df["overrides"].map(lambda o: _only_overrides(o, key))] \
+        if not df.empty else df
+    if column in swept:
+        swept = swept.assign(value=swept[column], _base=swept["overrides"] == "")
+        swept = swept.sort_values("_base", kind="stable").drop_duplicates(["method", "value"]).drop(columns="_base")
+        values = sorted(set(values) | set(swept["value"].dropna()))
+    planned = pd.DataFrame(list(product(methods, values)), columns=["method", "value"])
+    frame = planned.merge(swept, on=["method", "value"], how="left") if column in swept else planned
+    finished = frame["status"].isin(["complete", "incomplete"]) if "status" in frame \
+        else pd.Series(False, index=frame.index)
+    frame["missing"] = ~finished | (frame["tokens_per_s"].isna() if "tokens_per_s" in frame else True)
+    frame["status"] = [s if isinstance(s, str) else "not run" for s in frame.get("status", [None] * len(frame))]
+    frame["sweep"], frame["param"], frame["experiment"] = sweep, param, experiment
+    frame["pair"], frame["task"] = pair, task
+    return frame
+
+
+def baseline_cells(cells: pd.DataFrame, frame: pd.DataFrame) -> pd.DataFrame:
+    """The base sampling/SpS cells a sweep frame's speed-ups and reference lines come from."""
+    if frame.empty or "experiment" not in cells:
+        return cells.iloc[0:0]
+    first = frame.iloc[0]
+    return cells[(cells["experiment"] == first["experiment"]) & (cells["pair"] == first["pair"]) &
+                 (cells["task"] == first["task"]) & cells["method"].isin(BASELINES) & (cells["overrides"] == "")]
+
+
+# ----------------------------------------------------------------------------- caption
+def _fmt_set(values, default="unknown") -> str:
+    found = _unique(values)
+    return ", ".join(found) if found else default
+
+
+def caption(frame: pd.DataFrame, cells: pd.DataFrame | None = None) -> str:
+    """``pair … · machine … · dtype … · <task>: N examples (M samples) per cell, ≤T new tokens ·
+    k of n planned cells (j missing)`` from the rows of a table2/sweep frame (and its cells)."""
+    present = frame[~frame["missing"]]
+    source = pd.concat([present, cells]) if cells is not None and not cells.empty else present
+    parts = [f"pair {_fmt_set(source.get('pair', []))}", f"machine {_fmt_set(source.get('machine', []))}",
+             f"dtype {_fmt_set(source.get('dtype', []))}"]
+    for task, group in source.groupby("task", sort=False) if "task" in source else []:
+        examples = _range(group.get("examples"))
+        samples = _range(group.get("samples"))
+        limit = _range(group.get("max_new_tokens"))
+        parts.append(f"{task}: {examples} examples ({samples} samples) per cell, ≤{limit} new tokens")
+    n_missing = int(frame["missing"].sum())
+    parts.append(f"{len(frame) - n_missing} of {len(frame)} planned cells" +
+                 (f" ({n_missing} missing)" if n_missing else ""))
+    return " · ".join(parts)
+
+
+def _range(values) -> str:
+    if values is None:
+        return "?"
+    numbers = sorted({int(v) for v in values if not _is_missing(v)})
+    if not numbers:
+        return "?"
+    return str(numbers[0]) if len(numbers) == 1 else f"{numbers[0]}–{numbers[-1]}"

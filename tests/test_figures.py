@@ -1,0 +1,154 @@
+"""Figures from a synthetic results tree: planned-but-missing cells stay visible, speed-ups are
+ratios to the right baseline cell, captions name pair/machine/dtype/counts, files are written."""
+import importlib.util
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from matplotlib.figure import Figure
+
+from mtad.report import figures
+from mtad.report.cells import load_cells
+from mtad.report.sweeps import caption, planned_grid, sweep_frame, table2_frame
+
+REPO = Path(__file__).resolve().parents[1]
+_spec = importlib.util.spec_from_file_location("make_results", REPO / "tests" / "fixtures" / "make_results.py")
+make_results = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(make_results)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> Path:
+    return make_results.build(tmp_path_factory.mktemp("results") / "runs")
+
+
+@pytest.fixture(scope="module")
+def cells(runs):
+    return load_cells(runs)
+
+
+def figure_texts(fig: Figure) -> str:
+    texts = [t.get_text() for t in fig.findobj(lambda a: hasattr(a, "get_text"))]
+    return "\n".join(t for t in texts if isinstance(t, str))
+
+
+def test_planned_grids_come_from_the_config_files():
+    assert planned_grid("sweeps", "gamma")["method.gamma"] == list(range(1, 9))
+    assert planned_grid("sweeps", "threshold")["method"] == ["mtad", "mmtad"]
+    assert set(planned_grid("table2")["task"]) == {"spider", "cnndm", "mtbench", "humaneval"}
+    assert planned_grid("no_such_experiment") == {}
+
+
+def test_table2_frame_keeps_every_planned_cell(cells):
+    frame = table2_frame(cells)
+    assert len(frame) == 4 * 6  # every (task, method) of conf/experiment/table2.yaml
+    missing = frame[frame["missing"]].set_index(["task", "method"])["status"].to_dict()
+    assert missing == {("humaneval", "spectr"): "not run", ("mtbench", "mmtad"): "running"}
+    row = frame[(frame["task"] == "cnndm") & (frame["method"] == "mtad")].iloc[0]
+    base = frame[(frame["task"] == "cnndm") & (frame["method"] == "sampling")].iloc[0]
+    assert row["speedup_vs_sampling"] == pytest.approx(row["tokens_per_s"] / base["tokens_per_s"])
+
+
+def test_sweep_frame_marks_missing_points_and_uses_the_base_baselines(cells):
+    frame = sweep_frame(cells, "gamma")
+    assert len(frame) == 3 * 8 and list(frame["method"].unique()) == ["sps", "mtad", "mmtad"]
+    gaps = {(r.method, r.value) for r in frame[frame["missing"]].itertuples()}
+    assert gaps == {("mtad", 7), ("mmtad", 8)}
+    sampling = cells[(cells["experiment"] == "sweeps") & (cells["method"] == "sampling")]["tokens_per_s"].iloc[0]
+    row = frame[(frame["method"] == "mtad") & (frame["value"] == 3)].iloc[0]
+    assert row["speedup_vs_sampling"] == pytest.approx(row["tokens_per_s"] / sampling)
+    # the swept sps cell at gamma=4 wins over the base sps cell (also gamma=4)
+    sps4 = frame[(frame["method"] == "sps") & (frame["value"] == 4)]
+    assert len(sps4) == 1 and sps4["overrides"].iloc[0] == "method.gamma=4"
+    threshold = sweep_frame(cells, "threshold")
+    assert set(threshold[threshold["missing"]]["value"]) == {0.9}
+
+
+def test_sweep_without_sampling_cell_has_no_speedup_but_keeps_points(tmp_path):
+    runs = tmp_path / "runs"
+    make_results.write_cell(runs, "sweeps", "cnndm", "mtad", "method.beam_width=2", beam_width=2,
+                            tokens_per_s=30.0, block_efficiency=2.0, acceptance_rate=0.6, mean_accept_length=1.5)
+    frame = sweep_frame(load_cells(runs), "beam_width")
+    row = frame[(frame["method"] == "mtad") & (frame["value"] == 2)].iloc[0]
+    assert not row["missing"] and math.isnan(row["speedup_vs_sampling"])
+    assert frame["missing"].sum() == len(frame) - 1
+    fig = figures.beam_width_sweep(load_cells(runs))
+    assert "sampling cell missing" in figure_texts(fig)
+
+
+def test_unknown_sweep_lists_the_valid_ones(cells):
+    with pytest.raises(ValueError, match="valid: .*beam_width.*gamma.*threshold"):
+        sweep_frame(cells, "top_k")
+
+
+def test_captions_name_pair_machine_dtype_and_counts(cells):
+    text = caption(table2_frame(cells))
+    for part in ("pair tiny_fixture", "machine Fixture CPU (2 CPUs)", "dtype float32",
+                 "cnndm: 2 examples (2 samples) per cell, ≤64 new tokens", "22 of 24 planned cells (2 missing)"):
+        assert part in text
+
+
+@pytest.mark.parametrize("make", [figures.speedup_bars, figures.quality_vs_speed, figures.gamma_sweep,
+                                  figures.beam_width_sweep, figures.threshold_sweep])
+def test_each_figure_has_labels_caption_and_shows_what_is_missing(cells, make):
+    fig = make(cells)
+    assert isinstance(fig, Figure)
+    text = figure_texts(fig)
+    assert "pair tiny_fixture" in text and "dtype float32" in text
+    for ax in fig.axes:
+        assert ax.get_ylabel() and (ax.get_xlabel() or not ax.get_xaxis().get_visible() or ax in fig.axes[:1])
+    if make is not figures.beam_width_sweep:  # the fixture's beam-width sweep is complete
+        assert "missing" in text
+
+
+def test_sweep_draws_an_x_mark_at_each_missing_value(cells):
+    fig = figures.gamma_sweep(cells)
+    marks = [(line.get_color(), tuple(line.get_xdata())) for line in fig.axes[0].lines if line.get_marker() == "x"]
+    assert sorted(x for _, xs in marks for x in xs) == [7, 8]
+    assert {c for c, _ in marks} == {figures.METHOD_STYLE["mtad"][0], figures.METHOD_STYLE["mmtad"][0]}
+    lines = {line.get_label(): line for line in fig.axes[0].lines if line.get_label() in ("SpS", "MTAD", "MMTAD")}
+    assert math.isnan(lines["MTAD"].get_ydata()[6])  # no line segment across the missing gamma = 7
+
+
+def test_speedup_bars_show_missing_slots(cells):
+    fig = figures.speedup_bars(cells)
+    text = figure_texts(fig)
+    assert "missing (not run)" in text and "missing (running)" in text
+    assert "2.25" in text  # block efficiency of MTAD written on its bar
+
+
+def test_build_all_writes_png_and_pdf_and_skips_absent_experiments(runs, tmp_path):
+    written = figures.build_all(runs, tmp_path / "figures")
+    assert written.pop("skipped") == []
+    assert set(written) == set(figures.FIGURE_NAMES)
+    for png, pdf in written.values():
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and pdf.read_bytes()[:5] == b"%PDF-"
+    only_sweeps = tmp_path / "only_sweeps"
+    make_results.write_cell(only_sweeps, "sweeps", "cnndm", "sampling")
+    written = figures.build_all(only_sweeps, tmp_path / "figures2")
+    assert any("table2" in reason and "no cells" in reason for reason in written.pop("skipped"))
+    assert set(written) == {"sweep_gamma", "sweep_beam_width", "sweep_threshold"}
+
+
+def test_make_figures_script(runs, tmp_path):
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "make_figures.py"), "--results", str(runs.parent),
+                           "--out", str(out)], capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in out.iterdir()) == sorted(f"{n}.{e}" for n in figures.FIGURE_NAMES
+                                                           for e in ("pdf", "png"))
+    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "make_figures.py"), "--results",
+                           str(tmp_path / "nothing")], capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert proc.returncode == 1 and "no results at" in proc.stderr
+
+
+def test_fixture_is_in_the_runner_format(runs):
+    """The fixture's metrics.json keys are those mtad.run writes (kept honest against drift)."""
+    from mtad.metrics.speed import aggregate_speed
+
+    metrics = json.loads(next(runs.rglob("metrics.json")).read_text())
+    expected = {"tokens_per_s", "block_efficiency", "acceptance_rate", "mean_accept_length"}
+    assert expected <= set(aggregate_speed([])) and expected <= set(metrics)
