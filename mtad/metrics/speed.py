@@ -22,13 +22,16 @@ def aggregate_speed(stats: Iterable[Mapping]) -> dict:
     """Cell totals and ratios from per-generation ``DecodeStats.as_dict()`` records."""
     stats = list(stats)
     totals = {key: sum(s.get(key, 0) for s in stats)
-              for key in ("new_tokens", "target_calls", "draft_calls", "drafted", "accepted", "tree_nodes", "seconds")}
+              for key in ("new_tokens", "target_calls", "draft_calls", "drafted", "accepted", "tree_nodes", "seconds",
+                          "target_seconds", "draft_seconds")}
     accept_lengths = [length for s in stats for length in s.get("accept_lengths", [])]
     n = len(stats)
     return {
         "generations": n,
         "new_tokens": totals["new_tokens"],
         "decode_seconds": totals["seconds"],
+        "target_seconds": totals["target_seconds"],  # inside target forwards
+        "draft_seconds": totals["draft_seconds"],  # inside draft forwards; the rest is sampling, rules, Python
         "tokens_per_s": _ratio(totals["new_tokens"], totals["seconds"]),
         "block_efficiency": _ratio(totals["new_tokens"], totals["target_calls"]),
         "acceptance_rate": _ratio(totals["accepted"], totals["drafted"]),

@@ -18,7 +18,8 @@ counts         examples, examples_planned, samples, generations (one per sample 
 task quality   score (the task's headline score), score_name, and score.<name> for every
                aggregate the task returned (e.g. score.rouge_l, score.pass@1)
 perplexity     perplexity, mean_logprob (target log-prob per generated token, raw p)
-speed          tokens_per_s, decode_seconds, new_tokens, new_tokens_per_generation
+speed          tokens_per_s, decode_seconds (target_seconds, draft_seconds of it: inside the
+               models' forwards), new_tokens, new_tokens_per_generation
 acceptance     block_efficiency, acceptance_rate, mean_accept_length, target_calls,
                draft_calls, drafted, accepted, tree_nodes, target_calls_per_generation,
                draft_calls_per_generation
