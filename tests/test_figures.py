@@ -152,3 +152,39 @@ def test_fixture_is_in_the_runner_format(runs):
     metrics = json.loads(next(runs.rglob("metrics.json")).read_text())
     expected = {"tokens_per_s", "block_efficiency", "acceptance_rate", "mean_accept_length"}
     assert expected <= set(aggregate_speed([])) and expected <= set(metrics)
+
+
+def test_threshold_figure_is_about_mtad_and_adds_mmtad_only_when_run(cells, tmp_path):
+    runs = tmp_path / "runs"
+    make_results.write_cell(runs, "sweeps", "cnndm", "sampling")
+    make_results.write_cell(runs, "sweeps", "cnndm", "mtad", "method.threshold=0.3", threshold=0.3,
+                            block_efficiency=1.5, acceptance_rate=0.5, mean_accept_length=0.8)
+    labels = {line.get_label() for line in figures.threshold_sweep(load_cells(runs)).axes[0].lines}
+    assert "MTAD" in labels and "MMTAD" not in labels
+    labels = {line.get_label() for line in figures.threshold_sweep(cells).axes[0].lines}
+    assert {"MTAD", "MMTAD"} <= labels
+
+
+def test_figures_from_a_real_mtad_run_sweep(tmp_path, shared_data):
+    """The runner's own files (tiny random pair, 1 article, 6 tokens): the sweep frame finds the
+    cells despite the extra task overrides, and the unrun grid points show as missing."""
+    base = [f"results_root={tmp_path / 'runs'}", f"hydra.sweep.dir={tmp_path / 'multirun'}",
+            f"hydra.run.dir={tmp_path / 'out'}", f"data_root={shared_data}", "pair=tiny_llama", "limit=1",
+            "logger=none", "progress=false", "threads=1", "warmup_tokens=2",
+            "per_task.cnndm.max_new_tokens=6", "task.article_token_budget=48"]
+    env = {**__import__("os").environ, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline"}
+    for args in (["-m", "experiment=sweeps", "method=sampling,sps"],
+                 ["experiment=sweeps", "sweep=beam_width", "method=mtad", "method.beam_width=1,2"]):
+        proc = subprocess.run([sys.executable, "-m", "mtad.run", *args, *base], cwd=REPO, env=env,
+                              capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    cells = load_cells(tmp_path / "runs")
+    frame = sweep_frame(cells, "beam_width")
+    done = frame[~frame["missing"]]
+    assert {(r.method, r.value) for r in done.itertuples()} == {("mtad", 1), ("mtad", 2)}
+    assert len(frame) == 2 * 4  # mtad and mmtad x W in {1, 2, 4, 8}
+    assert done["context"].iloc[0] == "per_task.cnndm.max_new_tokens=6,task.article_token_budget=48"
+    assert (done["speedup_vs_sampling"] == done["tokens_per_s"] / done["sampling_tokens_per_s"]).all()
+    assert done["speedup_vs_sampling"].notna().all()
+    text = figure_texts(figures.beam_width_sweep(cells))
+    assert "pair tiny_llama" in text and "≤6 new tokens" in text and "MMTAD W=1, 2, 4, 8" in text

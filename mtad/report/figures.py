@@ -44,6 +44,7 @@ SCORE_LABELS = {"exec_acc": "execution accuracy (fraction)", "execution_accuracy
                 "pass@1": "pass@1 (fraction)"}
 PARAM_LABELS = {"gamma": "draft length γ (tokens)", "beam_width": "beam width W (beams)",
                 "threshold": "acceptance threshold τ"}
+PARAM_SYMBOLS = {"gamma": "γ", "beam_width": "W", "threshold": "τ"}
 YLABELS = {"speedup_vs_sampling": "speed-up over sampling (×)", "speedup_vs_sps": "speed-up over SpS (×)",
            "acceptance_rate": "acceptance rate (accepted / drafted)",
            "mean_accept_length": "accepted length (tokens per block)",
@@ -219,7 +220,7 @@ def sweep_figure(cells: pd.DataFrame, sweep: str, panels: tuple[str, ...], exper
     where = f"{frame['pair'].iloc[0]} on {TASK_LABELS.get(frame['task'].iloc[0], frame['task'].iloc[0])}" \
         if len(frame) and isinstance(frame["pair"].iloc[0], str) else "no cells yet"
     gaps = frame[frame["missing"]]
-    listed = "; ".join(f"{_label(m)} {param}={', '.join(_num(v) for v in g['value'])}"
+    listed = "; ".join(f"{_label(m)} {PARAM_SYMBOLS.get(param, param)}={', '.join(_num(v) for v in g['value'])}"
                        for m, g in gaps.groupby("method", sort=False))
     text = caption(frame, baselines) + (f" · missing: {listed}" if listed else "")
     _add_caption(fig, text, f"{PARAM_LABELS.get(param, param).split(' (')[0]} sweep — {where}")
@@ -266,9 +267,17 @@ def beam_width_sweep(cells: pd.DataFrame, **kwargs) -> Figure:
     return sweep_figure(cells, "beam_width", ("speedup_vs_sampling", "acceptance_rate", "perplexity"), **kwargs)
 
 
-def threshold_sweep(cells: pd.DataFrame, **kwargs) -> Figure:
-    """Accepted length, speed-up over sampling and perplexity against τ (MTAD; MMTAD if planned)."""
-    return sweep_figure(cells, "threshold", ("mean_accept_length", "speedup_vs_sampling", "perplexity"), **kwargs)
+def threshold_sweep(cells: pd.DataFrame, methods: list[str] | None = None, **kwargs) -> Figure:
+    """Accepted length, speed-up over sampling and perplexity against τ: MTAD (the figure's
+    subject), plus MMTAD when any of its τ cells exists (conf/sweep/threshold.yaml plans both)."""
+    if methods is None:
+        experiment = kwargs.get("experiment", "sweeps")
+        swept = cells[(cells.get("experiment") == experiment) & (cells.get("method") == "mmtad") &
+                      cells.get("overrides", pd.Series(dtype=str)).astype(str).str.startswith("method.threshold=")] \
+            if len(cells) else cells
+        methods = ["mtad"] + (["mmtad"] if len(swept) else [])
+    return sweep_figure(cells, "threshold", ("mean_accept_length", "speedup_vs_sampling", "perplexity"),
+                        methods=methods, **kwargs)
 
 
 # ----------------------------------------------------------------------------- files

@@ -109,79 +109,102 @@ def _ordered(values, preferred) -> list:
 
 
 # ----------------------------------------------------------------------------- sweeps
-def add_baseline_speedups(df: pd.DataFrame, cells: pd.DataFrame) -> pd.DataFrame:
-    """speedup_vs_<baseline>: tokens/s over the base cell (no overrides) of ``baseline`` with
-    the same experiment, pair, task and machine; NaN when that cell is missing."""
+FINISHED = ("complete", "incomplete")
+
+
+def without_key(overrides: str, key: str) -> str:
+    """The overrides string without ``key=...``: the context a swept cell was run in."""
+    return ",".join(part for part in overrides.split(",") if part and part.split("=", 1)[0] != key)
+
+
+def _baselines(cells: pd.DataFrame, context: str) -> pd.DataFrame:
+    if "status" not in cells or "tokens_per_s" not in cells:
+        return cells.iloc[0:0]
+    return cells[cells["method"].isin(BASELINES) & (cells["overrides"] == context) & cells["status"].isin(FINISHED)]
+
+
+def add_baseline_speedups(df: pd.DataFrame, cells: pd.DataFrame, context: str = "") -> pd.DataFrame:
+    """speedup_vs_<baseline>: tokens/s over the finished ``baseline`` cell run with the overrides
+    ``context`` ("" = none) in the same experiment, pair, task and machine; NaN when it is missing.
+    Also ``sampling_perplexity``, the reference quality."""
     df = df.copy()
     keys = ["experiment", "pair", "task", "machine"]
+    base_cells = _baselines(cells, context)
+    for baseline, column, target in (("sampling", "tokens_per_s", "sampling_tokens_per_s"),
+                                     ("sps", "tokens_per_s", "sps_tokens_per_s"),
+                                     ("sampling", "perplexity", "sampling_perplexity")):
+        base = base_cells[base_cells["method"] == baseline]
+        base = base[keys + [column]].dropna().drop_duplicates(keys) if len(base) else pd.DataFrame(columns=keys + [column])
+        merged = df[keys].merge(base.rename(columns={column: "_base"}), on=keys, how="left")
+        df[target] = merged["_base"].astype(float).values
     for baseline in BASELINES:
-        base = cells[(cells["method"] == baseline) & (cells["overrides"] == "")]
-        base = base[keys + ["tokens_per_s"]] if "tokens_per_s" in base else pd.DataFrame(columns=keys + ["tokens_per_s"])
-        base = base.dropna(subset=["tokens_per_s"]).drop_duplicates(keys).rename(columns={"tokens_per_s": "_base"})
-        merged = df[keys].merge(base, on=keys, how="left")
-        df[f"speedup_vs_{baseline}"] = (df["tokens_per_s"].astype(float) / merged["_base"].astype(float)).values
-        df[f"{baseline}_tokens_per_s"] = merged["_base"].astype(float).values
-        if baseline == "sampling":  # the reference quality for the perplexity panels
-            ppl = cells[(cells["method"] == baseline) & (cells["overrides"] == "")]
-            ppl = ppl[keys + ["perplexity"]].dropna().drop_duplicates(keys) if "perplexity" in ppl \
-                else pd.DataFrame(columns=keys + ["perplexity"])
-            df["sampling_perplexity"] = df[keys].merge(ppl.rename(columns={"perplexity": "_p"}), on=keys,
-                                                       how="left")["_p"].astype(float).values
+        tokens_per_s = df["tokens_per_s"].astype(float).values if "tokens_per_s" in df else float("nan")
+        df[f"speedup_vs_{baseline}"] = tokens_per_s / df[f"{baseline}_tokens_per_s"].values
     return df
 
 
-def _only_overrides(overrides: str, key: str) -> bool:
-    """True for the base cell ("") and cells whose only override is ``key``."""
-    return overrides == "" or all(part.split("=", 1)[0] == key for part in overrides.split(","))
+def sweep_context(df: pd.DataFrame, key: str, context: str | None) -> str:
+    """The other overrides the swept cells share ("" for a plain ``make sweep-*``)."""
+    if context is not None:
+        return context
+    found = sorted({without_key(o, key) for o in df["overrides"]
+                    if any(part.split("=", 1)[0] == key for part in o.split(","))})
+    if len(found) > 1 and "" not in found:
+        raise ValueError(f"cells swept over {key} were run with different other overrides {found}; "
+                         "choose one with context=...")
+    return found[0] if len(found) == 1 else ""
 
 
 def sweep_frame(cells: pd.DataFrame, sweep: str, experiment: str = "sweeps", pair: str | None = None,
-                task: str | None = None, methods: list[str] | None = None,
-                values: list | None = None) -> pd.DataFrame:
+                task: str | None = None, methods: list[str] | None = None, values: list | None = None,
+                context: str | None = None) -> pd.DataFrame:
     """One row per planned (method, value) of ``conf/sweep/<sweep>.yaml`` under ``experiment``:
-    the cell's metrics, ``value`` (the swept parameter), speed-ups over the base sampling/SpS
-    cells and ``missing``. A method's base cell counts at its default value; a swept cell at
-    the same value wins over it."""
+    the cell's metrics, ``value`` (the swept parameter), speed-ups over the sampling/SpS cells
+    and ``missing``. Cells count when their overrides are ``context`` (the other overrides they
+    share, default: found from the cells) plus the swept key; a method's cell without the swept
+    key counts at its default value, and a swept cell at the same value wins over it."""
     if sweep not in SWEEP_PARAMS:
         raise ValueError(f"unknown sweep {sweep!r}; valid: {sorted(SWEEP_PARAMS)}")
     param = SWEEP_PARAMS[sweep]
     key, column = f"method.{param}", f"param.{param}"
     grid = planned_grid(experiment, sweep)
-    methods = methods or grid.get("method") or []
-    values = values or grid.get(key) or []
+    methods = list(methods or grid.get("method") or [])
+    values = list(values or grid.get(key) or [])
     df = cells[cells["experiment"] == experiment] if "experiment" in cells else cells.iloc[0:0]
     if df.empty and not (methods and values):
         raise ValueError(f"no cells of experiment {experiment!r} and no grid for sweep {sweep!r} in "
                          f"conf/experiment/{experiment}.yaml + conf/sweep/{sweep}.yaml")
+    swept = df
     if not df.empty:
         pair = _choose(df, "pair", pair, f"experiment {experiment!r}")
         task = _choose(df[df["pair"] == pair], "task", task, f"experiment {experiment!r}")
         df = df[(df["pair"] == pair) & (df["task"] == task)]
-        df = add_baseline_speedups(df, df)
-    swept = df[df["method"].isin(methods) & df["overrides"].map(lambda o: _only_overrides(o, key))] \
-        if not df.empty else df
-    if column in swept:
-        swept = swept.assign(value=swept[column], _base=swept["overrides"] == "")
-        swept = swept.sort_values("_base", kind="stable").drop_duplicates(["method", "value"]).drop(columns="_base")
+        context = sweep_context(df[df["method"].isin(methods)], key, context)
+        df = add_baseline_speedups(df, df, context)
+        in_context = [m in methods and without_key(o, key) == context for m, o in zip(df["method"], df["overrides"])]
+        swept = df[pd.Series(in_context, index=df.index, dtype=bool)]
+    if column in swept and len(swept):
+        swept = swept.assign(value=swept[column], _plain=swept["overrides"] == context)
+        swept = swept.sort_values("_plain", kind="stable").drop_duplicates(["method", "value"]).drop(columns="_plain")
         values = sorted(set(values) | set(swept["value"].dropna()))
     planned = pd.DataFrame(list(product(methods, values)), columns=["method", "value"])
-    frame = planned.merge(swept, on=["method", "value"], how="left") if column in swept else planned
-    finished = frame["status"].isin(["complete", "incomplete"]) if "status" in frame \
-        else pd.Series(False, index=frame.index)
+    frame = planned.merge(swept, on=["method", "value"], how="left") if "value" in swept else planned
+    finished = frame["status"].isin(FINISHED) if "status" in frame else pd.Series(False, index=frame.index)
     frame["missing"] = ~finished | (frame["tokens_per_s"].isna() if "tokens_per_s" in frame else True)
     frame["status"] = [s if isinstance(s, str) else "not run" for s in frame.get("status", [None] * len(frame))]
     frame["sweep"], frame["param"], frame["experiment"] = sweep, param, experiment
-    frame["pair"], frame["task"] = pair, task
+    frame["pair"], frame["task"], frame["context"] = pair, task, context or ""
     return frame
 
 
 def baseline_cells(cells: pd.DataFrame, frame: pd.DataFrame) -> pd.DataFrame:
-    """The base sampling/SpS cells a sweep frame's speed-ups and reference lines come from."""
-    if frame.empty or "experiment" not in cells:
+    """The sampling/SpS cells a sweep frame's speed-ups and reference lines come from."""
+    if frame.empty or "experiment" not in cells or not isinstance(frame["pair"].iloc[0], str):
         return cells.iloc[0:0]
     first = frame.iloc[0]
-    return cells[(cells["experiment"] == first["experiment"]) & (cells["pair"] == first["pair"]) &
-                 (cells["task"] == first["task"]) & cells["method"].isin(BASELINES) & (cells["overrides"] == "")]
+    same = cells[(cells["experiment"] == first["experiment"]) & (cells["pair"] == first["pair"]) &
+                 (cells["task"] == first["task"])]
+    return _baselines(same, first["context"])
 
 
 # ----------------------------------------------------------------------------- caption
