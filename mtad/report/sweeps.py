@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import os
+from functools import lru_cache
 from itertools import product
 from pathlib import Path
 
@@ -43,22 +44,26 @@ def planned_grid(experiment: str, sweep: str | None = None, conf_dir: str | Path
     """``{override key: [values]}`` of the multirun grid that ``conf/experiment/<experiment>.yaml``
     (plus ``conf/sweep/<sweep>.yaml``) declares, e.g. ``{"method": [...], "method.gamma": [1, ..., 8]}``.
     Empty when the experiment file does not exist (an ad-hoc experiment name)."""
+    return {key: list(values) for key, values in _planned_grid(experiment, sweep, str(Path(conf_dir).resolve()))}
+
+
+@lru_cache(maxsize=32)
+def _planned_grid(experiment: str, sweep: str | None, conf_dir: str) -> tuple[tuple[str, tuple], ...]:
     from hydra import compose, initialize_config_dir
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    conf_dir = Path(conf_dir).resolve()
-    if not (conf_dir / "experiment" / f"{experiment}.yaml").exists():
-        return {}
+    if not (Path(conf_dir) / "experiment" / f"{experiment}.yaml").exists():
+        return ()
     overrides = [f"experiment={experiment}"] + ([f"sweep={sweep}"] if sweep else [])
     with initialize_config_dir(config_dir=str(conf_dir), version_base="1.3"):
         cfg = compose("config", overrides=overrides, return_hydra_config=True)
     params = cfg.hydra.sweeper.get("params") or {}
     parser = OverridesParser.create()
-    grid = {}
+    grid = []
     for key, value in params.items():
         override = parser.parse_overrides([f"{key}={value}"])[0]
-        grid[key] = list(override.sweep_iterator()) if override.is_sweep_override() else [override.value()]
-    return grid
+        grid.append((key, tuple(override.sweep_iterator()) if override.is_sweep_override() else (override.value(),)))
+    return tuple(grid)
 
 
 def _unique(values) -> list:
