@@ -72,6 +72,23 @@ def test_kept_cache_equals_a_fresh_forward(pair, method):
             assert torch.allclose(mine.values[..., :kept, :], ref.values, atol=1e-9)
 
 
+@pytest.mark.parametrize("method", METHODS)
+def test_prompt_encoded_once_and_memory_flat(pair, method):
+    """Over a long generation every model sees the prompt once and then only new positions;
+    its cache never holds more than the sequence plus one draft block."""
+    decoder, out = generate(method, pair, n=120)
+    s, prompt, gamma = out.stats, PROMPT.shape[1], METHOD_PARAMS[method].get("gamma", 0)
+    # the target sees the prompt once (prefill + pending token), then per iteration the pending
+    # token plus the drafted chain (γ) or tree (tree_nodes)
+    block = s.tree_nodes if method in ("spectr", "specinfer", "mmtad") else s.target_calls * gamma
+    fed = prompt - 1 + s.target_calls + block
+    assert decoder.target_lm.tokens_fed == fed
+    assert decoder.target_lm.seq_length() <= prompt + s.new_tokens + 3
+    if decoder.draft_lm is not None:
+        assert decoder.draft_lm.seq_length() <= prompt + s.new_tokens + 3
+        assert decoder.draft_lm.tokens_fed <= prompt + s.new_tokens + s.draft_calls * 9
+
+
 @pytest.mark.parametrize("method", ["mtad", "mmtad"])
 @pytest.mark.parametrize("arch", list(BUILDERS))
 def test_draft_equal_target_accepts_every_block(method, arch):

@@ -37,6 +37,7 @@ class CachedModel:
         self.node_depths: list[int] = []
         self._ancestors = torch.zeros(0, 0, dtype=torch.bool)  # [nodes, nodes] ancestor-or-self
         self.calls = 0
+        self.tokens_fed = 0  # positions run through the model: the prompt once, then only new tokens
         self.seconds = 0.0  # wall time inside this model's forwards (for the overhead breakdown)
         accepted = inspect.signature(model.forward).parameters
         self._keep_kw = "logits_to_keep" in accepted
@@ -60,6 +61,7 @@ class CachedModel:
             torch.cuda.synchronize(self.device)
         self.seconds += time.perf_counter() - start
         self.calls += 1
+        self.tokens_fed += input_ids.numel()
         return logits
 
     def prefill(self, tokens: torch.Tensor) -> None:
