@@ -131,3 +131,19 @@ def test_openai_judge_failure_is_a_missing_score(bench, endpoint):
 def test_openai_judge_needs_url_and_model():
     with pytest.raises(ValueError, match="base_url"):
         get_judge({"kind": "openai"})
+
+
+@pytest.mark.slow
+def test_embedded_target_as_judge(bench):
+    """The embedded pair's target grades a real MT-Bench answer end to end (a 135M judge may not
+    produce a valid [[rating]]; then the score is missing, never invented)."""
+    from mtad.models.pairs import load_target_and_tokenizer, pair_config
+
+    prompts, examples = bench
+    target, tokenizer = load_target_and_tokenizer(pair_config("smollm2_135m"), device="cpu")
+    judge = get_judge({"kind": "hf", "model": "target", "max_new_tokens": 48}, model=target, tokenizer=tokenizer)
+    question = examples[81]
+    verdict = judge.grade(prompts, question, ["Hawaii was wonderful: beaches, luaus and volcanoes.", "A."], 1)
+    assert verdict.raw.strip(), "the judge produced no text"
+    assert verdict.score == parse_rating(verdict.raw)
+    assert verdict.score is None or 1 <= verdict.score <= 10

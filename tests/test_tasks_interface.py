@@ -45,3 +45,34 @@ def test_task_end_to_end_on_real_data(name, eval_data_root, chat_tokenizer, plai
     assert expected in metrics
     if name != "mtbench":  # mtbench: no judge configured by default, so the score is missing
         assert metrics[expected] == 1.0
+
+
+@pytest.mark.slow
+def test_embedded_target_on_every_task(eval_data_root):
+    """The embedded target answers the first example of each task (greedy, short), and the
+    answer is extracted, scored and re-scored for perplexity through the same calls the runner makes."""
+    import math
+
+    import torch
+
+    from mtad.metrics.perplexity import mean_logprob, perplexity, sample_logprob
+    from mtad.models.pairs import load_target_and_tokenizer, pair_config
+
+    target, tokenizer = load_target_and_tokenizer(pair_config("smollm2_135m"), device="cpu")
+    for name in list_tasks():
+        task = get_task(name, data_root=eval_data_root)
+        example = task.examples(limit=1)[0]
+        history, means = [], []
+        for _ in range(task.num_turns(example)):
+            prompt = task.build_prompt(example, tokenizer, history=tuple(history))
+            ids = torch.tensor([prompt])
+            with torch.no_grad():
+                out = target.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=24,
+                                      pad_token_id=tokenizer.eos_token_id)
+            new = out[0, len(prompt):].tolist()
+            history.append(task.postprocess(example, tokenizer.decode(new, skip_special_tokens=True)))
+            means.append(mean_logprob(*sample_logprob(target, prompt, new)))
+        scores = task.score(example, history)
+        assert all(v is None or isinstance(v, (int, float)) for v in scores.values()), (name, scores)
+        assert math.isfinite(perplexity(means)) and perplexity(means) >= 1.0
+        assert task.aggregate([scores], [example["id"]])
