@@ -43,10 +43,18 @@ SHARED_DATA ?= ../shared/data
 # offline sources for Spider's databases and CNN/DM when a copy lies beside the checkout
 RUN_DATA_ARGS ?= $(if $(wildcard $(SHARED_DATA)/spider/database),--spider-dir $(SHARED_DATA)/spider) \
 	$(if $(wildcard $(SHARED_DATA)/cnndm/*.jsonl),--cnndm-jsonl $(firstword $(wildcard $(SHARED_DATA)/cnndm/*.jsonl)))
-# run a multirun, then build its table even if a cell failed, and report the run's status
+RESULTS ?= results/runs
+# Run a multirun, then build its table even if a cell failed, and report the run's status.
+# When results/runs/<experiment> is exactly the committed reference run (a fresh clone), it is
+# run again from scratch (`git checkout results/runs` restores the reference); cells written
+# here since (an interrupted run) differ from it and are resumed instead.
 define run_and_table
 	$(PY) scripts/get_data.py $(RUN_DATA_ARGS) || echo "warning: some data could not be fetched; its cells will fail"
-	$(RUN) experiment=$(1) $(OVERRIDES); status=$$?; $(PY) scripts/make_table.py --experiment $(1); exit $$status
+	@if [ -n "$$(git ls-files -- $(RESULTS)/$(1) 2>/dev/null)" ] && git diff --quiet HEAD -- $(RESULTS)/$(1) \
+	  && [ -z "$$(git ls-files --others -- $(RESULTS)/$(1))" ]; then \
+	  echo "$(RESULTS)/$(1) is the committed reference run: running it again from scratch"; rm -rf $(RESULTS)/$(1); fi
+	$(RUN) experiment=$(1) results_root=$(RESULTS) $(OVERRIDES); status=$$?; \
+	  $(PY) scripts/make_table.py --experiment $(1) --results $(RESULTS); exit $$status
 endef
 
 .PHONY: reproduce-table2 smoke table sweep-gamma sweep-beam-width sweep-threshold
