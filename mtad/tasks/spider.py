@@ -125,9 +125,10 @@ class SpiderTask(Task):
 
     # ------------------------------------------------------------------ prompts
     def chat_messages(self, example, history, tokenizer):
-        request = (f"Here is the schema of a SQLite database:\n\n{self.schema_text(example['db_id'])}\n\n"
-                   f"Write one SQLite query that answers this question: {example['question']}\n"
-                   "Reply with the SQL query only.")
+        # schema first, then the request naming SELECT: small chat models (SmolLM2-135M) then
+        # answer with a query rather than continuing the CREATE TABLE list
+        request = (f"{self.schema_text(example['db_id'])}\n\n"
+                   f"Using the SQLite tables above, write a SELECT query for: {example['question']}")
         return [{"role": "user", "content": request}]
 
     def plain_prompt(self, example, history, tokenizer):
