@@ -130,3 +130,12 @@ def test_write_outside_fails_without_privilege_drop(tmp_path):
     result = run(f"open({str(target)!r}, 'w').write('escaped')", drop_privileges=False)
     assert result.status == "failed"
     assert not target.exists()
+
+
+def test_run_many_keeps_the_input_order():
+    from mtad.metrics.sandbox import run_many
+
+    codes = [f"print({i})" if i % 2 else "raise SystemExit(1)" for i in range(6)]
+    results = run_many(codes, FAST, workers=2)
+    assert [r.passed for r in results] == [bool(i % 2) for i in range(6)]
+    assert [r.stdout for r in results if r.passed] == ["1", "3", "5"]
