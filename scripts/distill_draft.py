@@ -29,6 +29,7 @@ def main(argv=None) -> int:
     ap.add_argument("--layers", default="0,1,2,3", help="target layers the draft starts from (new runs only)")
     ap.add_argument("--head-size", type=int, default=8192, help="restricted head size; 0 = full vocabulary")
     ap.add_argument("--lr", type=float, default=4e-4)
+    ap.add_argument("--lr-final-fraction", type=float, default=1.0, help="decay lr linearly to lr*this over --max-minutes")
     ap.add_argument("--batch-seqs", type=int, default=8)
     ap.add_argument("--gen-batch", type=int, default=32)
     ap.add_argument("--train-per-gen", type=float, default=2.0)
@@ -72,7 +73,7 @@ def main(argv=None) -> int:
     gen_target, _ = load_target_and_tokenizer(cfg, device="cpu", dtype="bfloat16")  # faster sampling on AMX
     dcfg = DistillConfig(
         workdir=str(workdir), layers=[int(x) for x in args.layers.split(",")], head_size=args.head_size,
-        lr=args.lr, batch_seqs=args.batch_seqs, gen_batch=args.gen_batch, train_per_gen=args.train_per_gen,
+        lr=args.lr, lr_final_fraction=args.lr_final_fraction, batch_seqs=args.batch_seqs, gen_batch=args.gen_batch, train_per_gen=args.train_per_gen,
         max_minutes=args.max_minutes, max_train_tokens=args.max_train_tokens, ckpt_minutes=args.ckpt_minutes,
         threads=args.threads, init_from=init_from,
     )

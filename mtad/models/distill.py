@@ -44,6 +44,7 @@ class DistillConfig:
     layers: list[int] = field(default_factory=lambda: [0, 1, 2, 3])
     head_size: int = 8192  # 0 = full-vocabulary (tied-copy) head
     lr: float = 4e-4
+    lr_final_fraction: float = 1.0  # linear decay over this run's max_minutes down to lr * this (1 = constant)
     warmup_steps: int = 20
     batch_seqs: int = 8
     gen_batch: int = 32
@@ -368,9 +369,11 @@ class Distiller:
         save_draft(self.draft, self.workdir / "draft.safetensors", extra_meta=meta)
         (self.workdir / "state.json").write_text(json.dumps({k: v for k, v in self.state.items() if k != "losses"}, indent=1))
 
-    def _lr(self) -> float:
+    def _lr(self, run_fraction: float = 0.0) -> float:
+        """Warm-up after a fresh optimiser, then a linear decay over this run (anneals each run)."""
         step = self.state["step"] - self.state.get("opt_start_step", 0)
-        return self.cfg.lr * min(1.0, (step + 1) / self.cfg.warmup_steps)
+        decay = 1.0 - (1.0 - self.cfg.lr_final_fraction) * min(1.0, run_fraction)
+        return self.cfg.lr * min(1.0, (step + 1) / self.cfg.warmup_steps) * decay
 
     def evaluate(self, heldout) -> dict:
         stats = evaluate_on_topk(self.draft, heldout, self.device)
@@ -398,7 +401,7 @@ class Distiller:
                 self.generate_more()
                 continue
             for group in self.optimizer.param_groups:
-                group["lr"] = self._lr()
+                group["lr"] = self._lr((time.time() - t_start) / 60 / self.cfg.max_minutes)
             batch = self.rng.sample(self.corpus.records, min(self.cfg.batch_seqs, len(self.corpus.records)))
             loss = train_step(self.draft, self.optimizer, batch, head_index, self.device)
             n = sum(len(r["answer_ids"]) for r in batch)
