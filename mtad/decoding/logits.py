@@ -21,8 +21,8 @@ def logits_to_probs(logits: torch.Tensor, temperature: float = 1.0, top_k: int =
     if 0 < top_k < vocab:
         # work on the k survivors only: top-p then needs a sort of k values, not of V
         values, index = torch.topk(logits, top_k, dim=-1)  # [..., k], sorted descending
-        kept = torch.full_like(logits, float("-inf")).scatter(-1, index, _top_p_filter(values, top_p))
-        return kept.softmax(-1)
+        kept = _top_p_filter(values, top_p).softmax(-1)  # [..., k]
+        return torch.zeros_like(logits).scatter(-1, index, kept)
     if top_p < 1.0:
         sorted_logits, order = torch.sort(logits, dim=-1, descending=True)
         logits = torch.full_like(logits, float("-inf")).scatter(-1, order, _top_p_filter(sorted_logits, top_p))
