@@ -70,15 +70,33 @@ def run_decoder(method: str, target, draft, ids, params: dict, max_new_tokens: i
                         generator=torch.Generator().manual_seed(seed)).stats
 
 
+def alpha_from_accept_lengths(mean_accepted: float, gamma: int = 4) -> float | None:
+    """Per-token acceptance probability alpha with sum_{i=1..gamma} alpha^i = mean accepted length
+    (Leviathan et al.'s i.i.d. model); accepted/drafted alone understates alpha because drafting
+    stops at the first rejection."""
+    if mean_accepted <= 0:
+        return 0.0
+    if mean_accepted >= gamma:
+        return 1.0
+    lo, hi = 0.0, 1.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if sum(mid ** i for i in range(1, gamma + 1)) < mean_accepted else (lo, mid)
+    return (lo + hi) / 2
+
+
 def totals(stats: list) -> dict:
     new = sum(s.new_tokens for s in stats)
     secs = sum(s.seconds for s in stats)
     calls = sum(s.target_calls for s in stats)
     drafted = sum(s.drafted for s in stats)
     accepted = sum(s.accepted for s in stats)
+    lengths = [n for s in stats for n in s.accept_lengths]
     return {"new_tokens": new, "seconds": round(secs, 3), "tokens_per_s": new / secs if secs else 0.0,
             "target_calls": calls, "block_efficiency": new / calls if calls else 0.0,
-            "acceptance_rate": accepted / drafted if drafted else None, "samples": len(stats)}
+            "acceptance_rate": accepted / drafted if drafted else None,
+            "mean_accepted_per_iteration": accepted / len(lengths) if lengths else None,
+            "alpha": alpha_from_accept_lengths(accepted / len(lengths)) if lengths else None, "samples": len(stats)}
 
 
 def cast(model, dtype: str):
@@ -110,23 +128,28 @@ def write_markdown(result: dict, path: Path) -> None:
     lines += [f"# Draft measurement: {result['pair']}", "",
               f"Draft file `{result['draft_file']}` ({result['draft_meta_summary']}). Held-out prompts: "
               f"{result['n_prompts']} (topics never used in training), max {result['max_new_tokens']} new tokens, "
-              f"gamma = 4, seed {result['seed']}. Machine: {result['machine']}, torch threads {result['threads']}.", "",
+              f"gamma = 4, seed {result['seed']}. Machine: {result['machine']}, torch threads {result['threads']}, "
+              f"load average at the end {result['load_average_1_5_15min_at_end']} (shared machine).", "",
               "## Distribution match (teacher-forced on target samples)", "",
               "| positions | argmax agreement | mean TV(p, q) | E[accept] T=1 | E[accept] top-k 10 / top-p 0.9 |",
               "|---|---|---|---|---|",
               f"| {dm['positions']} | {dm['argmax_agreement']:.3f} | {dm['mean_tv']:.3f} | {dm['expected_accept_t1']:.3f} | {dm['expected_accept_paper']:.3f} |",
               "", "## Decoding (fastest dtypes per method)", "",
-              "| setting | method | target dtype | draft dtype | tokens/s | speed-up vs sampling | acceptance | block efficiency |",
-              "|---|---|---|---|---|---|---|---|"]
+              "| setting | method | target dtype | draft dtype | tokens/s | speed-up vs sampling | acceptance rate (accepted/drafted) | alpha (per token) | block efficiency |",
+              "|---|---|---|---|---|---|---|---|---|"]
     for row in result["decoding"]:
         acc = "—" if row["acceptance_rate"] is None else f"{row['acceptance_rate']:.3f}"
+        alpha = "—" if row["alpha"] is None else f"{row['alpha']:.3f}"
         lines.append(f"| {row['setting']} | {row['method']} | {row['target_dtype']} | {row['draft_dtype'] or '—'} | "
-                     f"{row['tokens_per_s']:.1f} | {row['speedup']:.2f}x | {acc} | {row['block_efficiency']:.2f} |")
+                     f"{row['tokens_per_s']:.1f} | {row['speedup']:.2f}x | {acc} | {alpha} | {row['block_efficiency']:.2f} |")
     lines += ["", "## dtype sweep (first prompts only)", "",
               "| setting | method | target | draft | tokens/s |", "|---|---|---|---|---|"]
     for row in result["dtype_sweep"]:
         lines.append(f"| {row['setting']} | {row['method']} | {row['target_dtype']} | {row['draft_dtype'] or '—'} | {row['tokens_per_s']:.1f} |")
-    lines += ["", "Speed is measured on a shared machine; methods are interleaved prompt by prompt so that "
+    lines += ["", "acceptance rate = accepted / drafted draft tokens (gamma per iteration, the engine's statistic); "
+              "alpha = the per-token acceptance probability that gives the observed mean accepted length "
+              "(sum_{i<=4} alpha^i), comparable to E[accept] = sum_x min(p', q') above.", "",
+              "Speed is measured on a shared machine; methods are interleaved prompt by prompt so that "
               "load from other processes affects them alike. Settings: t1 = temperature 1, no truncation; "
               "paper = temperature 1, top-k 10, top-p 0.9."]
     path.write_text("\n".join(lines) + "\n")
@@ -193,6 +216,7 @@ def main(argv=None) -> int:
         "settings": SETTINGS, "distribution": dist, "dtype_sweep": sweep_rows, "decoding": decoding,
         "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores", "threads": args.threads,
         "torch": torch.__version__, "git_commit": git_commit(), "wall_seconds": round(time.time() - t0, 1),
+        "load_average_1_5_15min_at_end": [round(x, 2) for x in os.getloadavg()],
     }
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
