@@ -158,10 +158,16 @@ def check_same_tokenizer(target_tok, draft_tok, pair_name: str = "") -> None:
         raise ValueError(f"pair {pair_name!r}: EOS ids differ ({target_tok.eos_token_id} vs {draft_tok.eos_token_id})")
 
 
+def logit_width(model) -> int:
+    """How many ids a model's logits cover (a restricted-head draft still covers the full vocabulary)."""
+    if hasattr(model, "expand_logits"):
+        return model.config.vocab_size
+    return model.get_output_embeddings().weight.shape[0]
+
+
 def check_same_logit_space(target, draft, pair_name: str = "") -> None:
-    """Both models must produce logits over the same number of ids."""
-    vt = target.get_output_embeddings().weight.shape[0] if not hasattr(draft, "expand_logits") else target.config.vocab_size
-    vd = draft.config.vocab_size if hasattr(draft, "expand_logits") else draft.get_output_embeddings().weight.shape[0]
+    """Both models must produce logits over the same ids."""
+    vt, vd = logit_width(target), logit_width(draft)
     if vt != vd:
         raise ValueError(f"pair {pair_name!r}: target logits cover {vt} ids but the draft's cover {vd}")
 
