@@ -169,7 +169,8 @@ def main(argv=None) -> int:
     ap.add_argument("--max-new-tokens", type=int, default=64)
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--threads", type=int, default=int(os.environ.get("MTAD_THREADS", "1")))
-    ap.add_argument("--dtypes", default="float32,bfloat16")
+    ap.add_argument("--dtypes", default="float32,bfloat16", help="target dtypes to try")
+    ap.add_argument("--draft-dtypes", default="float32,bfloat16", help="draft dtypes to try (sps)")
     ap.add_argument("--out", default=str(ROOT / "results" / "draft"))
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -183,7 +184,8 @@ def main(argv=None) -> int:
     print("distribution", json.dumps(dist), f"{time.time() - t0:.0f}s", flush=True)
 
     dtypes = args.dtypes.split(",")
-    combos = [("sampling", t, None) for t in dtypes] + [("sps", t, d) for t in dtypes for d in dtypes]
+    draft_dtypes = args.draft_dtypes.split(",")
+    combos = [("sampling", t, None) for t in dtypes] + [("sps", t, d) for t in dtypes for d in draft_dtypes]
     sweep = decode_sweep(pair, prompts[: args.sweep_prompts], [(m, t, d or "float32") for m, t, d in combos],
                          args.max_new_tokens, args.seed)
     sweep_rows = [{"method": m, "setting": s, "target_dtype": t, "draft_dtype": d if m == "sps" else None} | totals(v)
