@@ -22,6 +22,24 @@ def _loss_rows(losses: list, rows: int = 16) -> list[tuple[int, int, float]]:
     return out
 
 
+def extrapolate(curve: list[dict], key: str = "accept_paper", goal: float = 0.6, x_key: str = "trained_tokens"):
+    """Least-squares fit of `key` = a + b ln(x) over the trained points; the x where it reaches
+    `goal` (None when the fit does not rise). A rough guide, not a promise: curves flatten."""
+    import math
+
+    pts = [(math.log(c[x_key]), c[key]) for c in curve if c["trained_tokens"] > 0 and c[x_key] > 0]
+    if len(pts) < 2:
+        return None
+    mx = sum(x for x, _ in pts) / len(pts)
+    my = sum(y for _, y in pts) / len(pts)
+    sxx = sum((x - mx) ** 2 for x, _ in pts)
+    if sxx == 0:
+        return None
+    b = sum((x - mx) * (y - my) for x, y in pts) / sxx
+    a = my - b * mx
+    return {"a": a, "b": b, "x_at_goal": math.exp((goal - a) / b) if b > 0 else None}
+
+
 def read_curve(workdir: Path) -> list[dict]:
     path = workdir / "curve.jsonl"
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
@@ -104,6 +122,14 @@ def write_card(workdir: Path, draft_file: Path, card: Path, command: str, measur
               "| training tokens | argmax agreement | E[accept] T=1 | E[accept] top-k 10 / top-p 0.9 |", "|---|---|---|---|"]
     lines += [f"| {c['trained_tokens']} | {c['argmax_agree']:.3f} | {c['accept_t1']:.3f} | {c['accept_paper']:.3f} |"
               for c in read_curve(workdir)]
+    curve = read_curve(workdir)
+    fits = {x: extrapolate(curve, x_key=x) for x in ("trained_tokens", "corpus_tokens")}
+    if all(f and f["x_at_goal"] for f in fits.values()):
+        t, c = fits["trained_tokens"], fits["corpus_tokens"]
+        lines += ["", f"Log-linear fit of E[accept] (top-k 10 / top-p 0.9) over these points: "
+                  f"{t['a']:.3f} + {t['b']:.4f} ln(training tokens), reaching 0.6 near {t['x_at_goal']:.2e} training "
+                  f"tokens; against unique generated corpus tokens: {c['a']:.3f} + {c['b']:.4f} ln(corpus), 0.6 near "
+                  f"{c['x_at_goal']:.2e} corpus tokens (a rough guide: such curves flatten)."]
     if measure_json and measure_json.exists():
         m = json.loads(measure_json.read_text())
         if m.get("draft_meta", {}).get("trained_tokens") == meta.get("trained_tokens"):
