@@ -124,3 +124,21 @@ def test_mmtad_deepest_passing_node_with_highest_target_path_probability():
     # with τ = 1 only node 2 (ratio 3) and node 3 (ratio 1.17) pass: deepest 2, highest P -> 3
     assert mmtad_select(log_p, log_q, depth, 1.0) == 3
     assert mmtad_select(torch.tensor([0.01]).log(), torch.tensor([0.9]).log(), torch.tensor([1]), 0.5) == -1
+
+
+def test_sample_distinct_is_sequential_sampling_without_replacement():
+    from mtad.decoding.logits import sample_distinct
+    w = torch.tensor([0.5, 0.3, 0.2, 0.0])
+    g = torch.Generator().manual_seed(3)
+    counts = torch.zeros(4, 4)
+    for _ in range(6000):
+        first, second = sample_distinct(w, 2, g).tolist()
+        counts[first, second] += 1
+    exact = torch.zeros(4, 4, dtype=torch.float64)
+    for i in range(3):
+        for j in range(3):
+            if i != j:
+                exact[i, j] = w[i] * w[j] / (1 - w[i])
+    assert counts[3].sum() == counts[:, 3].sum() == 0  # zero weight never drawn
+    assert_matches(counts.flatten(), exact.flatten())
+    assert sample_distinct(w, 10, g).numel() == 3  # only as many as the support allows

@@ -42,6 +42,19 @@ def speculative_accept(p: torch.Tensor, q: torch.Tensor, draft: torch.Tensor,
     return n, int(sample(p[gamma], generator))
 
 
+def _support(p: torch.Tensor, q: torch.Tensor, candidates: list[int]):
+    """Restrict p and q [V] to the tokens where either is non-zero (top-k/top-p leave a few):
+    the rules below then touch a handful of entries instead of the whole vocabulary.
+    Returns (index [S], p [S], q [S], candidates as positions in the support)."""
+    index = ((p > 0) | (q > 0)).nonzero().flatten()  # [S], sorted token ids
+    position = {int(t): i for i, t in enumerate(index.tolist())}
+    return index, p[index], q[index], [position[c] for c in candidates]
+
+
+def _scatter(index: torch.Tensor, values: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    return torch.zeros_like(like).index_put_((index,), values.to(like.dtype))
+
+
 def multi_draft_accept(p: torch.Tensor, q: torch.Tensor, candidates: list[int], replacement: bool = True,
                        generator: torch.Generator | None = None) -> tuple[int, torch.Tensor]:
     """SpecInfer / MCSD verification of one tree node's children.
@@ -50,6 +63,12 @@ def multi_draft_accept(p: torch.Tensor, q: torch.Tensor, candidates: list[int], 
     `replacement`, else drawn without replacement). Returns (index of the accepted child,
     or -1, and the distribution p' to sample from when every child was rejected).
     """
+    index, p_s, q_s, cands = _support(p, q, candidates)
+    j, p_res = _multi_draft_accept(p_s, q_s, cands, replacement, generator)
+    return j, (p if j >= 0 else _scatter(index, p_res, p))
+
+
+def _multi_draft_accept(p, q, candidates, replacement, generator):
     p_res, q_res = p, q
     draws = uniform(len(candidates), generator, p.device).tolist()
     for j, (token, u) in enumerate(zip(candidates, draws)):
@@ -116,6 +135,12 @@ def kseq_residual(p: torch.Tensor, q: torch.Tensor, k: int, rho: float) -> torch
 def kseq_accept(p: torch.Tensor, q: torch.Tensor, candidates: list[int],
                 generator: torch.Generator | None = None) -> tuple[int, torch.Tensor]:
     """K-SEQ over k i.i.d. candidates from q (SpecTr). Returns (accepted index or -1, residual)."""
+    index, p_s, q_s, cands = _support(p, q, candidates)
+    j, p_res = _kseq_accept(p_s, q_s, cands, generator)
+    return j, (p if j >= 0 else _scatter(index, p_res, p))
+
+
+def _kseq_accept(p, q, candidates, generator):
     k = len(candidates)
     rho = kseq_rho(p, q, k)
     draws = uniform(k, generator, p.device).tolist()

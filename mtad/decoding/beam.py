@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import torch
 
 from mtad.decoding.kv import CachedModel
+from mtad.decoding.logits import sample, sample_distinct
 from mtad.decoding.tree import DraftTree
 
 
@@ -37,10 +38,10 @@ def beam_sample(lm: CachedModel, fresh: torch.Tensor, gamma: int, width: int, pr
         support = int((scores > 0).sum())
         if greedy:
             chosen = torch.topk(scores, min(width, support)).indices
+        elif replacement:
+            chosen = sample(scores.expand(width, -1), generator)  # [W] i.i.d. pairs
         else:
-            count = width if replacement else min(width, support)
-            gen_scores = scores if generator is None or generator.device == scores.device else scores.to(generator.device)
-            chosen = torch.multinomial(gen_scores, count, replacement=replacement, generator=generator).to(scores.device)
+            chosen = sample_distinct(scores, width, generator)
         beam, token = chosen // vocab, chosen % vocab  # [W], [W]
         weights = scores[chosen] / scores[chosen].sum()
         q_token.append(q[beam, token])

@@ -53,6 +53,18 @@ def sample(probs: torch.Tensor, generator: torch.Generator | None = None) -> tor
     return tokens.to(probs.device)
 
 
+def sample_distinct(weights: torch.Tensor, count: int, generator: torch.Generator | None = None) -> torch.Tensor:
+    """`count` distinct indices drawn one after another, each in proportion to the remaining
+    non-negative `weights` [n] (as torch.multinomial without replacement; fewer if fewer are
+    non-zero). Gumbel-top-k on the non-zero entries only: one pass instead of a multinomial
+    over all n (n = W x 49152 for beam sampling)."""
+    support = weights.nonzero().flatten()  # [S]
+    count = min(count, support.numel())
+    u = uniform(support.numel(), generator, weights.device).clamp_min(1e-20)
+    keys = weights[support].double().log() - (-u.double().log()).log()  # log w + Gumbel(0, 1)
+    return support[torch.topk(keys, count).indices]
+
+
 def uniform(n: int, generator: torch.Generator | None, device: torch.device) -> torch.Tensor:
     """n draws from U[0, 1) taken from `generator` (on its own device), returned on `device`."""
     gen_device = generator.device if generator is not None else device

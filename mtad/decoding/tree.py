@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import torch
 
 from mtad.decoding.kv import CachedModel
-from mtad.decoding.logits import sample
+from mtad.decoding.logits import sample, sample_distinct
 
 
 @dataclass
@@ -54,9 +54,7 @@ def sample_children(q: torch.Tensor, count: int, replacement: bool, generator: t
     q's support allows)."""
     if replacement:
         return sample(q.expand(count, -1), generator).tolist()
-    count = min(count, int((q > 0).sum()))
-    gen_q = q if generator is None or generator.device == q.device else q.to(generator.device)
-    return torch.multinomial(gen_q, count, replacement=False, generator=generator).tolist()
+    return sample_distinct(q, count, generator).tolist()
 
 
 def target_node_probs(logits: torch.Tensor, num_fresh: int) -> tuple[torch.Tensor, torch.Tensor]:
