@@ -47,7 +47,7 @@ PARAM_LABELS = {"gamma": "draft length γ (tokens)", "beam_width": "beam width W
 PARAM_SYMBOLS = {"gamma": "γ", "beam_width": "W", "threshold": "τ"}
 YLABELS = {"speedup_vs_sampling": "speed-up over sampling (×)", "speedup_vs_sps": "speed-up over SpS (×)",
            "acceptance_rate": "acceptance rate (accepted / drafted)",
-           "mean_accept_length": "accepted length (tokens per block)",
+           "mean_accept_length": "accepted length (draft tokens per block)",
            "block_efficiency": "block efficiency (tokens per target call)",
            "perplexity": "perplexity of output under p (lower = better)", "tokens_per_s": "speed (tokens/s)"}
 MISSING_COLOR = "#9a9a9a"
