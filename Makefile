@@ -82,3 +82,9 @@ sweep-threshold: install ## threshold tau = 0.1..0.9 for mtad, mmtad (+ baseline
 .PHONY: figures
 figures: install ## regenerate every figure from committed results (results/runs -> results/figures, seconds)
 	$(PY) scripts/make_figures.py $(ARGS)
+
+# --- speed against transformers' generate() and assisted generation (mtad/bench.py)
+BENCH_ARGS ?=
+.PHONY: bench
+bench: install ## our decoders vs HF generate/assisted generation on the embedded pair (<15 min) -> results/bench/
+	$(PY) scripts/bench.py --pair smollm2_135m $(BENCH_ARGS)

@@ -142,3 +142,12 @@ def test_sample_distinct_is_sequential_sampling_without_replacement():
     assert counts[3].sum() == counts[:, 3].sum() == 0  # zero weight never drawn
     assert_matches(counts.flatten(), exact.flatten())
     assert sample_distinct(w, 10, g).numel() == 3  # only as many as the support allows
+
+
+def test_sample_follows_probs_and_never_draws_zero_probability():
+    from mtad.decoding.logits import sample
+    probs = torch.tensor([[0.0, 0.6, 0.0, 0.3, 0.1], [1.0, 0, 0, 0, 0]])
+    g = torch.Generator().manual_seed(5)
+    draws = torch.stack([sample(probs, g) for _ in range(5000)])  # [N, 2]
+    assert (draws[:, 1] == 0).all()
+    assert_matches(torch.bincount(draws[:, 0], minlength=5).float(), probs[0].double())

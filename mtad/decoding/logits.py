@@ -40,17 +40,17 @@ def _top_p_filter(sorted_logits: torch.Tensor, top_p: float) -> torch.Tensor:
     return sorted_logits.masked_fill(drop, float("-inf"))
 
 
-def _on_generator_device(probs: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
-    if generator is not None and generator.device != probs.device:
-        return probs.to(generator.device)
-    return probs
-
-
 def sample(probs: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
-    """Draw one token per row of [..., V] probabilities; returns [...] long on probs' device."""
-    flat = _on_generator_device(probs, generator).reshape(-1, probs.shape[-1])
-    tokens = torch.multinomial(flat, 1, generator=generator).reshape(probs.shape[:-1])
-    return tokens.to(probs.device)
+    """Draw one token per row of [..., V] probabilities; returns [...] long on probs' device.
+
+    Inverse-CDF sampling: one cumulative sum and a binary search per row, with a uniform from
+    `generator`. (torch.multinomial costs ~2 ms per call over 49152 tokens on a CPU.) A token
+    of zero probability adds no width to the CDF, so it can never be drawn."""
+    flat = probs.reshape(-1, probs.shape[-1]).double()  # [R, V]
+    cdf = flat.cumsum(-1)  # [R, V]
+    u = uniform(flat.shape[0], generator, probs.device).double()[:, None] * cdf[:, -1:]  # [R, 1]
+    tokens = torch.searchsorted(cdf, u, right=True).clamp_max(flat.shape[-1] - 1)  # [R, 1]
+    return tokens.reshape(probs.shape[:-1])
 
 
 def sample_distinct(weights: torch.Tensor, count: int, generator: torch.Generator | None = None) -> torch.Tensor:
