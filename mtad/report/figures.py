@@ -20,6 +20,7 @@ ends with a caption line naming pair, machine, dtype and sample counts.
 from __future__ import annotations
 
 import math
+import textwrap
 from pathlib import Path
 
 import pandas as pd
@@ -151,18 +152,18 @@ def quality_vs_speed(cells: pd.DataFrame, experiment: str = "table2", pair: str 
         rows = frame[frame["task"] == task]
         score_name = _score_name(task, rows)
         for ax, column in zip(axes[:, i], ("perplexity", "score")):
-            absent = []
+            absent, plotted = [], 0
             for row in rows.itertuples(index=False):
                 y = getattr(row, column, math.nan)
                 if row.missing or not _finite(y) or (column == "score" and row.score_name != score_name):
-                    absent.append(_label(row.method) + ("" if row.missing else f" (no {column})"))
+                    absent.append(_label(row.method) + (f" ({row.status})" if row.missing else ""))
                     continue
                 color, marker = _style(row.method)
                 ax.plot(row.tokens_per_s, y, linestyle="none", marker=marker, markersize=9, color=color,
                         markeredgecolor="black", markeredgewidth=0.5)
+                plotted += 1
             if absent:
-                ax.text(0.03, 0.97, "missing: " + ", ".join(absent), transform=ax.transAxes, va="top",
-                        fontsize=8, color="#333333", bbox={"facecolor": "white", "edgecolor": MISSING_COLOR})
+                _missing_note(ax, column, absent, rows, plotted)
             ax.grid(alpha=0.3)
             ax.margins(0.15)
             ax.set_xlabel(YLABELS["tokens_per_s"])
@@ -174,6 +175,21 @@ def quality_vs_speed(cells: pd.DataFrame, experiment: str = "table2", pair: str 
     fig.legend(handles=handles, loc="outside right upper", fontsize=9, frameon=False)
     _add_caption(fig, caption(frame), f"Quality against speed per task — experiment {experiment}")
     return fig
+
+
+def _missing_note(ax, column: str, absent: list[str], rows: pd.DataFrame, plotted: int) -> None:
+    """A wrapped box listing what a quality panel lacks; the reason when nothing could be drawn."""
+    what = "perplexity" if column == "perplexity" else "score"
+    if plotted:
+        text = f"no {what}:\n" + "\n".join(absent)
+    else:
+        reasons = {r for r in rows.get(f"{column}_missing_reason", []) if isinstance(r, str) and r}
+        text = f"no {what} for any method" + (": " + "; ".join(sorted(reasons)) if reasons else "")
+        ax.set_xticks([])
+        ax.set_yticks([])
+    ax.text(0.03, 0.97, textwrap.fill(text, 34, replace_whitespace=False) if not plotted else text,
+            transform=ax.transAxes, va="top", fontsize=7.5, color="#333333",
+            bbox={"facecolor": "white", "edgecolor": MISSING_COLOR})
 
 
 def _score_name(task: str, rows: pd.DataFrame) -> str | None:
