@@ -188,3 +188,12 @@ def test_figures_from_a_real_mtad_run_sweep(tmp_path, shared_data):
     assert done["speedup_vs_sampling"].notna().all()
     text = figure_texts(figures.beam_width_sweep(cells))
     assert "pair tiny_llama" in text and "≤6 new tokens" in text and "MMTAD W=1, 2, 4, 8" in text
+
+
+def test_quality_panel_says_when_no_method_has_a_score(tmp_path):
+    runs = tmp_path / "runs"
+    for method in ("sampling", "mtad"):
+        make_results.write_cell(runs, "table2", "mtbench", method, score=None, tokens_per_s=10.0)
+    text = figure_texts(figures.quality_vs_speed(load_cells(runs)))
+    assert "no score for any method" in text
+    assert "no perplexity:\nSpS (not run)" in text  # planned methods without a cell are listed by name
