@@ -101,7 +101,7 @@ def speedup_bars(cells: pd.DataFrame, experiment: str = "table2", pair: str | No
     width = 0.8 / max(1, len(methods))
     for ax, column in zip(axes, ("speedup_vs_sampling", "speedup_vs_sps")):
         values = frame[column].astype(float) if column in frame else pd.Series([math.nan] * len(frame))
-        top = max([v for v in values if _finite(v)] + [1.0]) * 1.28
+        top = max([v for v in values if _finite(v)] + [1.0]) * 1.42  # room for labels and the legend
         for j, method in enumerate(methods):
             rows = frame[frame["method"] == method]
             color, _ = _style(method)
