@@ -32,7 +32,7 @@ class MMTAD(MultiTokenDecoder):
             if parent >= 0:
                 log_p_path[i] += log_p_path[parent]
                 log_q_path[i] += log_q_path[parent]
-        node = mmtad_select(log_p_path, log_q_path, torch.tensor(tree.depths), self.threshold)
+        node = mmtad_select(log_p_path, log_q_path, torch.tensor(tree.depths, device=log_p_path.device), self.threshold)
         path = tree.path(node) if node >= 0 else []
         token = self.next_token(p_nodes[node] if node >= 0 else p_root)
         self.target_lm.commit_path(path)
