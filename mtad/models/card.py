@@ -109,12 +109,19 @@ def write_card(workdir: Path, draft_file: Path, card: Path, command: str, measur
         f"- Loss: KL(p~ || q) at answer positions, p~ = the target's top-{cfg['store_top_k']} distribution (temperature 1) "
         "restricted to the head's tokens and renormalised; AdamW "
         f"lr {cfg['lr']} (warm-up {cfg['warmup_steps']} steps), {cfg['batch_seqs']} sequences per step, bfloat16 "
-        f"autocast, 1 CPU thread, {cfg['train_per_gen']} trained tokens per generated token.",
+        f"autocast, 1 CPU thread, {cfg['train_per_gen']} trained tokens per generated token (latest run).",
         f"- Trained: {state['step']} steps, {state['trained_tokens']} answer tokens"
         + (f" (continued from `{state['warm_start']}`)" if state.get("warm_start") else "") + ".", "",
         "## Loss curve (mean KL over windows)", "", "| step | training tokens | KL (nats) |", "|---|---|---|",
     ]
     lines += [f"| {s} | {t} | {loss:.3f} |" for s, t, loss in _loss_rows(state["losses"])]
+    runs = state.get("runs", [])
+    if runs:
+        lines += ["", "## Runs (each resumed the previous one)", "",
+                  "| from tokens | lr | lr decays to | trained per generated token | generation batch | minutes (cap) |",
+                  "|---|---|---|---|---|---|"]
+        lines += [f"| {r['from_tokens']} | {r['lr']} | {r['lr'] * r['lr_final_fraction']:.1e} | {r['train_per_gen']} | "
+                  f"{r['gen_batch']} | {r['max_minutes']:g} |" for r in runs]
     lines += ["", "## Held-out agreement during training", "",
               "Estimated on held-out prompts from the stored top-64 target distribution: argmax agreement and "
               "the per-token SpS acceptance sum_x min(p', q') at temperature 1 (tail beyond 64 ignored, slight "

@@ -388,6 +388,11 @@ class Distiller:
         torch.set_num_threads(self.cfg.threads)
         t_start = time.time()
         self._build_or_resume()
+        # the card reports the latest run's settings and the history of runs that made the draft
+        self.state["config"] = asdict(self.cfg)
+        self.state.setdefault("runs", []).append({
+            "from_tokens": self.state["trained_tokens"], "lr": self.cfg.lr, "lr_final_fraction": self.cfg.lr_final_fraction,
+            "train_per_gen": self.cfg.train_per_gen, "gen_batch": self.cfg.gen_batch, "max_minutes": self.cfg.max_minutes})
         heldout = self.heldout()
         if self.state["step"] == 0:
             self.evaluate(heldout)
