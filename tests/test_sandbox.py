@@ -139,3 +139,9 @@ def test_run_many_keeps_the_input_order():
     results = run_many(codes, FAST, workers=2)
     assert [r.passed for r in results] == [bool(i % 2) for i in range(6)]
     assert [r.stdout for r in results if r.passed] == ["1", "3", "5"]
+
+
+def test_cpu_limit_before_the_wall_clock_is_a_timeout():
+    # the CPU rlimit (1 s) fires well before the wall clock (3 s): still reported as a timeout
+    result = run_python("while True:\n    pass", Limits(timeout_s=3.0, cpu_s=1, memory_mb=512, file_size_mb=0.5, max_procs=32))
+    assert result.status == "timeout" and "CPU limit" in result.reason, (result.status, result.reason)

@@ -69,8 +69,10 @@ BOOTSTRAP = r'''
 import os, resource, sys
 token = sys.stdin.readline().strip()
 cpu_s, mem, fsize, nproc, guard = (int(x) for x in sys.argv[1:6])
-for what, value in ((resource.RLIMIT_CPU, cpu_s), (resource.RLIMIT_AS, mem),
-                    (resource.RLIMIT_FSIZE, fsize), (resource.RLIMIT_NPROC, nproc),
+# CPU: soft < hard, so the kernel sends SIGXCPU at the limit (reported as a CPU timeout);
+# with soft == hard it sends SIGKILL instead, which reads as an unexplained kill.
+resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s + 1))
+for what, value in ((resource.RLIMIT_AS, mem), (resource.RLIMIT_FSIZE, fsize), (resource.RLIMIT_NPROC, nproc),
                     (resource.RLIMIT_CORE, 0)):
     resource.setrlimit(what, (value, value))
 with open("program.py", encoding="utf-8") as f:
