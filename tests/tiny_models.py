@@ -39,8 +39,8 @@ class BiasedLlama(LlamaForCausalLM):
         self.register_buffer("logit_bias", bias.to(torch.float64), persistent=False)
         return self
 
-    def forward(self, *args, **kwargs):
-        out = super().forward(*args, **kwargs)
+    def forward(self, input_ids=None, cache=None, logits_to_keep=0, **kwargs):
+        out = super().forward(input_ids=input_ids, cache=cache, logits_to_keep=logits_to_keep, **kwargs)
         out.logits = out.logits + self.logit_bias.to(out.logits.dtype)
         return out
 
