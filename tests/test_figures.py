@@ -197,3 +197,8 @@ def test_quality_panel_says_when_no_method_has_a_score(tmp_path):
     text = figure_texts(figures.quality_vs_speed(load_cells(runs)))
     assert "no score for any method" in text
     assert "no perplexity:\nSpS (not run)" in text  # planned methods without a cell are listed by name
+
+
+def test_sweep_frame_of_a_sweep_not_yet_run_has_every_column(cells):
+    frame = sweep_frame(cells[cells["overrides"] == ""], "threshold")
+    assert frame["missing"].all() and frame[["tokens_per_s", "perplexity", "acceptance_rate"]].isna().all().all()

@@ -29,6 +29,8 @@ CONF_DIR = REPO / "conf"
 # sweep name (conf/sweep/<name>.yaml) -> the method parameter it varies
 SWEEP_PARAMS = {"gamma": "gamma", "beam_width": "beam_width", "threshold": "threshold"}
 BASELINES = ("sampling", "sps")
+METRIC_COLUMNS = ("tokens_per_s", "speedup_vs_sampling", "speedup_vs_sps", "block_efficiency", "acceptance_rate",
+                  "mean_accept_length", "perplexity", "score", "examples", "samples")
 
 
 def _is_missing(value) -> bool:
@@ -197,6 +199,9 @@ def sweep_frame(cells: pd.DataFrame, sweep: str, experiment: str = "sweeps", pai
     finished = frame["status"].isin(FINISHED) if "status" in frame else pd.Series(False, index=frame.index)
     frame["missing"] = ~finished | (frame["tokens_per_s"].isna() if "tokens_per_s" in frame else True)
     frame["status"] = [s if isinstance(s, str) else "not run" for s in frame.get("status", [None] * len(frame))]
+    for column_name in METRIC_COLUMNS:  # present even when no planned cell has finished
+        if column_name not in frame:
+            frame[column_name] = math.nan
     frame["sweep"], frame["param"], frame["experiment"] = sweep, param, experiment
     frame["pair"], frame["task"], frame["context"] = pair, task, context or ""
     return frame
