@@ -196,3 +196,13 @@ def test_speed_aggregates_are_ratios_of_totals():
     assert energy["energy_j_per_token"] == 0.75 and energy["energy_missing_reason"] is None
     missing = aggregate_energy([{"meter": "nvml", "joules": 6.0}, {"meter": "none", "joules": None, "reason": "x"}], 12)
     assert missing["energy_j_per_token"] is None and missing["energy_missing_reason"] == "x"
+
+
+def test_speedups_on_a_filtered_frame_align_by_position():
+    import pandas as pd
+    from mtad.report.tables import add_speedups
+    rows = [dict(experiment=e, pair="p", task="t", machine="m", overrides="", method=m, tokens_per_s=v)
+            for e in ("a", "b") for m, v in (("sampling", 10.0), ("sps", 5.0), ("mtad", 20.0))]
+    cells = pd.DataFrame(rows).iloc[3:]  # experiment b only, index 3..5
+    out = add_speedups(cells)
+    assert out.set_index("method")["speedup_vs_sampling"].to_dict() == {"sampling": 1.0, "sps": 0.5, "mtad": 2.0}

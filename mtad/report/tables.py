@@ -43,7 +43,8 @@ def add_speedups(cells: pd.DataFrame) -> pd.DataFrame:
     for baseline in ("sampling", "sps"):
         base = df[df["method"] == baseline][keys + ["tokens_per_s"]].rename(columns={"tokens_per_s": "_base"})
         merged = df[keys].merge(base.drop_duplicates(keys), on=keys, how="left")
-        df[f"speedup_vs_{baseline}"] = (df["tokens_per_s"].astype(float) / merged["_base"].astype(float)).values
+        # positional division: `merged` has a fresh index, `df` may keep a filtered one
+        df[f"speedup_vs_{baseline}"] = df["tokens_per_s"].astype(float).to_numpy() / merged["_base"].astype(float).to_numpy()
     return df
 
 
