@@ -15,6 +15,7 @@ from pathlib import Path
 import torch
 
 from mtad.decoding import get_decoder
+from mtad.decoding.kv import CachedModel, model_device, sync
 
 
 @dataclass
@@ -59,17 +60,12 @@ def default_configs(gamma: int) -> list[Config]:
     ]
 
 
-def _sync(model) -> None:
-    if next(model.parameters()).device.type == "cuda":
-        torch.cuda.synchronize()
-
-
 def run_ours(config: Config, target, draft, prompt: torch.Tensor, max_new_tokens: int, seed: int) -> Measure:
     decoder = get_decoder(config.method, target=target, draft=draft, **config.params)
-    _sync(target)
+    sync(model_device(target))
     start = time.perf_counter()
     out = decoder.generate(prompt, max_new_tokens=max_new_tokens, generator=torch.Generator().manual_seed(seed))
-    _sync(target)
+    sync(model_device(target))
     s = out.stats
     return Measure(len(out.tokens), time.perf_counter() - start, s.target_seconds, s.draft_seconds,
                    s.target_calls, s.accepted, s.drafted)
@@ -88,11 +84,11 @@ def run_hf(config: Config, target, draft, prompt: torch.Tensor, max_new_tokens: 
         draft.generation_config.num_assistant_tokens_schedule = "constant"  # fixed γ, not the dynamic schedule
         draft.generation_config.assistant_confidence_threshold = 0.0  # never stop drafting early
     torch.manual_seed(seed)
-    _sync(target)
+    sync(model_device(target))
     start = time.perf_counter()
     with torch.inference_mode():
         out = target.generate(prompt.to(target.device), attention_mask=torch.ones_like(prompt).to(target.device), **kwargs)
-    _sync(target)
+    sync(model_device(target))
     return Measure(out.shape[1] - prompt.shape[1], time.perf_counter() - start)
 
 
@@ -144,7 +140,6 @@ def summarise(configs: list[Config], results: dict[str, list[Measure]]) -> list[
 def decode_step_floor(target, context: int = 128, reps: int = 20) -> dict:
     """Time of one single-token target forward on a `context`-token cache, the weight bytes,
     and the machine's copy bandwidth: bytes / bandwidth is the floor of a decode step."""
-    from mtad.decoding.kv import CachedModel
     lm = CachedModel(target)
     lm.prefill(torch.randint(0, target.config.vocab_size, (context,)))
     token = torch.tensor([1])
@@ -152,7 +147,7 @@ def decode_step_floor(target, context: int = 128, reps: int = 20) -> dict:
     for _ in range(reps):
         start = time.perf_counter()
         lm.extend(token)
-        _sync(target)
+        sync(model_device(target))
         times.append(time.perf_counter() - start)
         lm.crop(context)
     weight_bytes = sum(p.numel() * p.element_size() for p in target.parameters())
@@ -169,8 +164,7 @@ def copy_bandwidth(device: torch.device, megabytes: int = 256, reps: int = 5) ->
     for _ in range(reps):
         start = time.perf_counter()
         dst.copy_(src)
-        if device.type == "cuda":
-            torch.cuda.synchronize()
+        sync(device)
         best = min(best, time.perf_counter() - start)
     return 2 * src.numel() * 4 / best
 

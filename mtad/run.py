@@ -209,11 +209,10 @@ def output_device(model):
 
 
 def sync(devices) -> None:
-    import torch
+    from mtad.decoding.kv import sync as sync_device
 
     for device in devices:
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
+        sync_device(device)
 
 
 # ----------------------------------------------------------------------------- one example

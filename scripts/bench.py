@@ -11,7 +11,7 @@ import torch
 
 from mtad.bench import decode_step_floor, default_configs, environment, measure_all, summarise, write_report
 from mtad.models import load_pair
-from mtad.models.prompts import make_prompts
+from mtad.models.prompts import chat_ids, make_prompts
 
 
 def main() -> None:
@@ -32,9 +32,7 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     overrides = {k: v for k, v in (("target_dtype", args.target_dtype), ("draft_dtype", args.draft_dtype)) if v}
     pair = load_pair(args.pair, **overrides)
-    prompts = [pair.tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True,
-                                                  tokenize=True, return_dict=True, return_tensors="pt")["input_ids"]
-               for text in make_prompts(args.prompts, seed=7, held_out=True)]
+    prompts = [chat_ids(pair.tokenizer, text) for text in make_prompts(args.prompts, seed=7, held_out=True)]
     configs = default_configs(args.gamma)
     if args.only:
         configs = [c for c in configs if any(s in c.label for s in args.only.split(","))]

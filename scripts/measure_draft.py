@@ -18,21 +18,18 @@ import json
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import torch
 
+from mtad.models.prompts import chat_ids
+from mtad.run import git_commit
+
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 ROOT = Path(__file__).resolve().parents[1]
 SETTINGS = {"t1": {"temperature": 1.0, "top_k": 0, "top_p": 1.0}, "paper": {"temperature": 1.0, "top_k": 10, "top_p": 0.9}}
-
-
-def chat_ids(tokenizer, prompt: str) -> torch.Tensor:
-    return tokenizer.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True,
-                                         return_tensors="pt", return_dict=True)["input_ids"]  # [1, L]
 
 
 @torch.no_grad()
@@ -114,13 +111,6 @@ def decode_sweep(pair, prompts, dtype_combos, max_new_tokens, seed) -> dict:
                 stats = run_decoder(method, pair.target, pair.draft, ids, params, max_new_tokens, pair.eos_token_id, seed + i)
                 rows.setdefault((method, setting, t_dtype, d_dtype), []).append(stats)
     return rows
-
-
-def git_commit() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-    except OSError:
-        return "unknown"
 
 
 def write_markdown(result: dict, path: Path) -> None:
@@ -217,7 +207,7 @@ def main(argv=None) -> int:
         "n_prompts": len(prompts), "max_new_tokens": args.max_new_tokens, "gamma": 4, "seed": args.seed,
         "settings": SETTINGS, "distribution": dist, "dtype_sweep": sweep_rows, "decoding": decoding,
         "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores", "threads": args.threads,
-        "torch": torch.__version__, "git_commit": git_commit(), "wall_seconds": round(time.time() - t0, 1),
+        "torch": torch.__version__, "git_commit": git_commit()["commit"] or "unknown", "wall_seconds": round(time.time() - t0, 1),
         "load_average_1_5_15min_at_end": [round(x, 2) for x in os.getloadavg()],
     }
     out = Path(args.out)

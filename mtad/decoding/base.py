@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 import torch
 from transformers import PreTrainedModel
 
-from mtad.decoding.kv import CachedModel, model_device
+from mtad.decoding.kv import CachedModel, model_device, sync
 from mtad.decoding.logits import logits_to_probs
 
 
@@ -133,7 +133,7 @@ class Decoder:
         self.seq[:prompt.numel()] = prompt
         self.length = prompt.numel()
         stats, tokens = DecodeStats(), []
-        _sync(out_device)
+        sync(out_device)
         start = time.perf_counter()
         with torch.inference_mode():
             self.target_lm.prefill(prompt[:-1])  # the last prompt token stays pending
@@ -156,7 +156,7 @@ class Decoder:
                     stats.accept_lengths.append(kept)
                 if emitted and emitted[-1] in eos:
                     break
-        _sync(out_device)
+        sync(out_device)
         stats.seconds = time.perf_counter() - start
         stats.new_tokens = len(tokens)
         stats.target_calls = self.target_lm.calls - (prompt.numel() > 1)  # prefill is not an iteration
@@ -186,8 +186,3 @@ def check_same_vocab(target: PreTrainedModel, draft: PreTrainedModel) -> None:
     if vt != vd:
         raise ValueError(f"draft and target vocabularies differ (target {vt} tokens, draft {vd}); "
                          "speculative methods need the same tokenizer on both")
-
-
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)

@@ -24,6 +24,12 @@ def model_device(model: PreTrainedModel) -> torch.device:
     return model.get_input_embeddings().weight.device
 
 
+def sync(device: torch.device) -> None:
+    """Wait for queued kernels on a CUDA device, so wall-clock timings include them."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
 class CachedModel:
     """One causal LM plus its DynamicCache, with tree-aware extension and rollback."""
 
@@ -57,8 +63,7 @@ class CachedModel:
         out = self.model(input_ids=input_ids[None].to(self.device), position_ids=position_ids[None].to(self.device),
                          attention_mask=attention_mask, use_cache=True, **kwargs)
         logits = out.logits[0].to(self.out_device)  # [n, V]
-        if self.device.type == "cuda":  # charge the kernels to this forward, not to what follows
-            torch.cuda.synchronize(self.device)
+        sync(self.device)  # charge the kernels to this forward, not to what follows
         self.seconds += time.perf_counter() - start
         self.calls += 1
         self.tokens_fed += input_ids.numel()
@@ -77,17 +82,15 @@ class CachedModel:
         node under the last committed token. Committed tokens may only be added while no
         tree nodes are cached (they must stay contiguous at the front of the cache).
         """
+        if tokens.numel() and self.num_nodes:
+            raise RuntimeError("commit or drop the cached tree before extending the committed chain")
         if nodes is None or nodes.numel() == 0:
-            if self.num_nodes:
-                raise RuntimeError("commit or drop the cached tree before extending the committed chain")
             start = self.committed
             positions = torch.arange(start, start + tokens.numel())
             logits = self._forward(tokens, positions, None, keep_last)  # plain causal attention
             self.committed += tokens.numel()
             return logits
         m = tokens.numel()
-        if m and self.num_nodes:
-            raise RuntimeError("commit or drop the cached tree before extending the committed chain")
         assert parents is not None and len(parents) == nodes.numel()
         first_new = self.num_nodes
         for parent in parents:

@@ -11,6 +11,8 @@ from __future__ import annotations
 import hashlib
 import random
 
+import torch
+
 TOPICS = [
     "volcanoes", "the French Revolution", "photosynthesis", "black holes", "coffee", "the stock market",
     "machine learning", "honeybees", "the Roman Empire", "climate change", "jazz music", "the human heart",
@@ -130,3 +132,9 @@ def summary_prompt(article: str) -> str:
 def make_prompts(n: int, seed: int, held_out: bool = False) -> list[str]:
     rng = random.Random(seed * 7919 + (1 if held_out else 0))
     return [make_prompt(rng, held_out) for _ in range(n)]
+
+
+def chat_ids(tokenizer, prompt: str) -> torch.Tensor:
+    """A one-turn user prompt through the tokenizer's chat template, ready to generate. [1, L]"""
+    return tokenizer.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True,
+                                         return_tensors="pt", return_dict=True)["input_ids"]
