@@ -45,7 +45,8 @@ class DistillConfig:
     max_new_tokens: int = 192
     store_top_k: int = 32
     mix: dict = field(default_factory=lambda: {"real": 0.3, "target": 0.35, "draft": 0.35})
-    heldout_per_family: int = 12
+    heldout_per_family: int = 10
+    heldout_max_new_tokens: int = 128
     eval_every_tokens: int = 50_000
     ckpt_minutes: float = 5.0
     max_minutes: float = 60.0
@@ -85,7 +86,7 @@ def make_heldout(cfg: DistillConfig, target, tokenizer) -> None:
     records = []
     for i, family in enumerate(FAMILIES):
         items = [draw_item(family, rng, held=True) for _ in range(cfg.heldout_per_family)]
-        recs, _ = make_chunk(items, "target", target, tokenizer, max_new=cfg.max_new_tokens,
+        recs, _ = make_chunk(items, "target", target, tokenizer, max_new=cfg.heldout_max_new_tokens,
                              top_k=cfg.store_top_k, seed=10**6 + i, setting=PAPER_SETTING)
         records += recs
     torch.save({"records": records}, path)
