@@ -178,7 +178,7 @@ def test_real_sql_is_never_a_spider_dev_question(eval_data_root):
 def test_producer_and_trainer_run_resume_and_pick_an_ab_winner(tiny, tmp_path):
     target, tokenizer = tiny
     cfg = DistillConfig(workdir=str(tmp_path), layers=[0], head_size=64, chunk_seqs=4, max_new_tokens=8, store_top_k=8,
-                        heldout_per_family=1, batch_seqs=2, ab_tokens=30, eval_every_tokens=40, max_minutes=60,
+                        heldout_per_family=1, heldout_max_new_tokens=8, batch_seqs=2, ab_tokens=30, eval_every_tokens=40, max_minutes=60,
                         losses=["kl_raw", "tv_paper"], max_chunks=6)
     produce(cfg, target, tokenizer)
     corpus = Corpus(tmp_path)
