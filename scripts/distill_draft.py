@@ -54,7 +54,8 @@ def main(argv=None) -> int:
             if (workdir / name).exists():
                 shutil.copyfile(workdir / name, results / ("training_" + name))
         plot_curves(workdir, results / "training_curve.png")
-        write_card(workdir, dest, dest.with_suffix(".md"), args.command, results / "measure.json")
+        write_card(workdir, dest, dest.with_suffix(".md"), args.command, results / "measure.json",
+                   results / "pipeline_rates.json")
         print(f"exported {workdir / 'draft.safetensors'} -> {dest} (+ model card {dest.with_suffix('.md').name})")
         return 0
 
