@@ -72,8 +72,7 @@ def _rates_lines(workdir: Path, pipeline_rates: Path | None) -> list[str]:
                         if trained else "."))
     if pipeline_rates and pipeline_rates.exists():
         pr = json.loads(pipeline_rates.read_text())
-        lines += ["", f"Measured on a quiet machine ({pr['machine']}, one thread per process; "
-                  "`scripts/distill_draft.py rates`):", "",
+        lines += ["", f"Measured on a quiet machine ({pr['machine']}; `results/draft/pipeline_rates.json`):", "",
                   "| pipeline | corpus tokens/s | trained tokens/s | trained tokens per wall hour |", "|---|---|---|---|"]
         for name, r in pr["pipelines"].items():
             lines.append(f"| {name} | {r['corpus_tokens_per_s']:.0f} | {r['trained_tokens_per_s']:.0f} | "
