@@ -35,6 +35,8 @@ def main(argv=None) -> int:
     ap.add_argument("--lr", type=float, default=3e-4)
     ap.add_argument("--max-minutes", type=float, default=60.0)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--mix", default="real=0.3,target=0.2,draft=0.5",
+                    help="share of producer chunks per kind: real text, target-sampled, draft-sampled (on-policy)")
     ap.add_argument("--name", default="p0", help="producer name (several producers may share a work dir)")
     ap.add_argument("--command", default="make draft", help="the training command recorded in the model card")
     args = ap.parse_args(argv)
@@ -61,7 +63,8 @@ def main(argv=None) -> int:
 
     torch.set_num_threads(args.threads)
     init_from = None if args.init_from == "none" else str(dest) if args.init_from == "pair" else args.init_from
-    dcfg = DistillConfig(workdir=str(workdir), init_from=init_from, losses=args.losses.split(","),
+    mix = {kind: float(share) for kind, share in (kv.split("=") for kv in args.mix.split(","))}
+    dcfg = DistillConfig(workdir=str(workdir), init_from=init_from, losses=args.losses.split(","), mix=mix,
                          ab_tokens=args.ab_tokens, lr=args.lr, max_minutes=args.max_minutes, threads=args.threads)
     target, tokenizer = load_target_and_tokenizer(cfg, device="cpu", dtype="float32")
     if args.job == "produce":
