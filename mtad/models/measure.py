@@ -107,7 +107,7 @@ def step_ms(model, cache_len: int = 200, repeats: int = 15) -> float:
     times = []
     for r in range(repeats + 2):
         cache = DynamicCache(config=model.config)
-        model(input_ids=torch.randint(0, 1000, (1, cache_len)), use_cache=True, **{kw: cache})
+        model(input_ids=torch.randint(0, model.config.vocab_size, (1, cache_len)), use_cache=True, **{kw: cache})
         t0 = time.perf_counter()
         model(input_ids=torch.tensor([[5]]), position_ids=torch.tensor([[cache_len]]), use_cache=True, logits_to_keep=1,
               **{kw: cache})
