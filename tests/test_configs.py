@@ -129,11 +129,14 @@ def test_experiments_compose_every_cell(experiment):
         assert cell_cfg.hydra.runtime.choices.method in DECODERS
 
 
+PAPER_TASKS = ("spider", "cnndm", "mtbench", "humaneval")  # `chat` (held-out prompts) is no paper task
+
+
 def test_table2_experiments_cover_every_method_and_task():
     for experiment in ("table2", "smoke", "table2_full"):
         cells = grid(compose_cfg([f"experiment={experiment}"]))
         assert {tuple(sorted(c)) for c in cells} == {tuple(sorted([f"task={t}", f"method={m}"]))
-                                                     for t in list_tasks() for m in METHODS}, experiment
+                                                     for t in PAPER_TASKS for m in METHODS}, experiment
 
 
 @pytest.mark.parametrize("sweep, key, values", [
