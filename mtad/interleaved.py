@@ -87,7 +87,7 @@ class _Cell:
         self.samples_path = self.cell.directory / "samples.jsonl"
         self.records = run.read_finished(self.samples_path)
         self.done = {r["id"] for r in self.records}
-        decoder = get_decoder(method, target=pair.target, draft=pair.draft,
+        decoder = get_decoder(method, target=pair.target, draft=pair.draft, decode_path=pair.decode_path,
                               **OmegaConf.to_container(cfg.method, resolve=True))
         self.runner = run.CellRunner(cfg, self.cell, pair, task, decoder, meter)
         self.energy_reason = energy_reason

@@ -20,8 +20,8 @@ def exact_two_token_probs(target, processing) -> torch.Tensor:
     return sequence_probs(target, PROMPT, 2, processing)
 
 
-def empirical(method, target, draft, params) -> torch.Tensor:
-    return empirical_counts(method, target, draft, params, PROMPT, 2, RUNS)
+def empirical(method, target, draft, params, decode_path="eager") -> torch.Tensor:
+    return empirical_counts(method, target, draft, params, PROMPT, 2, RUNS, decode_path=decode_path)
 
 
 def check(counts, probs, label):
@@ -43,13 +43,13 @@ LOSSLESS = [
 
 
 @pytest.mark.parametrize("method,params", LOSSLESS, ids=lambda v: str(v))
-@pytest.mark.parametrize("arch", ["llama", "opt"])
-def test_lossless_with_a_different_draft(method, params, arch):
+@pytest.mark.parametrize("arch,path", [("llama", "eager"), ("llama", "static"), ("opt", "eager")])
+def test_lossless_with_a_different_draft(method, params, arch, path):
     build = tiny_llama if arch == "llama" else tiny_opt
     target, draft = build(0, VOCAB, sharpness=3.0), build(1, VOCAB, sharpness=3.0)
     processing = PAPER if arch == "opt" else NO_TRUNCATION  # cover the processed case too
-    counts = empirical(method, target, draft, {**params, **processing})
-    check(counts, exact_two_token_probs(target, processing), f"{arch}/{method}/{params}/{processing}")
+    counts = empirical(method, target, draft, {**params, **processing}, decode_path=path)
+    check(counts, exact_two_token_probs(target, processing), f"{arch}/{path}/{method}/{params}/{processing}")
 
 
 NEG = float("-inf")

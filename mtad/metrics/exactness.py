@@ -52,11 +52,12 @@ def sequence_index(tokens, vocab: int) -> int:
 
 
 def empirical_counts(method: str, target, draft, params: dict, prompt: torch.Tensor, n_tokens: int,
-                     runs: int) -> torch.Tensor:
-    """[V^n] counts of the first ``n_tokens`` over ``runs`` generations with seeds 0..runs-1."""
+                     runs: int, decode_path: str | None = None) -> torch.Tensor:
+    """[V^n] counts of the first ``n_tokens`` over ``runs`` generations with seeds 0..runs-1
+    (``decode_path``: the decoders' forward path, None for their default)."""
     vocab = target.config.vocab_size
     counts = torch.zeros(vocab ** n_tokens, dtype=torch.float64)
-    decoder = get_decoder(method, target=target, draft=draft, **params)
+    decoder = get_decoder(method, target=target, draft=draft, decode_path=decode_path, **params)
     for seed in range(runs):
         out = decoder.generate(prompt, max_new_tokens=n_tokens, generator=torch.Generator().manual_seed(seed))
         counts[sequence_index(out.tokens[:n_tokens], vocab)] += 1
