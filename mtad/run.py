@@ -119,7 +119,8 @@ def run_cell(cfg: DictConfig, plan: Plan, logger) -> dict:
 
     pair = load_pair_cached(OmegaConf.to_container(cfg.pair, resolve=True))
     use_target_as_judge(task, plan.options, pair)
-    decoder = get_decoder(cell.method, target=pair.target, draft=pair.draft, **plan.method_params)
+    decoder = get_decoder(cell.method, target=pair.target, draft=pair.draft, decode_path=pair.decode_path,
+                          **plan.method_params)
     devices = model_devices(pair.target, pair.draft)
     meter, energy_reason = make_energy_meter(cfg.energy.meter, devices)
     if energy_reason:

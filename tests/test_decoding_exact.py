@@ -31,9 +31,9 @@ def exact_two_token_probs(target, processing) -> torch.Tensor:
     return (p1[idx, pairs[:, 0]] * p2[idx, pairs[:, 1]]).double()
 
 
-def empirical(method, target, draft, params) -> torch.Tensor:
+def empirical(method, target, draft, params, decode_path="eager") -> torch.Tensor:
     counts = torch.zeros(VOCAB * VOCAB)
-    decoder = get_decoder(method, target=target, draft=draft, **params)
+    decoder = get_decoder(method, target=target, draft=draft, decode_path=decode_path, **params)
     for seed in range(RUNS):
         out = decoder.generate(PROMPT, max_new_tokens=2, generator=torch.Generator().manual_seed(seed))
         counts[out.tokens[0] * VOCAB + out.tokens[1]] += 1
@@ -64,13 +64,13 @@ LOSSLESS = [
 
 
 @pytest.mark.parametrize("method,params", LOSSLESS, ids=lambda v: str(v))
-@pytest.mark.parametrize("arch", ["llama", "opt"])
-def test_lossless_with_a_different_draft(method, params, arch):
+@pytest.mark.parametrize("arch,path", [("llama", "eager"), ("llama", "static"), ("opt", "eager")])
+def test_lossless_with_a_different_draft(method, params, arch, path):
     build = tiny_llama if arch == "llama" else tiny_opt
     target, draft = build(0, VOCAB, sharpness=3.0), build(1, VOCAB, sharpness=3.0)
     processing = PAPER if arch == "opt" else NO_TRUNCATION  # cover the processed case too
-    counts = empirical(method, target, draft, {**params, **processing})
-    check(counts, exact_two_token_probs(target, processing), f"{arch}/{method}/{params}/{processing}")
+    counts = empirical(method, target, draft, {**params, **processing}, decode_path=path)
+    check(counts, exact_two_token_probs(target, processing), f"{arch}/{path}/{method}/{params}/{processing}")
 
 
 NEG = float("-inf")
