@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import sys
 import time
 from pathlib import Path
@@ -25,7 +24,7 @@ def main(argv=None) -> int:
     from mtad.models.draft import read_draft_meta
     from mtad.models.measure import markdown, measure
     from mtad.models.pairs import ASSETS_DIR
-    from mtad.run import git_commit
+    from mtad.runner.provenance import environment_record
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--pair", default="smollm2_135m")
@@ -47,16 +46,15 @@ def main(argv=None) -> int:
         "pair": pair.name, "draft_file": os.path.relpath(draft_file.resolve(), ROOT),
         "draft_meta": {k: v for k, v in meta.items() if k != "head_token_ids"}
         | {"head_size": len(meta["head_token_ids"]) if meta["head_token_ids"] else None},
-        "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores", "threads": args.threads,
-        "dtypes": {"target": str(pair.target.dtype), "draft": str(pair.draft.dtype)}, "torch": torch.__version__,
-        "git_commit": git_commit()["commit"] or "unknown", "wall_seconds": round(time.time() - t0, 1),
+        "environment": environment_record([pair.target, pair.draft]), "threads": args.threads,
+        "dtypes": {"target": str(pair.target.dtype), "draft": str(pair.draft.dtype)}, "wall_seconds": round(time.time() - t0, 1),
         "load_average_1_5_15min_at_end": [round(x, 2) for x in os.getloadavg()],
     }
     header = [f"# Draft measurement: {result['pair']}", "",
               f"Draft `{result['draft_file']}` (layers {meta['source_layers']}, "
               f"{meta.get('trained_tokens', '?')} training tokens). Held-out prompts per family: {args.per_family} "
               f"(subjects never used in training), at most {args.max_new_tokens} new tokens, seed {args.seed}. "
-              f"Machine: {result['machine']}, torch threads {args.threads}, target {result['dtypes']['target']}, "
+              f"Machine: {result['environment']['machine']}, decode path {result['decode_path']}, torch threads {args.threads}, target {result['dtypes']['target']}, "
               f"draft {result['dtypes']['draft']}; load average at the end {result['load_average_1_5_15min_at_end']}."]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

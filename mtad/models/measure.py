@@ -21,6 +21,7 @@ import torch
 from transformers import DynamicCache
 
 from ..decoding import get_decoder
+from ..metrics.speed import aggregate_speed
 from .distill.corpus import PAPER_SETTING, cache_argument, encode, sample_answers
 from .distill.objectives import PAPER, pair_stats
 from .distill.sources import FAMILIES, draw_item
@@ -73,25 +74,21 @@ def alpha_from_accept_lengths(mean_accepted: float, gamma: int = 4) -> float:
 
 
 def totals(stats: list) -> dict:
-    new = sum(s.new_tokens for s in stats)
-    secs = sum(s.seconds for s in stats)
-    calls = sum(s.target_calls for s in stats)
-    drafted = sum(s.drafted for s in stats)
-    accepted = sum(s.accepted for s in stats)
-    iterations = sum(len(s.accept_lengths) for s in stats)
-    return {"new_tokens": new, "seconds": round(secs, 3), "tokens_per_s": new / secs if secs else 0.0,
-            "block_efficiency": new / calls if calls else 0.0,
-            "acceptance_rate": accepted / drafted if drafted else None,
-            "alpha": alpha_from_accept_lengths(accepted / iterations) if iterations else None, "samples": len(stats)}
+    """The runner's cell totals (`aggregate_speed`) plus alpha from the mean accepted length."""
+    row = aggregate_speed(s.as_dict() for s in stats)
+    mean_accepted = row["mean_accept_length"]
+    return row | {"alpha": None if mean_accepted is None else alpha_from_accept_lengths(mean_accepted)}
 
 
-def decode_family(target, draft, eos: int, prompts: list[list[int]], max_new: int, seed: int) -> dict:
+def decode_family(target, draft, eos: int, prompts: list[list[int]], max_new: int, seed: int,
+                  decode_path: str = "eager") -> dict:
     """Every method on every prompt (same per-prompt seed), interleaved; totals per method."""
     stats: dict[str, list] = {m: [] for m in METHODS}
     for i, prompt in enumerate(prompts):
         ids = torch.tensor(prompt)[None]
         for method, params in METHODS.items():
-            dec = get_decoder(method, target=target, draft=None if method == "sampling" else draft, **PAPER, **params)
+            dec = get_decoder(method, target=target, draft=None if method == "sampling" else draft, decode_path=decode_path,
+                              **PAPER, **params)
             out = dec.generate(ids, max_new_tokens=max_new, eos_token_id=eos, generator=torch.Generator().manual_seed(seed + i))
             stats[method].append(out.stats)
     rows = {m: totals(s) for m, s in stats.items()}
@@ -135,9 +132,10 @@ def measure(pair, per_family: int = 6, max_new: int = 64, seed: int = 1234) -> d
     families = {}
     for f, fam_prompts in prompts.items():
         families[f] = {"distribution": distribution_match(target, draft, eos, fam_prompts, max_new, seed),
-                       "decoding": decode_family(target, draft, eos, fam_prompts, max_new, seed)}
+                       "decoding": decode_family(target, draft, eos, fam_prompts, max_new, seed, pair.decode_path)}
     t_ms, d_ms = step_ms(target), step_ms(draft)
     result = {"per_family": per_family, "max_new_tokens": max_new, "seed": seed, "methods": METHODS, "setting": PAPER,
+              "decode_path": pair.decode_path,
               "families": families,
               "cost": {"target_step_ms": t_ms, "draft_step_ms": d_ms, "draft_over_target": d_ms / t_ms}}
     result["goals"] = {"thresholds": GOALS, "met": goals_met(result)}
