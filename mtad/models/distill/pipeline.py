@@ -161,6 +161,8 @@ class Trainer:
                           self.cfg.lr, arm_saved["loss"])
                 arm.draft.load_state_dict(arm_saved["draft"], strict=False)
                 arm.optimizer.load_state_dict(arm_saved["optimizer"])
+                for group in arm.optimizer.param_groups:  # this run's learning rate, not the saved one
+                    group["lr"] = self.cfg.lr
                 self.arms.append(arm)
             log.info("resumed at step %d, %d trained tokens, arms %s", self.state["step"],
                      self.state["trained_tokens"], [a.name for a in self.arms])
