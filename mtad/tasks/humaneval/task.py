@@ -4,9 +4,9 @@ from __future__ import annotations
 import re
 
 from mtad import data
-from mtad.metrics.passk import pass_at_k_by_problem
-from mtad.metrics.sandbox import Limits, run_python
 from mtad.tasks.base import Task, count_of
+from mtad.tasks.humaneval.passk import pass_at_k_by_problem
+from mtad.tasks.humaneval.sandbox import Limits, run_python
 
 FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL)
 # top-level code after the function that is not part of the solution (Codex stop sequences)
