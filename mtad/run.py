@@ -378,7 +378,7 @@ def run_cell(cfg: DictConfig, cell: Cell, logger) -> dict:
 
     pair = load_pair_cached(OmegaConf.to_container(cfg.pair, resolve=True))
     use_target_as_judge(task, options, pair)
-    decoder = get_decoder(cell.method, target=pair.target, draft=pair.draft,
+    decoder = get_decoder(cell.method, target=pair.target, draft=pair.draft, decode_path=pair.decode_path,
                           **OmegaConf.to_container(cfg.method, resolve=True))
     devices = model_devices(pair.target, pair.draft)
     meter, energy_reason = make_energy_meter(cfg.energy.meter, devices)

@@ -14,15 +14,21 @@ METHOD_PARAMS = {"sampling": {}, "sps": {"gamma": 3}, "spectr": {"gamma": 3, "nu
                  "mmtad": {"gamma": 3, "beam_width": 3}}
 
 
-@pytest.fixture(scope="module", params=list(BUILDERS))
+# every contract test runs on both decode paths; Llama takes the static cache on "static",
+# OPT has no lean forward and runs eager on both (static_kv.fast_unsupported)
+PAIRS = [("llama", "eager"), ("llama", "static"), ("opt", "eager")]
+
+
+@pytest.fixture(scope="module", params=PAIRS, ids=lambda p: "-".join(p))
 def pair(request):
-    build = BUILDERS[request.param]
-    return build(0, VOCAB, sharpness=2.0), build(1, VOCAB, sharpness=2.0)
+    arch, path = request.param
+    build = BUILDERS[arch]
+    return build(0, VOCAB, sharpness=2.0), build(1, VOCAB, sharpness=2.0), path
 
 
 def generate(method, pair, n=16, seed=0, eos=None, **params):
-    target, draft = pair
-    decoder = get_decoder(method, target=target, draft=draft, **{**METHOD_PARAMS[method], **params})
+    target, draft, path = pair if len(pair) == 3 else (*pair, "fast")
+    decoder = get_decoder(method, target=target, draft=draft, decode_path=path, **{**METHOD_PARAMS[method], **params})
     return decoder, decoder.generate(PROMPT, max_new_tokens=n, eos_token_id=eos, generator=torch.Generator().manual_seed(seed))
 
 
@@ -162,7 +168,7 @@ def test_mtad_lowers_block_nll_against_sampling():
 
 
 def test_registry_and_errors(pair):
-    target, draft = pair
+    target, draft, _ = pair
     assert list_decoders()[:6] == list(METHODS)
     with pytest.raises(KeyError, match="valid: sampling, sps, spectr, specinfer, mtad, mmtad"):
         get_decoder("beam", target=target)

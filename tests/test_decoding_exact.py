@@ -51,9 +51,9 @@ def exact_probs(target, processing) -> torch.Tensor:
     return probs
 
 
-def empirical(method, target, draft, params, runs=RUNS) -> torch.Tensor:
+def empirical(method, target, draft, params, runs=RUNS, decode_path="eager") -> torch.Tensor:
     counts = torch.zeros(VOCAB ** TOKENS)
-    decoder = get_decoder(method, target=target, draft=draft, **params)
+    decoder = get_decoder(method, target=target, draft=draft, decode_path=decode_path, **params)
     for seed in range(runs):
         out = decoder.generate(PROMPT, max_new_tokens=TOKENS, generator=torch.Generator().manual_seed(seed))
         counts[sum(t * VOCAB ** (TOKENS - 1 - i) for i, t in enumerate(out.tokens))] += 1
@@ -84,13 +84,13 @@ LOSSLESS = [
 
 
 @pytest.mark.parametrize("method,params", LOSSLESS, ids=lambda v: str(v))
-@pytest.mark.parametrize("arch", ["llama", "opt"])
-def test_lossless_with_a_different_draft(method, params, arch):
+@pytest.mark.parametrize("arch,path", [("llama", "eager"), ("llama", "static"), ("opt", "eager")])
+def test_lossless_with_a_different_draft(method, params, arch, path):
     build = tiny_llama if arch == "llama" else tiny_opt
     target, draft = build(0, VOCAB, sharpness=3.0), build(1, VOCAB, sharpness=3.0)
     processing = PAPER if arch == "opt" else NO_TRUNCATION  # cover the processed case too
-    counts = empirical(method, target, draft, {**params, **processing}, runs=DRAFT_RUNS)
-    check(counts, exact_probs(target, processing), f"{arch}/{method}/{params}/{processing}")
+    counts = empirical(method, target, draft, {**params, **processing}, runs=DRAFT_RUNS, decode_path=path)
+    check(counts, exact_probs(target, processing), f"{arch}/{path}/{method}/{params}/{processing}")
 
 
 # top-k 3 of 4 tokens on both models, with draft and target keeping different tokens: q has

@@ -2,8 +2,16 @@
 import pytest
 import torch
 
-from mtad.decoding.kv import CachedModel
+from mtad.decoding.static_kv import cached_model, resolve_decode_path
 from tiny_models import BUILDERS
+
+# (arch, decode path): the eager DynamicCache for both, the static cache where the model has a lean forward
+CASES = [(arch, path) for arch in BUILDERS for path in ("eager", "static", "compiled")
+         if path == "eager" or resolve_decode_path(path, BUILDERS[arch](0, vocab=4)) == path]
+
+
+def make_lm(model, path):
+    return cached_model(model, None, path)
 
 PREFIX = torch.tensor([3, 7, 1, 9, 4])
 # a tree hanging under the last prefix token: node -> parent (-1 = root), built in two levels
@@ -19,10 +27,10 @@ def path_tokens(tokens, parents, node):
     return out[::-1]
 
 
-@pytest.mark.parametrize("arch", list(BUILDERS))
-def test_every_tree_node_matches_its_path_run_alone(arch):
+@pytest.mark.parametrize("arch,path", CASES)
+def test_every_tree_node_matches_its_path_run_alone(arch, path):
     model = BUILDERS[arch](0, vocab=12)
-    lm = CachedModel(model)
+    lm = make_lm(model, path)
     lm.prefill(PREFIX[:-1])
     # level 1 together with the pending committed token, level 2 in a second call (as drafts do)
     out1 = lm.extend(PREFIX[-1:], nodes=torch.tensor(LEVEL1[0]), parents=LEVEL1[1])  # [1+3, V]
@@ -37,10 +45,10 @@ def test_every_tree_node_matches_its_path_run_alone(arch):
             assert torch.allclose(node_logits[node], alone, atol=1e-10), f"{arch}: node {node} differs from its path"
 
 
-@pytest.mark.parametrize("arch", list(BUILDERS))
-def test_commit_path_keeps_exactly_the_path(arch):
+@pytest.mark.parametrize("arch,path", CASES)
+def test_commit_path_keeps_exactly_the_path(arch, path):
     model = BUILDERS[arch](1, vocab=12)
-    lm = CachedModel(model)
+    lm = make_lm(model, path)
     lm.prefill(PREFIX[:-1])
     lm.extend(PREFIX[-1:], nodes=torch.tensor(LEVEL1[0]), parents=LEVEL1[1])
     lm.extend(PREFIX[:0], nodes=torch.tensor(LEVEL2[0]), parents=LEVEL2[1])
@@ -57,8 +65,9 @@ def test_commit_path_keeps_exactly_the_path(arch):
     assert torch.allclose(lm.extend(torch.tensor([6]))[-1], again, atol=1e-10)
 
 
-def test_chain_cannot_follow_an_uncommitted_tree():
-    lm = CachedModel(BUILDERS["llama"](0, vocab=12))
+@pytest.mark.parametrize("path", ["eager", "static"])
+def test_chain_cannot_follow_an_uncommitted_tree(path):
+    lm = make_lm(BUILDERS["llama"](0, vocab=12), path)
     lm.extend(PREFIX, nodes=torch.tensor([1]), parents=[-1])
     with pytest.raises(RuntimeError, match="commit or drop"):
         lm.extend(torch.tensor([2]))

@@ -9,6 +9,7 @@ import torch
 from transformers import PreTrainedModel
 
 from mtad.decoding.kv import CachedModel, model_device, sync
+from mtad.decoding.static_kv import cached_model, resolve_decode_path
 from mtad.decoding.logits import logits_to_probs
 
 
@@ -25,6 +26,8 @@ class DecodeStats:
     seconds: float = 0.0  # wall time of decoding (prefill included), synchronised on CUDA
     target_seconds: float = 0.0  # of which inside target forwards
     draft_seconds: float = 0.0  # of which inside draft forwards (the rest is sampling, rules, caches, Python)
+    decode_path: str = ""  # target's path: eager | static | compiled (static_kv.py)
+    compiles: int = 0  # torch.compile compilations during this generation (0 in steady state)
 
     @property
     def block_efficiency(self) -> float:
@@ -69,12 +72,15 @@ class Decoder:
 
     A method sets `name`, `defaults` (its parameters and their default values) and
     `needs_draft`, and implements `step()`, which runs one target forward and returns a Step.
+    `decode_path` (not a method parameter: it never changes what is sampled) picks how the
+    models run: eager | static | compiled | fast (static_kv.py).
     """
     name: ClassVar[str] = ""
     needs_draft: ClassVar[bool] = True
     defaults: ClassVar[dict[str, Any]] = {}
 
-    def __init__(self, target: PreTrainedModel, draft: PreTrainedModel | None = None, **params: Any):
+    def __init__(self, target: PreTrainedModel, draft: PreTrainedModel | None = None, decode_path: str | None = None,
+                 **params: Any):
         unknown = sorted(set(params) - set(self.defaults))
         if unknown:
             raise TypeError(f"{self.name}: unknown parameter(s) {unknown}; valid: {sorted(self.defaults)}")
@@ -87,6 +93,8 @@ class Decoder:
             raise ValueError(f"{self.name} needs a draft model (draft=None given)")
         self.target = target
         self.draft = draft if self.needs_draft else None
+        self.decode_path = decode_path or "fast"
+        resolve_decode_path(self.decode_path, target)  # a bad name fails here, not mid-run
         if self.draft is not None:
             check_same_vocab(target, self.draft)
         self._validate_common()
@@ -125,8 +133,10 @@ class Decoder:
         eos = {eos_token_id} if isinstance(eos_token_id, int) else set(eos_token_id or ())
         self.generator = generator
         out_device = model_device(self.target)
-        self.target_lm = CachedModel(self.target, out_device)
-        self.draft_lm = CachedModel(self.draft, out_device) if self.draft is not None else None
+        room = input_ids.shape[1] + max_new_tokens  # committed positions a cache may need (trees come on top)
+        self.target_lm = cached_model(self.target, out_device, self.decode_path, room)
+        self.draft_lm = cached_model(self.draft, out_device, self.decode_path, room) if self.draft is not None else None
+        compiles_before = self._compiles()
         prompt = input_ids[0].to(out_device)
         # committed sequence buffer: prompt + generated (+ room for one oversized block)
         self.seq = torch.empty(prompt.numel() + max_new_tokens + 64, dtype=torch.long, device=out_device)
@@ -161,10 +171,18 @@ class Decoder:
         stats.new_tokens = len(tokens)
         stats.target_calls = self.target_lm.calls - (prompt.numel() > 1)  # prefill is not an iteration
         stats.target_seconds = self.target_lm.seconds
+        stats.decode_path = resolve_decode_path(self.decode_path, self.target)
+        stats.compiles = self._compiles() - compiles_before
         if self.draft_lm is not None:
             stats.draft_calls = self.draft_lm.calls - (prompt.numel() > 1)
             stats.draft_seconds = self.draft_lm.seconds
         return DecodeOutput(tokens=tokens, stats=stats)
+
+    def _compiles(self) -> int:
+        """Compilations so far of the bodies these caches run (one body per model, counted once)."""
+        bodies = {id(lm.compiled): lm.compiles for lm in (self.target_lm, self.draft_lm)
+                  if getattr(lm, "compiled", None) is not None}
+        return sum(bodies.values())
 
     def _commit(self, emitted: list[int]) -> None:
         if self.length + len(emitted) > self.seq.numel():

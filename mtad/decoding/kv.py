@@ -55,19 +55,28 @@ class CachedModel:
         return len(self.node_parents)
 
     def _forward(self, input_ids: torch.Tensor, position_ids: torch.Tensor,
-                 attention_mask: torch.Tensor | None, keep_last: int = 0) -> torch.Tensor:
-        kwargs = {self._cache_kw: self.cache}
-        if keep_last and self._keep_kw:
-            kwargs["logits_to_keep"] = keep_last
+                 allowed: torch.Tensor | None, keep_last: int = 0) -> torch.Tensor:
+        """Run the new positions through the model (`allowed`: tree mask, None = causal chain)
+        and time it; returns logits [n, V] (the last `keep_last` rows if > 0)."""
         start = time.perf_counter()
-        out = self.model(input_ids=input_ids[None].to(self.device), position_ids=position_ids[None].to(self.device),
-                         attention_mask=attention_mask, use_cache=True, **kwargs)
-        logits = out.logits[0].to(self.out_device)  # [n, V]
+        logits = self._model_logits(input_ids, position_ids, allowed, keep_last).to(self.out_device)
         sync(self.device)  # charge the kernels to this forward, not to what follows
         self.seconds += time.perf_counter() - start
         self.calls += 1
         self.tokens_fed += input_ids.numel()
         return logits
+
+    def _model_logits(self, input_ids: torch.Tensor, position_ids: torch.Tensor,
+                      allowed: torch.Tensor | None, keep_last: int) -> torch.Tensor:
+        """The model's own forward on its DynamicCache. [n or keep_last, V]"""
+        kwargs = {self._cache_kw: self.cache}
+        if keep_last and self._keep_kw:
+            kwargs["logits_to_keep"] = keep_last
+        mask = None if allowed is None else self._additive_mask(allowed)
+        out = self.model(input_ids=input_ids[None].to(self.device), position_ids=position_ids[None].to(self.device),
+                         attention_mask=mask, use_cache=True, **kwargs)
+        logits = out.logits[0]
+        return logits[-keep_last:] if keep_last else logits
 
     def prefill(self, tokens: torch.Tensor) -> None:
         """Cache a committed chain without computing its logits (only the last is kept)."""
@@ -76,7 +85,8 @@ class CachedModel:
 
     def extend(self, tokens: torch.Tensor, nodes: torch.Tensor | None = None,
                parents: list[int] | None = None, keep_last: int = 0) -> torch.Tensor:
-        """Forward committed `tokens` [m] and/or tree `nodes` [k]; returns logits [m+k, V].
+        """Forward committed `tokens` [m] and/or tree `nodes` [k]; returns logits [m+k, V]
+        (only the last `keep_last` rows when it is > 0).
 
         parents[i] indexes the cached-or-new tree nodes (in creation order); -1 hangs the
         node under the last committed token. Committed tokens may only be added while no
@@ -102,8 +112,8 @@ class CachedModel:
         committed_end = self.committed + m  # the committed chain after this call
         depths = torch.tensor(self.node_depths[first_new:])
         positions = torch.cat([torch.arange(self.committed, committed_end), committed_end - 1 + depths])
-        mask = self._tree_mask(m, first_new)
-        logits = self._forward(torch.cat([tokens.to(nodes.device), nodes]), positions, mask)
+        logits = self._forward(torch.cat([tokens.to(nodes.device), nodes]), positions,
+                               self._tree_allowed(m, first_new), keep_last)
         self.committed = committed_end
         return logits
 
@@ -118,9 +128,9 @@ class CachedModel:
             anc[i, i] = True
         self._ancestors = anc
 
-    def _tree_mask(self, m: int, first_new: int) -> torch.Tensor:
-        """Additive mask [1, 1, m+k, committed+m+nodes]: committed rows causal, node rows see
-        every committed token and their own ancestors."""
+    def _tree_allowed(self, m: int, first_new: int) -> torch.Tensor:
+        """Which cached-or-new slots each new row sees, bool [m+k, committed+m+nodes]:
+        committed rows causal, node rows every committed token and their own ancestors."""
         c, n = self.committed, self.num_nodes
         k = n - first_new
         allowed = torch.zeros(m + k, c + m + n, dtype=torch.bool)
@@ -128,6 +138,10 @@ class CachedModel:
         allowed[:m, c:c + m] = torch.ones(m, m, dtype=torch.bool).tril()
         allowed[m:, c:c + m] = True
         allowed[m:, c + m:] = self._ancestors[first_new:]
+        return allowed
+
+    def _additive_mask(self, allowed: torch.Tensor) -> torch.Tensor:
+        """bool [q, kv] -> additive [1, 1, q, kv] in the model's dtype (what HF forwards take)."""
         dtype = self.model.dtype
         mask = torch.zeros(allowed.shape, dtype=dtype).masked_fill(~allowed, torch.finfo(dtype).min)
         return mask[None, None].to(self.device)

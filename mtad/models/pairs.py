@@ -1,7 +1,7 @@
 """Target/draft pairs: read `conf/pair/<name>.yaml`, load both models and one tokenizer.
 
     pair = load_pair("smollm2_135m", device="cpu", target_dtype="bfloat16")
-    pair.target, pair.draft, pair.tokenizer, pair.eos_token_id, pair.name, pair.config
+    pair.target, pair.draft, pair.tokenizer, pair.eos_token_id, pair.name, pair.config, pair.decode_path
 """
 from __future__ import annotations
 
@@ -54,6 +54,10 @@ def pair_config(name_or_cfg: str | Mapping, **overrides) -> dict:
             cfg.setdefault("draft", {})["file"] = value
         else:
             cfg[key] = value
+    from mtad.decoding.static_kv import DECODE_PATHS
+
+    if cfg.get("decode_path", "fast") not in DECODE_PATHS:
+        raise ValueError(f"pair {cfg.get('name')!r}: decode_path must be one of {DECODE_PATHS}, got {cfg['decode_path']!r}")
     for part in ("target", "draft"):
         source = (cfg.get(part) or {}).get("source")
         if source not in SOURCES:
@@ -183,6 +187,11 @@ class Pair:
     @property
     def eos_token_id(self) -> int | None:
         return self.tokenizer.eos_token_id
+
+    @property
+    def decode_path(self) -> str:
+        """How decoders run both models (get_decoder(..., decode_path=pair.decode_path))."""
+        return self.config.get("decode_path") or "fast"
 
 
 def load_pair(name_or_cfg: str | Mapping = "smollm2_135m", **overrides) -> Pair:

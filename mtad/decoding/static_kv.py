@@ -1,0 +1,261 @@
+"""The fast decode path: preallocated (static) KV caches and a lean Llama forward.
+
+`StaticCachedModel` keeps CachedModel's contract (kv.py: committed chain, pending token,
+tree nodes after it, crop / commit_path) but stores keys and values in buffers allocated
+once, [layers, 1, kv_heads, capacity, head_dim]. New positions are written at the fill
+pointer, so
+
+- rollback (crop) only moves the pointer: nothing is copied or freed;
+- keeping a tree path copies the path's slots down to the committed end once;
+- a forward never concatenates caches or builds HF's mask objects: it is embedding ->
+  (norm, q/k/v, rotary, write slots, SDPA with a bool mask, o, norm, MLP) x layers -> norm,
+  then the LM head on the rows a decoder reads only (the draft's restricted head stays
+  restricted: `head_logits` then `expand_logits`).
+
+decode_path "compiled" runs the same body through `torch.compile` with fixed shapes: the
+new positions are padded to a bucket (1, 2, 4, 8, ...), attention spans the whole buffer
+under the mask, and buffers are reused, so steady-state decoding never recompiles (the
+count is kept: `compiles`). On CUDA the compiled body is captured as CUDA graphs
+(mode "reduce-overhead", buffers marked as static addresses). Prefills longer than the
+largest bucket run the uncompiled body on the same buffers.
+
+Only Llama-family models whose forward is the stock one (LlamaForCausalLM, the mtad draft)
+take this path; any other model runs the eager path (`fast_unsupported` says why).
+"""
+from __future__ import annotations
+
+import time
+import weakref
+
+import torch
+import torch.nn.functional as F
+from transformers import LlamaForCausalLM, PreTrainedModel
+from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
+
+from mtad.decoding.kv import CachedModel, model_device
+from mtad.models.draft import LlamaDraftForCausalLM
+
+# eager: the model's own forward on a DynamicCache (kv.CachedModel); static: static cache and
+# lean forward; compiled: static + torch.compile; fast: the measured winner on this device.
+DECODE_PATHS = ("eager", "static", "compiled", "fast")
+CAPACITY_STEP = 512  # buffers hold a multiple of this many positions (fixed shapes across prompts)
+BUCKETS = (1, 2, 4, 8, 16, 32, 64)  # padded widths of a compiled forward; wider ones run uncompiled
+
+
+def fast_unsupported(model: PreTrainedModel) -> str | None:
+    """Why `model` cannot take the static/compiled path (None when it can)."""
+    if type(model) not in (LlamaForCausalLM, LlamaDraftForCausalLM):
+        return f"{type(model).__name__} has no lean forward (LlamaForCausalLM and the mtad draft only)"
+    if len({str(d) for d in getattr(model, "hf_device_map", {}).values()}) > 1:
+        return "the model is split over several devices (device_map)"
+    return None
+
+
+def resolve_decode_path(path: str | None, model: PreTrainedModel) -> str:
+    """The concrete path ("eager" | "static" | "compiled") that `path` means for `model`."""
+    path = path or "fast"
+    if path not in DECODE_PATHS:
+        raise ValueError(f"unknown decode_path {path!r}; valid: {', '.join(DECODE_PATHS)}")
+    if path == "eager" or fast_unsupported(model) is not None:
+        return "eager"
+    if path == "fast":  # compiled pays on CUDA (launch-bound); on this CPU class it does not (levers.md)
+        return "compiled" if model_device(model).type == "cuda" else "static"
+    return path
+
+
+def cached_model(model: PreTrainedModel, out_device: torch.device | None, decode_path: str | None,
+                 min_capacity: int = 0) -> CachedModel:
+    """A CachedModel for `model` on the resolved decode path."""
+    path = resolve_decode_path(decode_path, model)
+    if path == "eager":
+        return CachedModel(model, out_device)
+    return StaticCachedModel(model, out_device, min_capacity, compiled=path == "compiled")
+
+
+class StaticKV:
+    """Preallocated keys and values, [layers, 1, kv_heads, capacity, head_dim] each, and the fill
+    pointer `length` (slots [0, length) hold the committed tokens then the cached tree nodes)."""
+
+    def __init__(self, model: PreTrainedModel, capacity: int):
+        cfg = model.config
+        head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+        self.shape = (cfg.num_hidden_layers, 1, cfg.num_key_value_heads, capacity, head_dim)
+        # zeros, not empty: masked-out slots still enter SDPA's weighted sum (0 x NaN = NaN)
+        self.keys = torch.zeros(self.shape, dtype=model.dtype, device=model_device(model))
+        self.values = torch.zeros_like(self.keys)
+        self.length = 0
+
+    @property
+    def capacity(self) -> int:
+        return self.shape[3]
+
+    def grow(self, needed: int) -> None:
+        """Reallocate to hold `needed` positions (a multiple of CAPACITY_STEP), keeping the content."""
+        if needed <= self.capacity:
+            return
+        capacity = -(-needed // CAPACITY_STEP) * CAPACITY_STEP
+        self.shape = (*self.shape[:3], capacity, self.shape[4])
+        for name in ("keys", "values"):
+            old = getattr(self, name)
+            new = old.new_zeros(self.shape)
+            new[..., :self.length, :] = old[..., :self.length, :]
+            setattr(self, name, new)
+
+    def keep(self, start: int, tail: torch.Tensor | None) -> None:
+        """Keep slots [0, start) then slots start + tail (in that order), drop the rest."""
+        if tail is not None and tail.numel():
+            index = (start + tail).to(self.keys.device)
+            for buf in (self.keys, self.values):  # gather first: source and destination overlap
+                buf[..., start:start + tail.numel(), :] = buf.index_select(3, index)
+        self.length = start + (0 if tail is None else tail.numel())
+
+    # what tests and tools read of a DynamicCache
+    def get_seq_length(self) -> int:
+        return self.length
+
+    @property
+    def layers(self) -> list:
+        return [_LayerView(self, i) for i in range(self.shape[0])]
+
+
+class _LayerView:
+    def __init__(self, kv: StaticKV, index: int):
+        self.keys = kv.keys[index, ..., :kv.length, :]  # [1, kv_heads, length, head_dim]
+        self.values = kv.values[index, ..., :kv.length, :]
+
+
+def llama_body(model: PreTrainedModel, keys: torch.Tensor, values: torch.Tensor, input_ids: torch.Tensor,
+               position_ids: torch.Tensor, slots: torch.Tensor, allowed: torch.Tensor | None) -> torch.Tensor:
+    """Decoder layers and final norm over new positions, writing their K/V at `slots`.
+
+    input_ids, position_ids: [1, n]; slots: [n]; allowed: bool [1, 1, n, kv] (kv <= capacity:
+    attention spans buffer slots [0, kv)), None = every slot up to the last written one.
+    keys/values: [layers, 1, kv_heads, capacity, head_dim]. Returns hidden states [n, H]."""
+    body = model.model
+    n = input_ids.shape[1]
+    kv_len = allowed.shape[-1] if allowed is not None else int(slots[-1]) + 1
+    x = body.embed_tokens(input_ids)  # [1, n, H]
+    cos, sin = body.rotary_emb(x, position_ids)  # [1, n, D]
+    for i, layer in enumerate(body.layers):
+        attn = layer.self_attn
+        h = layer.input_layernorm(x)
+        q = attn.q_proj(h).view(1, n, -1, attn.head_dim).transpose(1, 2)  # [1, Hq, n, D]
+        k = attn.k_proj(h).view(1, n, -1, attn.head_dim).transpose(1, 2)  # [1, Hkv, n, D]
+        v = attn.v_proj(h).view(1, n, -1, attn.head_dim).transpose(1, 2)
+        q, k = apply_rotary_pos_emb(q, k, cos, sin)
+        keys[i].index_copy_(2, slots, k)
+        values[i].index_copy_(2, slots, v)
+        o = F.scaled_dot_product_attention(q, keys[i, :, :, :kv_len], values[i, :, :, :kv_len], attn_mask=allowed,
+                                           scale=attn.scaling, enable_gqa=True)  # [1, Hq, n, D]
+        x = x + attn.o_proj(o.transpose(1, 2).reshape(1, n, -1))
+        x = x + layer.mlp(layer.post_attention_layernorm(x))
+    return body.norm(x)[0]
+
+
+def head_logits(model: PreTrainedModel, hidden: torch.Tensor) -> torch.Tensor:
+    """LM head on the given rows only: [r, H] -> [r, V] (a restricted draft head stays restricted)."""
+    if isinstance(model, LlamaDraftForCausalLM):
+        return model.expand_logits(model.head_logits(hidden))
+    return model.lm_head(hidden)
+
+
+class CompiledBody:
+    """`llama_body` of one model under torch.compile (fixed shapes), counting its compilations."""
+
+    def __init__(self, model: PreTrainedModel):
+        self.model_ref = weakref.ref(model)
+        self.compiles = 0
+        self.compile_seconds = 0.0
+        cuda = model_device(model).type == "cuda"
+
+        def backend(gm, example_inputs):
+            from torch._inductor.compile_fx import compile_fx
+            self.compiles += 1
+            return compile_fx(gm, example_inputs)
+
+        def body(keys, values, input_ids, position_ids, slots, allowed):
+            return llama_body(self.model_ref(), keys, values, input_ids, position_ids, slots, allowed)
+
+        # CUDA: capture graphs (launch-bound decoding); CPU: inductor's default code generation
+        self.fn = torch.compile(body, mode="reduce-overhead", dynamic=False) if cuda else \
+            torch.compile(body, backend=backend, dynamic=False)
+        self.cuda = cuda
+
+    def __call__(self, *args) -> torch.Tensor:
+        before, start = self.compiles, time.perf_counter()
+        out = self.fn(*args)
+        if self.compiles != before:
+            self.compile_seconds += time.perf_counter() - start  # first call of a shape = compile + run
+        return out
+
+
+_COMPILED: "weakref.WeakKeyDictionary[PreTrainedModel, CompiledBody]" = weakref.WeakKeyDictionary()
+
+
+def compiled_body(model: PreTrainedModel) -> CompiledBody:
+    """One compiled body per model, shared by every decoder and generation that uses it."""
+    if model not in _COMPILED:
+        _COMPILED[model] = CompiledBody(model)
+    return _COMPILED[model]
+
+
+def bucket(n: int) -> int | None:
+    """The padded width of an n-position compiled forward (None: too wide, run uncompiled)."""
+    return next((b for b in BUCKETS if b >= n), None)
+
+
+class StaticCachedModel(CachedModel):
+    """CachedModel on a StaticKV with the lean Llama forward (optionally compiled)."""
+
+    def __init__(self, model: PreTrainedModel, out_device: torch.device | None = None, min_capacity: int = 0,
+                 compiled: bool = False):
+        reason = fast_unsupported(model)
+        if reason:
+            raise ValueError(f"decode_path static/compiled: {reason}; use decode_path=eager")
+        super().__init__(model, out_device)
+        capacity = max(CAPACITY_STEP, -(-(min_capacity + BUCKETS[-1]) // CAPACITY_STEP) * CAPACITY_STEP)
+        self.cache = StaticKV(model, capacity)
+        self.compiled = compiled_body(model) if compiled else None
+        if self.compiled is not None and self.compiled.cuda:
+            for buf in (self.cache.keys, self.cache.values):
+                torch._dynamo.mark_static_address(buf)
+        self._compiles_at_start = self.compiles
+
+    @property
+    def compiles(self) -> int:
+        """Compilations of this model's body so far (all generations together)."""
+        return self.compiled.compiles if self.compiled is not None else 0
+
+    @property
+    def compile_seconds(self) -> float:
+        return self.compiled.compile_seconds if self.compiled is not None else 0.0
+
+    def _model_logits(self, input_ids: torch.Tensor, position_ids: torch.Tensor,
+                      allowed: torch.Tensor | None, keep_last: int) -> torch.Tensor:
+        kv = self.cache
+        n, start = input_ids.numel(), kv.length
+        width = bucket(n) if self.compiled is not None else None
+        kv.grow(start + (width or n))
+        device = self.device
+        if width is None:  # uncompiled: attend over the filled slots only
+            if allowed is None and n > 1:
+                allowed = torch.ones(n, start + n, dtype=torch.bool).tril(start)  # causal chain
+            mask = None if allowed is None else allowed[None, None].to(device)
+            hidden = llama_body(self.model, kv.keys, kv.values, input_ids[None].to(device),
+                                position_ids[None].to(device), torch.arange(start, start + n, device=device), mask)
+        else:  # compiled: fixed shapes; pad rows write scratch slots past the fill pointer
+            full = torch.zeros(width, kv.capacity, dtype=torch.bool)
+            full[:n, :start + n] = (torch.ones(n, start + n, dtype=torch.bool).tril(start) if allowed is None
+                                    else allowed)
+            full[n:, 0] = True  # a pad row must see something (an all-masked row is NaN)
+            ids = torch.zeros(width, dtype=torch.long)
+            ids[:n] = input_ids
+            pos = torch.zeros(width, dtype=torch.long)
+            pos[:n] = position_ids
+            hidden = self.compiled(kv.keys, kv.values, ids[None].to(device), pos[None].to(device),
+                                   torch.arange(start, start + width, device=device), full[None, None].to(device))[:n]
+        kv.length = start + n
+        return head_logits(self.model, hidden[-keep_last:] if keep_last else hidden)
+
+    def _select_tail(self, start: int, tail: torch.Tensor | None) -> None:
+        self.cache.keep(start, tail)

@@ -1,0 +1,108 @@
+"""The fast decode paths (static KV cache, lean forward, torch.compile) against the eager one:
+same seed -> same tokens in float64, caches that grow and roll back, compiles that stay flat."""
+import pytest
+import torch
+
+from mtad.decoding import METHODS, get_decoder
+from mtad.decoding.kv import CachedModel
+from mtad.decoding.static_kv import (BUCKETS, CAPACITY_STEP, StaticCachedModel, bucket, cached_model,
+                                     fast_unsupported, resolve_decode_path)
+from mtad.models.draft import build_draft_from_target
+from tiny_models import biased_llama, tiny_llama, tiny_opt
+
+PROMPT = torch.tensor([[5, 1, 9, 2, 7]])
+VOCAB = 24
+METHOD_PARAMS = {"sampling": {}, "sps": {"gamma": 3}, "spectr": {"gamma": 3, "num_drafts": 3},
+                 "specinfer": {"k_config": (3, 2, 1)}, "mtad": {"gamma": 3, "beam_width": 3},
+                 "mmtad": {"gamma": 3, "beam_width": 3}}
+
+
+@pytest.fixture(scope="module")
+def llama_pair():
+    return tiny_llama(0, VOCAB, sharpness=2.0), tiny_llama(1, VOCAB, sharpness=2.0)
+
+
+def tokens(method, target, draft, path, seed, n=40, **params):
+    decoder = get_decoder(method, target=target, draft=draft, decode_path=path, **{**METHOD_PARAMS[method], **params})
+    return decoder.generate(PROMPT, max_new_tokens=n, generator=torch.Generator().manual_seed(seed))
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_static_path_gives_the_eager_tokens(llama_pair, method):
+    target, draft = llama_pair
+    for seed in range(3):
+        eager = tokens(method, target, draft, "eager", seed)
+        static = tokens(method, target, draft, "static", seed)
+        assert static.stats.decode_path == "static" and eager.stats.decode_path == "eager"
+        assert static.tokens == eager.tokens, f"{method} seed {seed}"
+    greedy = [tokens(method, target, draft, path, 0, temperature=0).tokens for path in ("eager", "static")]
+    assert greedy[0] == greedy[1]
+
+
+def test_restricted_head_draft_on_the_static_path():
+    """The mtad draft (layer subset, head over a token subset): q is exactly 0 off the subset on
+    both paths, and the tokens agree."""
+    target = tiny_llama(0, VOCAB, sharpness=2.0, layers=3)
+    draft = build_draft_from_target(target, [0, 2], head_token_ids=list(range(0, VOCAB, 2)))
+    assert fast_unsupported(draft) is None
+    lm = StaticCachedModel(draft)
+    logits = lm.extend(PROMPT[0])
+    with torch.no_grad():
+        ref = draft(input_ids=PROMPT).logits[0]
+    assert torch.equal(torch.isinf(logits), torch.isinf(ref)) and torch.isinf(logits[:, 1::2]).all()
+    assert torch.allclose(logits[:, ::2], ref[:, ::2], atol=1e-10)
+    for method in ("sps", "mmtad"):
+        assert tokens(method, target, draft, "static", 1).tokens == tokens(method, target, draft, "eager", 1).tokens
+
+
+def test_static_cache_grows_and_rolls_back_by_its_pointer():
+    model = tiny_llama(0, VOCAB)
+    lm = StaticCachedModel(model)
+    assert lm.cache.capacity == CAPACITY_STEP
+    long = torch.randint(0, VOCAB, (CAPACITY_STEP + 40,))
+    out = lm.extend(long, keep_last=2)  # past the first buffer: it is reallocated, contents kept
+    assert out.shape == (2, VOCAB) and lm.cache.capacity == 2 * CAPACITY_STEP and lm.seq_length() == long.numel()
+    with torch.no_grad():
+        ref = model(input_ids=long[None]).logits[0, -2:]
+    assert torch.allclose(out, ref, atol=1e-9)
+    keys = lm.cache.keys.data_ptr()
+    lm.crop(10)  # a rollback moves the pointer only
+    assert lm.seq_length() == 10 and lm.cache.keys.data_ptr() == keys
+    with torch.no_grad():
+        again = model(input_ids=torch.cat([long[:10], torch.tensor([3])])[None]).logits[0, -1]
+    assert torch.allclose(lm.extend(torch.tensor([3]))[-1], again, atol=1e-10)
+
+
+def test_decode_path_choice_and_errors(llama_pair):
+    target, draft = llama_pair
+    assert resolve_decode_path("fast", target) == "static"  # on a CPU
+    assert resolve_decode_path(None, target) == "static"
+    assert resolve_decode_path("compiled", target) == "compiled"
+    # models without the stock Llama forward run eager whatever is asked
+    assert fast_unsupported(tiny_opt(0, VOCAB)) and resolve_decode_path("static", tiny_opt(0, VOCAB)) == "eager"
+    biased = biased_llama(0, torch.zeros(VOCAB))
+    assert "BiasedLlama" in fast_unsupported(biased) and isinstance(cached_model(biased, None, "fast"), CachedModel)
+    with pytest.raises(ValueError, match="decode_path.*eager, static, compiled, fast"):
+        get_decoder("sampling", target=target, decode_path="turbo")
+    with pytest.raises(ValueError, match="use decode_path=eager"):
+        StaticCachedModel(tiny_opt(0, VOCAB))
+    assert [bucket(n) for n in (1, 2, 3, 5, 9, 64)] == [1, 2, 4, 8, 16, 64] and bucket(BUCKETS[-1] + 1) is None
+
+
+def test_compiled_path_same_tokens_and_no_recompiles_in_steady_state(llama_pair):
+    """torch.compile compiles once per bucket; a long generation and the next ones reuse them."""
+    target, draft = llama_pair
+    first = tokens("sps", target, draft, "compiled", 0, n=12)
+    assert first.stats.decode_path == "compiled" and first.stats.compiles >= 1
+    assert first.tokens == tokens("sps", target, draft, "eager", 0, n=12).tokens
+    long = tokens("sps", target, draft, "compiled", 1, n=150)
+    assert long.stats.compiles == 0, "steady-state decoding recompiled"
+    assert long.tokens == tokens("sps", target, draft, "eager", 1, n=150).tokens
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("method", METHODS)
+def test_compiled_path_gives_the_eager_tokens(llama_pair, method):
+    target, draft = llama_pair
+    for seed in range(2):
+        assert tokens(method, target, draft, "compiled", seed).tokens == tokens(method, target, draft, "eager", seed).tokens
