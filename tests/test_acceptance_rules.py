@@ -1,5 +1,4 @@
 """The pure acceptance rules on hand-made distributions (no model)."""
-import math
 
 import pytest
 import torch

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import random
 import signal
 import threading
@@ -27,7 +26,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 
 from .draft import LlamaDraftForCausalLM, build_draft_from_target, save_draft
 from .prompts import make_prompts, summary_prompt

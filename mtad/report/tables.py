@@ -135,7 +135,7 @@ def to_markdown(df: pd.DataFrame, experiment: str, notes: list[str] = (), source
     lines.append("")
     incomplete = df[df["status"] != "complete"]
     if not incomplete.empty:
-        lines += [f"- **not complete:** " + ", ".join(f"{r.task}/{r.method} ({r.status})" for r in incomplete.itertuples()), ""]
+        lines += ["- **not complete:** " + ", ".join(f"{r.task}/{r.method} ({r.status})" for r in incomplete.itertuples()), ""]
     lines.append("| " + " | ".join(HEADERS.get(c, c) for c in MD_COLUMNS) + " |")
     lines.append("|" + "|".join("---" for _ in MD_COLUMNS) + "|")
     for row in df.itertuples(index=False):
