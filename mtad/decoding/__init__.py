@@ -1,4 +1,4 @@
-"""Decoding methods behind one contract (DESIGN.md):
+"""Decoding methods behind one contract (rules and parameters: mtad/decoding/README.md):
 
     dec = get_decoder(name, target=target_model, draft=draft_model, **params)
     out = dec.generate(input_ids, max_new_tokens=N, eos_token_id=None, generator=g)
