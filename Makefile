@@ -31,14 +31,16 @@ test-fast: install lint ## lint, then the unit tests (no test marked slow; a few
 lint: install ## pyflakes rules over the package, scripts, tests and notebooks (ruff)
 	$(PY) -m ruff check .
 
-# --- the embedded pair's draft (mtad/models/distill.py); resumable: rerun to keep training
+# --- the embedded pair's draft (mtad/models/distill/); resumable: rerun to keep training
 DRAFT_MINUTES ?= 60
 .PHONY: draft measure-draft
-draft: install ## distil the smollm2_135m draft for DRAFT_MINUTES more minutes, then export it to mtad/assets/drafts/
-	nice -n 5 $(PY) scripts/distill_draft.py --pair smollm2_135m --max-minutes $(DRAFT_MINUTES) $(ARGS)
-	$(PY) scripts/distill_draft.py --pair smollm2_135m --export
+draft: install ## distil the smollm2_135m draft DRAFT_MINUTES more minutes (producer + trainer, a core each), export it
+	@nice -n 5 $(PY) scripts/distill_draft.py produce --max-minutes $(DRAFT_MINUTES) $(ARGS) & producer=$$!; \
+	  nice -n 5 $(PY) scripts/distill_draft.py train --max-minutes $(DRAFT_MINUTES) $(ARGS); status=$$?; \
+	  kill -TERM $$producer 2>/dev/null; wait $$producer; exit $$status
+	$(PY) scripts/distill_draft.py export
 
-measure-draft: install ## benchmark the draft on held-out prompts (acceptance, TV, sps vs sampling) -> results/draft/
+measure-draft: install ## the draft on held-out prompts of every task family (acceptance, block efficiency, cost) -> results/draft/
 	$(PY) scripts/measure_draft.py --pair smollm2_135m $(ARGS)
 
 # --- experiments: conf/experiment + conf/sweep -> results/runs (resumable) -> results/tables
@@ -94,3 +96,20 @@ BENCH_ARGS ?=
 .PHONY: bench
 bench: install ## our decoders vs HF generate/assisted generation on the embedded pair (<15 min) -> results/bench/
 	$(PY) scripts/bench.py --pair smollm2_135m $(BENCH_ARGS)
+
+# --- the paper's claims (mtad/report/claims.py): 95% intervals and verdicts -> results/claims/
+# EXPERIMENT=claims (default here) runs the interleaved claims experiment first; any other
+# experiment (table2, table2_full) is read from its finished cells. PAIR= picks another pair.
+PAIR ?=
+CLAIMS_DIR = $(RESULTS)/$(EXPERIMENT)$(if $(PAIR),/$(PAIR))
+CLAIMS_DATA_ARGS = --only cnndm $(if $(wildcard $(SHARED_DATA)/cnndm/*.jsonl),--cnndm-jsonl $(firstword $(wildcard $(SHARED_DATA)/cnndm/*.jsonl)))
+.PHONY: claims
+claims: EXPERIMENT = claims
+claims: install ## every claim of the paper with a 95% interval and a verdict (embedded pair, <= 20 min) -> results/claims/claims.md
+	@if [ "$(filter claims%,$(EXPERIMENT))" ]; then \
+	  $(PY) scripts/get_data.py $(CLAIMS_DATA_ARGS) || echo "warning: CNN/DailyMail could not be fetched; the run will stop"; \
+	  if [ -n "$$(git ls-files -- $(CLAIMS_DIR) 2>/dev/null)" ] && git diff --quiet HEAD -- $(CLAIMS_DIR) \
+	    && [ -z "$$(git ls-files --others -- $(CLAIMS_DIR))" ]; then \
+	    echo "$(CLAIMS_DIR) is the committed reference run: running it again from scratch"; \
+	    rm -rf $(CLAIMS_DIR); fi; fi
+	$(PY) -m mtad.report.claims experiment=$(EXPERIMENT) $(if $(PAIR),pair=$(PAIR)) results_root=$(RESULTS) $(OVERRIDES)

@@ -22,14 +22,11 @@ in test_acceptance_rules.py.
 Slow (about a minute per case on a shared 2-core CPU): ``make test`` runs them, ``make test-fast``
 does not.
 """
-import itertools
-
 import pytest
 import torch
-from scipy.stats import chisquare
 
-from mtad.decoding import get_decoder
 from mtad.decoding.logits import logits_to_probs
+from mtad.metrics.exactness import chisquare_exactness, empirical_counts, sequence_probs
 from tiny_models import biased_llama, tiny_llama, tiny_opt
 
 pytestmark = pytest.mark.slow
@@ -38,39 +35,21 @@ VOCAB, TOKENS, RUNS, DRAFT_RUNS, FALSE_ALARM = 4, 3, 1000, 1500, 1e-3
 PROMPT = torch.tensor([[1, 3, 2]])
 
 
-@torch.no_grad()
 def exact_probs(target, processing) -> torch.Tensor:
     """[V**3] exact probability of each (x1, x2, x3) under the processed target distribution."""
-    seqs = torch.tensor(list(itertools.product(range(VOCAB), repeat=TOKENS)))  # [V^3, 3]
-    logits = target(input_ids=torch.cat([PROMPT.expand(len(seqs), -1), seqs], 1)).logits  # [V^3, L+3, V]
-    rows = torch.arange(len(seqs))
-    probs = torch.ones(len(seqs), dtype=torch.float64)
-    for i in range(TOKENS):
-        p = logits_to_probs(logits[:, PROMPT.shape[1] - 1 + i], **processing)  # [V^3, V]
-        probs *= p[rows, seqs[:, i]].double()
-    return probs
+    return sequence_probs(target, PROMPT, TOKENS, processing)
 
 
 def empirical(method, target, draft, params, runs=RUNS, decode_path="eager") -> torch.Tensor:
-    counts = torch.zeros(VOCAB ** TOKENS)
-    decoder = get_decoder(method, target=target, draft=draft, decode_path=decode_path, **params)
-    for seed in range(runs):
-        out = decoder.generate(PROMPT, max_new_tokens=TOKENS, generator=torch.Generator().manual_seed(seed))
-        counts[sum(t * VOCAB ** (TOKENS - 1 - i) for i, t in enumerate(out.tokens))] += 1
-    return counts
+    return empirical_counts(method, target, draft, params, PROMPT, TOKENS, runs, decode_path=decode_path)
 
 
 def check(counts, probs, label):
-    tv = 0.5 * (counts / counts.sum() - probs).abs().sum().item()
-    expected = probs * counts.sum()
-    big = expected >= 5
-    obs = torch.cat([counts[big], counts[~big].sum(0, keepdim=True)])
-    exp = torch.cat([expected[big], expected[~big].sum(0, keepdim=True)])
-    keep = exp > 0
-    assert obs[~keep].sum() == 0, f"{label}: tokens emitted that have zero target probability"
-    pvalue = chisquare(obs[keep].numpy(), exp[keep].numpy() * obs[keep].sum().item() / exp[keep].sum().item()).pvalue
-    print(f"\n[exactness] {label}: TV={tv:.4f} chi2 p={pvalue:.3g} (N={int(counts.sum())})")
-    assert pvalue > FALSE_ALARM, f"{label}: empirical distribution differs from target (p={pvalue:.2e}, TV={tv:.3f})"
+    result = chisquare_exactness(counts, probs)
+    assert result.impossible == 0, f"{label}: tokens emitted that have zero target probability"
+    print(f"\n[exactness] {label}: TV={result.tv:.4f} chi2 p={result.pvalue:.3g} (N={result.runs})")
+    assert result.pvalue > FALSE_ALARM, \
+        f"{label}: empirical distribution differs from target (p={result.pvalue:.2e}, TV={result.tv:.3f})"
 
 
 NO_TRUNCATION = {"temperature": 1.0, "top_k": 0, "top_p": 1.0}

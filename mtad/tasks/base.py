@@ -29,8 +29,8 @@ class Task(ABC):
 
     name: ClassVar[str]
     label: ClassVar[str]
-    scores: ClassVar[dict[str, Score]]
-    primary_score: ClassVar[str]
+    scores: ClassVar[dict[str, Score]] = {}
+    primary_score: ClassVar[str | None] = None  # None: the task has no score (perplexity and speed only)
     defaults: ClassVar[dict[str, Any]] = {"limit": None, "max_new_tokens": 128}
 
     def __init__(self, data_root: str | os.PathLike | None = None, **options: Any):
@@ -113,6 +113,12 @@ class Task(ABC):
     @abstractmethod
     def score(self, example: dict, completions: list[str]) -> dict[str, float | int | None]:
         """Scores of one sample; ``completions`` holds the postprocessed answer of every turn."""
+
+    def unfinished(self, scores: dict) -> str | None:
+        """Why a sample's ``scores`` still lack a score the task could give (e.g. its judge
+        failed), or None. The runner marks such a cell incomplete and scores the recorded
+        answers again on the next run (default: every score is final)."""
+        return None
 
     @abstractmethod
     def aggregate(self, example_scores: list[dict], example_ids: list[str]) -> dict:
