@@ -58,9 +58,10 @@ def method_params(gamma: int) -> dict[str, dict]:
             "mtad": {**chain, "beam_width": 4, "threshold": 0.5}, "mmtad": {**chain, "beam_width": 4, "threshold": 0.5}}
 
 
-def default_configs(gamma: int, compiled: bool = True) -> list[Config]:
+def default_configs(gamma: int, compiled: bool = False) -> list[Config]:
     """Every method on both paths; HF generate eager and static+compile; assisted generation;
-    our compiled path for sampling and sps (it does not win on a CPU, so it is not `fast` there)."""
+    optionally our compiled path for sampling and sps (it does not win on a CPU, so `fast` is the
+    static path there)."""
     params = method_params(gamma)
     configs = [Config("HF generate", "hf", "sampling", params["sampling"], "eager"),
                Config("HF generate static+compile", "hf", "sampling", params["sampling"], "static+compile"),
@@ -214,28 +215,50 @@ def copy_bandwidth(device: torch.device, megabytes: int = 256, reps: int = 5) ->
     return 2 * src.numel() * 4 / best
 
 
-def verification_curve(target, draft, dtypes: tuple[str, ...] = ("float32", "bfloat16"), paths: tuple[str, ...] = PATHS,
-                       widths: tuple[int, ...] = (1, 2, 3, 5, 9), context: int = 200, reps: int = 10,
-                       log=print) -> dict:
-    """ms per target forward of each width on each path and dtype, the draft's 1-token step,
-    and the bandwidth floor of a 1-token step per dtype."""
+def verification_curve(target, draft, dtypes: tuple[str, ...] = ("float32", "bfloat16"),
+                       threads: tuple[int, ...] = (1, 2), widths: tuple[int, ...] = (1, 2, 3, 5, 9),
+                       context: int = 200, reps: int = 10, log=print) -> dict:
+    """ms per target forward of each width, per dtype: on the eager path at the current thread
+    count, on the fast path at each count in `threads` (the calibration of dtype and threads);
+    the draft's 1-token step per dtype and thread count; the bandwidth floor of a 1-token step."""
     bandwidth = copy_bandwidth(model_device(target))
+    current = torch.get_num_threads()
     curves = []
-    for dtype in dtypes:
-        model = target if str(target.dtype) == f"torch.{dtype}" else copy.deepcopy(target).to(getattr(torch, dtype))
-        floor = 1000 * weight_bytes(model) / bandwidth
-        for path in paths:
-            ms = {w: forward_ms(model, path, w, context, reps) for w in widths}
-            curves.append({"model": "target", "dtype": dtype, "path": path, "ms": ms, "floor_ms": floor})
-            log(f"curve target {dtype} {path}: " + ", ".join(f"{w}: {v:.1f}" for w, v in ms.items()) + f" ms (floor {floor:.1f})")
-        if model is not target:
-            del model
-    for path in paths:
-        ms = {1: forward_ms(draft, path, 1, context, reps)}
-        curves.append({"model": "draft", "dtype": str(draft.dtype).removeprefix("torch."), "path": path, "ms": ms,
-                       "floor_ms": 1000 * weight_bytes(draft) / bandwidth})
-        log(f"curve draft {draft.dtype} {path}: {ms[1]:.1f} ms")
+
+    def as_dtype(model, dtype):
+        return model if str(model.dtype) == f"torch.{dtype}" else copy.deepcopy(model).to(getattr(torch, dtype))
+
+    try:
+        for dtype in dtypes:
+            model, small = as_dtype(target, dtype), as_dtype(draft, dtype)
+            floor, draft_floor = 1000 * weight_bytes(model) / bandwidth, 1000 * weight_bytes(small) / bandwidth
+            for path, counts in (("eager", (current,)), ("fast", threads)):
+                for n_threads in counts:
+                    torch.set_num_threads(n_threads)
+                    ms = {w: forward_ms(model, path, w, context, reps) for w in widths}
+                    curves.append({"model": "target", "dtype": dtype, "path": path, "threads": n_threads, "ms": ms,
+                                   "floor_ms": floor})
+                    draft_ms = {w: forward_ms(small, path, w, context, reps) for w in (1, 4)}
+                    curves.append({"model": "draft", "dtype": dtype, "path": path, "threads": n_threads,
+                                   "ms": draft_ms, "floor_ms": draft_floor})
+                    log(f"curve {dtype} {path} {n_threads} threads: target " + ", ".join(f"{w}: {v:.1f}" for w, v in ms.items())
+                        + f" ms (floor {floor:.1f}); draft 1: {draft_ms[1]:.1f}, 4: {draft_ms[4]:.1f} ms")
+    finally:
+        torch.set_num_threads(current)
     return {"context": context, "copy_bandwidth_gb_s": bandwidth / 1e9, "curves": curves}
+
+
+def calibration(curve: dict, gamma: int) -> dict:
+    """Per model, the (dtype, threads) of the fast path with the cheapest 1-token step and, for
+    the target, the cheapest (γ+1)-token verification (what speculative methods pay)."""
+    fast = [c for c in curve["curves"] if c["path"] == "fast"]
+    pick = lambda model, width: min((c for c in fast if c["model"] == model and width in c["ms"]),
+                                    key=lambda c: c["ms"][width])
+    out = {}
+    for key, model, width in (("target_step", "target", 1), ("target_verify", "target", gamma + 1), ("draft_step", "draft", 1)):
+        best = pick(model, width)
+        out[key] = {"dtype": best["dtype"], "threads": best["threads"], "ms": best["ms"][width], "width": width}
+    return out
 
 
 def predicted_sps_speedup(alpha: float, gamma: int, draft_ms: float, step_ms: float, verify_ms: float) -> float:
@@ -305,22 +328,27 @@ def write_report(out_dir: Path, payload: dict) -> None:
                      f"{_fmt(w.get('compile_s'), '{:.1f}')} | {_fmt(w.get('compiles'), '{}')} | {r['compiles_while_timed']} |")
     curve = payload.get("curve")
     if curve:
-        widths = list(curve["curves"][0]["ms"])
+        widths = sorted({int(w) for c in curve["curves"] for w in c["ms"]})
         lines += ["", f"Cost of one forward (ms, median) on a {curve['context']}-token cache, by number of new tokens; "
                   f"floor = weight bytes / copy bandwidth ({curve['copy_bandwidth_gb_s']:.1f} GB/s):", "",
-                  "| model | dtype | path | " + " | ".join(f"{w} tok" for w in widths) + " | floor | 1 tok / floor | 5 tok / 1 tok |",
-                  "|---|---|---|" + "---:|" * (len(widths) + 3)]
+                  "| model | dtype | path | threads | " + " | ".join(f"{w} tok" for w in widths) + " | floor | 1 tok / floor | 5 tok / 1 tok |",
+                  "|---|---|---|---:|" + "---:|" * (len(widths) + 3)]
         for c in curve["curves"]:
             ms = {int(k): v for k, v in c["ms"].items()}
             cells = " | ".join(_fmt(ms.get(w), "{:.1f}") for w in widths)
             five = ms.get(5) / ms[1] if ms.get(5) else None
-            lines.append(f"| {c['model']} | {c['dtype']} | {c['path']} | {cells} | {c['floor_ms']:.1f} | "
+            lines.append(f"| {c['model']} | {c['dtype']} | {c['path']} | {c['threads']} | {cells} | {c['floor_ms']:.1f} | "
                          f"{ms[1] / c['floor_ms']:.2f} | {_fmt(five)} |")
+    if payload.get("calibration"):
+        cal = payload["calibration"]
+        lines += ["", "Calibration (fast path, cheapest per model and work): "
+                  + "; ".join(f"{k.replace('_', ' ')} ({v['width']} tok): {v['dtype']}, {v['threads']} threads, {v['ms']:.1f} ms"
+                              for k, v in cal.items()) + "."]
     if payload.get("predicted"):
         p = payload["predicted"]
         lines += ["", f"SpS speed-up over sampling that these costs predict (fast path, γ = {setup['gamma']}, "
                   f"target {p['dtype']}): " + ", ".join(f"α = {a}: {v:.2f}x" for a, v in p["by_alpha"].items())
-                  + f"; measured acceptance here {_fmt(p.get('measured_alpha'))} -> {_fmt(p.get('at_measured'))}x predicted, "
+                  + f"; at the α implied by the measured block efficiency ({_fmt(p.get('measured_alpha'))}): {_fmt(p.get('at_measured'))}x predicted, "
                   f"{_fmt(p.get('measured'))}x measured."]
     if payload.get("notes"):
         lines += ["", "## Notes", "", *payload["notes"]]

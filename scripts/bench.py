@@ -11,7 +11,7 @@ from pathlib import Path
 
 import torch
 
-from mtad.bench import (default_configs, environment, measure_all, predicted_sps_speedup, summarise,
+from mtad.bench import (calibration, default_configs, environment, measure_all, predicted_sps_speedup, summarise,
                         verification_curve, warm_up, write_report)
 from mtad.models import load_pair
 from mtad.models.prompts import chat_ids, make_prompts
@@ -21,14 +21,15 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--pair", default="smollm2_135m")
     ap.add_argument("--prompts", type=int, default=2)
-    ap.add_argument("--max-new-tokens", type=int, default=48)
+    ap.add_argument("--max-new-tokens", type=int, default=40)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--gamma", type=int, default=4)
-    ap.add_argument("--threads", type=int, default=1, help="torch threads (1: measured fastest here, see levers.md)")
+    ap.add_argument("--threads", type=int, default=2, help="torch threads (0: torch's default)")
     ap.add_argument("--target-dtype", default=None, help="override the pair's target dtype")
     ap.add_argument("--draft-dtype", default=None)
     ap.add_argument("--only", default=None, help="comma-separated substrings of config labels to run")
-    ap.add_argument("--no-compiled", action="store_true", help="skip our compiled rows")
+    ap.add_argument("--compiled", action="store_true",
+                    help="add our compiled path for sampling and sps (about 2 min of compilation per shape on a 2-core CPU)")
     ap.add_argument("--curve-dtypes", default="float32,bfloat16", help="dtypes of the verification-cost curve ('' = skip)")
     ap.add_argument("--out", default="results/bench")
     ap.add_argument("--note", action="append", default=[], help="a line for the Notes section")
@@ -39,7 +40,7 @@ def main() -> None:
     overrides = {k: v for k, v in (("target_dtype", args.target_dtype), ("draft_dtype", args.draft_dtype)) if v}
     pair = load_pair(args.pair, **overrides)
     prompts = [chat_ids(pair.tokenizer, text) for text in make_prompts(args.prompts, seed=7, held_out=True)]
-    configs = default_configs(args.gamma, compiled=not args.no_compiled)
+    configs = default_configs(args.gamma, compiled=args.compiled)
     if args.only:
         configs = [c for c in configs if any(s in c.label for s in args.only.split(","))]
     warm = warm_up(configs, pair.target, pair.draft, prompts[0], 8)
@@ -47,11 +48,13 @@ def main() -> None:
     rows = summarise(configs, results)
     curve = None
     if args.curve_dtypes:
-        curve = verification_curve(pair.target, pair.draft, tuple(args.curve_dtypes.split(",")))
+        curve = verification_curve(pair.target, pair.draft, tuple(args.curve_dtypes.split(",")),
+                                   threads=tuple(sorted({1, torch.get_num_threads()})))
     payload = {"setup": {"pair": args.pair, "prompts": len(prompts), "max_new_tokens": args.max_new_tokens,
                          "reps": args.reps, "gamma": args.gamma, "threads": args.threads},
                "environment": environment(pair.target, pair.draft), "rows": rows, "warm_up": warm,
                "curve": curve, "notes": args.note}
+    payload["calibration"] = calibration(curve, args.gamma) if curve else None
     payload["predicted"] = predictions(payload, args.gamma, str(pair.target.dtype).removeprefix("torch."))
     payload["wall_s"] = time.perf_counter() - started
     write_report(Path(args.out), payload)
@@ -63,8 +66,11 @@ def predictions(payload: dict, gamma: int, dtype: str) -> dict | None:
     curve = payload.get("curve")
     if not curve:
         return None
-    target = next((c for c in curve["curves"] if c["model"] == "target" and c["dtype"] == dtype and c["path"] == "fast"), None)
-    draft = next((c for c in curve["curves"] if c["model"] == "draft" and c["path"] == "fast"), None)
+    threads = payload["environment"]["threads"]
+    draft_dtype = payload["environment"]["draft_dtype"].removeprefix("torch.")
+    chosen = lambda model, dt: next((c for c in curve["curves"] if c["model"] == model and c["dtype"] == dt
+                                     and c["path"] == "fast" and c["threads"] == threads), None)
+    target, draft = chosen("target", dtype), chosen("draft", draft_dtype)
     ms = {int(k): v for k, v in target["ms"].items()} if target else {}
     if not (draft and gamma + 1 in ms):
         return None
