@@ -43,7 +43,7 @@ def main() -> None:
     configs = default_configs(args.gamma, compiled=args.compiled)
     if args.only:
         configs = [c for c in configs if any(s in c.label for s in args.only.split(","))]
-    warm = warm_up(configs, pair.target, pair.draft, prompts[0], 8)
+    warm = warm_up(configs, pair.target, pair.draft, prompts, 8, args.max_new_tokens)
     results = measure_all(configs, pair.target, pair.draft, prompts, args.max_new_tokens, args.reps)
     rows = summarise(configs, results)
     curve = None
