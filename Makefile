@@ -88,3 +88,20 @@ BENCH_ARGS ?=
 .PHONY: bench
 bench: install ## every method on the eager and fast paths vs HF generate (eager, static+compile) and assisted generation; verification-cost curve (<10 min) -> results/bench/
 	$(PY) scripts/bench.py --pair smollm2_135m $(BENCH_ARGS)
+
+# --- the paper's claims (mtad/report/claims.py): 95% intervals and verdicts -> results/claims/
+# EXPERIMENT=claims (default here) runs the interleaved claims experiment first; any other
+# experiment (table2, table2_full) is read from its finished cells. PAIR= picks another pair.
+PAIR ?=
+CLAIMS_DIR = $(RESULTS)/$(EXPERIMENT)$(if $(PAIR),/$(PAIR))
+CLAIMS_DATA_ARGS = --only cnndm $(if $(wildcard $(SHARED_DATA)/cnndm/*.jsonl),--cnndm-jsonl $(firstword $(wildcard $(SHARED_DATA)/cnndm/*.jsonl)))
+.PHONY: claims
+claims: EXPERIMENT = claims
+claims: install ## every claim of the paper with a 95% interval and a verdict (embedded pair, <= 20 min) -> results/claims/claims.md
+	@if [ "$(filter claims%,$(EXPERIMENT))" ]; then \
+	  $(PY) scripts/get_data.py $(CLAIMS_DATA_ARGS) || echo "warning: CNN/DailyMail could not be fetched; the run will stop"; \
+	  if [ -n "$$(git ls-files -- $(CLAIMS_DIR) 2>/dev/null)" ] && git diff --quiet HEAD -- $(CLAIMS_DIR) \
+	    && [ -z "$$(git ls-files --others -- $(CLAIMS_DIR))" ]; then \
+	    echo "$(CLAIMS_DIR) is the committed reference run: running it again from scratch"; \
+	    rm -rf $(CLAIMS_DIR); fi; fi
+	$(PY) -m mtad.report.claims experiment=$(EXPERIMENT) $(if $(PAIR),pair=$(PAIR)) results_root=$(RESULTS) $(OVERRIDES)

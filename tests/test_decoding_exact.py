@@ -5,52 +5,31 @@ p(x1 | prompt) p(x2 | prompt, x1), enumerated with the target. A chi-square test
 alarm rate 1e-3 (fixed seeds, so the outcome is deterministic) must not reject; the TV
 distance is printed (run with -s) for the record.
 """
-import itertools
-
 import pytest
 import torch
-from scipy.stats import chisquare
 
-from mtad.decoding import get_decoder
-from mtad.decoding.logits import logits_to_probs
+from mtad.metrics.exactness import chisquare_exactness, empirical_counts, sequence_probs
 from tiny_models import biased_llama, tiny_llama, tiny_opt
 
 VOCAB, RUNS, FALSE_ALARM = 4, 1000, 1e-3
 PROMPT = torch.tensor([[1, 3, 2]])
 
 
-@torch.no_grad()
 def exact_two_token_probs(target, processing) -> torch.Tensor:
     """[V*V] exact probability of each (x1, x2) under the processed target distribution."""
-    pairs = torch.tensor(list(itertools.product(range(VOCAB), repeat=2)))  # [V^2, 2]
-    inputs = torch.cat([PROMPT.expand(len(pairs), -1), pairs], 1)
-    logits = target(input_ids=inputs).logits  # [V^2, L+2, V]
-    p1 = logits_to_probs(logits[:, PROMPT.shape[1] - 1], **processing)  # [V^2, V]
-    p2 = logits_to_probs(logits[:, PROMPT.shape[1]], **processing)
-    idx = torch.arange(len(pairs))
-    return (p1[idx, pairs[:, 0]] * p2[idx, pairs[:, 1]]).double()
+    return sequence_probs(target, PROMPT, 2, processing)
 
 
 def empirical(method, target, draft, params, decode_path="eager") -> torch.Tensor:
-    counts = torch.zeros(VOCAB * VOCAB)
-    decoder = get_decoder(method, target=target, draft=draft, decode_path=decode_path, **params)
-    for seed in range(RUNS):
-        out = decoder.generate(PROMPT, max_new_tokens=2, generator=torch.Generator().manual_seed(seed))
-        counts[out.tokens[0] * VOCAB + out.tokens[1]] += 1
-    return counts
+    return empirical_counts(method, target, draft, params, PROMPT, 2, RUNS, decode_path=decode_path)
 
 
 def check(counts, probs, label):
-    tv = 0.5 * (counts / counts.sum() - probs).abs().sum().item()
-    expected = probs * counts.sum()
-    big = expected >= 5
-    obs = torch.cat([counts[big], counts[~big].sum(0, keepdim=True)])
-    exp = torch.cat([expected[big], expected[~big].sum(0, keepdim=True)])
-    keep = exp > 0
-    assert obs[~keep].sum() == 0, f"{label}: tokens emitted that have zero target probability"
-    pvalue = chisquare(obs[keep].numpy(), exp[keep].numpy() * obs[keep].sum().item() / exp[keep].sum().item()).pvalue
-    print(f"\n[exactness] {label}: TV={tv:.4f} chi2 p={pvalue:.3g} (N={RUNS})")
-    assert pvalue > FALSE_ALARM, f"{label}: empirical distribution differs from target (p={pvalue:.2e}, TV={tv:.3f})"
+    result = chisquare_exactness(counts, probs)
+    assert result.impossible == 0, f"{label}: tokens emitted that have zero target probability"
+    print(f"\n[exactness] {label}: TV={result.tv:.4f} chi2 p={result.pvalue:.3g} (N={RUNS})")
+    assert result.pvalue > FALSE_ALARM, \
+        f"{label}: empirical distribution differs from target (p={result.pvalue:.2e}, TV={result.tv:.3f})"
 
 
 NO_TRUNCATION = {"temperature": 1.0, "top_k": 0, "top_p": 1.0}

@@ -1,14 +1,13 @@
 """The MT-Bench judge: rating parser, FastChat prompts, local HF and OpenAI-compatible judges."""
-import json
-import threading
-from http.server import BaseHTTPRequestHandler, HTTPServer
+import time
 
 import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
+from judge_stub import Endpoint as _Endpoint, endpoint  # noqa: F401  (a fixture)
 from mtad.data import load_mtbench
-from mtad.metrics.judge import HFJudge, NoJudge, OpenAIJudge, get_judge, judge_messages, parse_rating
+from mtad.metrics.judge import HFJudge, NoJudge, OpenAIJudge, get_judge, judge_config, judge_messages, parse_rating
 
 
 @pytest.mark.parametrize("text, rating", [
@@ -78,59 +77,106 @@ def test_hf_judge_target_needs_the_model():
         get_judge({"kind": "hf", "model": "target"})
 
 
-class _Endpoint(BaseHTTPRequestHandler):
-    replies: list = []
-    requests: list = []
-
-    def do_POST(self):  # noqa: N802
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        type(self).requests.append((self.path, self.headers.get("Authorization"), body))
-        status, content = type(self).replies.pop(0)
-        payload = json.dumps({"choices": [{"message": {"role": "assistant", "content": content}}]}).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.end_headers()
-        self.wfile.write(payload)
-
-    def log_message(self, *args):
-        pass
+def openai_judge(endpoint, **options):
+    return get_judge({"kind": "openai", "base_url": endpoint, "model": "judge-model", "api_key_env": None,
+                      "backoff_s": 0.0, **options})
 
 
-@pytest.fixture
-def endpoint():
-    server = HTTPServer(("127.0.0.1", 0), _Endpoint)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    _Endpoint.replies, _Endpoint.requests = [], []
-    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    server.shutdown()
-
-
-def test_openai_compatible_judge(bench, endpoint, monkeypatch):
+def test_openai_compatible_judge_sends_the_key_as_a_bearer_token(bench, endpoint, monkeypatch):
     prompts, examples = bench
     monkeypatch.setenv("MTAD_TEST_JUDGE_KEY", "sk-test")
-    judge = get_judge({"kind": "openai", "base_url": endpoint, "model": "judge-model",
-                       "api_key_env": "MTAD_TEST_JUDGE_KEY", "retries": 2})
+    judge = openai_judge(endpoint, api_key_env="MTAD_TEST_JUDGE_KEY", retries=2)
     assert isinstance(judge, OpenAIJudge)
-    _Endpoint.replies = [(500, "oops"), (200, "Solid. Rating: [[6]]")]  # one retry after a server error
+    _Endpoint.replies = [("status", 500), ("rating", "Solid. Rating: [[6]]")]  # one retry after a server error
     verdict = judge.grade(prompts, examples[81], ["a", "b"], 1)
-    assert verdict.score == 6.0
+    assert verdict.score == 6.0 and verdict.error is None
+    assert len(_Endpoint.requests) == 2
     path, auth, body = _Endpoint.requests[-1]
     assert path == "/v1/chat/completions" and auth == "Bearer sk-test"
     assert body["model"] == "judge-model" and body["temperature"] == 0.0 and body["messages"][0]["role"] == "system"
 
 
-def test_openai_judge_failure_is_a_missing_score(bench, endpoint):
+def test_client_error_status_is_the_recorded_cause_and_not_retried(bench, endpoint):
     prompts, examples = bench
-    judge = get_judge({"kind": "openai", "base_url": endpoint, "model": "m", "retries": 1})
-    _Endpoint.replies = [(401, "unauthorised")]
+    _Endpoint.replies = [("status", 401), ("rating", "[[9]]")]
+    verdict = openai_judge(endpoint, retries=3).grade(prompts, examples[81], ["a", "b"], 1)
+    assert verdict.score is None and "HTTP 401" in verdict.error and "stub status 401" in verdict.error
+    assert len(_Endpoint.requests) == 1
+
+
+def test_server_errors_are_retried_then_reported(bench, endpoint):
+    prompts, examples = bench
+    _Endpoint.replies = [("status", 503)] * 3
+    verdict = openai_judge(endpoint, retries=3).grade(prompts, examples[81], ["a", "b"], 1)
+    assert verdict.score is None and "HTTP 503" in verdict.error and "3 attempts" in verdict.error
+    assert len(_Endpoint.requests) == 3
+
+
+def test_garbage_reply_is_reported_unparsable(bench, endpoint):
+    prompts, examples = bench
+    _Endpoint.replies = [("garbage", "<html>proxy error</html>")]
+    verdict = openai_judge(endpoint, retries=1).grade(prompts, examples[81], ["a", "b"], 1)
+    assert verdict.score is None and "unparsable reply" in verdict.error and "proxy error" in verdict.error
+
+
+def test_reply_without_a_rating_is_a_failed_rating(bench, endpoint):
+    prompts, examples = bench
+    _Endpoint.replies = [("rating", "I would rather not rate this.")]
+    verdict = openai_judge(endpoint, retries=1).grade(prompts, examples[81], ["a", "b"], 1)
+    assert verdict.score is None and "no [[rating]]" in verdict.error and verdict.raw.startswith("I would")
+
+
+def test_a_hanging_server_times_out_and_the_timeout_is_retried(bench, endpoint):
+    prompts, examples = bench
+    _Endpoint.replies = [("hang", 20), ("rating", "Rating: [[4]]")]
+    start = time.monotonic()
+    verdict = openai_judge(endpoint, timeout_s=0.5, retries=2).grade(prompts, examples[81], ["a", "b"], 1)
+    assert verdict.score == 4.0 and len(_Endpoint.requests) == 2  # the timeout was retried
+    assert time.monotonic() - start < 5
+    _Endpoint.replies = [("hang", 20), ("hang", 20)]
+    start = time.monotonic()
+    verdict = openai_judge(endpoint, timeout_s=0.5, retries=2).grade(prompts, examples[81], ["a", "b"], 1)
+    assert verdict.score is None and "timed out" in verdict.error and "2 attempts" in verdict.error
+    assert time.monotonic() - start < 5
+
+
+def test_a_trickling_server_cannot_hold_the_request_past_its_deadline(bench, endpoint):
+    prompts, examples = bench
+    _Endpoint.replies = [("trickle", 20)]
+    start = time.monotonic()
+    verdict = openai_judge(endpoint, timeout_s=1.0, retries=1).grade(prompts, examples[81], ["a", "b"], 1)
+    elapsed = time.monotonic() - start
+    assert verdict.score is None and "timed out" in verdict.error
+    assert elapsed < 3, f"the request ran {elapsed:.1f} s with a 1 s deadline"
+
+
+def test_unreachable_host_names_the_dns_failure(bench):
+    prompts, examples = bench
+    judge = openai_judge("http://judge.invalid/v1", retries=1, timeout_s=5)
     verdict = judge.grade(prompts, examples[81], ["a", "b"], 1)
-    assert verdict.score is None and "401" in verdict.error
+    assert verdict.score is None and "judge.invalid" in verdict.error and "connect" in verdict.error.lower()
 
 
-def test_openai_judge_needs_url_and_model():
-    with pytest.raises(ValueError, match="base_url"):
-        get_judge({"kind": "openai"})
+@pytest.mark.parametrize("options, message", [
+    ({"base_url": None}, "judge.base_url"),
+    ({"model": None}, "judge.model"),
+    ({"base_url": "ftp://host/v1"}, "http"),
+    ({"api_key_env": "MTAD_TEST_UNSET_KEY"}, "MTAD_TEST_UNSET_KEY"),
+    ({"timeout_s": 0}, "timeout_s"),
+    ({"retries": 0}, "retries"),
+])
+def test_openai_judge_configuration_errors_are_caught_up_front(options, message, monkeypatch):
+    monkeypatch.delenv("MTAD_TEST_UNSET_KEY", raising=False)
+    cfg = {"kind": "openai", "base_url": "http://127.0.0.1:9/v1", "model": "m", "api_key_env": None, **options}
+    with pytest.raises(ValueError, match=message):
+        judge_config(cfg)
+    with pytest.raises(ValueError, match=message):
+        get_judge(cfg)
+
+
+def test_hf_judge_needs_a_model_up_front():
+    with pytest.raises(ValueError, match="judge.model"):
+        judge_config({"kind": "hf"}, require_model=True)
 
 
 @pytest.mark.slow

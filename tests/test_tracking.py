@@ -84,10 +84,12 @@ def test_failed_cell_still_finishes_the_logger(monkeypatch):
         def finish(self, failed=False):
             finished.append(failed)
 
-    def boom(cfg, cell, logger):
+    def boom(cfg, plan, logger):
         raise RuntimeError("model exploded")
 
-    monkeypatch.setattr(run, "resolve_cell", lambda cfg: run.Cell("e", "p", "t", "m", "", Path("unused")))
+    monkeypatch.setattr(run.HydraConfig, "get", staticmethod(lambda: None))
+    monkeypatch.setattr(run, "resolve_cell", lambda cfg, hydra_config: run.Cell("e", "p", "t", "m", "", Path("unused")))
+    monkeypatch.setattr(run, "plan_cell", lambda cfg, cell: None)
     monkeypatch.setattr(run, "run_cell", boom)
     monkeypatch.setattr(run.hydra.utils, "instantiate", lambda *a, **k: SpyLogger())
     monkeypatch.setattr(Path, "mkdir", lambda *a, **k: None)

@@ -81,12 +81,7 @@ class Decoder:
 
     def __init__(self, target: PreTrainedModel, draft: PreTrainedModel | None = None, decode_path: str | None = None,
                  **params: Any):
-        unknown = sorted(set(params) - set(self.defaults))
-        if unknown:
-            raise TypeError(f"{self.name}: unknown parameter(s) {unknown}; valid: {sorted(self.defaults)}")
-        self.params = {**self.defaults, **params}
-        for key, value in self.params.items():
-            setattr(self, key, value)
+        self._set_params(params)
         if target is None:
             raise ValueError(f"{self.name}: a target model is required")
         if self.needs_draft and draft is None:
@@ -97,10 +92,26 @@ class Decoder:
         resolve_decode_path(self.decode_path, target)  # a bad name fails here, not mid-run
         if self.draft is not None:
             check_same_vocab(target, self.draft)
+
+    @classmethod
+    def check_params(cls, **params: Any) -> dict[str, Any]:
+        """The full, validated parameters (defaults filled in) without any model, so that a bad
+        setting fails before models are loaded."""
+        probe = cls.__new__(cls)
+        probe._set_params(params)
+        return probe.params
+
+    # -- parameters -----------------------------------------------------------------
+    def _set_params(self, params: dict[str, Any]) -> None:
+        unknown = sorted(set(params) - set(self.defaults))
+        if unknown:
+            raise TypeError(f"{self.name}: unknown parameter(s) {unknown}; valid: {sorted(self.defaults)}")
+        self.params = {**self.defaults, **params}
+        for key, value in self.params.items():
+            setattr(self, key, value)
         self._validate_common()
         self.validate()
 
-    # -- parameters -----------------------------------------------------------------
     def _validate_common(self) -> None:
         p = self.params
         if "temperature" in p and not (p["temperature"] >= 0):

@@ -2,16 +2,21 @@
 
 Kinds: ``none`` (no judge: the score is reported missing, never guessed), ``hf`` (a local
 Hugging Face causal LM and tokenizer, e.g. a pair's target) and ``openai`` (any
-OpenAI-compatible chat-completions endpoint; base URL, model, API key from an env var).
+OpenAI-compatible chat-completions endpoint; base URL, model, API key from an env var, sent
+as a bearer token).
+
+A judge that cannot rate an answer (HTTP error, DNS failure, timeout, unparsable reply, no
+``[[rating]]`` in its text) returns a ``Verdict`` without a score and with the cause in
+``error``; the task records it and the runner marks the cell incomplete and re-judges on
+the next run.
 """
 from __future__ import annotations
 
 import json
 import os
 import re
+import threading
 import time
-import urllib.error
-import urllib.request
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -20,7 +25,7 @@ from typing import Any
 JUDGE_KINDS = ("none", "hf", "openai")
 NEED_REFERENCE = ("math", "reasoning", "coding")  # FastChat's NEED_REF_CATS for MT-Bench
 DEFAULTS = {"kind": "none", "model": None, "base_url": None, "api_key_env": "OPENAI_API_KEY",
-            "max_new_tokens": 512, "temperature": 0.0, "timeout_s": 120.0, "retries": 3}
+            "max_new_tokens": 512, "temperature": 0.0, "timeout_s": 120.0, "retries": 3, "backoff_s": 1.0}
 
 RATING_DOUBLE = re.compile(r"\[\[\s*(\d+(?:\.\d+)?)\s*(?:/\s*10\s*)?\]\]")  # [[7]], [[ 7.5 ]], [[7/10]]
 RATING_SINGLE = re.compile(r"\[\s*(\d+(?:\.\d+)?)\s*(?:/\s*10\s*)?\]")  # FastChat's fallback: [7]
@@ -79,7 +84,9 @@ class Judge(ABC):
     def grade(self, prompts: Mapping[str, dict], example: dict, answers: list[str], turn: int) -> Verdict:
         try:
             raw = self.complete(judge_messages(prompts, example, answers, turn))
-        except Exception as exc:  # a failed call is a missing score, not a crash of the run
+        except JudgeCallError as exc:  # a failed call is a missing score with its cause, not a crash
+            return Verdict(None, "", str(exc))
+        except Exception as exc:
             return Verdict(None, "", f"{type(exc).__name__}: {exc}")
         score = parse_rating(raw)
         return Verdict(score, raw, None if score is not None else "no [[rating]] in the judge output")
@@ -135,45 +142,135 @@ class HFJudge(Judge):
         return self.tokenizer.decode(out[0, ids.shape[1]:], skip_special_tokens=True)
 
 
+class JudgeCallError(RuntimeError):
+    """The judge endpoint gave no usable reply; the message is the cause (status, DNS, timeout, ...)."""
+
+    def __init__(self, message: str, retryable: bool):
+        super().__init__(message)
+        self.retryable = retryable
+
+
 class OpenAIJudge(Judge):
-    """An OpenAI-compatible ``/chat/completions`` endpoint through urllib."""
+    """An OpenAI-compatible ``/chat/completions`` endpoint through httpx.
+
+    ``timeout_s`` is a deadline for one whole request (connect, send, every byte of the
+    reply): the call runs in a worker thread that the caller stops waiting for at the
+    deadline, so a server that trickles bytes cannot hold the run. Timeouts, connection
+    errors, 429 and 5xx are retried (``retries`` attempts in all, backoff ``backoff_s * 2**i``);
+    other statuses and unparsable replies are not.
+    """
 
     kind = "openai"
 
-    def __init__(self, base_url: str, model: str, api_key_env: str = "OPENAI_API_KEY", max_new_tokens: int = 512,
-                 temperature: float = 0.0, timeout_s: float = 120.0, retries: int = 3):
-        if not base_url or not model:
-            raise ValueError("the openai judge needs judge.base_url (e.g. https://api.openai.com/v1) and judge.model")
+    def __init__(self, base_url: str, model: str, api_key_env: str | None = "OPENAI_API_KEY",
+                 max_new_tokens: int = 512, temperature: float = 0.0, timeout_s: float = 120.0, retries: int = 3,
+                 backoff_s: float = 1.0):
+        check_openai_settings({"base_url": base_url, "model": model, "api_key_env": api_key_env,
+                               "timeout_s": timeout_s, "retries": retries})
+        import httpx
+
         self.url = base_url.rstrip("/") + "/chat/completions"
         self.model, self.api_key_env = model, api_key_env
         self.max_new_tokens, self.temperature = int(max_new_tokens), float(temperature)
-        self.timeout_s, self.retries = float(timeout_s), max(1, int(retries))
+        self.timeout_s, self.retries, self.backoff_s = float(timeout_s), int(retries), float(backoff_s)
+        key = os.environ.get(api_key_env) if api_key_env else None
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        self.client = httpx.Client(headers=headers, timeout=httpx.Timeout(self.timeout_s), follow_redirects=False)
 
     def complete(self, messages):
-        key = os.environ.get(self.api_key_env) if self.api_key_env else None
-        headers = {"Content-Type": "application/json"}
-        if key:
-            headers["Authorization"] = f"Bearer {key}"
-        body = json.dumps({"model": self.model, "messages": messages, "temperature": self.temperature,
-                           "max_tokens": self.max_new_tokens}).encode()
+        body = {"model": self.model, "messages": messages, "temperature": self.temperature,
+                "max_tokens": self.max_new_tokens}
         for attempt in range(self.retries):
-            request = urllib.request.Request(self.url, data=body, headers=headers, method="POST")
             try:
-                with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
-                    payload = json.loads(response.read().decode("utf-8"))
-                return payload["choices"][0]["message"]["content"] or ""
-            except urllib.error.HTTPError as exc:
-                if exc.code < 500 and exc.code != 429 or attempt == self.retries - 1:
-                    raise RuntimeError(f"judge endpoint {self.url} answered HTTP {exc.code}") from exc
-            except urllib.error.URLError:
-                if attempt == self.retries - 1:
+                return self._call_with_deadline(body)
+            except JudgeCallError as exc:
+                if not exc.retryable:
                     raise
-            time.sleep(2 ** attempt)  # back off before retrying 429/5xx/connection errors
-        raise RuntimeError("unreachable")
+                if attempt == self.retries - 1:
+                    raise JudgeCallError(f"{exc} (after {self.retries} attempts)", retryable=True) from exc
+            time.sleep(self.backoff_s * 2 ** attempt)
+        raise AssertionError("unreachable")
+
+    def _call_with_deadline(self, body: dict) -> str:
+        """One attempt, abandoned at ``timeout_s`` whatever the server does."""
+        outcome: dict = {}
+        finished = threading.Event()
+        deadline = time.monotonic() + self.timeout_s
+
+        def call():
+            try:
+                outcome["reply"] = self._post(body, deadline)
+            except BaseException as exc:  # handed to the waiting thread
+                outcome["error"] = exc
+            finally:
+                finished.set()
+
+        threading.Thread(target=call, name="mtad-judge-request", daemon=True).start()
+        if not finished.wait(self.timeout_s):
+            raise JudgeCallError(f"judge endpoint {self.url} timed out: no complete reply within "
+                                 f"{self.timeout_s:g} s (judge.timeout_s)", retryable=True)
+        if "error" in outcome:
+            raise outcome["error"]
+        return outcome["reply"]
+
+    def _post(self, body: dict, deadline: float) -> str:
+        import httpx
+
+        try:
+            with self.client.stream("POST", self.url, json=body) as response:
+                chunks = []
+                for chunk in response.iter_bytes():
+                    chunks.append(chunk)
+                    if time.monotonic() > deadline:  # the waiting thread has given up: stop reading
+                        raise JudgeCallError(f"judge endpoint {self.url} timed out", retryable=True)
+                content = b"".join(chunks)
+        except httpx.TimeoutException as exc:
+            raise JudgeCallError(f"judge endpoint {self.url} timed out ({type(exc).__name__})", retryable=True) from exc
+        except httpx.TransportError as exc:  # DNS failure, refused connection, reset, ...
+            raise JudgeCallError(f"could not connect to the judge endpoint {self.url}: "
+                                 f"{type(exc).__name__}: {exc}", retryable=True) from exc
+        text = content.decode("utf-8", errors="replace")
+        if response.status_code != 200:
+            retryable = response.status_code == 429 or response.status_code >= 500
+            raise JudgeCallError(f"judge endpoint {self.url} answered HTTP {response.status_code}: "
+                                 f"{_snippet(text)}", retryable=retryable)
+        try:
+            reply = json.loads(text)["choices"][0]["message"]["content"]
+        except (ValueError, KeyError, IndexError, TypeError) as exc:
+            raise JudgeCallError(f"unparsable reply from the judge endpoint {self.url} (expected a chat "
+                                 f"completion): {_snippet(text)}", retryable=False) from exc
+        return reply or ""
 
 
-def judge_config(cfg: Mapping[str, Any] | None) -> dict:
-    """The judge settings with defaults filled in; unknown keys are an error."""
+def _snippet(text: str, limit: int = 200) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def check_openai_settings(cfg: Mapping[str, Any]) -> None:
+    """Configuration errors of the openai judge, caught before any generation."""
+    base_url, model = cfg.get("base_url"), cfg.get("model")
+    if not base_url or not model:
+        raise ValueError("the openai judge needs judge.base_url (e.g. https://api.openai.com/v1) and judge.model "
+                         f"(got base_url={base_url!r}, model={model!r})")
+    if not re.match(r"^https?://[^/\s]+", str(base_url)):
+        raise ValueError(f"judge.base_url must be an http:// or https:// URL, got {base_url!r}")
+    key_env = cfg.get("api_key_env")
+    if key_env and not os.environ.get(key_env):
+        raise ValueError(f"the openai judge reads its API key from the environment variable {key_env} "
+                         f"(judge.api_key_env), which is not set; export it, or set judge.api_key_env: null "
+                         "for an endpoint that needs no key")
+    if not float(cfg.get("timeout_s", 1)) > 0:
+        raise ValueError(f"judge.timeout_s must be > 0 seconds, got {cfg.get('timeout_s')!r}")
+    retries = cfg.get("retries", 1)
+    if not isinstance(retries, int) or isinstance(retries, bool) or retries < 1:
+        raise ValueError(f"judge.retries (attempts per request) must be an integer >= 1, got {retries!r}")
+
+
+def judge_config(cfg: Mapping[str, Any] | None, require_model: bool = False) -> dict:
+    """The judge settings with defaults filled in, checked: unknown keys, an unknown kind and the
+    openai judge's missing URL/model/key are errors. ``require_model``: the ``hf`` kind must
+    name its model (a path, hub id or ``target``); off where the caller passes the model itself."""
     cfg = dict(cfg or {})
     unknown = sorted(set(cfg) - set(DEFAULTS))
     if unknown:
@@ -181,6 +278,10 @@ def judge_config(cfg: Mapping[str, Any] | None) -> dict:
     merged = {**DEFAULTS, **cfg}
     if merged["kind"] not in JUDGE_KINDS:
         raise ValueError(f"unknown judge kind {merged['kind']!r}; valid: {', '.join(JUDGE_KINDS)}")
+    if merged["kind"] == "openai":
+        check_openai_settings(merged)
+    if merged["kind"] == "hf" and require_model and not merged["model"]:
+        raise ValueError("the hf judge needs judge.model: a local path, a hub id, or target (the pair's target)")
     return merged
 
 
@@ -197,4 +298,4 @@ def get_judge(cfg: Mapping[str, Any] | None = None, model=None, tokenizer=None,
                              "get_judge(cfg, model=target, tokenizer=tokenizer) (or task.set_judge)")
         return HFJudge(model if model is not None else cfg["model"], tokenizer, cfg["max_new_tokens"], generate_fn)
     return OpenAIJudge(cfg["base_url"], cfg["model"], cfg["api_key_env"], cfg["max_new_tokens"],
-                       cfg["temperature"], cfg["timeout_s"], cfg["retries"])
+                       cfg["temperature"], cfg["timeout_s"], cfg["retries"], cfg["backoff_s"])

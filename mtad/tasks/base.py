@@ -90,6 +90,12 @@ class Task(ABC):
     def score(self, example: dict, completions: list[str]) -> dict[str, float | int | None]:
         """Scores of one sample; ``completions`` holds the postprocessed answer of every turn."""
 
+    def unfinished(self, scores: dict) -> str | None:
+        """Why a sample's ``scores`` still lack a score the task could give (e.g. its judge
+        failed), or None. The runner marks such a cell incomplete and scores the recorded
+        answers again on the next run (default: every score is final)."""
+        return None
+
     @abstractmethod
     def aggregate(self, example_scores: list[dict], example_ids: list[str]) -> dict:
         """Cell-level metrics from the per-sample scores (one id per score, repeated for n > 1)."""

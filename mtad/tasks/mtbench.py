@@ -16,9 +16,10 @@ class MTBenchTask(Task):
 
     def __init__(self, data_root=None, **options):
         super().__init__(data_root, **options)
-        self.judge_settings = judge_config(self.options["judge"])  # validates now, builds lazily
-        self._judge = None
         self._judge_prompts: dict | None = None
+        self.judge_settings = judge_config(self.options["judge"], require_model=True)  # checked now
+        # an openai judge is only an HTTP client (no request yet); a local model loads when first used
+        self._judge = get_judge(self.judge_settings) if self.judge_settings["kind"] == "openai" else None
 
     # ------------------------------------------------------------------ data
     def load_examples(self) -> list[dict]:
@@ -67,11 +68,19 @@ class MTBenchTask(Task):
         scores: dict = {}
         for turn in range(1, len(completions) + 1):
             verdict = self.judge.grade(self._judge_prompts, example, list(completions), turn)
+            failed = verdict.score is None and not isinstance(self.judge, NoJudge)
             scores[f"judge_turn{turn}"] = verdict.score
-            scores[f"judge_failed_turn{turn}"] = int(verdict.score is None and not isinstance(self.judge, NoJudge))
+            scores[f"judge_failed_turn{turn}"] = int(failed)
+            scores[f"judge_error_turn{turn}"] = verdict.error if failed else None  # the real cause
         rated = [v for k, v in scores.items() if k.startswith("judge_turn") and v is not None]
         scores["judge_score"] = sum(rated) / len(rated) if rated else None
         return scores
+
+    def unfinished(self, scores):
+        """A turn the judge could not rate (HTTP error, timeout, unparsable reply, no rating)."""
+        errors = [f"turn {t}: {scores.get(f'judge_error_turn{t}') or 'the judge gave no rating'}"
+                  for t in (1, 2) if scores.get(f"judge_failed_turn{t}")]
+        return "; ".join(errors) or None
 
     def aggregate(self, example_scores, example_ids):
         kind = self._judge.kind if self._judge is not None else self.judge_settings["kind"]
@@ -83,6 +92,8 @@ class MTBenchTask(Task):
         turns = [mean_of(example_scores, f"judge_turn{t}") for t in (1, 2)]
         rated = [s[f"judge_turn{t}"] for s in example_scores for t in (1, 2) if s.get(f"judge_turn{t}") is not None]
         failures = sum(s.get(f"judge_failed_turn{t}", 0) for s in example_scores for t in (1, 2))
+        causes = [reason for s in example_scores if (reason := self.unfinished(s))]
+        missing = f"the judge could not rate {failures} answer(s): {causes[0]}" if causes else None
         return {**result, "judge_score": sum(rated) / len(rated) if rated else None,
                 "judge_turn1": turns[0], "judge_turn2": turns[1], "judge_failures": failures,
-                "judge_missing_reason": None if rated else "the judge gave no valid rating"}
+                "judge_missing_reason": missing}

@@ -1,0 +1,91 @@
+"""Settings checked before any data or model is loaded and before a cell directory exists.
+
+A bad ``limit``, method parameter, task option or judge setting, or an unwritable results
+folder, fails here with one line that names the setting; nothing has been written yet.
+"""
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+
+
+class SettingError(ValueError):
+    """A setting that cannot work; the message names it and says how to fix it (one line)."""
+
+
+def check_limit(value, setting: str = "limit") -> int | None:
+    """``limit`` is a positive number of examples, or null for all of them."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise SettingError(f"{setting} must be a positive integer (examples per cell) or null (all), got {value!r}")
+    return value
+
+
+def task_settings(cfg, task_name: str) -> tuple[dict, int | None]:
+    """Task options (conf/task/<task>.yaml + per_task overrides) and the checked example limit.
+
+    The limit is the top-level ``limit`` when set (a quick cap from the command line), else
+    ``per_task.<task>.limit``, else the task file's ``limit``. It is not an option of the
+    cell's identity: raising it extends the same cell.
+    """
+    from omegaconf import OmegaConf
+
+    options = OmegaConf.to_container(cfg.task, resolve=True) or {}
+    per_task = OmegaConf.to_container(cfg.per_task, resolve=True).get(task_name) or {}
+    options.update(per_task)
+    limit = check_limit(options.pop("limit", None),
+                        f"per_task.{task_name}.limit" if "limit" in per_task else "task.limit")
+    if cfg.limit is not None:
+        limit = check_limit(cfg.limit, "limit")
+    return options, limit
+
+
+def check_method(name: str, params: dict) -> dict:
+    """The method's full parameters, validated without loading a model."""
+    from mtad.decoding import DECODERS
+
+    if name not in DECODERS:
+        raise SettingError(f"unknown method {name!r}; valid: {', '.join(DECODERS)}")
+    try:
+        return DECODERS[name].check_params(**params)
+    except (TypeError, ValueError) as exc:
+        raise SettingError(f"method={name}: {exc}") from None
+
+
+def build_task(name: str, data_root, options: dict):
+    """The task object with its options (and judge settings) checked; its data is not read yet."""
+    from mtad.tasks import get_task
+
+    try:
+        return get_task(name, data_root=data_root, **options)
+    except (TypeError, ValueError) as exc:
+        raise SettingError(f"task={name}: {exc}") from None
+
+
+def check_writable(path: Path, setting: str) -> None:
+    """``path`` (or the nearest folder above it that exists) can be written to."""
+    existing = Path(path).absolute()
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise SettingError(f"cannot write to {existing} (needed for {path}): permission denied; "
+                           f"point {setting} to a writable folder")
+
+
+def explain_os_error(exc: OSError, settings: dict[str, Path]) -> SettingError | None:
+    """One line for a permission/read-only error: the path and the setting that controls it
+    (``settings`` maps a setting's name to its folder); None for other errors."""
+    if not isinstance(exc, PermissionError) and exc.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return None
+    path = Path(exc.filename or "").absolute() if exc.filename else None
+    if path is not None:
+        for setting, folder in settings.items():
+            folder = Path(folder).expanduser().absolute()
+            if path == folder or folder in path.parents:
+                return SettingError(f"cannot write {path}: {exc.strerror}; it lies under {folder}, "
+                                    f"set by {setting}: point it to a writable folder")
+    where = f" {path}" if path else ""
+    return SettingError(f"cannot access{where}: {exc.strerror} (settings that choose folders: "
+                        f"{', '.join(f'{k}={v}' for k, v in settings.items())})")

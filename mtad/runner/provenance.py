@@ -1,0 +1,104 @@
+"""The environment record of a run: machine, versions, and the code it ran.
+
+The code's state (commit, a dirty flag and a hash of the uncommitted changes) is read once,
+when this module is first imported, i.e. when the process loads its code; every cell the
+process writes records that state, even if the checkout changes while it runs. Results
+under ``results/`` are outputs, not code: they never make the tree dirty.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+NOT_CODE = (":(exclude)results",)  # pathspecs left out of the dirty check
+
+
+def _git(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", *args], cwd=REPO_ROOT, capture_output=True, timeout=30)
+
+
+def read_git_state() -> dict:
+    """``{commit, dirty, diff_sha256}`` of the checkout now (None values outside a git checkout).
+
+    ``diff_sha256`` hashes the binary diff against HEAD plus the untracked files (names and
+    contents), so two dirty trees with the same hash ran the same code; None when clean."""
+    try:
+        head = _git("rev-parse", "HEAD")
+        if head.returncode != 0:
+            return {"commit": None, "dirty": None, "diff_sha256": None}
+        diff = _git("diff", "HEAD", "--binary", "--", ".", *NOT_CODE).stdout
+        untracked = _git("ls-files", "--others", "--exclude-standard", "-z", "--", ".", *NOT_CODE).stdout
+    except (OSError, subprocess.SubprocessError):
+        return {"commit": None, "dirty": None, "diff_sha256": None}
+    names = [n for n in untracked.decode().split("\0") if n]
+    digest = hashlib.sha256(diff)
+    for name in sorted(names):
+        digest.update(b"\0untracked\0" + name.encode())
+        try:
+            digest.update((REPO_ROOT / name).read_bytes())
+        except OSError:
+            pass
+    dirty = bool(diff) or bool(names)
+    return {"commit": head.stdout.decode().strip(), "dirty": dirty, "diff_sha256": digest.hexdigest() if dirty else None}
+
+
+PROCESS_GIT = read_git_state()  # read once, when the process loads this code
+
+
+def git_commit() -> dict:
+    """The code state this process started from (read once at start-up)."""
+    return dict(PROCESS_GIT)
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def environment_record(models=(), devices=None) -> dict:
+    """Machine, devices, dtypes, threads, library versions and the code state; the one record
+    written by the runner (env.json), the benchmark and the draft measurement."""
+    import torch
+    import transformers
+
+    from mtad.runner.devices import model_devices
+
+    models = [m for m in models if m is not None]
+    devices = list(devices) if devices is not None else model_devices(*models)
+    gpus = [torch.cuda.get_device_name(d) for d in devices if d.type == "cuda"]
+    cpu = cpu_model()
+    dtypes = sorted({str(p.dtype).replace("torch.", "") for m in models for p in list(m.parameters())[:1]})
+    try:
+        import hydra
+        hydra_version = hydra.__version__
+    except ImportError:
+        hydra_version = None
+    return {
+        "machine": f"{len(gpus)}x {gpus[0]}" if gpus else f"{cpu} ({os.cpu_count()} CPUs)",
+        "cpu": cpu, "cpu_count": os.cpu_count(), "gpus": gpus,
+        "devices": [str(d) for d in devices], "dtype": ",".join(dtypes), "torch_threads": torch.get_num_threads(),
+        "platform": platform.platform(), "python": sys.version.split()[0],
+        "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
+                     "hydra": hydra_version, "cuda": torch.version.cuda},
+        "git": git_commit(),
+    }
+
+
+def provenance_key(git: dict | None) -> str:
+    """One string per code state: ``<commit>`` or ``<commit>+dirty:<hash12>`` ("unknown" without git)."""
+    git = git or {}
+    if not git.get("commit"):
+        return "unknown"
+    if git.get("dirty"):
+        return f"{git['commit']}+dirty:{(git.get('diff_sha256') or '?')[:12]}"
+    return git["commit"]

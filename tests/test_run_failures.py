@@ -1,0 +1,209 @@
+"""Failures that must not pass as results: bad settings stop before any work, a failed rerun
+leaves a complete cell alone, the judge's failures leave the cell incomplete and are judged
+again, corrupted records are reported, errors are one line naming the setting."""
+import json
+import logging
+import os
+import re
+import stat
+
+import pytest
+
+from judge_stub import Endpoint, endpoint  # noqa: F401  (a fixture)
+from test_run import TASK_ARGS, cell_dirs, lines, mtad_run
+
+TINY = ["pair=tiny_llama", "logger=none"]
+
+
+@pytest.fixture
+def data_args(shared_data):
+    return [f"data_root={shared_data}"]
+
+
+def plan(overrides, tmp_path):
+    """The runner's settings check for these overrides, in process (nothing is loaded)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    from mtad.run import plan_cell
+    from mtad.runner.layout import resolve_cell
+    from test_configs import compose_cfg
+
+    cfg = compose_cfg([*overrides, f"results_root={tmp_path / 'runs'}", f"data_root={tmp_path / 'no-data'}"])
+    return plan_cell(cfg, resolve_cell(cfg, HydraConfig.get()))
+
+
+@pytest.mark.parametrize("override, message", [
+    ("limit=-1", "limit must be a positive integer"),
+    ("limit=0", "limit must be a positive integer"),
+    ("limit=two", "limit must be a positive integer"),
+    ("limit=2.5", "limit must be a positive integer"),
+    ("+per_task.cnndm.limit=-3", "per_task.cnndm.limit must be a positive integer"),
+    ("method.gamma=0", "gamma must be an int >= 1"),
+    ("method.threshold=1.5", "threshold must be in (0, 1]"),
+    ("task.judge.kind=gpt5", "valid: none, hf, openai"),
+    ("missing_data=skip", "missing_data must be one of fail, mark"),
+])
+def test_bad_settings_are_caught_before_any_work(tmp_path, override, message):
+    from mtad.runner.checks import SettingError
+
+    task = "task=mtbench" if override.startswith("task.judge") else "task=cnndm"
+    with pytest.raises(SettingError, match=re.escape(message)):
+        plan([*TINY, "method=mtad", task, override], tmp_path)
+    assert not (tmp_path / "runs").exists()
+
+
+def test_good_settings_pass_the_check(tmp_path):
+    checked = plan([*TINY, "method=mtad", "task=cnndm", "limit=3"], tmp_path)
+    assert checked.limit == 3 and checked.method_params["gamma"] == 4
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["task.judge.base_url=http://127.0.0.1:9/v1", "task.judge.api_key_env=MTAD_UNSET_JUDGE_KEY"],
+     "MTAD_UNSET_JUDGE_KEY"),
+    (["task.judge.base_url=null"], "judge.base_url"),
+    (["task.judge.kind=hf", "task.judge.model=null"], "the hf judge needs judge.model"),
+])
+def test_bad_judge_settings_are_caught_before_any_work(tmp_path, monkeypatch, extra, message):
+    from mtad.runner.checks import SettingError
+
+    monkeypatch.delenv("MTAD_UNSET_JUDGE_KEY", raising=False)
+    with pytest.raises(SettingError, match=message):
+        plan([*TINY, "method=sps", "task=mtbench", "task.judge.kind=openai", "task.judge.model=m", *extra], tmp_path)
+
+
+def test_a_bad_limit_stops_the_command_with_one_line(tmp_path):
+    # a data root that does not exist: reaching the data would fail differently
+    proc = mtad_run([*TINY, "method=mtad", *TASK_ARGS, f"data_root={tmp_path / 'no-data'}", "limit=-1"],
+                    tmp_path, check=False)
+    assert proc.returncode != 0
+    assert "limit must be a positive integer (examples per cell) or null (all), got -1" in proc.log
+    assert "Traceback" not in proc.log
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_failed_rerun_leaves_a_complete_cell_alone(tmp_path, data_args):
+    args = [*TINY, "method=sampling", "limit=1", *TASK_ARGS]
+    mtad_run([*args, *data_args], tmp_path)
+    (cell,) = cell_dirs(tmp_path / "runs")
+    before = {name: (cell / name).read_bytes() for name in ("samples.jsonl", "metrics.json", "env.json")}
+    proc = mtad_run([*args, f"data_root={tmp_path / 'wrong'}", "limit=2"], tmp_path, check=False)
+    assert proc.returncode != 0 and "cnndm data not found" in proc.log
+    assert not (cell / "error.txt").exists()
+    assert {name: (cell / name).read_bytes() for name in before} == before
+
+    from mtad.report.cells import load_cells
+
+    assert list(load_cells(tmp_path / "runs")["status"]) == ["complete"]
+
+
+# root ignores directory permissions: there, the folder refuses writes through a patched mkdir
+REFUSE_WRITES_UNDER = """
+import os, pathlib
+LOCKED = os.environ["MTAD_TEST_LOCKED"]
+_mkdir = pathlib.Path.mkdir
+def mkdir(self, *args, **kwargs):
+    if str(self.absolute()).startswith(LOCKED + "/"):
+        raise PermissionError(13, "Permission denied", str(self))
+    return _mkdir(self, *args, **kwargs)
+pathlib.Path.mkdir = mkdir
+"""
+
+
+def test_unwritable_results_root_is_one_line_naming_the_setting(tmp_path, data_args):
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(stat.S_IRUSR | stat.S_IXUSR)
+    try:
+        proc = mtad_run([*TINY, "method=sampling", "limit=1", *TASK_ARGS, *data_args, f"results_root={locked}/runs"],
+                        tmp_path, check=False, prefix=REFUSE_WRITES_UNDER if os.geteuid() == 0 else None,
+                        env={"MTAD_TEST_LOCKED": str(locked)})
+    finally:
+        locked.chmod(stat.S_IRWXU)
+    assert proc.returncode != 0
+    assert f"{locked}" in proc.log and "results_root" in proc.log and "ermission denied" in proc.log
+    assert "Traceback" not in proc.log
+
+
+def test_permission_errors_name_the_setting_of_their_folder(tmp_path):
+    from mtad.runner.checks import SettingError, check_writable, explain_os_error
+
+    cache, runs = tmp_path / "cache", tmp_path / "runs"
+    exc = PermissionError(13, "Permission denied", str(cache / "targets" / "smollm2_135m" / "model.safetensors"))
+    message = str(explain_os_error(exc, {"results_root": runs, "MTAD_CACHE": cache}))
+    assert "MTAD_CACHE" in message and str(cache / "targets") in message and "\n" not in message
+    assert explain_os_error(FileNotFoundError(2, "No such file", "x"), {"MTAD_CACHE": cache}) is None
+    if os.geteuid() != 0:
+        runs.mkdir()
+        runs.chmod(stat.S_IRUSR | stat.S_IXUSR)
+        try:
+            with pytest.raises(SettingError, match="results_root"):
+                check_writable(runs / "exp" / "cell", "results_root")
+        finally:
+            runs.chmod(stat.S_IRWXU)
+
+
+UNWRITABLE_CACHE = """
+import mtad.run as r
+from mtad.models.gguf_cache import cache_root
+def load_pair_cached(cfg):
+    raise PermissionError(13, "Permission denied", str(cache_root() / "targets" / "x" / "model.safetensors"))
+r.load_pair_cached = load_pair_cached
+"""
+
+
+def test_unwritable_cache_names_mtad_cache(tmp_path, data_args):
+    proc = mtad_run([*TINY, "method=sampling", "limit=1", *TASK_ARGS, *data_args], tmp_path, check=False,
+                    prefix=UNWRITABLE_CACHE, env={"MTAD_CACHE": str(tmp_path / "cache")})
+    assert proc.returncode != 0
+    assert "MTAD_CACHE" in proc.log and str(tmp_path / "cache") in proc.log
+    assert "Traceback" not in proc.log
+
+
+def test_a_corrupted_middle_line_is_reported_and_the_lines_after_it_kept(tmp_path, caplog):
+    from mtad.runner.records import read_finished
+
+    path = tmp_path / "samples.jsonl"
+    path.write_text('{"id": "a"}\n{"id": "b", "sam\n{"id": "c"}\n{"id": "d"}\n{"id": "e"')
+    with caplog.at_level(logging.WARNING):
+        records = read_finished(path)
+    assert [r["id"] for r in records] == ["a", "c", "d"]  # e: a torn last line, cut off
+    assert "line 2 is corrupted" in caplog.text and "torn last line" in caplog.text
+    assert path.read_text() == '{"id": "a"}\n{"id": "c"}\n{"id": "d"}\n'
+    assert (tmp_path / "samples.jsonl.corrupt").read_text() == '{"id": "b", "sam\n'
+
+
+JUDGE = ["task=mtbench", "task.max_new_tokens=4", "task.judge.kind=openai", "task.judge.model=judge-model",
+         "task.judge.api_key_env=MTAD_TEST_JUDGE_KEY", "task.judge.retries=1", "task.judge.timeout_s=5"]
+
+
+def test_judge_failures_leave_the_cell_incomplete_and_are_judged_again(tmp_path, wheel_data, endpoint):
+    args = [*TINY, "method=sps", "limit=1", *JUDGE, f"+task.judge.base_url={endpoint}", f"data_root={wheel_data}"]
+    args = [a.replace("+task.judge.base_url", "task.judge.base_url") for a in args]
+    env = {"MTAD_TEST_JUDGE_KEY": "sk-stub"}
+    Endpoint.replies = [("status", 503), ("garbage", "<html>bad gateway</html>")]
+    first = mtad_run(args, tmp_path, check=False, env=env)
+    assert first.returncode != 0, first.log[-2000:]
+    (cell,) = cell_dirs(tmp_path / "runs")
+    metrics = json.loads((cell / "metrics.json").read_text())
+    assert metrics["status"] == "incomplete" and "HTTP 503" in metrics["incomplete_reason"]
+    assert "unparsable reply" in metrics["scores"]["judge_missing_reason"] or "HTTP 503" in metrics["scores"]["judge_missing_reason"]
+    assert not (cell / "error.txt").exists()
+    assert [auth for _, auth, _ in Endpoint.requests] == ["Bearer sk-stub"] * 2
+    generated = lines(cell / "samples.jsonl")
+
+    Endpoint.requests.clear()
+    Endpoint.replies = [("rating", "Fine. Rating: [[7]]"), ("rating", "Rating: [[5]]")]
+    second = mtad_run(args, tmp_path, check=False, env=env)
+    assert second.returncode == 0, second.log[-2000:]
+    assert "1 to score again" in second.log
+    rejudged = lines(cell / "samples.jsonl")
+    assert len(Endpoint.requests) == 2  # the two turns, judged again
+    assert [t["token_ids"] for t in rejudged[0]["samples"][0]["turns"]] == \
+        [t["token_ids"] for t in generated[0]["samples"][0]["turns"]]  # not generated again
+    metrics = json.loads((cell / "metrics.json").read_text())
+    assert metrics["status"] == "complete" and metrics["scores"]["judge_score"] == 6.0
+
+    from mtad.report.cells import load_cells
+
+    assert list(load_cells(tmp_path / "runs")["status"]) == ["complete"]
