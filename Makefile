@@ -25,14 +25,16 @@ data: install ## fetch every dataset into the data root
 test: install ## run the whole test suite (slow real-model tests included)
 	$(PY) -m pytest -q
 
-# --- the embedded pair's draft (mtad/models/distill.py); resumable: rerun to keep training
+# --- the embedded pair's draft (mtad/models/distill/); resumable: rerun to keep training
 DRAFT_MINUTES ?= 60
 .PHONY: draft measure-draft
-draft: install ## distil the smollm2_135m draft for DRAFT_MINUTES more minutes, then export it to mtad/assets/drafts/
-	nice -n 5 $(PY) scripts/distill_draft.py --pair smollm2_135m --max-minutes $(DRAFT_MINUTES) $(ARGS)
-	$(PY) scripts/distill_draft.py --pair smollm2_135m --export
+draft: install ## distil the smollm2_135m draft DRAFT_MINUTES more minutes (producer + trainer, a core each), export it
+	@nice -n 5 $(PY) scripts/distill_draft.py produce --max-minutes $(DRAFT_MINUTES) $(ARGS) & producer=$$!; \
+	  nice -n 5 $(PY) scripts/distill_draft.py train --max-minutes $(DRAFT_MINUTES) $(ARGS); status=$$?; \
+	  kill -TERM $$producer 2>/dev/null; wait $$producer; exit $$status
+	$(PY) scripts/distill_draft.py export
 
-measure-draft: install ## benchmark the draft on held-out prompts (acceptance, TV, sps vs sampling) -> results/draft/
+measure-draft: install ## the draft on held-out prompts of every task family (acceptance, block efficiency, cost) -> results/draft/
 	$(PY) scripts/measure_draft.py --pair smollm2_135m $(ARGS)
 
 # --- experiments: conf/experiment + conf/sweep -> results/runs (resumable) -> results/tables
