@@ -94,7 +94,7 @@ figures: install ## regenerate every figure from committed results (results/runs
 # --- speed against transformers' generate() and assisted generation (mtad/bench.py)
 BENCH_ARGS ?=
 .PHONY: bench
-bench: install ## our decoders vs HF generate/assisted generation on the embedded pair (<15 min) -> results/bench/
+bench: install ## every method on the eager and fast paths vs HF generate (eager, static+compile) and assisted generation; verification-cost curve (<10 min) -> results/bench/
 	$(PY) scripts/bench.py --pair smollm2_135m $(BENCH_ARGS)
 
 # --- the paper's claims (mtad/report/claims.py): 95% intervals and verdicts -> results/claims/
