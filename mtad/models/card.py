@@ -114,9 +114,11 @@ def write_card(workdir: Path, draft_file: Path, card: Path, command: str, measur
         "| kind | family | answer tokens |", "|---|---|---|",
     ]
     lines += [f"| {k} | {f} | {n} |" for (k, f), n in sorted(composition.items())]
-    lines += ["", f"- Trained: {state['step']} steps, {state['trained_tokens']} answer tokens (in this pipeline; the "
-              f"starting point was `{cfg['init_from'] or 'the target layers'}`), AdamW lr {cfg['lr']}, "
-              f"{cfg['batch_seqs']} sequences per step balanced over families, float32, 1 thread.", ""]
+    start = (f"the draft file `{Path(cfg['init_from']).name}` as it was (its held-out acceptance is the 0-token row below)"
+             if cfg["init_from"] else "the target's layers")
+    lines += ["", f"- Trained: {state['step']} steps, {state['trained_tokens']} answer tokens in this pipeline, starting "
+              f"from {start}; AdamW lr {cfg['lr']} (latest run), {cfg['batch_seqs']} sequences per step balanced over "
+              "families, float32, 1 thread.", ""]
     ab_path = workdir / "ab.json"
     if ab_path.exists():
         ab = json.loads(ab_path.read_text())
