@@ -102,5 +102,6 @@ def test_every_method_runs_on_a_paper_pair_through_mtad_run(family, hub_dirs, sh
     proc = subprocess.run([sys.executable, "-m", "mtad.run", "-m", *args], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
-    done = sorted(p.parent.name for p in (tmp_path / "runs").rglob("metrics.json"))
+    runs = tmp_path / "runs"  # <experiment>/<pair>/<task>/<method>/<overrides>/metrics.json
+    done = sorted(p.relative_to(runs).parts[3] for p in runs.rglob("metrics.json"))
     assert done == sorted(METHODS), done
