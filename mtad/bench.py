@@ -6,7 +6,6 @@ memory-bandwidth floor of one decode step on this machine.
 from __future__ import annotations
 
 import json
-import platform
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -16,6 +15,7 @@ import torch
 
 from mtad.decoding import get_decoder
 from mtad.decoding.kv import CachedModel, model_device, sync
+from mtad.metrics.speed import aggregate_speed
 
 
 @dataclass
@@ -118,10 +118,11 @@ def summarise(configs: list[Config], results: dict[str, list[Measure]]) -> list[
                "tokens_per_s_reps": [m.tokens / m.seconds for m in ms]}
         if c.impl == "ours":
             m = ms[len(ms) // 2]
+            speed = aggregate_speed([{"new_tokens": m.tokens, "seconds": m.seconds, "target_calls": m.target_calls,
+                                      "accepted": m.accepted, "drafted": m.drafted}])  # the runner's totals
             row.update(target_frac=m.target_seconds / m.seconds, draft_frac=m.draft_seconds / m.seconds,
                        other_frac=1 - (m.target_seconds + m.draft_seconds) / m.seconds,
-                       block_efficiency=m.tokens / max(m.target_calls, 1),
-                       acceptance_rate=m.accepted / m.drafted if m.drafted else None,
+                       block_efficiency=speed["block_efficiency"], acceptance_rate=speed["acceptance_rate"],
                        ms_per_token=1000 * m.seconds / m.tokens)
         rows.append(row)
     by_label = {r["label"]: r for r in rows}
@@ -170,12 +171,13 @@ def copy_bandwidth(device: torch.device, megabytes: int = 256, reps: int = 5) ->
 
 
 def environment(target, draft) -> dict:
-    import transformers
-    return {"machine": platform.processor() or platform.machine(), "platform": platform.platform(),
-            "cpu_count": torch.get_num_threads(), "torch": torch.__version__, "transformers": transformers.__version__,
-            "target_dtype": str(target.dtype), "draft_dtype": str(draft.dtype),
-            "device": str(next(target.parameters()).device),
-            "cuda": torch.cuda.get_device_name() if torch.cuda.is_available() else None}
+    from mtad.runner.provenance import environment_record
+
+    env = environment_record(models=(target, draft))  # the runner's record: machine, versions, code state
+    return {**env, "cpu_count": env["torch_threads"], "torch": env["versions"]["torch"],
+            "transformers": env["versions"]["transformers"], "target_dtype": str(target.dtype),
+            "draft_dtype": str(draft.dtype), "device": str(next(target.parameters()).device),
+            "cuda": env["gpus"][0] if env["gpus"] else None}
 
 
 def write_report(out_dir: Path, payload: dict) -> None:

@@ -24,8 +24,9 @@ from pathlib import Path
 
 import torch
 
+from mtad.metrics.speed import aggregate_speed
 from mtad.models.prompts import chat_ids
-from mtad.run import git_commit
+from mtad.runner.provenance import environment_record
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 ROOT = Path(__file__).resolve().parents[1]
@@ -83,17 +84,14 @@ def alpha_from_accept_lengths(mean_accepted: float, gamma: int = 4) -> float | N
 
 
 def totals(stats: list) -> dict:
-    new = sum(s.new_tokens for s in stats)
-    secs = sum(s.seconds for s in stats)
-    calls = sum(s.target_calls for s in stats)
-    drafted = sum(s.drafted for s in stats)
-    accepted = sum(s.accepted for s in stats)
-    lengths = [n for s in stats for n in s.accept_lengths]
-    return {"new_tokens": new, "seconds": round(secs, 3), "tokens_per_s": new / secs if secs else 0.0,
-            "target_calls": calls, "block_efficiency": new / calls if calls else 0.0,
-            "acceptance_rate": accepted / drafted if drafted else None,
-            "mean_accepted_per_iteration": accepted / len(lengths) if lengths else None,
-            "alpha": alpha_from_accept_lengths(accepted / len(lengths)) if lengths else None, "samples": len(stats)}
+    t = aggregate_speed(s.as_dict() for s in stats)  # the runner's totals and ratios
+    mean_accepted = t["mean_accept_length"]
+    return {"new_tokens": t["new_tokens"], "seconds": round(t["decode_seconds"], 3),
+            "tokens_per_s": t["tokens_per_s"] or 0.0, "target_calls": t["target_calls"],
+            "block_efficiency": t["block_efficiency"] or 0.0, "acceptance_rate": t["acceptance_rate"],
+            "mean_accepted_per_iteration": mean_accepted,
+            "alpha": alpha_from_accept_lengths(mean_accepted) if mean_accepted is not None else None,
+            "samples": len(stats)}
 
 
 def cast(model, dtype: str):
@@ -207,7 +205,8 @@ def main(argv=None) -> int:
         "n_prompts": len(prompts), "max_new_tokens": args.max_new_tokens, "gamma": 4, "seed": args.seed,
         "settings": SETTINGS, "distribution": dist, "dtype_sweep": sweep_rows, "decoding": decoding,
         "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores", "threads": args.threads,
-        "torch": torch.__version__, "git_commit": git_commit()["commit"] or "unknown", "wall_seconds": round(time.time() - t0, 1),
+        "torch": torch.__version__, "git_commit": environment_record()["git"]["commit"] or "unknown",
+        "environment": environment_record(models=(pair.target, pair.draft)), "wall_seconds": round(time.time() - t0, 1),
         "load_average_1_5_15min_at_end": [round(x, 2) for x in os.getloadavg()],
     }
     out = Path(args.out)
