@@ -5,7 +5,7 @@ PY ?= .venv/bin/python
 # the same pin resolves to PyPI's CUDA wheel. Override with TORCH_SPEC=... if needed.
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: help install test
+.PHONY: help install test test-fast lint
 help: ## list targets
 	@grep -E '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-20s %s\n", $$1, $$2}'
 
@@ -22,8 +22,14 @@ install: .venv/.installed ## create .venv and install mtad with its dev tools
 data: install ## fetch every dataset into the data root
 	$(PY) scripts/get_data.py $(ARGS)
 
-test: install ## run the whole test suite (slow real-model tests included)
+test: install lint ## lint, then every test (slow ones included): what CI runs
 	$(PY) -m pytest -q
+
+test-fast: install lint ## lint, then the unit tests (no test marked slow; a few minutes on 2 cores)
+	$(PY) -m pytest -q -m "not slow"
+
+lint: install ## pyflakes rules over the package, scripts, tests and notebooks (ruff)
+	$(PY) -m ruff check .
 
 # --- the embedded pair's draft (mtad/models/distill/); resumable: rerun to keep training
 DRAFT_MINUTES ?= 60

@@ -63,8 +63,8 @@ def to_markdown(report: dict) -> str:
              f"every method ran on the same prompts with the same per-sample seeds",
              f"- timings: {report['timing']}; block efficiency (tokens per target call) is beside every speed "
              "ratio because it is free of machine load",
-             f"- detectable effect: the smallest true effect this sample detects with 80% power at 95% confidence "
-             f"(normal approximation, 2.8 bootstrap standard errors)",
+             "- detectable effect: the smallest true effect this sample detects with 80% power at 95% confidence "
+             "(normal approximation, 2.8 bootstrap standard errors)",
              f"- machine: {', '.join(design['machine']) or 'unknown'}; dtype: {', '.join(design['dtype']) or '?'}; "
              f"torch threads: {', '.join(design['threads']) or '?'}; seed: {', '.join(design['seed']) or '?'}; "
              f"commit(s): {', '.join(c[:10] for c in design['commits']) or 'unknown'}",

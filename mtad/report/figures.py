@@ -30,19 +30,14 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.transforms import ScaledTranslation, blended_transform_factory
 
-from mtad.report.cells import PRIMARY_SCORES, load_cells
+from mtad.methods import LABELS as METHOD_LABELS
+from mtad.report.cells import load_cells
 from mtad.report.sweeps import baseline_cells, caption, sweep_frame, table2_frame
+from mtad.tasks import TASKS
 
-METHOD_LABELS = {"sampling": "sampling", "sps": "SpS", "spectr": "SpecTr", "specinfer": "SpecInfer",
-                 "mtad": "MTAD", "mmtad": "MMTAD"}
 METHOD_STYLE = {  # one colour and marker per method in every figure (tab10 + distinct markers)
     "sampling": ("#7f7f7f", "o"), "sps": ("#1f77b4", "s"), "spectr": ("#2ca02c", "^"),
     "specinfer": ("#9467bd", "v"), "mtad": ("#d62728", "D"), "mmtad": ("#ff7f0e", "P")}
-TASK_LABELS = {"spider": "Spider", "cnndm": "CNN/DailyMail", "mtbench": "MT-Bench", "mt_bench": "MT-Bench",
-               "humaneval": "HumanEval"}
-SCORE_LABELS = {"exec_acc": "execution accuracy (fraction)", "execution_accuracy": "execution accuracy (fraction)",
-                "rougeL": "ROUGE-L F1", "rouge_l": "ROUGE-L F1", "judge_score": "judge score (1–10)",
-                "pass@1": "pass@1 (fraction)"}
 PARAM_LABELS = {"gamma": "draft length γ (tokens)", "beam_width": "beam width W (beams)",
                 "threshold": "acceptance threshold τ"}
 PARAM_SYMBOLS = {"gamma": "γ", "beam_width": "W", "threshold": "τ"}
@@ -57,6 +52,15 @@ FIGURE_NAMES = ("table2_speedup", "table2_quality_speed", "sweep_gamma", "sweep_
 
 def _label(method: str) -> str:
     return METHOD_LABELS.get(method, method)
+
+
+def _task_label(task: str) -> str:
+    return TASKS[task].label if task in TASKS else task
+
+
+def _score_label(task: str, score_name: str | None) -> str:
+    info = TASKS[task].score_info(score_name) if task in TASKS and score_name else None
+    return info.label if info else score_name or "task score (missing)"
 
 
 def _style(method: str) -> tuple[str, str]:
@@ -127,7 +131,7 @@ def speedup_bars(cells: pd.DataFrame, experiment: str = "table2", pair: str | No
         ax.grid(axis="y", alpha=0.3)
     axes[0].set_title("numbers on bars: block efficiency (tokens per target call); dashed line: no speed-up; "
                       "whiskers: 95% bootstrap interval (cells with ≥ 3 examples)", fontsize=9)
-    axes[-1].set_xticks(range(len(tasks)), [TASK_LABELS.get(t, t) for t in tasks])
+    axes[-1].set_xticks(range(len(tasks)), [_task_label(t) for t in tasks])
     axes[-1].set_xlabel("task")
     handles = [Patch(facecolor=_style(m)[0], edgecolor="black", label=_label(m)) for m in methods]
     handles.append(Patch(facecolor="none", edgecolor=MISSING_COLOR, hatch="///", label="missing cell"))
@@ -171,9 +175,9 @@ def quality_vs_speed(cells: pd.DataFrame, experiment: str = "table2", pair: str 
             ax.grid(alpha=0.3)
             ax.margins(0.15)
             ax.set_xlabel(YLABELS["tokens_per_s"])
-        axes[0, i].set_title(TASK_LABELS.get(task, task))
+        axes[0, i].set_title(_task_label(task))
         axes[0, i].set_ylabel(YLABELS["perplexity"] if i == 0 else "perplexity")
-        axes[1, i].set_ylabel(SCORE_LABELS.get(score_name, score_name or "task score (missing)"))
+        axes[1, i].set_ylabel(_score_label(task, score_name))
     handles = [Line2D([], [], linestyle="none", marker=_style(m)[1], color=_style(m)[0], markeredgecolor="black",
                       markersize=8, label=_label(m)) for m in methods]
     fig.legend(handles=handles, loc="outside right upper", fontsize=9, frameon=False)
@@ -200,10 +204,8 @@ def _missing_note(ax, column: str, absent: list[str], rows: pd.DataFrame, plotte
 def _score_name(task: str, rows: pd.DataFrame) -> str | None:
     """The task's headline score name, only if the cells report it (never a count like 'examples')."""
     names = [n for n in rows.get("score_name", []) if isinstance(n, str)]
-    for name in PRIMARY_SCORES.get(task, ()):
-        if name in names:
-            return name
-    return None
+    name = TASKS[task].primary_score if task in TASKS else None
+    return name if name in names else None
 
 
 # ----------------------------------------------------------------------------- sweeps
@@ -245,7 +247,7 @@ def sweep_figure(cells: pd.DataFrame, sweep: str, panels: tuple[str, ...], exper
                 Line2D([], [], color=MISSING_COLOR, marker="x", markeredgewidth=2, linestyle="none",
                        label="× on x axis: missing\n(method's colour)")]
     fig.legend(handles=handles, loc="outside right upper", fontsize=9, frameon=False)
-    where = f"{frame['pair'].iloc[0]} on {TASK_LABELS.get(frame['task'].iloc[0], frame['task'].iloc[0])}" \
+    where = f"{frame['pair'].iloc[0]} on {_task_label(frame['task'].iloc[0])}" \
         if len(frame) and isinstance(frame["pair"].iloc[0], str) else "no cells yet"
     gaps = frame[frame["missing"]]
     listed = "; ".join(f"{_label(m)} {PARAM_SYMBOLS.get(param, param)}={', '.join(_num(v) for v in g['value'])}"

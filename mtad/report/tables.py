@@ -15,10 +15,12 @@ from pathlib import Path
 
 import pandas as pd
 
+from mtad.methods import METHODS
 from mtad.report.cells import load_cells
+from mtad.tasks import TASKS
 
-METHOD_ORDER = ["sampling", "sps", "spectr", "specinfer", "mtad", "mmtad"]
-TASK_ORDER = ["spider", "cnndm", "mtbench", "mt_bench", "humaneval"]
+METHOD_ORDER = list(METHODS)
+TASK_ORDER = list(TASKS)
 COLUMNS = ["task", "method", "score_name", "score", "perplexity", "tokens_per_s", "speedup_vs_sampling",
            "speedup_vs_sps", "block_efficiency", "acceptance_rate", "mean_accept_length", "energy_j_per_token",
            "examples", "samples", "generations", "new_tokens", "max_new_tokens", "status", "machine", "dtype", "pair", "seed",
@@ -134,7 +136,7 @@ def to_markdown(df: pd.DataFrame, experiment: str, notes: list[str] = (), source
     lines.append("")
     incomplete = df[df["status"] != "complete"]
     if not incomplete.empty:
-        lines += [f"- **not complete:** " + ", ".join(f"{r.task}/{r.method} ({r.status})" for r in incomplete.itertuples()), ""]
+        lines += ["- **not complete:** " + ", ".join(f"{r.task}/{r.method} ({r.status})" for r in incomplete.itertuples()), ""]
     lines.append("| " + " | ".join(HEADERS.get(c, c) for c in MD_COLUMNS) + " |")
     lines.append("|" + "|".join("---" for _ in MD_COLUMNS) + "|")
     for row in df.itertuples(index=False):

@@ -18,6 +18,7 @@ PLAIN_USER, PLAIN_ASSISTANT = "User: ", "\nAssistant:"
 
 class ChatTask(Task):
     name = "chat"
+    label = "held-out chat"
     defaults = {"limit": 64, "max_new_tokens": 32, "prompt_seed": 0, "pool": 256}
 
     def load_examples(self) -> list[dict]:
