@@ -5,7 +5,7 @@ PY ?= .venv/bin/python
 # the same pin resolves to PyPI's CUDA wheel. Override with TORCH_SPEC=... if needed.
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: help install test
+.PHONY: help install test test-fast lint
 help: ## list targets
 	@grep -E '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-20s %s\n", $$1, $$2}'
 
@@ -22,17 +22,25 @@ install: .venv/.installed ## create .venv and install mtad with its dev tools
 data: install ## fetch every dataset into the data root
 	$(PY) scripts/get_data.py $(ARGS)
 
-test: install ## run the whole test suite (slow real-model tests included)
+test: install lint ## lint, then every test (slow ones included): what CI runs
 	$(PY) -m pytest -q
 
-# --- the embedded pair's draft (mtad/models/distill.py); resumable: rerun to keep training
+test-fast: install lint ## lint, then the unit tests (no test marked slow; a few minutes on 2 cores)
+	$(PY) -m pytest -q -m "not slow"
+
+lint: install ## pyflakes rules over the package, scripts, tests and notebooks (ruff)
+	$(PY) -m ruff check .
+
+# --- the embedded pair's draft (mtad/models/distill/); resumable: rerun to keep training
 DRAFT_MINUTES ?= 60
 .PHONY: draft measure-draft
-draft: install ## distil the smollm2_135m draft for DRAFT_MINUTES more minutes, then export it to mtad/assets/drafts/
-	nice -n 5 $(PY) scripts/distill_draft.py --pair smollm2_135m --max-minutes $(DRAFT_MINUTES) $(ARGS)
-	$(PY) scripts/distill_draft.py --pair smollm2_135m --export
+draft: install ## distil the smollm2_135m draft DRAFT_MINUTES more minutes (producer + trainer, a core each), export it
+	@nice -n 5 $(PY) scripts/distill_draft.py produce --max-minutes $(DRAFT_MINUTES) $(ARGS) & producer=$$!; \
+	  nice -n 5 $(PY) scripts/distill_draft.py train --max-minutes $(DRAFT_MINUTES) $(ARGS); status=$$?; \
+	  kill -TERM $$producer 2>/dev/null; wait $$producer; exit $$status
+	$(PY) scripts/distill_draft.py export
 
-measure-draft: install ## benchmark the draft on held-out prompts (acceptance, TV, sps vs sampling) -> results/draft/
+measure-draft: install ## the draft on held-out prompts of every task family (acceptance, block efficiency, cost) -> results/draft/
 	$(PY) scripts/measure_draft.py --pair smollm2_135m $(ARGS)
 
 # --- experiments: conf/experiment + conf/sweep -> results/runs (resumable) -> results/tables
@@ -101,8 +109,25 @@ figures: install ## regenerate every figure from committed results (results/runs
 # --- speed against transformers' generate() and assisted generation (mtad/bench.py)
 BENCH_ARGS ?=
 .PHONY: bench
-bench: install ## our decoders vs HF generate/assisted generation on the embedded pair (<15 min) -> results/bench/
+bench: install ## every method on the eager and fast paths vs HF generate (eager, static+compile) and assisted generation; verification-cost curve (<10 min) -> results/bench/
 	$(PY) scripts/bench.py --pair smollm2_135m $(BENCH_ARGS)
+
+# --- the paper's claims (mtad/report/claims.py): 95% intervals and verdicts -> results/claims/
+# EXPERIMENT=claims (default here) runs the interleaved claims experiment first; any other
+# experiment (table2, table2_full) is read from its finished cells. PAIR= picks another pair.
+PAIR ?=
+CLAIMS_DIR = $(RESULTS)/$(EXPERIMENT)$(if $(PAIR),/$(PAIR))
+CLAIMS_DATA_ARGS = --only cnndm $(if $(wildcard $(SHARED_DATA)/cnndm/*.jsonl),--cnndm-jsonl $(firstword $(wildcard $(SHARED_DATA)/cnndm/*.jsonl)))
+.PHONY: claims
+claims: EXPERIMENT = claims
+claims: install ## every claim of the paper with a 95% interval and a verdict (embedded pair, <= 20 min) -> results/claims/claims.md
+	@if [ "$(filter claims%,$(EXPERIMENT))" ]; then \
+	  $(PY) scripts/get_data.py $(CLAIMS_DATA_ARGS) || echo "warning: CNN/DailyMail could not be fetched; the run will stop"; \
+	  if [ -n "$$(git ls-files -- $(CLAIMS_DIR) 2>/dev/null)" ] && git diff --quiet HEAD -- $(CLAIMS_DIR) \
+	    && [ -z "$$(git ls-files --others -- $(CLAIMS_DIR))" ]; then \
+	    echo "$(CLAIMS_DIR) is the committed reference run: running it again from scratch"; \
+	    rm -rf $(CLAIMS_DIR); fi; fi
+	$(PY) -m mtad.report.claims experiment=$(EXPERIMENT) $(if $(PAIR),pair=$(PAIR)) results_root=$(RESULTS) $(OVERRIDES)
 
 # --- reproduction check: every method on one short example, rerun in a fresh process
 VERIFY_ROOT ?= results/verify
@@ -119,10 +144,10 @@ verify-reference: install ## (re)create the reproduction reference in results/ve
 # Each step is its own target; a finished step leaves a stamp naming the commit it ran at, and
 # is skipped while HEAD stays that commit. ALLOW_DIRTY=1 runs from a tree with uncommitted changes
 # (its tables are then refused unless TABLE_ARGS=--allow-mixed-provenance).
-RESULT_STEPS ?= reproduce-table2 sweeps figures measure-draft bench verify-reference
+RESULT_STEPS ?= reproduce-table2 sweeps claims figures measure-draft bench verify-reference
 STAMPS := results/.stamps
 .PHONY: results
-results: install ## regenerate every committed result: Table 2, the sweeps, figures, draft measurement, bench, verify reference
+results: install ## regenerate every committed result: Table 2, sweeps, claims, figures, draft measurement, bench, verify reference
 	@commit=$$(git rev-parse HEAD); \
 	if [ -n "$$(git status --porcelain -- . ':(exclude)results')" ] && [ -z "$(ALLOW_DIRTY)" ]; then \
 	  echo "results: the tree has uncommitted changes; commit them first (or ALLOW_DIRTY=1)"; exit 1; fi; \

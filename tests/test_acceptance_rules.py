@@ -1,5 +1,4 @@
 """The pure acceptance rules on hand-made distributions (no model)."""
-import math
 
 import pytest
 import torch
@@ -151,3 +150,62 @@ def test_sample_follows_probs_and_never_draws_zero_probability():
     draws = torch.stack([sample(probs, g) for _ in range(5000)])  # [N, 2]
     assert (draws[:, 1] == 0).all()
     assert_matches(torch.bincount(draws[:, 0], minlength=5).float(), probs[0].double())
+
+
+# ----------------------------------------------------------------------------- rules on a chain
+def rows(*dists) -> torch.Tensor:
+    return torch.tensor(dists, dtype=torch.float64)
+
+
+# Position-indexed distributions (no dependence on earlier tokens), so the exact law of the first
+# three emitted tokens is P[0] x P[1] x P[2]. Q = P: every block of γ = 2 is accepted and the
+# third token is always the bonus; P[1] and P[2] differ by TV 0.03 where q is sharp, so a bonus
+# drawn from the last draft row (P[1]) instead of the row after the block (P[2]) is a law at
+# TV 0.03 from the exact one, chi2 divergence 0.043: at N = 3000, 64 cells, alpha = 1e-3 the
+# test detects it with probability > 0.999 (noncentral chi-square, noncentrality 129).
+CHAIN_P = rows([0.1, 0.2, 0.3, 0.4], [0.06, 0.04, 0.45, 0.45], [0.03, 0.07, 0.45, 0.45],
+               [0.25, 0.25, 0.25, 0.25], [0.4, 0.3, 0.2, 0.1])
+CHAIN_Q = {"q=p": CHAIN_P, "q!=p": rows([0.3, 0.3, 0.2, 0.2], [0.1, 0.1, 0.4, 0.4], [0.2, 0.1, 0.3, 0.4],
+                                        [0.1, 0.2, 0.3, 0.4], [0.25, 0.25, 0.25, 0.25])}
+
+
+@pytest.mark.parametrize("draft", list(CHAIN_Q))
+def test_speculative_chain_emits_p_including_the_bonus(draft):
+    """SpS with γ = 2 run to three tokens over position-indexed p and q rows: the joint law of
+    the three emitted tokens is P[0] x P[1] x P[2], bonus tokens included."""
+    gamma, q_rows, g = 2, CHAIN_Q[draft], torch.Generator().manual_seed(7)
+    counts = torch.zeros(4 ** 3)
+    for _ in range(3000):
+        emitted = []
+        while len(emitted) < 3:
+            t = len(emitted)
+            tokens = torch.stack([torch.multinomial(q_rows[t + i].float(), 1, generator=g)[0] for i in range(gamma)])
+            n, token = speculative_accept(CHAIN_P[t:t + gamma + 1], q_rows[t:t + gamma], tokens, g)
+            emitted += tokens[:n].tolist() + [token]
+        counts[emitted[0] * 16 + emitted[1] * 4 + emitted[2]] += 1
+    exact = (CHAIN_P[0][:, None, None] * CHAIN_P[1][None, :, None] * CHAIN_P[2][None, None, :]).flatten()
+    assert_matches(counts, exact)
+
+
+# q has mass (0.3) where p is 0 and p (0.3) where q is 0. After the draw of token 2 is rejected,
+# q' without replacement keeps tokens 1 and 3; renormalising it over p's support only (a rule
+# that is wrong exactly when q has mass outside p's support) moves the output to TV 0.042 from p
+# (chi2 divergence 0.0084, measured at N = 30000): at N = 6000, 3 cells, alpha = 1e-3 the test
+# detects it with probability 0.9998.
+PARTIAL_P = torch.tensor([0.3, 0.5, 0.2, 0.0], dtype=torch.float64)
+PARTIAL_Q = torch.tensor([0.0, 0.3, 0.4, 0.3], dtype=torch.float64)
+
+
+@pytest.mark.parametrize("replacement", [True, False])
+def test_multi_draft_accept_when_supports_partly_overlap(replacement):
+    from mtad.decoding.logits import sample_distinct
+
+    g = torch.Generator().manual_seed(11)
+    counts = torch.zeros(4)
+    for _ in range(6000):
+        cands = (torch.multinomial(PARTIAL_Q.float(), 3, replacement=True, generator=g) if replacement
+                 else sample_distinct(PARTIAL_Q, 3, g)).tolist()
+        j, p_res = multi_draft_accept(PARTIAL_P, PARTIAL_Q, cands, replacement, g)
+        counts[cands[j] if j >= 0 else torch.multinomial(p_res.float(), 1, generator=g).item()] += 1
+    assert counts[3] == 0, "a token outside p's support was emitted"
+    assert_matches(counts, PARTIAL_P)

@@ -97,8 +97,8 @@ def test_get_data_script_offline(shared_data, tmp_path):
 def test_tasks_registry(shared_data):
     from mtad.tasks import get_task, list_tasks
 
-    assert list_tasks() == ["spider", "cnndm", "mtbench", "humaneval"]
-    with pytest.raises(ValueError, match="valid tasks: spider, cnndm, mtbench, humaneval"):
+    assert list_tasks() == ["spider", "cnndm", "mtbench", "humaneval", "chat"]
+    with pytest.raises(ValueError, match="valid tasks: spider, cnndm, mtbench, humaneval, chat"):
         get_task("squad")
     with pytest.raises(ValueError, match="valid: "):
         get_task("cnndm", data_root=shared_data, temperature=0.5)

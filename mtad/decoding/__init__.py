@@ -1,4 +1,4 @@
-"""Decoding methods behind one contract (DESIGN.md):
+"""Decoding methods behind one contract (rules and parameters: mtad/decoding/README.md):
 
     dec = get_decoder(name, target=target_model, draft=draft_model, **params)
     out = dec.generate(input_ids, max_new_tokens=N, eos_token_id=None, generator=g)
@@ -18,12 +18,13 @@ from mtad.decoding.sampling import Sampling
 from mtad.decoding.specinfer import SpecInfer
 from mtad.decoding.spectr import SpecTr
 from mtad.decoding.sps import SpeculativeSampling
+from mtad.methods import METHODS
 
 DECODERS: dict[str, type[Decoder]] = {cls.name: cls for cls in (
     Sampling, SpeculativeSampling, SpecTr, SpecInfer, MTAD, MMTAD, MTJDExact)}
 
-# The six methods of the study; mtjd_exact is for tiny vocabularies (tests, analysis).
-METHODS = ("sampling", "sps", "spectr", "specinfer", "mtad", "mmtad")
+# METHODS: the six methods of the study (mtad.methods); mtjd_exact is for tiny vocabularies
+# (tests, analysis).
 
 
 def list_decoders() -> list[str]:

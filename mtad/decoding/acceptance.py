@@ -9,7 +9,7 @@ import math
 
 import torch
 
-from mtad.decoding.logits import normalize, sample, uniform
+from mtad.decoding.logits import sample, uniform
 
 
 def residual(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:

@@ -15,7 +15,7 @@ from mtad.decoding.logits import logits_to_probs
 
 @dataclass
 class DecodeStats:
-    """Per-sample statistics (ALGORITHMS.md, last section)."""
+    """Per-sample statistics (mtad/decoding/README.md, "Statistics")."""
     new_tokens: int = 0
     target_calls: int = 0
     draft_calls: int = 0

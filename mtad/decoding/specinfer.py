@@ -16,10 +16,12 @@ from mtad.decoding.tree import DraftTree, sample_children, target_node_probs
 
 class SpecInfer(Decoder):
     name = "specinfer"
-    defaults = {"k_config": (4, 2, 2), "replacement": True, **SAMPLING_PARAMS}
+    # (4, 1, 1, 1): depth 4 = γ and 16 tree nodes, the same depth and node budget as MMTAD
+    # with γ = 4, W = 4
+    defaults = {"k_config": (4, 1, 1, 1), "replacement": True, **SAMPLING_PARAMS}
 
     def validate(self) -> None:
-        self.k_config = tuple(self.k_config)
+        self.k_config = self.params["k_config"] = tuple(self.k_config)  # a list from a config
         if not self.k_config or any(not isinstance(k, int) or k < 1 for k in self.k_config):
             raise ValueError(f"k_config must be a non-empty sequence of ints >= 1, got {self.k_config}")
 

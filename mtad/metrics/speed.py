@@ -1,4 +1,4 @@
-"""Per-cell aggregation of the decoders' per-sample statistics (ALGORITHMS.md, last section).
+"""Per-cell aggregation of the decoders' per-sample statistics (mtad/metrics/README.md, "Speed").
 
 Ratios are taken of sums over every generation of the cell (ratio of totals, as Spec-Bench
 does), so long and short outputs weigh by their tokens rather than one vote each:

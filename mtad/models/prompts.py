@@ -104,8 +104,9 @@ def _split(items: list[str], held_out: bool) -> list[str]:
     return [t for t in items if _is_held_out(t) == held_out]
 
 
-def _sql_prompt(rng: random.Random) -> str:
-    table, cols = rng.choice(SQL_TABLES)
+def _sql_prompt(rng: random.Random, held_out: bool = False) -> str:
+    tables = [t for t in SQL_TABLES if _is_held_out(t[0]) == held_out] or SQL_TABLES
+    table, cols = rng.choice(tables)
     c1, c2 = rng.sample(cols[1:], 2)
     question = rng.choice(SQL_QUESTIONS).format(c1=c1, c2=c2)
     schema = f"CREATE TABLE {table} ({', '.join(cols)});"
@@ -119,7 +120,7 @@ def make_prompt(rng: random.Random, held_out: bool = False) -> str:
         task = rng.choice(_split(CODE_TASKS, held_out))
         return rng.choice(CODE_TEMPLATES).format(task=task)
     if kind < 0.22:
-        return _sql_prompt(rng)
+        return _sql_prompt(rng, held_out)
     topic = rng.choice(_split(TOPICS, held_out))
     return rng.choice(TEMPLATES).format(topic=topic, name=rng.choice(NAMES))
 

@@ -18,7 +18,7 @@ status         status ("complete", "incomplete" = fewer examples than planned or
                "running" = no metrics.json yet, "failed" = error.txt newer than metrics)
 counts         examples, examples_planned, samples, generations (one per sample and turn)
 task quality   score (the task's headline score), score_name, and score.<name> for every
-               aggregate the task returned (e.g. score.rouge_l, score.pass@1)
+               aggregate the task returned (e.g. score.rougeL, score.pass@1)
 perplexity     perplexity, mean_logprob (target log-prob per generated token, raw p)
 speed          tokens_per_s, decode_seconds (target_seconds, draft_seconds of it: inside the
                models' forwards), new_tokens, new_tokens_per_generation
@@ -43,31 +43,20 @@ import pandas as pd
 
 from mtad.runner.layout import ENV, ERROR, METRICS, SAMPLES, parse_cell_directory, read_json
 from mtad.runner.provenance import provenance_key
+from mtad.tasks import TASKS
 
-# Headline score per task when the task reports several; otherwise the first one it returns.
-PRIMARY_SCORES = {"spider": ("execution_accuracy", "exec_acc", "accuracy"),
-                  "cnndm": ("rouge_l", "rougeL", "rouge-l"),
-                  "mtbench": ("judge_score", "score", "mean_score"), "mt_bench": ("judge_score", "score", "mean_score"),
-                  "humaneval": ("pass@1", "pass_at_1")}
 IDENTITY = ["experiment", "pair", "task", "method", "overrides"]
 
 
-BOOKKEEPING = {"examples", "samples", "truncated", "truncation_unknown", "article_token_budget", "n", "judge_failures"}
-
-
 def primary_score(task: str, scores: dict) -> tuple[str | None, float | None]:
-    """(name, value) of the task's headline score; the value stays None when the task could
-    not score (e.g. MT-Bench without a judge) rather than falling back to another number."""
-    for name in PRIMARY_SCORES.get(task, ()):
-        if name in scores:
-            value = scores[name]
-            return name, float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
-    numeric = {k: v for k, v in scores.items()
-               if isinstance(v, int | float) and not isinstance(v, bool) and k not in BOOKKEEPING}
-    if numeric:
-        name = next(iter(numeric))
-        return name, float(numeric[name])
-    return None, None
+    """(name, value) of the task's headline score (``Task.primary_score``); the value stays
+    None when the task could not score (e.g. MT-Bench without a judge) rather than falling back
+    to another number, and both are None for a task the registry does not know."""
+    task_class = TASKS.get(task)
+    if task_class is None or task_class.primary_score not in scores:
+        return None, None
+    value = scores[task_class.primary_score]
+    return task_class.primary_score, float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 def find_cells(root: str | Path) -> list[Path]:

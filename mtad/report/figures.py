@@ -30,19 +30,14 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.transforms import ScaledTranslation, blended_transform_factory
 
-from mtad.report.cells import PRIMARY_SCORES, load_cells
+from mtad.methods import LABELS as METHOD_LABELS
+from mtad.report.cells import load_cells
 from mtad.report.sweeps import baseline_cells, caption, sweep_frame, table2_frame
+from mtad.tasks import TASKS
 
-METHOD_LABELS = {"sampling": "sampling", "sps": "SpS", "spectr": "SpecTr", "specinfer": "SpecInfer",
-                 "mtad": "MTAD", "mmtad": "MMTAD"}
 METHOD_STYLE = {  # one colour and marker per method in every figure (tab10 + distinct markers)
     "sampling": ("#7f7f7f", "o"), "sps": ("#1f77b4", "s"), "spectr": ("#2ca02c", "^"),
     "specinfer": ("#9467bd", "v"), "mtad": ("#d62728", "D"), "mmtad": ("#ff7f0e", "P")}
-TASK_LABELS = {"spider": "Spider", "cnndm": "CNN/DailyMail", "mtbench": "MT-Bench", "mt_bench": "MT-Bench",
-               "humaneval": "HumanEval"}
-SCORE_LABELS = {"exec_acc": "execution accuracy (fraction)", "execution_accuracy": "execution accuracy (fraction)",
-                "rougeL": "ROUGE-L F1", "rouge_l": "ROUGE-L F1", "judge_score": "judge score (1–10)",
-                "pass@1": "pass@1 (fraction)"}
 PARAM_LABELS = {"gamma": "draft length γ (tokens)", "beam_width": "beam width W (beams)",
                 "threshold": "acceptance threshold τ"}
 PARAM_SYMBOLS = {"gamma": "γ", "beam_width": "W", "threshold": "τ"}
@@ -57,6 +52,15 @@ FIGURE_NAMES = ("table2_speedup", "table2_quality_speed", "sweep_gamma", "sweep_
 
 def _label(method: str) -> str:
     return METHOD_LABELS.get(method, method)
+
+
+def _task_label(task: str) -> str:
+    return TASKS[task].label if task in TASKS else task
+
+
+def _score_label(task: str, score_name: str | None) -> str:
+    info = TASKS[task].score_info(score_name) if task in TASKS and score_name else None
+    return info.label if info else score_name or "task score (missing)"
 
 
 def _style(method: str) -> tuple[str, str]:
@@ -101,7 +105,8 @@ def speedup_bars(cells: pd.DataFrame, experiment: str = "table2", pair: str | No
     width = 0.8 / max(1, len(methods))
     for ax, column in zip(axes, ("speedup_vs_sampling", "speedup_vs_sps")):
         values = frame[column].astype(float) if column in frame else pd.Series([math.nan] * len(frame))
-        top = max([v for v in values if _finite(v)] + [1.0]) * 1.42  # room for labels and the legend
+        highs = frame[f"{column}_high"].astype(float) if f"{column}_high" in frame else pd.Series(dtype=float)
+        top = max([v for v in list(values) + list(highs) if _finite(v)] + [1.0]) * 1.42  # room for labels, legend
         for j, method in enumerate(methods):
             rows = frame[frame["method"] == method]
             color, _ = _style(method)
@@ -115,17 +120,18 @@ def speedup_bars(cells: pd.DataFrame, experiment: str = "table2", pair: str | No
                     _missing_bar(ax, x, width, top, reason)
                     continue
                 ax.bar(x, value, width * 0.92, color=color, edgecolor="black", linewidth=0.4)
+                bar_top = _error_bar(ax, x, value, _interval(row, column))
                 efficiency = row.get("block_efficiency")
                 if _finite(efficiency):
-                    ax.text(x, value + top * 0.012, f"{efficiency:.2f}", ha="center", va="bottom", fontsize=7,
+                    ax.text(x, bar_top + top * 0.012, f"{efficiency:.2f}", ha="center", va="bottom", fontsize=7,
                             rotation=90, bbox={"facecolor": "white", "edgecolor": "none", "pad": 0.6})
         ax.axhline(1.0, color="black", linewidth=0.8, linestyle="--")
         ax.set_ylim(0, top)
         ax.set_ylabel(YLABELS[column])
         ax.grid(axis="y", alpha=0.3)
-    axes[0].set_title("numbers on bars: block efficiency (tokens per target call); dashed line: no speed-up",
-                      fontsize=9)
-    axes[-1].set_xticks(range(len(tasks)), [TASK_LABELS.get(t, t) for t in tasks])
+    axes[0].set_title("numbers on bars: block efficiency (tokens per target call); dashed line: no speed-up; "
+                      "whiskers: 95% bootstrap interval (cells with ≥ 3 examples)", fontsize=9)
+    axes[-1].set_xticks(range(len(tasks)), [_task_label(t) for t in tasks])
     axes[-1].set_xlabel("task")
     handles = [Patch(facecolor=_style(m)[0], edgecolor="black", label=_label(m)) for m in methods]
     handles.append(Patch(facecolor="none", edgecolor=MISSING_COLOR, hatch="///", label="missing cell"))
@@ -161,19 +167,22 @@ def quality_vs_speed(cells: pd.DataFrame, experiment: str = "table2", pair: str 
                 color, marker = _style(row.method)
                 ax.plot(row.tokens_per_s, y, linestyle="none", marker=marker, markersize=9, color=color,
                         markeredgecolor="black", markeredgewidth=0.5)
+                _error_bars_2d(ax, row.tokens_per_s, y, _interval(row._asdict(), "tokens_per_s"),
+                               _interval(row._asdict(), column), color)
                 plotted += 1
             if absent:
                 _missing_note(ax, column, absent, rows, plotted)
             ax.grid(alpha=0.3)
             ax.margins(0.15)
             ax.set_xlabel(YLABELS["tokens_per_s"])
-        axes[0, i].set_title(TASK_LABELS.get(task, task))
+        axes[0, i].set_title(_task_label(task))
         axes[0, i].set_ylabel(YLABELS["perplexity"] if i == 0 else "perplexity")
-        axes[1, i].set_ylabel(SCORE_LABELS.get(score_name, score_name or "task score (missing)"))
+        axes[1, i].set_ylabel(_score_label(task, score_name))
     handles = [Line2D([], [], linestyle="none", marker=_style(m)[1], color=_style(m)[0], markeredgecolor="black",
                       markersize=8, label=_label(m)) for m in methods]
     fig.legend(handles=handles, loc="outside right upper", fontsize=9, frameon=False)
-    _add_caption(fig, caption(frame), f"Quality against speed per task — experiment {experiment}")
+    _add_caption(fig, caption(frame) + " · whiskers: 95% bootstrap intervals over examples (cells with ≥ 3)",
+                 f"Quality against speed per task — experiment {experiment}")
     return fig
 
 
@@ -195,10 +204,8 @@ def _missing_note(ax, column: str, absent: list[str], rows: pd.DataFrame, plotte
 def _score_name(task: str, rows: pd.DataFrame) -> str | None:
     """The task's headline score name, only if the cells report it (never a count like 'examples')."""
     names = [n for n in rows.get("score_name", []) if isinstance(n, str)]
-    for name in PRIMARY_SCORES.get(task, ()):
-        if name in names:
-            return name
-    return None
+    name = TASKS[task].primary_score if task in TASKS else None
+    return name if name in names else None
 
 
 # ----------------------------------------------------------------------------- sweeps
@@ -215,6 +222,7 @@ def sweep_figure(cells: pd.DataFrame, sweep: str, panels: tuple[str, ...], exper
     axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
     values = sorted(set(frame["value"]))
     methods = list(dict.fromkeys(frame["method"]))
+    intervals = sweep_intervals(frame, baselines)
     for ax, column in zip(axes, panels):
         for method, rows in frame.groupby("method", sort=False):
             color, marker = _style(method)
@@ -223,6 +231,9 @@ def sweep_figure(cells: pd.DataFrame, sweep: str, panels: tuple[str, ...], exper
             y[rows["missing"]] = math.nan  # NaN breaks the line: no segment drawn across a missing cell
             ax.plot(rows["value"], y, marker=marker, color=color, label=_label(method),
                     markeredgecolor="black", markeredgewidth=0.4)
+            for x, value, row_intervals in zip(rows["value"], y, (intervals.get(i, {}) for i in rows.index)):
+                if _finite(value) and column in row_intervals:
+                    _error_bar(ax, x, value, row_intervals[column], color=color)
             _missing_marks(ax, rows["value"][y.isna()], color, offset_pt=6.0 * (list(methods).index(method)
                                                                                  - (len(methods) - 1) / 2))
         _reference_lines(ax, column, baselines)
@@ -236,12 +247,13 @@ def sweep_figure(cells: pd.DataFrame, sweep: str, panels: tuple[str, ...], exper
                 Line2D([], [], color=MISSING_COLOR, marker="x", markeredgewidth=2, linestyle="none",
                        label="× on x axis: missing\n(method's colour)")]
     fig.legend(handles=handles, loc="outside right upper", fontsize=9, frameon=False)
-    where = f"{frame['pair'].iloc[0]} on {TASK_LABELS.get(frame['task'].iloc[0], frame['task'].iloc[0])}" \
+    where = f"{frame['pair'].iloc[0]} on {_task_label(frame['task'].iloc[0])}" \
         if len(frame) and isinstance(frame["pair"].iloc[0], str) else "no cells yet"
     gaps = frame[frame["missing"]]
     listed = "; ".join(f"{_label(m)} {PARAM_SYMBOLS.get(param, param)}={', '.join(_num(v) for v in g['value'])}"
                        for m, g in gaps.groupby("method", sort=False))
-    text = caption(frame, baselines) + (f" · missing: {listed}" if listed else "")
+    text = caption(frame, baselines) + (f" · missing: {listed}" if listed else "") + \
+        " · whiskers: 95% bootstrap intervals over examples (cells with ≥ 3)"
     _add_caption(fig, text, f"{PARAM_LABELS.get(param, param).split(' (')[0]} sweep — {where}")
     return fig
 
@@ -301,6 +313,53 @@ def threshold_sweep(cells: pd.DataFrame, methods: list[str] | None = None, **kwa
         methods = ["mtad"] + (["mmtad"] if len(swept) else [])
     return sweep_figure(cells, "threshold", ("mean_accept_length", "speedup_vs_sampling", "perplexity"),
                         methods=methods, **kwargs)
+
+
+# ----------------------------------------------------------------------------- intervals
+def _interval(row, column: str) -> tuple[float, float] | None:
+    """(low, high) of ``column`` in a table2 frame row (``tables.add_intervals``), if any."""
+    low, high = row.get(f"{column}_low"), row.get(f"{column}_high")
+    return (float(low), float(high)) if _finite(low) and _finite(high) else None
+
+
+def _error_bar(ax, x: float, value: float, interval, color: str = "black") -> float:
+    """A vertical whisker over ``interval`` ((low, high) or an Interval); returns the top of bar
+    and whisker (where a label above it goes)."""
+    if interval is None:
+        return value
+    low, high = (interval.low, interval.high) if hasattr(interval, "low") else interval
+    if low is None or high is None:
+        return value
+    ax.errorbar([x], [value], yerr=[[max(0.0, value - low)], [max(0.0, high - value)]], fmt="none", ecolor=color,
+                elinewidth=0.9, capsize=2.5, zorder=4)
+    return max(value, high)
+
+
+def _error_bars_2d(ax, x: float, y: float, x_interval, y_interval, color: str) -> None:
+    if x_interval is None and y_interval is None:
+        return
+    xerr = [[x - x_interval[0]], [x_interval[1] - x]] if x_interval else None
+    yerr = [[y - y_interval[0]], [y_interval[1] - y]] if y_interval else None
+    ax.errorbar([x], [y], xerr=xerr, yerr=yerr, fmt="none", ecolor=color, elinewidth=0.9, capsize=2.5, zorder=2)
+
+
+def sweep_intervals(frame: pd.DataFrame, baselines: pd.DataFrame) -> dict:
+    """{frame index: {column: Interval}} for the finished cells of a sweep frame (``tables.cell_intervals``;
+    speed-ups paired with the sweep's sampling/SpS cells)."""
+    from mtad.report.examples import cell_examples
+    from mtad.report.tables import cell_intervals
+
+    if "path" not in frame:
+        return {}
+    base = {m: cell_examples(p) for m, p in zip(baselines.get("method", []), baselines.get("path", []))
+            if isinstance(p, str)}
+    out = {}
+    for i, row in frame.iterrows():
+        if row.get("missing") or not isinstance(row.get("path"), str):
+            continue
+        found = cell_intervals(cell_examples(row["path"]), {m: e for m, e in base.items() if m != row["method"]})
+        out[i] = {k: v for k, v in found.items() if v.available}
+    return out
 
 
 # ----------------------------------------------------------------------------- files

@@ -96,8 +96,7 @@ def table2_frame(cells: pd.DataFrame, experiment: str = "table2", pair: str | No
     methods = methods or _ordered(set(grid.get("method", [])) | set(in_experiment.get("method", [])), METHOD_ORDER)
     finished = in_experiment[in_experiment["status"].isin(["complete", "incomplete"])] \
         if "status" in in_experiment else in_experiment
-    # reset_index: tables.add_speedups divides Series with different indexes otherwise
-    rows = table2(finished.reset_index(drop=True), experiment=experiment, pair=pair) \
+    rows = table2(finished, experiment=experiment, pair=pair) \
         if not finished.empty else pd.DataFrame()
     status = {(r.task, r.method): r.status for r in in_experiment.itertuples()
               if getattr(r, "overrides", "") == ""}

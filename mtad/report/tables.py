@@ -15,10 +15,12 @@ from pathlib import Path
 
 import pandas as pd
 
+from mtad.methods import METHODS
 from mtad.report.cells import load_cells
+from mtad.tasks import TASKS
 
-METHOD_ORDER = ["sampling", "sps", "spectr", "specinfer", "mtad", "mmtad"]
-TASK_ORDER = ["spider", "cnndm", "mtbench", "mt_bench", "humaneval"]
+METHOD_ORDER = list(METHODS)
+TASK_ORDER = list(TASKS)
 COLUMNS = ["task", "method", "score_name", "score", "perplexity", "tokens_per_s", "speedup_vs_sampling",
            "speedup_vs_sps", "block_efficiency", "acceptance_rate", "mean_accept_length", "energy_j_per_token",
            "examples", "samples", "generations", "new_tokens", "max_new_tokens", "status", "machine", "dtype", "pair", "seed",
@@ -79,7 +81,7 @@ def table2(cells: pd.DataFrame, experiment: str = "table2", pair: str | None = N
     reasons = [c for c in df.columns if c.startswith("score.") and c.endswith("missing_reason")]
     df["score_missing_reason"] = df[reasons].bfill(axis=1).iloc[:, 0] if reasons else None
     df["task"], df["method"] = df["task"].astype(str), df["method"].astype(str)
-    return df[COLUMNS]
+    return add_intervals(df)[COLUMNS + INTERVAL_BOUNDS]
 
 
 class ProvenanceError(ValueError):
@@ -162,6 +164,7 @@ def to_markdown(df: pd.DataFrame, experiment: str, notes: list[str] = (), source
              f"- sample counts per cell: {counts}",
              "- speed-up: tokens/s over the `sampling` (resp. `sps`) cell of the same task, pair and machine;"
              " J/token `missing` where no energy counter was readable",
+             f"- {INTERVAL_NOTE}",
              f"- built: {datetime.now(timezone.utc).isoformat(timespec='seconds')} from {source}/{experiment}",
              *[f"- {note}" for note in notes]]
     if _reasons(df, "energy_missing_reason"):
@@ -175,11 +178,11 @@ def to_markdown(df: pd.DataFrame, experiment: str, notes: list[str] = (), source
     lines.append("")
     incomplete = df[df["status"] != "complete"]
     if not incomplete.empty:
-        lines += [f"- **not complete:** " + ", ".join(f"{r.task}/{r.method} ({r.status})" for r in incomplete.itertuples()), ""]
+        lines += ["- **not complete:** " + ", ".join(f"{r.task}/{r.method} ({r.status})" for r in incomplete.itertuples()), ""]
     lines.append("| " + " | ".join(HEADERS.get(c, c) for c in MD_COLUMNS) + " |")
     lines.append("|" + "|".join("---" for _ in MD_COLUMNS) + "|")
     for row in df.itertuples(index=False):
-        cells = [_fmt(getattr(row, c), c) for c in MD_COLUMNS]
+        cells = [_fmt_with_interval(row, c) for c in MD_COLUMNS]
         if row.status == "missing":  # no numbers: the data was absent
             cells = cells[:2] + ["missing"] * (len(cells) - 2)
         lines.append("| " + " | ".join(cells) + " |")
@@ -205,3 +208,74 @@ def build_table2(results_root: str | Path = "results/runs", out_dir: str | Path 
     code = provenance(df, allow_mixed=allow_mixed_provenance)
     stem = name or (experiment if experiment.startswith("table2") else f"table2_{experiment}")
     return write_table2(df, out_dir, experiment=experiment, name=stem, source=str(results_root), code=code)
+
+
+# ----------------------------------------------------------------------------- intervals
+# Each quality and speed column gets a 95% paired bootstrap interval over the cell's examples
+# (mtad.report.intervals); a speed-up pairs the cell's examples with the baseline cell's by id.
+INTERVAL_COLUMNS = ["score", "perplexity", "tokens_per_s", "speedup_vs_sampling", "speedup_vs_sps", "block_efficiency"]
+INTERVAL_BOUNDS = [f"{c}_{end}" for c in INTERVAL_COLUMNS for end in ("low", "high")]
+INTERVAL_RESAMPLES = 2000
+INTERVAL_NOTE = ("[low, high]: 95% bootstrap interval over the cell's examples (BCa; speed-ups paired by example with "
+                 "the baseline cell); none below 3 examples")
+
+
+def cell_intervals(examples: pd.DataFrame, baselines: dict[str, pd.DataFrame] | None = None) -> dict:
+    """{column: Interval} for one cell from its per-example rows (``mtad.report.examples``);
+    ``baselines`` maps "sampling"/"sps" to that baseline cell's per-example rows."""
+    from mtad.report import intervals as iv
+
+    def boot(statistic, arrays):
+        return iv.bootstrap_interval(statistic, arrays, resamples=INTERVAL_RESAMPLES)
+
+    out = {}
+    scored = examples["score"].dropna() if "score" in examples else []
+    if len(scored):
+        out["score"] = boot(iv.mean, [scored])
+    logprobs = examples["mean_logprob"].dropna()
+    if len(logprobs):
+        out["perplexity"] = boot(iv.perplexity, [logprobs])
+    if len(examples):
+        out["tokens_per_s"] = boot(iv.rate, [examples["new_tokens"], examples["seconds"]])
+        out["block_efficiency"] = boot(iv.rate, [examples["new_tokens"], examples["target_calls"]])
+        if examples["drafted"].sum() > 0:
+            out["acceptance_rate"] = boot(iv.rate, [examples["accepted"], examples["drafted"]])
+    for name, base in (baselines or {}).items():
+        both = examples.set_index("id")[["new_tokens", "seconds"]].join(
+            base.set_index("id")[["new_tokens", "seconds"]], how="inner", rsuffix="_base").sort_index()
+        if len(both):
+            out[f"speedup_vs_{name}"] = boot(iv.ratio_of_rates, [both["new_tokens"], both["seconds"],
+                                                                  both["new_tokens_base"], both["seconds_base"]])
+    return out
+
+
+def add_intervals(df: pd.DataFrame) -> pd.DataFrame:
+    """``<column>_low``/``_high`` for each of ``INTERVAL_COLUMNS``, from the cells' samples.jsonl
+    (NaN where there is no interval: too few examples, no score, no baseline cell)."""
+    from mtad.report.examples import cell_examples
+
+    df = df.copy()
+    for bound in INTERVAL_BOUNDS:
+        df[bound] = float("nan")
+    if "path" not in df:
+        return df
+    rows = {i: cell_examples(row.path, row.score_name if isinstance(row.score_name, str) else None)
+            for i, row in zip(df.index, df.itertuples(index=False)) if isinstance(row.path, str)}
+    for i, row in zip(df.index, df.itertuples(index=False)):
+        if i not in rows:
+            continue
+        same = df[(df["task"] == row.task) & (df["pair"] == row.pair) & (df["machine"] == row.machine)]
+        baselines = {b: rows[j] for b in ("sampling", "sps") if b != row.method
+                     for j in same.index[same["method"] == b] if j in rows}
+        for column, interval in cell_intervals(rows[i], baselines).items():
+            if interval.available:
+                df.loc[i, f"{column}_low"], df.loc[i, f"{column}_high"] = interval.low, interval.high
+    return df
+
+
+def _fmt_with_interval(row, column: str) -> str:
+    text = _fmt(getattr(row, column), column)
+    low, high = getattr(row, f"{column}_low", None), getattr(row, f"{column}_high", None)
+    if column in INTERVAL_COLUMNS and low is not None and high is not None and not (pd.isna(low) or pd.isna(high)):
+        text += f" [{_fmt(float(low), column)}, {_fmt(float(high), column)}]"
+    return text

@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 from mtad.tasks.base import Task
+from mtad.tasks.chat import ChatTask
 from mtad.tasks.cnndm import CnnDmTask
 from mtad.tasks.humaneval import HumanEvalTask
 from mtad.tasks.mtbench import MTBenchTask
 from mtad.tasks.spider import SpiderTask
 
-TASKS: dict[str, type[Task]] = {cls.name: cls for cls in (SpiderTask, CnnDmTask, MTBenchTask, HumanEvalTask)}
+TASKS: dict[str, type[Task]] = {cls.name: cls for cls in (SpiderTask, CnnDmTask, MTBenchTask, HumanEvalTask,
+                                                     ChatTask)}
 
 
 def list_tasks() -> list[str]:

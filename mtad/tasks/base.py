@@ -3,15 +3,34 @@ from __future__ import annotations
 
 import os
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from mtad import data
 
 
+@dataclass(frozen=True)
+class Score:
+    """One score a task reports in its aggregate: its label in tables and figures, and which
+    way is better."""
+
+    label: str
+    higher_is_better: bool = True
+
+
 class Task(ABC):
-    """One evaluation task. Options are the keys of ``conf/task/<name>.yaml`` (``defaults``)."""
+    """One evaluation task. Options are the keys of ``conf/task/<name>.yaml`` (``defaults``).
+
+    A task states its own facts, which the runner and the report read from the registry
+    (``mtad.tasks.TASKS``): ``label`` (its display name), ``scores`` (the aggregate keys that
+    are scores, with labels and directions; every other aggregate key is a count or a note)
+    and ``primary_score`` (the headline score of Table 2).
+    """
 
     name: ClassVar[str]
+    label: ClassVar[str]
+    scores: ClassVar[dict[str, Score]] = {}
+    primary_score: ClassVar[str | None] = None  # None: the task has no score (perplexity and speed only)
     defaults: ClassVar[dict[str, Any]] = {"limit": None, "max_new_tokens": 128}
 
     def __init__(self, data_root: str | os.PathLike | None = None, **options: Any):
@@ -25,6 +44,11 @@ class Task(ABC):
         self.options = {**self.defaults, **options}
         self.data_root = data.data_root(data_root)
         self._examples: list[dict] | None = None
+
+    @classmethod
+    def score_info(cls, name: str) -> Score | None:
+        """The label and direction of the aggregate ``name``; None when it is not a score."""
+        return cls.scores.get(name)
 
     # ------------------------------------------------------------------ options
     @property

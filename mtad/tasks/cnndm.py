@@ -3,16 +3,16 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from rouge_score import rouge_scorer
-
 from mtad import data
-from mtad.tasks.base import Task, count_of, mean_of
+from mtad.tasks.base import Score, Task, count_of, mean_of
 
 ROUGE_TYPES = ("rouge1", "rouge2", "rougeL")
 
 
 @lru_cache(maxsize=1)
-def _scorer() -> rouge_scorer.RougeScorer:
+def _scorer():
+    from rouge_score import rouge_scorer  # imported when first scoring (nltk takes seconds)
+
     return rouge_scorer.RougeScorer(list(ROUGE_TYPES), use_stemmer=True)
 
 
@@ -24,6 +24,9 @@ def rouge(prediction: str, reference: str) -> dict[str, float]:
 
 class CnnDmTask(Task):
     name = "cnndm"
+    label = "CNN/DailyMail"
+    scores = {"rouge1": Score("ROUGE-1 F1"), "rouge2": Score("ROUGE-2 F1"), "rougeL": Score("ROUGE-L F1")}
+    primary_score = "rougeL"
     defaults = {"limit": None, "max_new_tokens": 128, "article_token_budget": 1024, "file": None}
 
     def __init__(self, data_root=None, **options):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from mtad import data
 from mtad.metrics.judge import NoJudge, get_judge, judge_config
-from mtad.tasks.base import Task, mean_of
+from mtad.tasks.base import Score, Task, mean_of
 
 # plain-prompt turn markers (FastChat's judge uses the same "### User/Assistant" layout)
 USER, ASSISTANT = "### User:\n", "### Assistant:\n"
@@ -12,6 +12,10 @@ USER, ASSISTANT = "### User:\n", "### Assistant:\n"
 
 class MTBenchTask(Task):
     name = "mtbench"
+    label = "MT-Bench"
+    scores = {"judge_score": Score("judge score (1–10)"), "judge_turn1": Score("judge score, turn 1 (1–10)"),
+              "judge_turn2": Score("judge score, turn 2 (1–10)")}
+    primary_score = "judge_score"
     defaults = {"limit": None, "max_new_tokens": 512, "judge": {"kind": "none"}}
 
     def __init__(self, data_root=None, **options):

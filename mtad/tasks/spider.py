@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mtad import data
-from mtad.tasks.base import Task, count_of
+from mtad.tasks.base import Score, Task, count_of
 
 SQL_START = re.compile(r"\b(select|with)\b", re.IGNORECASE)
 FENCE = re.compile(r"```[a-zA-Z]*\s*\n?(.*?)(?:```|$)", re.DOTALL)
@@ -97,6 +97,9 @@ def extract_sql(text: str) -> str:
 
 class SpiderTask(Task):
     name = "spider"
+    label = "Spider"
+    scores = {"exec_acc": Score("execution accuracy (fraction)")}
+    primary_score = "exec_acc"
     defaults = {"limit": None, "max_new_tokens": 128, "timeout_s": 5.0, "row_cap": 100000}
 
     def __init__(self, data_root=None, **options):

@@ -64,71 +64,9 @@ class SandboxResult:
         return self.status == "passed"
 
 
-# The child's entry point, run with `python -I -B -c`. Limits first, then the guard, then the program.
-BOOTSTRAP = r'''
-import os, resource, sys
-token = sys.stdin.readline().strip()
-cpu_s, mem, fsize, nproc, guard = (int(x) for x in sys.argv[1:6])
-# CPU: soft < hard, so the kernel sends SIGXCPU at the limit (reported as a CPU timeout);
-# with soft == hard it sends SIGKILL instead, which reads as an unexplained kill.
-resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s + 1))
-for what, value in ((resource.RLIMIT_AS, mem), (resource.RLIMIT_FSIZE, fsize), (resource.RLIMIT_NPROC, nproc),
-                    (resource.RLIMIT_CORE, 0)):
-    resource.setrlimit(what, (value, value))
-with open("program.py", encoding="utf-8") as f:
-    source = f.read()
-root = os.path.realpath(os.getcwd())
-WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
-DENIED = {"os.system", "os.fork", "os.forkpty", "os.exec", "os.posix_spawn", "os.spawn",
-          "subprocess.Popen", "os.kill", "os.killpg", "signal.pthread_kill", "resource.setrlimit",
-          "resource.prlimit", "socket.connect", "socket.bind", "socket.sendto", "socket.sendmsg",
-          "os.setuid", "os.chroot", "pty.spawn"}
-PATH_EVENTS = {"os.remove", "os.rename", "os.rmdir", "os.mkdir", "os.chmod", "os.chown", "os.link",
-               "os.symlink", "os.truncate", "os.utime", "os.mkfifo", "os.mknod", "shutil.rmtree",
-               "os.listxattr", "os.setxattr", "os.removexattr"}
-
-def inside(path):
-    if isinstance(path, int):
-        return True
-    try:
-        real = os.path.realpath(os.fsdecode(os.fspath(path)))
-    except TypeError:
-        return True
-    return real == root or real.startswith(root + os.sep)
-
-def guard_hook(event, args):
-    if event in DENIED or event.startswith("ctypes."):
-        raise PermissionError(f"sandbox: {event} is not allowed")
-    if event == "open":
-        path, mode, flags = args
-        writes = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
-            isinstance(flags, int) and flags & WRITE_FLAGS)
-        if writes and not inside(path):
-            raise PermissionError(f"sandbox: write outside the sandbox directory: {path!r}")
-    elif event in PATH_EVENTS:
-        for arg in args:
-            if isinstance(arg, (str, bytes, os.PathLike)) and not inside(arg):
-                raise PermissionError(f"sandbox: {event} outside the sandbox directory: {arg!r}")
-
-if guard:
-    sys.addaudithook(guard_hook)
-del resource
-try:
-    code = compile(source, "program.py", "exec")
-    exec(code, {"__name__": "__main__", "__builtins__": __builtins__})
-except SystemExit as exc:
-    sys.stderr.write(f"sandbox: program exited early with SystemExit({exc.code!r})\n")
-    sys.stderr.flush()
-    os._exit(3)
-except BaseException:
-    import traceback
-    traceback.print_exc()
-    sys.stderr.flush()
-    os._exit(1)
-sys.stdout.flush()
-os.write(1, ("\n" + token + "\n").encode())
-os._exit(0)
-'''
+# The child program (sandbox_child.py), run from its source text with `python -I -B -c`: it
+# runs as another user that may not be able to read this package's files.
+CHILD_SOURCE = (Path(__file__).parent / "sandbox_child.py").read_text(encoding="utf-8")
 
 
 def run_python(code: str, limits: Limits = Limits(), drop_privileges: bool = True, guard: bool = True) -> SandboxResult:
@@ -183,7 +121,7 @@ def _run_child(python: str, workdir: Path, outdir: Path, limits: Limits, uid: in
     env = {"PATH": "/usr/bin:/bin", "HOME": str(workdir), "TMPDIR": str(workdir), "LANG": "C.UTF-8",
            "PYTHONHASHSEED": "0"}
     fsize = max(1, int(limits.file_size_mb * 1024 * 1024))
-    argv = [python, "-I", "-B", "-c", BOOTSTRAP, str(int(limits.cpu_s)), str(limits.memory_mb * 1024 * 1024),
+    argv = [python, "-I", "-B", "-c", CHILD_SOURCE, str(int(limits.cpu_s)), str(limits.memory_mb * 1024 * 1024),
             str(fsize), str(limits.max_procs), str(int(guard))]
     ids = {"user": uid, "group": UNPRIVILEGED_GID, "extra_groups": []} if uid is not None else {}
     start = time.monotonic()

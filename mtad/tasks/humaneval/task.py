@@ -4,9 +4,9 @@ from __future__ import annotations
 import re
 
 from mtad import data
-from mtad.metrics.passk import pass_at_k_by_problem
-from mtad.metrics.sandbox import Limits, run_python
-from mtad.tasks.base import Task, count_of
+from mtad.tasks.base import Score, Task, count_of
+from mtad.tasks.humaneval.passk import pass_at_k_by_problem
+from mtad.tasks.humaneval.sandbox import Limits, run_python
 
 FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL)
 # top-level code after the function that is not part of the solution (Codex stop sequences)
@@ -63,6 +63,15 @@ def program(problem: dict, completion: str) -> str:
 
 class HumanEvalTask(Task):
     name = "humaneval"
+    label = "HumanEval"
+    scores = {"pass@1": Score("pass@1 (fraction)")}
+    primary_score = "pass@1"
+
+    @classmethod
+    def score_info(cls, name: str) -> Score | None:
+        match = re.fullmatch(r"pass@(\d+)", name)
+        return Score(f"pass@{match.group(1)} (fraction)") if match else None
+
     defaults = {"limit": None, "max_new_tokens": 512, "samples_per_example": 1, "k": [1],
                 "timeout_s": 10.0, "memory_mb": 1024}
 

@@ -1,0 +1,126 @@
+"""Which distribution does a decoder sample? Exact enumeration against seeded draws, on tiny vocabularies.
+
+With a vocabulary of a few tokens every continuation of n tokens can be enumerated, so the
+distribution a method *should* produce is known exactly:
+
+- ``sequence_probs``: token by token from the processed target p (what sampling produces, and
+  what the lossless methods SpS, SpecTr and SpecInfer must reproduce);
+- ``mtad.decoding.mtjd_exact.exact_block_distribution``: exact multi-token joint decoding,
+  truncation applied to whole blocks (what MTAD approximates).
+
+``empirical_counts`` runs a decoder ``runs`` times with seeds 0..runs-1 and counts its first n
+tokens; ``chisquare_exactness`` tests the counts against the exact distribution; ``tv`` is the
+total-variation distance. Sequences are indexed in ``itertools.product`` order, i.e.
+index = Σ_j x_j · V^(n−1−j), the order of ``exact_block_distribution``'s blocks.
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from scipy.stats import chisquare
+
+from mtad.decoding import get_decoder
+from mtad.decoding.logits import logits_to_probs
+
+MIN_EXPECTED = 5  # chi-square cells with fewer expected draws are pooled into one
+
+
+@torch.no_grad()
+def sequence_probs(target, prompt: torch.Tensor, n_tokens: int, processing: dict) -> torch.Tensor:
+    """[V^n] float64: probability of each n-token continuation of ``prompt`` [1, L] when every
+    token is drawn from the processed target distribution given the tokens before it."""
+    vocab = target.config.vocab_size
+    seqs = torch.tensor(list(itertools.product(range(vocab), repeat=n_tokens)))  # [V^n, n]
+    inputs = torch.cat([prompt.expand(len(seqs), -1), seqs], 1)  # [V^n, L+n]
+    logits = target(input_ids=inputs).logits  # [V^n, L+n, V]
+    start = prompt.shape[1] - 1  # the position predicting the first new token
+    probs = torch.ones(len(seqs), dtype=torch.float64)
+    for j in range(n_tokens):
+        p = logits_to_probs(logits[:, start + j], **processing).double()  # [V^n, V]
+        probs *= p[torch.arange(len(seqs)), seqs[:, j]]
+    return probs
+
+
+def sequence_index(tokens, vocab: int) -> int:
+    index = 0
+    for token in tokens:
+        index = index * vocab + int(token)
+    return index
+
+
+def empirical_counts(method: str, target, draft, params: dict, prompt: torch.Tensor, n_tokens: int,
+                     runs: int, decode_path: str | None = None) -> torch.Tensor:
+    """[V^n] counts of the first ``n_tokens`` over ``runs`` generations with seeds 0..runs-1
+    (``decode_path``: the decoders' forward path, None for their default)."""
+    vocab = target.config.vocab_size
+    counts = torch.zeros(vocab ** n_tokens, dtype=torch.float64)
+    decoder = get_decoder(method, target=target, draft=draft, decode_path=decode_path, **params)
+    for seed in range(runs):
+        out = decoder.generate(prompt, max_new_tokens=n_tokens, generator=torch.Generator().manual_seed(seed))
+        counts[sequence_index(out.tokens[:n_tokens], vocab)] += 1
+    return counts
+
+
+def tv(counts_or_probs: torch.Tensor, probs: torch.Tensor) -> float:
+    """Total-variation distance ½ Σ |a − b| between a (normalised) histogram and a distribution."""
+    a = counts_or_probs / counts_or_probs.sum()
+    return float(0.5 * (a - probs / probs.sum()).abs().sum())
+
+
+@dataclass(frozen=True)
+class ExactnessTest:
+    """Chi-square goodness of fit of seeded draws to an exact distribution."""
+
+    pvalue: float
+    tv: float
+    runs: int
+    impossible: int  # draws of a sequence whose exact probability is 0 (then pvalue = 0)
+
+    def as_dict(self) -> dict:
+        return {"pvalue": self.pvalue, "tv": self.tv, "runs": self.runs, "impossible": self.impossible}
+
+
+def chisquare_exactness(counts: torch.Tensor, probs: torch.Tensor) -> ExactnessTest:
+    """Pearson's chi-square of ``counts`` against ``probs``; cells expecting fewer than 5 draws
+    are pooled into one (the test's approximation needs it), cells of probability 0 must be empty."""
+    runs = int(counts.sum())
+    expected = probs / probs.sum() * runs
+    impossible = int(counts[expected == 0].sum())
+    big = expected >= MIN_EXPECTED
+    obs = torch.cat([counts[big], counts[~big].sum(0, keepdim=True)])
+    exp = torch.cat([expected[big], expected[~big].sum(0, keepdim=True)])
+    keep = exp > 0
+    if impossible:
+        pvalue = 0.0
+    elif int(keep.sum()) < 2:
+        pvalue = 1.0  # one cell holds all the mass: nothing to test
+    else:
+        pvalue = float(chisquare(obs[keep].numpy(), exp[keep].numpy() * obs[keep].sum().item()
+                                 / exp[keep].sum().item()).pvalue)
+    return ExactnessTest(pvalue, tv(counts, probs), runs, impossible)
+
+
+def draws_from_counts(counts: torch.Tensor) -> np.ndarray:
+    """[runs] the sequence index of every draw (in index order): what a bootstrap resamples."""
+    return np.repeat(np.arange(len(counts)), counts.numpy().astype(int))
+
+
+def tv_of_draws(draws: np.ndarray, probs: np.ndarray, axis: int = -1) -> np.ndarray:
+    """TV between the histogram of ``draws`` (sequence indices, along ``axis``) and ``probs``;
+    vectorised over the other axes, as scipy.stats.bootstrap calls it."""
+    draws = np.moveaxis(np.asarray(draws), axis, -1)
+    flat = draws.reshape(-1, draws.shape[-1]).astype(int)
+    hist = np.stack([np.bincount(row, minlength=len(probs)) for row in flat]) / flat.shape[-1]  # [B, K]
+    return (0.5 * np.abs(hist - probs[None]).sum(-1)).reshape(draws.shape[:-1])
+
+
+def noise_floor(probs: np.ndarray, runs: int, repeats: int = 200, seed: int = 0) -> float:
+    """Mean TV between ``runs`` exact draws from ``probs`` and ``probs`` itself: the distance an
+    exact sampler shows at this sample size (the plug-in TV is biased upwards by about this)."""
+    rng = np.random.default_rng(seed)
+    probs = probs / probs.sum()
+    hist = rng.multinomial(runs, probs, size=repeats) / runs  # [repeats, K]
+    return float(np.mean(0.5 * np.abs(hist - probs[None]).sum(-1)))

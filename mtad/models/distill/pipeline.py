@@ -1,0 +1,271 @@
+"""The two resumable processes of draft distillation, sharing one work directory.
+
+- `produce`: fills `corpus/` chunk by chunk, rotating over real text, target-sampled and
+  draft-sampled (on-policy) answers, every chunk scored by one target forward; first writes
+  the held-out set (`heldout.pt`: target answers at the paper's setting per task family).
+- `train`: trains the draft on the corpus as it grows; first an A/B of losses at equal
+  tokens on identical batches (`ab.json`), then the winner alone. Checkpoints
+  (`checkpoint.pt`, `draft.safetensors`) every few minutes and on SIGTERM; appends held-out
+  statistics per family to `curve.jsonl` and throughput to `rates.jsonl`.
+Both stop at `max_minutes` or SIGTERM and continue where they stopped when started again.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import random
+import signal
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+
+from ..draft import build_draft_from_target, load_draft, save_draft
+from .corpus import PAPER_SETTING, Corpus, draw_batch, make_chunk, target_mass
+from .sources import FAMILIES, draw_item
+from .training import (FAMILY_WEIGHTS, Arm, choose_head_tokens, collate, evaluate, full_to_head_index, sample_batch,
+                       train_step)
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class DistillConfig:
+    workdir: str
+    init_from: str | None = None  # draft file to start from when the work dir has no checkpoint
+    layers: list[int] = field(default_factory=lambda: [0, 1, 2, 3])  # used without init_from
+    head_size: int = 8192  # restricted head chosen on the corpus (without init_from); 0 = full vocabulary
+    lr: float = 3e-4
+    batch_seqs: int = 8
+    losses: list[str] = field(default_factory=lambda: ["kl_raw", "kl_paper", "tv_paper"])  # A/B arms
+    ab_tokens: int = 40_000  # trained tokens per arm before the A/B picks its winner
+    chunk_seqs: int = 16
+    max_new_tokens: int = 192
+    store_top_k: int = 32
+    # chunk kinds: scoring real text or draft samples costs far less per token than target sampling
+    mix: dict = field(default_factory=lambda: {"real": 0.3, "target": 0.2, "draft": 0.5})
+    heldout_per_family: int = 10
+    heldout_max_new_tokens: int = 128
+    eval_every_tokens: int = 50_000
+    ckpt_minutes: float = 5.0
+    max_minutes: float = 60.0
+    max_chunks: int = 10**9  # producer stops after this many chunks of its own
+    max_train_tokens: int = 10**12
+    threads: int = 1
+    seed: int = 0
+
+
+def _stop_event() -> threading.Event:
+    """Set by SIGTERM/SIGINT: the loop finishes its step, saves, and exits."""
+    stop = threading.Event()
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: stop.set())
+    return stop
+
+
+def _append(path: Path, row: dict) -> None:
+    with open(path, "a") as f:
+        f.write(json.dumps(row) + "\n")
+
+
+# ----------------------------------------------------------------------------- producer
+
+
+def heldout_path(workdir: Path) -> Path:
+    return Path(workdir) / "heldout.pt"
+
+
+def make_heldout(cfg: DistillConfig, target, tokenizer) -> None:
+    """Target answers at the paper's setting to held-out items of each family."""
+    path = heldout_path(Path(cfg.workdir))
+    if path.exists():
+        return
+    rng = random.Random(10**6 + cfg.seed)
+    records = []
+    for i, family in enumerate(FAMILIES):
+        items = [draw_item(family, rng, held=True) for _ in range(cfg.heldout_per_family)]
+        recs, _ = make_chunk(items, "target", target, tokenizer, max_new=cfg.heldout_max_new_tokens,
+                             top_k=cfg.store_top_k, seed=10**6 + i, setting=PAPER_SETTING)
+        records += recs
+    torch.save({"records": records}, path)
+
+
+def produce(cfg: DistillConfig, target, tokenizer, name: str = "p0") -> None:
+    torch.set_num_threads(cfg.threads)
+    workdir = Path(cfg.workdir)
+    corpus = Corpus(workdir)
+    stop, t_start = _stop_event(), time.time()
+    make_heldout(cfg, target, tokenizer)
+    n = len([p for p in corpus.dir.glob(f"chunk_{name}_*.pt")])
+    draft, draft_mtime = None, 0.0
+    kinds, weights = zip(*cfg.mix.items())
+    while not stop.is_set() and (time.time() - t_start) / 60 < cfg.max_minutes and n < cfg.max_chunks:
+        rng = random.Random(cfg.seed * 1_000_003 + n)
+        kind = rng.choices(kinds, weights)[0]
+        if kind == "draft":
+            draft_file = workdir / "draft.safetensors"
+            source = draft_file if draft_file.exists() else cfg.init_from
+            if source is None:
+                kind = "target"
+            elif draft is None or (draft_file.exists() and draft_file.stat().st_mtime > draft_mtime):
+                draft = load_draft(source, target, dtype=torch.float32).eval()  # the latest trained draft
+                draft_mtime = Path(source).stat().st_mtime
+        real_families = {"sql": 0.5, "code": 0.5}
+        families = real_families if kind == "real" else FAMILY_WEIGHTS
+        items = draw_batch(rng, draw_item, cfg.chunk_seqs, families, real=kind == "real")
+        records, meta = make_chunk(items, kind, target, tokenizer, draft=draft, max_new=cfg.max_new_tokens,
+                                   top_k=cfg.store_top_k, seed=cfg.seed * 1_000_003 + n)
+        corpus.write(f"{name}_{n:05d}", records, meta)
+        n += 1
+        meta.update(chunk=n, time=time.time(), tokens_per_s=meta["tokens"] / (meta["sample_s"] + meta["score_s"]))
+        _append(workdir / "rates.jsonl", {"process": "produce"} | meta)
+        log.info("chunk %d (%s): %d tokens, sample %.1fs, score %.1fs -> %.0f tok/s", n, kind, meta["tokens"],
+                 meta["sample_s"], meta["score_s"], meta["tokens_per_s"])
+
+
+# ----------------------------------------------------------------------------- trainer
+
+
+class Trainer:
+    def __init__(self, cfg: DistillConfig, target, special_ids: list[int] = ()):
+        self.cfg, self.target, self.special_ids = cfg, target, list(special_ids)
+        self.workdir = Path(cfg.workdir)
+        self.corpus = Corpus(self.workdir)
+        self.rng = random.Random(cfg.seed)
+        self.state = {"step": 0, "trained_tokens": 0, "winner": None, "runs": []}
+        self.arms: list[Arm] = []
+
+    # -- draft, arms and checkpoints
+    def _new_draft(self):
+        if self.cfg.init_from:
+            return load_draft(self.cfg.init_from, self.target, dtype=torch.float32)
+        head = None
+        if self.cfg.head_size:
+            while len(self.corpus.records) < 4 * self.cfg.batch_seqs:  # choose the head on the first chunks
+                time.sleep(5 if self.corpus.refresh() == 0 else 0)
+            mass = target_mass(self.target, self.corpus.records)
+            head = choose_head_tokens(mass, self.cfg.head_size, self.special_ids)
+            self.state["head_mass_coverage"] = float(mass[head].sum() / mass.sum())
+        return build_draft_from_target(self.target, self.cfg.layers, head).float()
+
+    def build_or_resume(self) -> None:
+        ckpt = self.workdir / "checkpoint.pt"
+        if ckpt.exists():
+            saved = torch.load(ckpt, weights_only=False)
+            self.state = saved["state"]
+            for arm_saved in saved["arms"]:
+                arm = Arm(arm_saved["name"], build_draft_from_target(self.target, saved["layers"], saved["head"]).float(),
+                          self.cfg.lr, arm_saved["loss"])
+                arm.draft.load_state_dict(arm_saved["draft"], strict=False)
+                arm.optimizer.load_state_dict(arm_saved["optimizer"])
+                self.arms.append(arm)
+            log.info("resumed at step %d, %d trained tokens, arms %s", self.state["step"],
+                     self.state["trained_tokens"], [a.name for a in self.arms])
+            return
+        base = Arm("base", self._new_draft(), self.cfg.lr, self.cfg.losses[0])
+        losses = [self.state["winner"]] if self.state["winner"] else self.cfg.losses
+        self.arms = [base.fork(loss, loss, self.cfg.lr) for loss in losses] if len(losses) > 1 else [
+            Arm(losses[0], base.draft, self.cfg.lr, losses[0])]
+
+    def checkpoint(self) -> None:
+        lead = self.arms[0].draft
+        saved = {
+            "layers": list(lead.config.draft_source_layers),
+            "head": list(lead.config.draft_head_token_ids) if lead.is_restricted else None,
+            "arms": [{"name": a.name, "loss": a.loss, "optimizer": a.optimizer.state_dict(),
+                      "draft": {k: v for k, v in a.draft.state_dict().items()
+                                if k in {n for n, p in a.draft.named_parameters() if p.requires_grad}}}
+                     for a in self.arms],
+            "state": self.state,
+        }
+        path = self.workdir / "checkpoint.pt"
+        torch.save(saved, path.with_suffix(".tmp"))
+        path.with_suffix(".tmp").replace(path)
+        if len(self.arms) == 1:  # the producer samples on-policy from this file
+            meta = {"trained_tokens": self.state["trained_tokens"], "steps": self.state["step"], "loss": self.arms[0].loss}
+            save_draft(lead, self.workdir / "draft.safetensors", extra_meta=meta)  # written atomically
+        (self.workdir / "state.json").write_text(json.dumps(self.state, indent=1))
+
+    # -- evaluation and the A/B
+    def heldout(self) -> dict[str, list[dict]]:
+        path = self.workdir / "heldout.pt"
+        while not path.exists():
+            log.info("waiting for the producer's held-out set %s", path)
+            time.sleep(10)
+        out: dict[str, list[dict]] = {}
+        for r in torch.load(path, weights_only=False)["records"]:
+            out.setdefault(r["family"], []).append(r)
+        return out
+
+    def evaluate(self, heldout) -> None:
+        for arm in self.arms:
+            stats = evaluate(arm.draft, heldout)
+            row = {"arm": arm.name, "loss": arm.loss, "trained_tokens": self.state["trained_tokens"],
+                   "step": self.state["step"], "corpus_tokens": self.corpus.answer_tokens, "time": time.time()} | stats
+            _append(self.workdir / "curve.jsonl", row)
+            log.info("eval %s at %d tokens: %s", arm.name, self.state["trained_tokens"],
+                     {f: round(s["accept_paper"], 4) for f, s in stats.items()})
+
+    def finish_ab(self, heldout) -> None:
+        """Keep the arm with the highest mean held-out acceptance at the paper's setting."""
+        results = {arm.name: evaluate(arm.draft, heldout) for arm in self.arms}
+        winner = max(results, key=lambda a: results[a]["mean"]["accept_paper"])
+        ab = {"tokens_per_arm": self.state["trained_tokens"], "winner": winner, "results": results}
+        (self.workdir / "ab.json").write_text(json.dumps(ab, indent=1))
+        log.info("A/B at %d tokens per arm: %s -> %s", self.state["trained_tokens"],
+                 {a: round(r["mean"]["accept_paper"], 4) for a, r in results.items()}, winner)
+        self.arms = [a for a in self.arms if a.name == winner]
+        self.state["winner"] = winner
+
+    # -- the loop
+    def run(self) -> None:
+        cfg = self.cfg
+        torch.set_num_threads(cfg.threads)
+        self.build_or_resume()
+        self.state["runs"].append({"from_tokens": self.state["trained_tokens"], "config": asdict(cfg)})
+        heldout = self.heldout()
+        if self.state["step"] == 0:
+            self.evaluate(heldout)
+        head_index = full_to_head_index(self.arms[0].draft)
+        stop, t_start = _stop_event(), time.time()
+        last_ckpt = last_refresh = window_start = time.time()
+        window_tokens, by_family = 0, self.corpus.by_family()
+        next_eval = self.state["trained_tokens"] + cfg.eval_every_tokens
+        while (not stop.is_set() and (time.time() - t_start) / 60 < cfg.max_minutes
+               and self.state["trained_tokens"] < cfg.max_train_tokens):
+            if time.time() - last_refresh > 30 or len(self.corpus.records) < 4 * cfg.batch_seqs:
+                if self.corpus.refresh() == 0 and len(self.corpus.records) < 4 * cfg.batch_seqs:
+                    time.sleep(5)
+                    continue
+                by_family, last_refresh = self.corpus.by_family(), time.time()
+            records = sample_batch(by_family, cfg.batch_seqs, self.rng)
+            batch = collate(records)
+            for arm in self.arms:
+                arm.losses.append(train_step(arm.draft, arm.optimizer, batch, head_index, arm.loss))
+            n = sum(len(r["answer_ids"]) for r in records)
+            self.state["step"] += 1
+            self.state["trained_tokens"] += n
+            window_tokens += n * len(self.arms)
+            if self.state["step"] % 20 == 0:
+                rate = window_tokens / (time.time() - window_start)
+                _append(self.workdir / "rates.jsonl", {"process": "train", "time": time.time(), "arms": len(self.arms),
+                                                       "trained_tokens_per_s": rate, "step": self.state["step"],
+                                                       "losses": {a.name: sum(a.losses[-20:]) / 20 for a in self.arms}})
+                log.info("step %d tokens %d %.0f tok/s losses %s", self.state["step"], self.state["trained_tokens"], rate,
+                         {a.name: round(sum(a.losses[-20:]) / 20, 4) for a in self.arms})
+                window_tokens, window_start = 0, time.time()
+            if len(self.arms) > 1 and self.state["trained_tokens"] >= cfg.ab_tokens:
+                self.finish_ab(heldout)
+                next_eval = self.state["trained_tokens"] + cfg.eval_every_tokens
+                self.checkpoint()
+            if self.state["trained_tokens"] >= next_eval:
+                self.evaluate(heldout)
+                next_eval += cfg.eval_every_tokens
+            if time.time() - last_ckpt > cfg.ckpt_minutes * 60:
+                self.checkpoint()
+                last_ckpt = time.time()
+        self.checkpoint()
+        self.evaluate(heldout)

@@ -1,0 +1,174 @@
+"""`make claims` on the tiny pairs end to end, the interleaved runner, and C5's zero distance."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from mtad.interleaved import rotated, schedule
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def claims(args, tmp_path, check=True):
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline"}
+    proc = subprocess.run([sys.executable, "-m", "mtad.report.claims", *args, f"results_root={tmp_path / 'runs'}",
+                           "--out", str(tmp_path / "claims")], cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=600)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"claims failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
+    return proc
+
+
+def records(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+@pytest.mark.parametrize("pair", ["tiny_llama", "tiny_opt"])
+def test_claims_end_to_end_on_a_tiny_pair(tmp_path, shared_data, pair):
+    claims(["experiment=claims_tiny", f"pair={pair}", f"data_root={shared_data}"], tmp_path)
+    name = "claims_tiny" if pair == "tiny_llama" else f"claims_tiny_{pair}"  # the experiment's own pair: no suffix
+    report = json.loads((tmp_path / "claims" / f"{name}.json").read_text())
+    md = (tmp_path / "claims" / f"{name}.md").read_text()
+    assert "**Verdict rule.**" in md and "reproduced" in md and f"pair `{pair}`" in md
+    by_claim = {}
+    for claim in report["claims"]:
+        by_claim.setdefault(claim["claim"], []).append(claim)
+        assert claim["verdict"] in ("reproduced", "contradicted", "inconclusive", "not measurable here")
+    assert set(by_claim) == {"C1", "C2", "C3", "C4", "C5", "C6"}
+    # C1 and C3 on both prompt sets, paired over every prompt each method finished
+    assert {(c["task"], c["comparison"].split(":")[0]) for c in by_claim["C1"]} == \
+        {(t, m) for t in ("chat", "cnndm") for m in ("MTAD vs sampling", "MMTAD vs sampling")}
+    for claim in by_claim["C1"] + by_claim["C3"]:
+        interval = claim["interval"]
+        assert interval["n"] == (6 if claim["task"] == "chat" else 4)
+        assert interval["low"] <= interval["estimate"] <= interval["high"]
+    speed = next(c for c in by_claim["C3"] if c["comparison"].startswith("MTAD / SpS") and c["task"] == "chat")
+    assert speed["beside"]["timing"].startswith("interleaved") and speed["beside"]["block_efficiency_ratio"]["n"] == 6
+    # C1's estimate is the ratio of the two cells' perplexities (metrics.json) minus one
+    cell = tmp_path / "runs" / "claims_tiny" / pair / "chat"
+    ppl = {m: json.loads((cell / m / "metrics.json").read_text())["perplexity"] for m in ("mtad", "sampling")}
+    c1 = next(c for c in by_claim["C1"] if c["task"] == "chat" and c["comparison"].startswith("MTAD"))
+    assert c1["interval"]["estimate"] == pytest.approx(ppl["mtad"] / ppl["sampling"] - 1, rel=1e-6)
+    # no energy counter on this machine: not measurable, with the reason, never a number
+    for claim in by_claim["C4"]:
+        if claim["interval"] is None:
+            assert claim["verdict"] == "not measurable here" and claim["reason"]
+    assert [c["verdict"] for c in by_claim["C6"]] == ["reproduced"]
+
+
+def test_interleaved_cells_are_mtad_run_cells_and_resume(tmp_path, shared_data):
+    """The claims cells hold what `mtad-run` writes for the same cell (same tokens: same seeds), a
+    rerun runs nothing, and a larger limit runs only the new prompts."""
+    base = ["experiment=claims_tiny", f"data_root={shared_data}", "--no-theory"]
+    claims(base, tmp_path)
+    cell = tmp_path / "runs" / "claims_tiny" / "tiny_llama" / "chat" / "mtad"
+    first = records(cell / "samples.jsonl")
+    proc = claims(base, tmp_path)
+    assert "6 prompts to run" not in proc.stderr and "0 prompts to run" in proc.stderr
+    assert records(cell / "samples.jsonl") == first
+    claims([*base, "per_task.chat.limit=8"], tmp_path)
+    extended = records(cell / "samples.jsonl")
+    assert extended[:6] == first and len(extended) == 8 and len({r["id"] for r in extended}) == 8
+    assert json.loads((cell / "metrics.json").read_text())["examples"] == 8
+
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline"}
+    subprocess.run([sys.executable, "-m", "mtad.run", "experiment=claims_tiny", "task=chat", "method=mtad",
+                    f"data_root={shared_data}", f"results_root={tmp_path / 'alone'}", "per_task.chat.limit=8",
+                    f"hydra.run.dir={tmp_path / 'out'}"], cwd=REPO, env=env, check=True, capture_output=True,
+                   timeout=300)
+    alone = records(tmp_path / "alone" / "claims_tiny" / "tiny_llama" / "chat" / "mtad" / "samples.jsonl")
+    assert [r["samples"][0]["turns"][0]["token_ids"] for r in alone] == \
+        [r["samples"][0]["turns"][0]["token_ids"] for r in extended]
+
+
+def test_schedule_interleaves_tasks_and_rotates_methods():
+    plan = schedule({"a": [{"id": 1}, {"id": 2}, {"id": 3}], "b": [{"id": 9}]})
+    assert [(t, e["id"]) for t, e in plan] == [("a", 1), ("b", 9), ("a", 2), ("a", 3)]
+    methods = ["sampling", "sps", "mtad", "mmtad"]
+    orders = [rotated(methods, k) for k in range(4)]
+    assert all(sorted(o) == sorted(methods) for o in orders)
+    assert [o[0] for o in orders] == methods  # each method goes first once every 4 prompts
+
+
+def test_unknown_claims_key_is_refused(tmp_path):
+    proc = claims(["experiment=claims_tiny", "+claims.bootstrp=3"], tmp_path, check=False)
+    assert proc.returncode == 1 and "bootstrp" in proc.stderr and "resamples" in proc.stderr
+
+
+def test_report_from_a_grid_without_claims_section_names_the_missing_cells(tmp_path):
+    proc = claims(["experiment=table2", "--report-only"], tmp_path, check=False)
+    assert proc.returncode == 1 and "no cells of experiment 'table2'" in proc.stderr
+
+
+# ----------------------------------------------------------------------------- C5
+def _mtad_vs_exact_mtjd(draft_seed: int | None, runs: int = 300):
+    from mtad.decoding.mtjd_exact import exact_block_distribution
+    from mtad.metrics.exactness import chisquare_exactness, empirical_counts
+    from mtad.models.tiny import tiny_model
+    from mtad.report.claims_theory import NO_TRUNCATION, PROMPT
+
+    target = tiny_model("llama", 4, seed=0)
+    draft = target if draft_seed is None else tiny_model("llama", 4, seed=draft_seed)
+    params = {"gamma": 2, "beam_width": 1, "threshold": 0.01, **NO_TRUNCATION}
+    counts = empirical_counts("mtad", target, draft, params, PROMPT, 2, runs)
+    _, mtjd = exact_block_distribution(target, PROMPT[0], 2, **NO_TRUNCATION)
+    return chisquare_exactness(counts, mtjd.double())
+
+
+def test_c5_distance_is_zero_for_draft_equal_to_target_at_small_threshold():
+    """q = p, W = 1, no truncation, τ → 0: the single beam is drawn from p and always accepted, so
+    MTAD's blocks follow exact MTJD (the joint p); the same test rejects with another draft."""
+    exact = _mtad_vs_exact_mtjd(draft_seed=None)
+    assert exact.impossible == 0 and exact.pvalue > 1e-3 and exact.tv < 0.12
+    other = _mtad_vs_exact_mtjd(draft_seed=1)
+    assert other.pvalue < 1e-3
+
+
+def test_c5_rows_and_noise_floor():
+    import numpy as np
+
+    from mtad.metrics.exactness import noise_floor
+    from mtad.report.claims_theory import TheorySettings, approximation_rows
+
+    settings = TheorySettings(runs=40, gammas=(1,), beam_widths=(2,), thresholds=(0.5,), default=(1, 2, 0.5))
+    rows = approximation_rows(settings, resamples=200)
+    assert [(r["draft"], r["gamma"]) for r in rows] == [("q ≠ p", 1), ("q = p", 1)]
+    for row in rows:
+        # γ = 1: a block is one token, truncated alike by MTJD and sampling
+        assert row["tv_sampling_mtjd"] == pytest.approx(0.0, abs=1e-6)
+        assert 0 <= row["tv_mtad_mtjd"]["low"] <= row["tv_mtad_mtjd"]["estimate"] <= row["tv_mtad_mtjd"]["high"] <= 1
+    probs = np.array([0.5, 0.25, 0.25])
+    assert noise_floor(probs, 10_000) < noise_floor(probs, 100) < 0.2
+
+
+def test_interleaved_runner_refuses_an_empty_plan():
+    from mtad.interleaved import run_interleaved
+
+    with pytest.raises(ValueError, match="at least one method"):
+        run_interleaved(["experiment=claims_tiny"], [], ["chat"])
+
+
+def test_makefile_claims_target_runs_the_module():
+    out = subprocess.run(["make", "-n", "claims", "PY=python", "EXPERIMENT=claims_tiny", "PAIR=tiny_opt"], cwd=REPO,
+                         capture_output=True, text=True, timeout=60).stdout
+    assert "-m mtad.report.claims experiment=claims_tiny pair=tiny_opt" in out
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    torch.set_num_threads(1)
+
+
+def test_cell_configs_equal_composing_each_cell():
+    from omegaconf import OmegaConf
+
+    from mtad.interleaved import cell_configs, compose
+
+    overrides = ["experiment=claims_tiny", "per_task.chat.limit=3"]
+    for (task, method), cfg in cell_configs(overrides, ["sampling", "mtad"], ["chat", "cnndm"]).items():
+        reference = compose([*overrides, f"task={task}", f"method={method}"])
+        assert OmegaConf.to_container(cfg, resolve=True) == OmegaConf.to_container(reference, resolve=True)

@@ -1,0 +1,74 @@
+"""Intervals in Table 2 and whiskers in the figures, from the committed reference cells."""
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from mtad.report.cells import load_cells
+from mtad.report.tables import INTERVAL_COLUMNS, table2, to_markdown
+
+RUNS = Path(__file__).resolve().parents[1] / "results" / "runs"
+
+
+@pytest.fixture(scope="module")
+def cells():
+    found = load_cells(RUNS, experiment="table2")
+    if found.empty:
+        pytest.skip(f"no committed table2 cells under {RUNS}")
+    return found
+
+
+def test_table2_has_an_interval_per_quality_and_speed_column(cells):
+    df = table2(cells)
+    for column in INTERVAL_COLUMNS:
+        assert {f"{column}_low", f"{column}_high"} <= set(df.columns)
+    spider = df[df["task"] == "spider"].set_index("method")  # 4 examples per cell: intervals
+    for method in ("sps", "mtad", "mmtad"):
+        row = spider.loc[method]
+        for column in ("perplexity", "tokens_per_s", "speedup_vs_sampling", "block_efficiency"):
+            assert row[f"{column}_low"] <= row[column] <= row[f"{column}_high"], (method, column)
+    # a method against itself has no interval; every spider score is 0: a degenerate [0, 0]
+    assert np.isnan(spider.loc["sampling", "speedup_vs_sampling_low"])
+    assert spider.loc["mtad", "score_low"] == spider.loc["mtad", "score_high"] == 0.0
+    cnndm = df[df["task"] == "cnndm"]  # 2 examples per cell: too few for an interval
+    assert cnndm["perplexity_low"].isna().all()
+    md = to_markdown(df, "table2")
+    assert "95% bootstrap interval" in md
+    mtad_row = next(line for line in md.splitlines() if line.startswith("| spider | mtad |"))
+    assert f"{spider.loc['mtad', 'perplexity']:.3f} [{spider.loc['mtad', 'perplexity_low']:.3f}, " in mtad_row
+
+
+def test_speedup_interval_is_paired_with_the_baseline_cell(cells):
+    from mtad.report.examples import cell_examples
+    from mtad.report.tables import cell_intervals
+
+    spider = cells[(cells["task"] == "spider") & (cells["overrides"] == "")].set_index("method")
+    mtad, sampling = cell_examples(spider.loc["mtad", "path"]), cell_examples(spider.loc["sampling", "path"])
+    interval = cell_intervals(mtad, {"sampling": sampling})["speedup_vs_sampling"]
+    expected = (mtad.new_tokens.sum() / mtad.seconds.sum()) / (sampling.new_tokens.sum() / sampling.seconds.sum())
+    assert interval.estimate == pytest.approx(expected) and interval.n == 4
+    shuffled = sampling.assign(id=list(reversed(sampling["id"])))  # pairing follows ids, not positions
+    assert cell_intervals(mtad, {"sampling": shuffled})["speedup_vs_sampling"].low != interval.low
+
+
+def test_figures_draw_whiskers_where_cells_have_intervals(cells):
+    from matplotlib.container import ErrorbarContainer
+
+    from mtad.report import figures
+
+    fig = figures.speedup_bars(cells)
+    whiskers = [c for ax in fig.axes for c in ax.containers if isinstance(c, ErrorbarContainer)]
+    # spider's 5 non-baseline methods against sampling, and its 5 non-SpS ones against SpS
+    assert len(whiskers) == 10
+    fig = figures.quality_vs_speed(cells)
+    assert any(isinstance(c, ErrorbarContainer) for ax in fig.axes for c in ax.containers)
+
+
+def test_no_interval_without_examples():
+    from mtad.report.tables import add_intervals
+
+    df = pd.DataFrame({"task": ["t"], "method": ["m"], "pair": ["p"], "machine": ["x"], "path": [None],
+                       "score_name": [None]})
+    out = add_intervals(df)
+    assert out[[f"{c}_low" for c in INTERVAL_COLUMNS]].isna().all().all()
