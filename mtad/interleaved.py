@@ -25,7 +25,15 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from mtad import run
+from mtad.runner import provenance  # first: the code state is read when the process loads its code
+from mtad.runner.aggregate import cell_metrics
+from mtad.runner.checks import build_task, check_method, task_settings
+from mtad.runner.devices import load_pair_cached, model_devices, peak_memory, reset_peak_memory
+from mtad.runner.layout import ENV, METRICS, SAMPLES, Cell, cell_directory, cell_identity, check_identity, read_json
+from mtad.runner.loop import CellRunner
+from mtad.runner.records import append_record, read_finished, write_json
+
+CONF_DIR = str(Path(__file__).resolve().parents[1] / "conf")
 
 log = logging.getLogger("mtad.interleaved")
 
@@ -35,7 +43,7 @@ def compose(overrides: list[str]) -> DictConfig:
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
 
-    with initialize_config_dir(config_dir=run.CONF_DIR, version_base="1.3"):
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
         return hydra_compose("config", overrides=list(overrides))
 
 
@@ -78,35 +86,38 @@ class _Cell:
         from mtad.decoding import get_decoder
 
         self.cfg, self.method = cfg, method
-        self.cell = run.Cell(cfg.experiment_name, cfg.pair.name, task_name, method, "",
-                             Path(cfg.results_root) / cfg.experiment_name / cfg.pair.name / task_name / method)
-        options, _ = run.task_settings(cfg, task_name)
-        self.identity = run.cell_identity(cfg, self.cell, options)
+        self.cell = Cell(cfg.experiment_name, cfg.pair.name, task_name, method, "",
+                         cell_directory(cfg.results_root, cfg.experiment_name, cfg.pair.name, task_name, method))
+        options, _ = task_settings(cfg, task_name)
+        self.identity = cell_identity(cfg, self.cell, options)
+        check_identity(self.cell.directory, self.identity)
         self.cell.directory.mkdir(parents=True, exist_ok=True)
-        run.check_identity(self.cell.directory, self.identity)
-        self.samples_path = self.cell.directory / "samples.jsonl"
-        self.records = run.read_finished(self.samples_path)
+        self.samples_path = self.cell.directory / SAMPLES
+        self.records = read_finished(self.samples_path)
         self.done = {r["id"] for r in self.records}
-        decoder = get_decoder(method, target=pair.target, draft=pair.draft, decode_path=pair.decode_path,
-                              **OmegaConf.to_container(cfg.method, resolve=True))
-        self.runner = run.CellRunner(cfg, self.cell, pair, task, decoder, meter)
+        params = check_method(method, OmegaConf.to_container(cfg.method, resolve=True))
+        decoder = get_decoder(method, target=pair.target, draft=pair.draft, decode_path=pair.decode_path, **params)
+        self.runner = CellRunner(cfg, pair, task, decoder, meter)
         self.energy_reason = energy_reason
+        self.wrote = False  # records appended by this process
+        previous = read_json(self.cell.directory / ENV)
+        self.git_runs = previous.get("git_runs") or ([previous["git"]] if previous.get("git") else [])
 
-    def write_env(self, env: dict, **extra) -> None:
-        run.write_json(self.cell.directory / "env.json",
-                       {**env, "cell": self.identity, "energy_meter": self.cfg.energy.meter,
-                        "energy_missing_reason": self.energy_reason,
-                        "config": OmegaConf.to_container(self.cfg, resolve=True), **extra})
+    def write_env(self, env: dict, wrote: bool, **extra) -> None:
+        if wrote and provenance.PROCESS_GIT not in self.git_runs:
+            self.git_runs = self.git_runs + [provenance.PROCESS_GIT]  # this process wrote records into the cell
+        write_json(self.cell.directory / ENV,
+                   {**env, "seed": self.cfg.seed, "cell": self.identity, "energy_meter": self.cfg.energy.meter,
+                    "energy_missing_reason": self.energy_reason, "git_runs": self.git_runs,
+                    "config": OmegaConf.to_container(self.cfg, resolve=True), **extra})
 
     def write_metrics(self, task, example_ids: list[str], env: dict, devices) -> dict:
         metrics = {"cell": self.cell.name, "experiment": self.cell.experiment, "pair": self.cell.pair,
-                   "task": self.cell.task, "method": self.method, "overrides": "", "status": "complete",
-                   **run.cell_metrics(task, self.records, example_ids), **run.peak_memory(devices),
+                   "task": self.cell.task, "method": self.method, "overrides": "",
+                   **cell_metrics(task, self.records, example_ids), **peak_memory(devices),
                    "machine": env["machine"], "dtype": env["dtype"], "seed": self.cfg.seed, "finished": _now(),
                    "timing": "interleaved: every method on a prompt before the next prompt, order rotated"}
-        if metrics["examples"] < len(example_ids):
-            metrics["status"] = "incomplete"
-        run.write_json(self.cell.directory / "metrics.json", metrics)
+        write_json(self.cell.directory / METRICS, metrics)
         return metrics
 
 
@@ -118,7 +129,7 @@ def run_interleaved(overrides: list[str], methods: list[str], tasks: list[str],
     from tqdm import tqdm
 
     from mtad.metrics.energy import make_energy_meter
-    from mtad.tasks import get_task
+    from mtad.run import use_target_as_judge
 
     if not methods or not tasks:
         raise ValueError("run_interleaved needs at least one method and one task")
@@ -128,19 +139,20 @@ def run_interleaved(overrides: list[str], methods: list[str], tasks: list[str],
         torch.set_num_threads(int(first.threads))
     task_objs, examples = {}, {}
     for t in tasks:  # validate every task and load its examples before the model
-        options, limit = run.task_settings(cfgs[(t, methods[0])], t)
-        task_objs[t] = get_task(t, data_root=first.data_root, **options)
+        options, limit = task_settings(cfgs[(t, methods[0])], t)
+        task_objs[t] = build_task(t, first.data_root, options)
         examples[t] = task_objs[t].examples(limit=limit)
-    pair = run.load_pair_cached(OmegaConf.to_container(first.pair, resolve=True))
-    devices = run.model_devices(pair.target, pair.draft)
+    pair = load_pair_cached(OmegaConf.to_container(first.pair, resolve=True))
+    devices = model_devices(pair.target, pair.draft)
     meter, energy_reason = make_energy_meter(first.energy.meter, devices)
     for t in tasks:
-        run.use_target_as_judge(task_objs[t], run.task_settings(cfgs[(t, methods[0])], t)[0], pair)
+        use_target_as_judge(task_objs[t], task_settings(cfgs[(t, methods[0])], t)[0], pair)
     cells = {key: _Cell(cfg, key[0], key[1], task_objs[key[0]], pair, meter, energy_reason)
              for key, cfg in cfgs.items()}
-    env = {**run.environment(first, devices, pair), "started": _now()}
+    env = {**provenance.environment_record(devices=devices, models=(pair.target, pair.draft)),
+           "pair_name": getattr(pair, "name", None), "started": _now()}
     for cell in cells.values():
-        cell.write_env(env)
+        cell.write_env(env, wrote=False)
 
     plan = schedule(examples)
     pending = [(t, e) for t, e in plan if any(str(e["id"]) not in cells[(t, m)].done for m in methods)]
@@ -149,6 +161,7 @@ def run_interleaved(overrides: list[str], methods: list[str], tasks: list[str],
     if pending and first.warmup_tokens:
         for m in methods:  # untimed: first-call allocations and kernel selection, per decoder
             cells[(pending[0][0], m)].runner.warm_up(pending[0][1])
+    reset_peak_memory(devices)
     start, stopped = time.perf_counter(), False
     for k, (t, example) in enumerate(tqdm(pending, disable=not progress, desc=first.experiment_name,
                                           dynamic_ncols=True)):
@@ -162,13 +175,14 @@ def run_interleaved(overrides: list[str], methods: list[str], tasks: list[str],
             if str(example["id"]) in cell.done:
                 continue
             record = cell.runner.run_example(example)
-            run.append_record(cell.samples_path, record)
+            append_record(cell.samples_path, record)
+            cell.wrote = True
             cell.records.append(record)
             cell.done.add(record["id"])
     metrics = {}
     for (t, m), cell in cells.items():
         ids = [str(e["id"]) for e in examples[t]]
         metrics[(t, m)] = cell.write_metrics(task_objs[t], ids, env, devices)
-        cell.write_env(env, finished=metrics[(t, m)]["finished"])
+        cell.write_env(env, wrote=cell.wrote, finished=metrics[(t, m)]["finished"])
     return {"metrics": metrics, "stopped_by_time_limit": stopped,
             "minutes": (time.perf_counter() - start) / 60}

@@ -34,6 +34,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from mtad.interleaved import compose, run_interleaved  # first: it reads the code state at start-up
 from mtad.report import intervals as iv
 from mtad.report.cells import load_cells
 from mtad.report.claims_theory import (ExactnessSettings, TheorySettings, approximation_rows, exactness_rows,
@@ -334,8 +335,6 @@ def write_report(report: dict, out_dir: str | Path, name: str) -> tuple[Path, Pa
 
 
 def main(argv: list[str] | None = None) -> int:
-    from mtad.interleaved import compose, run_interleaved
-
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("overrides", nargs="*", help="Hydra overrides (default experiment=claims)")
     parser.add_argument("--report-only", action="store_true", help="build the report from the cells, run nothing")
