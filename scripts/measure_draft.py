@@ -25,7 +25,7 @@ def main(argv=None) -> int:
     from mtad.models.draft import read_draft_meta
     from mtad.models.measure import markdown, measure
     from mtad.models.pairs import ASSETS_DIR
-    from mtad.run import git_commit
+    from mtad.runner.provenance import environment_record
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--pair", default="smollm2_135m")
@@ -49,7 +49,8 @@ def main(argv=None) -> int:
         | {"head_size": len(meta["head_token_ids"]) if meta["head_token_ids"] else None},
         "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores", "threads": args.threads,
         "dtypes": {"target": str(pair.target.dtype), "draft": str(pair.draft.dtype)}, "torch": torch.__version__,
-        "git_commit": git_commit()["commit"] or "unknown", "wall_seconds": round(time.time() - t0, 1),
+        "git_commit": environment_record()["git"]["commit"] or "unknown",
+        "environment": environment_record(models=(pair.target, pair.draft)), "wall_seconds": round(time.time() - t0, 1),
         "load_average_1_5_15min_at_end": [round(x, 2) for x in os.getloadavg()],
     }
     header = [f"# Draft measurement: {result['pair']}", "",
