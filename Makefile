@@ -52,17 +52,26 @@ SHARED_DATA ?= ../shared/data
 RUN_DATA_ARGS ?= $(if $(wildcard $(SHARED_DATA)/spider/database),--spider-dir $(SHARED_DATA)/spider) \
 	$(if $(wildcard $(SHARED_DATA)/cnndm/*.jsonl),--cnndm-jsonl $(firstword $(wildcard $(SHARED_DATA)/cnndm/*.jsonl)))
 RESULTS ?= results/runs
-# Run a multirun, then build its table even if a cell failed, and report the run's status.
-# When results/runs/<experiment> is exactly the committed reference run (a fresh clone), it is
-# run again from scratch (`git checkout results/runs` restores the reference); cells written
-# here since (an interrupted run) differ from it and are resumed instead.
+TABLE_ARGS ?=
+# Data that cannot be had (no Spider release, CNN/DM neither on the hub nor local) is reported
+# once by get_data.py before any model work; its cells are then recorded `missing` (the reason
+# and the command that gets the data) and the run goes on with the other tasks.
+MISSING_DATA ?= mark
+# Run a fresh-or-resumed multirun of experiment $(1), then build its table even if a cell failed,
+# and report the run's status.
 define run_and_table
-	$(PY) scripts/get_data.py $(RUN_DATA_ARGS) || echo "warning: some data could not be fetched; its cells will fail"
-	@if [ -n "$$(git ls-files -- $(RESULTS)/$(1) 2>/dev/null)" ] && git diff --quiet HEAD -- $(RESULTS)/$(1) \
-	  && [ -z "$$(git ls-files --others -- $(RESULTS)/$(1))" ]; then \
-	  echo "$(RESULTS)/$(1) is the committed reference run: running it again from scratch"; rm -rf $(RESULTS)/$(1); fi
-	$(RUN) experiment=$(1) results_root=$(RESULTS) $(OVERRIDES); status=$$?; \
-	  $(PY) scripts/make_table.py --experiment $(1) --results $(RESULTS); exit $$status
+	$(PY) scripts/get_data.py $(RUN_DATA_ARGS) || echo "warning: the data above could not be fetched: its cells will be marked missing"
+	$(call fresh_if_committed,$(RESULTS)/$(1))
+	$(RUN) experiment=$(1) results_root=$(RESULTS) missing_data=$(MISSING_DATA) $(OVERRIDES); status=$$?; \
+	  $(PY) scripts/make_table.py --experiment $(1) --results $(RESULTS) $(TABLE_ARGS) || status=1; exit $$status
+endef
+# When a results folder is exactly its committed reference (a fresh clone), it is run again
+# from scratch (`git checkout <folder>` restores the reference); cells written here since (an
+# interrupted run) differ from it and are resumed instead.
+define fresh_if_committed
+	@if [ -n "$$(git ls-files -- $(1) 2>/dev/null)" ] && git diff --quiet HEAD -- $(1) \
+	  && [ -z "$$(git ls-files --others -- $(1))" ]; then \
+	  echo "$(1) is the committed reference run: running it again from scratch"; rm -rf $(1); fi
 endef
 
 .PHONY: reproduce-table2 smoke table sweep-gamma sweep-beam-width sweep-threshold
@@ -73,19 +82,25 @@ smoke: install ## the Table 2 grid with 1-2 examples per cell (a few minutes) ->
 	$(call run_and_table,smoke)
 
 table: install ## rebuild results/tables/table2*.{md,csv} from results/runs (EXPERIMENT=table2)
-	$(PY) scripts/make_table.py --experiment $(EXPERIMENT)
+	$(PY) scripts/make_table.py --experiment $(EXPERIMENT) $(TABLE_ARGS)
 
+SWEEP_BASELINES = $(RUN) -m experiment=sweeps method=sampling,sps results_root=$(RESULTS) $(OVERRIDES)
 sweep-gamma: install ## gamma = 1..8 for sps, mtad, mmtad (+ sampling/sps baselines) on CNN/DM
-	$(RUN) -m experiment=sweeps method=sampling,sps $(OVERRIDES)
-	$(RUN) experiment=sweeps sweep=gamma $(OVERRIDES)
+	$(SWEEP_BASELINES)
+	$(RUN) experiment=sweeps sweep=gamma results_root=$(RESULTS) $(OVERRIDES)
 
 sweep-beam-width: install ## beam width W = 1, 2, 4, 8 for mtad, mmtad (+ baselines) on CNN/DM
-	$(RUN) -m experiment=sweeps method=sampling,sps $(OVERRIDES)
-	$(RUN) experiment=sweeps sweep=beam_width $(OVERRIDES)
+	$(SWEEP_BASELINES)
+	$(RUN) experiment=sweeps sweep=beam_width results_root=$(RESULTS) $(OVERRIDES)
 
 sweep-threshold: install ## threshold tau = 0.1..0.9 for mtad, mmtad (+ baselines) on CNN/DM
-	$(RUN) -m experiment=sweeps method=sampling,sps $(OVERRIDES)
-	$(RUN) experiment=sweeps sweep=threshold $(OVERRIDES)
+	$(SWEEP_BASELINES)
+	$(RUN) experiment=sweeps sweep=threshold results_root=$(RESULTS) $(OVERRIDES)
+
+.PHONY: sweeps
+sweeps: install ## the three sweeps (from scratch when results/runs/sweeps is the committed run, else resumed)
+	$(call fresh_if_committed,$(RESULTS)/sweeps)
+	$(MAKE) --no-print-directory sweep-gamma sweep-beam-width sweep-threshold
 
 .PHONY: figures
 figures: install ## regenerate every figure from committed results (results/runs -> results/figures, seconds)
@@ -113,3 +128,31 @@ claims: install ## every claim of the paper with a 95% interval and a verdict (e
 	    echo "$(CLAIMS_DIR) is the committed reference run: running it again from scratch"; \
 	    rm -rf $(CLAIMS_DIR); fi; fi
 	$(PY) -m mtad.report.claims experiment=$(EXPERIMENT) $(if $(PAIR),pair=$(PAIR)) results_root=$(RESULTS) $(OVERRIDES)
+
+# --- reproduction check: every method on one short example, rerun in a fresh process
+VERIFY_ROOT ?= results/verify
+.PHONY: verify verify-reference
+verify: install ## rerun the committed reference cells (results/verify) and require identical tokens, PPL, BE, acceptance
+	$(PY) scripts/get_data.py --only humaneval
+	$(PY) scripts/verify.py --reference $(VERIFY_ROOT)
+
+verify-reference: install ## (re)create the reproduction reference in results/verify (after a new draft or decode path)
+	$(PY) scripts/get_data.py --only humaneval
+	$(PY) scripts/verify.py --reference $(VERIFY_ROOT) --reference-only
+
+# --- every committed result, regenerated from one clean commit (resumable: rerun to continue)
+# Each step is its own target; a finished step leaves a stamp naming the commit it ran at, and
+# is skipped while HEAD stays that commit. ALLOW_DIRTY=1 runs from a tree with uncommitted changes
+# (its tables are then refused unless TABLE_ARGS=--allow-mixed-provenance).
+RESULT_STEPS ?= reproduce-table2 sweeps claims figures measure-draft bench verify-reference
+STAMPS := results/.stamps
+.PHONY: results
+results: install ## regenerate every committed result: Table 2, sweeps, claims, figures, draft measurement, bench, verify reference
+	@commit=$$(git rev-parse HEAD); \
+	if [ -n "$$(git status --porcelain -- . ':(exclude)results')" ] && [ -z "$(ALLOW_DIRTY)" ]; then \
+	  echo "results: the tree has uncommitted changes; commit them first (or ALLOW_DIRTY=1)"; exit 1; fi; \
+	for step in $(RESULT_STEPS); do \
+	  if [ "$$(cat $(STAMPS)/$$step 2>/dev/null)" = "$$commit" ]; then echo "results: $$step already done at $$commit"; continue; fi; \
+	  echo "results: $$step"; $(MAKE) --no-print-directory $$step || exit 1; \
+	  mkdir -p $(STAMPS); echo "$$commit" > $(STAMPS)/$$step; done; \
+	echo "results: every step done at $$commit"

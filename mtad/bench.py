@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import copy
 import json
-import platform
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -23,6 +22,7 @@ import torch
 from mtad.decoding import get_decoder
 from mtad.decoding.kv import CachedModel, model_device, sync
 from mtad.decoding.static_kv import cached_model
+from mtad.metrics.speed import aggregate_speed
 
 
 @dataclass
@@ -160,10 +160,11 @@ def summarise(configs: list[Config], results: dict[str, list[Measure]]) -> list[
                "compiles_while_timed": sum(m.compiles for m in ms)}
         if c.impl == "ours":
             m = sorted(ms, key=lambda m: m.tokens / m.seconds)[len(ms) // 2]
+            speed = aggregate_speed([{"new_tokens": m.tokens, "seconds": m.seconds, "target_calls": m.target_calls,
+                                      "accepted": m.accepted, "drafted": m.drafted}])  # the runner's totals
             row.update(target_frac=m.target_seconds / m.seconds, draft_frac=m.draft_seconds / m.seconds,
                        other_frac=1 - (m.target_seconds + m.draft_seconds) / m.seconds,
-                       block_efficiency=m.tokens / max(m.target_calls, 1),
-                       acceptance_rate=m.accepted / m.drafted if m.drafted else None,
+                       block_efficiency=speed["block_efficiency"], acceptance_rate=speed["acceptance_rate"],
                        ms_per_token=1000 * m.seconds / m.tokens)
         rows.append(row)
     by_label = {r["label"]: r for r in rows}
@@ -273,18 +274,20 @@ def predicted_sps_speedup(alpha: float, gamma: int, draft_ms: float, step_ms: fl
 
 
 def environment(target, draft) -> dict:
-    import transformers
+    from mtad.runner.provenance import environment_record
+
     flags = ""
     try:
         flags = next(line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("flags"))
     except (OSError, StopIteration):
         pass
-    return {"machine": platform.processor() or platform.machine(), "platform": platform.platform(),
-            "threads": torch.get_num_threads(), "torch": torch.__version__, "transformers": transformers.__version__,
-            "target_dtype": str(target.dtype), "draft_dtype": str(draft.dtype),
-            "device": str(next(target.parameters()).device), "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+    env = environment_record(models=(target, draft))  # the runner's record: machine, versions, code state
+    return {**env, "threads": env["torch_threads"], "torch": env["versions"]["torch"],
+            "transformers": env["versions"]["transformers"], "target_dtype": str(target.dtype),
+            "draft_dtype": str(draft.dtype), "device": str(next(target.parameters()).device),
+            "cpu_capability": torch.backends.cpu.get_cpu_capability(),
             "amx": " amx_bf16" in flags, "avx512_bf16": " avx512_bf16" in flags,
-            "cuda": torch.cuda.get_device_name() if torch.cuda.is_available() else None}
+            "cuda": env["gpus"][0] if env["gpus"] else None}
 
 
 # ------------------------------------------------------------------ report

@@ -21,11 +21,11 @@ import logging
 import time
 from datetime import datetime, timezone
 from itertools import zip_longest
-from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
 from mtad.runner import provenance  # first: the code state is read when the process loads its code
+from mtad import configs
 from mtad.runner.aggregate import cell_metrics
 from mtad.runner.checks import build_task, check_method, task_settings
 from mtad.runner.devices import load_pair_cached, model_devices, peak_memory, reset_peak_memory
@@ -33,7 +33,7 @@ from mtad.runner.layout import ENV, METRICS, SAMPLES, Cell, cell_directory, cell
 from mtad.runner.loop import CellRunner
 from mtad.runner.records import append_record, read_finished, write_json
 
-CONF_DIR = str(Path(__file__).resolve().parents[1] / "conf")
+CONF_DIR = str(configs.conf_dir())  # $MTAD_CONF_DIR, the checkout's conf/, or the wheel's copy
 
 log = logging.getLogger("mtad.interleaved")
 

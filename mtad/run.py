@@ -43,6 +43,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from mtad.runner import provenance  # first: the code state is read when the process loads its code
+from mtad import configs
 from mtad.runner.aggregate import cell_metrics, summary
 from mtad.runner.checks import (SettingError, build_task, check_method, check_writable, explain_os_error,
                                 task_settings)
@@ -55,7 +56,7 @@ from mtad.runner.records import derive_seed, read_finished, write_json
 
 log = logging.getLogger("mtad.run")
 
-CONF_DIR = str(Path(__file__).resolve().parents[1] / "conf")
+CONF_DIR = str(configs.conf_dir())  # $MTAD_CONF_DIR, the checkout's conf/, or the wheel's copy
 MISSING_DATA_MODES = ("fail", "mark")
 git_commit = provenance.git_commit  # the code state read at start-up
 

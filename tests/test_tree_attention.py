@@ -6,7 +6,9 @@ from mtad.decoding.static_kv import cached_model, resolve_decode_path
 from tiny_models import BUILDERS
 
 # (arch, decode path): the eager DynamicCache for both, the static cache where the model has a lean forward
-CASES = [(arch, path) for arch in BUILDERS for path in ("eager", "static", "compiled")
+# (compiled cases are slow: torch.compile takes tens of seconds per shape on a small CPU)
+CASES = [pytest.param(arch, path, marks=[pytest.mark.slow] if path == "compiled" else [])
+         for arch in BUILDERS for path in ("eager", "static", "compiled")
          if path == "eager" or resolve_decode_path(path, BUILDERS[arch](0, vocab=4)) == path]
 
 

@@ -230,6 +230,7 @@ class StaticCachedModel(CachedModel):
     def compile_seconds(self) -> float:
         return self.compiled.compile_seconds if self.compiled is not None else 0.0
 
+    @torch.no_grad()  # decoding never differentiates; in-place cache writes must not enter autograd
     def _model_logits(self, input_ids: torch.Tensor, position_ids: torch.Tensor,
                       allowed: torch.Tensor | None, keep_last: int) -> torch.Tensor:
         kv = self.cache

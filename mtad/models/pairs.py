@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import copy
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -20,9 +19,10 @@ SOURCES = ("hub", "gguf_package", "tiny_random", "distilled")
 
 
 def pair_conf_dir() -> Path:
-    """`$MTAD_CONF_DIR/pair` if set, else the repository's `conf/pair`."""
-    root = os.environ.get("MTAD_CONF_DIR")
-    return Path(root) / "pair" if root else PACKAGE_DIR.parent / "conf" / "pair"
+    """The ``pair`` group of the configs (``mtad.configs.conf_dir``)."""
+    from mtad.configs import conf_dir
+
+    return conf_dir() / "pair"
 
 
 def list_pairs() -> list[str]:

@@ -12,7 +12,9 @@ A cell is a directory ``<experiment>/<pair>/<task>/<method>[/<overrides>]`` hold
 Columns (missing values are NaN/None; nothing is filled in):
 
 identity       experiment, pair, task, method, overrides ("" for the base cell), path
-status         status ("complete", "incomplete" = fewer examples than planned,
+status         status ("complete", "incomplete" = fewer examples than planned or answers
+               not scored yet (incomplete_reason says which), "missing" = the task's data
+               was absent (missing_reason: why, and the command that gets it),
                "running" = no metrics.json yet, "failed" = error.txt newer than metrics)
 counts         examples, examples_planned, samples, generations (one per sample and turn)
 task quality   score (the task's headline score), score_name, and score.<name> for every
@@ -25,17 +27,22 @@ acceptance     block_efficiency, acceptance_rate, mean_accept_length, target_cal
                draft_calls_per_generation
 energy         energy_meter, energy_j, energy_j_per_token, energy_missing_reason
 memory         peak_memory_mb, peak_memory_kind
-machine        machine, dtype, devices, torch_threads, seed, git_commit, finished
+machine        machine, dtype, devices, torch_threads, seed, finished
+provenance     git_commit, git_dirty, git_diff_sha256 (the code state of the cell's last
+               writing run, read when that process started), provenance (every code state
+               that wrote the cell's records: "<commit>", "<commit>+dirty:<hash>", joined
+               by " + " when several)
 config         param.<name> for every method hyperparameter (param.gamma, param.threshold,
                ...), max_new_tokens (the task's token limit)
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pandas as pd
 
+from mtad.runner.layout import ENV, ERROR, METRICS, SAMPLES, parse_cell_directory, read_json
+from mtad.runner.provenance import provenance_key
 from mtad.tasks import TASKS
 
 IDENTITY = ["experiment", "pair", "task", "method", "overrides"]
@@ -55,15 +62,8 @@ def primary_score(task: str, scores: dict) -> tuple[str | None, float | None]:
 def find_cells(root: str | Path) -> list[Path]:
     """Cell directories: those holding samples.jsonl or metrics.json."""
     root = Path(root)
-    dirs = {p.parent for pattern in ("samples.jsonl", "metrics.json") for p in root.rglob(pattern)}
+    dirs = {p.parent for pattern in (SAMPLES, METRICS) for p in root.rglob(pattern)}
     return sorted(dirs)
-
-
-def _read_json(path: Path) -> dict:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
 
 
 def _count_lines(path: Path) -> int:
@@ -74,21 +74,25 @@ def _count_lines(path: Path) -> int:
         return 0
 
 
+def cell_provenance(env: dict) -> str | None:
+    """The code state(s) that wrote the cell's records, one key each (``provenance_key``),
+    joined by " + " when a resumed cell was written by several; None without env.json."""
+    runs = env.get("git_runs") or ([env["git"]] if env.get("git") else [])
+    keys = list(dict.fromkeys(provenance_key(g) for g in runs))
+    return " + ".join(keys) if keys else None
+
+
 def cell_row(root: Path, directory: Path) -> dict:
-    parts = directory.relative_to(root).parts
-    if len(parts) < 4:
-        raise ValueError(f"{directory} is not <experiment>/<pair>/<task>/<method>[/<overrides>] under {root}")
-    metrics, env = _read_json(directory / "metrics.json"), _read_json(directory / "env.json")
-    row = {"experiment": parts[0], "pair": parts[1], "task": parts[2], "method": parts[3],
-           "overrides": "/".join(parts[4:]), "path": str(directory)}
+    metrics, env = read_json(directory / METRICS), read_json(directory / ENV)
+    row = {**parse_cell_directory(root, directory), "path": str(directory)}
     if metrics:
         row["status"] = metrics.get("status", "complete")
-        error = directory / "error.txt"
-        if error.exists() and error.stat().st_mtime > (directory / "metrics.json").stat().st_mtime:
+        error = directory / ERROR
+        if error.exists() and error.stat().st_mtime > (directory / METRICS).stat().st_mtime:
             row["status"] = "failed"
     else:
-        row["status"] = "failed" if (directory / "error.txt").exists() else "running"
-        row["examples"] = _count_lines(directory / "samples.jsonl")
+        row["status"] = "failed" if (directory / ERROR).exists() else "running"
+        row["examples"] = _count_lines(directory / SAMPLES)
     skip = {"cell", "experiment", "pair", "task", "method", "overrides", "status", "scores"}
     row.update({k: v for k, v in metrics.items() if k not in skip})
     scores = metrics.get("scores") or {}
@@ -104,7 +108,9 @@ def cell_row(root: Path, directory: Path) -> dict:
     for key in ("machine", "dtype", "torch_threads", "seed"):
         row.setdefault(key, env.get(key))
     row["devices"] = ",".join(env.get("devices", [])) or None
-    row["git_commit"] = (env.get("git") or {}).get("commit")
+    git = env.get("git") or {}
+    row["git_commit"], row["git_dirty"], row["git_diff_sha256"] = git.get("commit"), git.get("dirty"), git.get("diff_sha256")
+    row["provenance"] = cell_provenance(env)
     return row
 
 

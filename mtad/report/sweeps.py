@@ -22,10 +22,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from mtad import configs
 from mtad.report.tables import METHOD_ORDER, TASK_ORDER, table2
 
 REPO = Path(__file__).resolve().parents[2]
-CONF_DIR = REPO / "conf"
 # sweep name (conf/sweep/<name>.yaml) -> the method parameter it varies
 SWEEP_PARAMS = {"gamma": "gamma", "beam_width": "beam_width", "threshold": "threshold"}
 BASELINES = ("sampling", "sps")
@@ -42,11 +42,12 @@ def runs_dir() -> Path:
     return Path(os.environ.get("MTAD_RESULTS") or REPO / "results") / "runs"
 
 
-def planned_grid(experiment: str, sweep: str | None = None, conf_dir: str | Path = CONF_DIR) -> dict[str, list]:
+def planned_grid(experiment: str, sweep: str | None = None, conf_dir: str | Path | None = None) -> dict[str, list]:
     """``{override key: [values]}`` of the multirun grid that ``conf/experiment/<experiment>.yaml``
     (plus ``conf/sweep/<sweep>.yaml``) declares, e.g. ``{"method": [...], "method.gamma": [1, ..., 8]}``.
     Empty when the experiment file does not exist (an ad-hoc experiment name)."""
-    return {key: list(values) for key, values in _planned_grid(experiment, sweep, str(Path(conf_dir).resolve()))}
+    conf_dir = Path(conf_dir) if conf_dir is not None else configs.conf_dir()
+    return {key: list(values) for key, values in _planned_grid(experiment, sweep, str(conf_dir.resolve()))}
 
 
 @lru_cache(maxsize=32)

@@ -24,7 +24,7 @@ TASK_ORDER = list(TASKS)
 COLUMNS = ["task", "method", "score_name", "score", "perplexity", "tokens_per_s", "speedup_vs_sampling",
            "speedup_vs_sps", "block_efficiency", "acceptance_rate", "mean_accept_length", "energy_j_per_token",
            "examples", "samples", "generations", "new_tokens", "max_new_tokens", "status", "machine", "dtype", "pair", "seed",
-           "energy_missing_reason", "score_missing_reason"]
+           "energy_missing_reason", "score_missing_reason", "missing_reason", "incomplete_reason", "provenance"]
 HEADERS = {"score_name": "score", "score": "value", "perplexity": "PPL", "tokens_per_s": "tokens/s",
            "speedup_vs_sampling": "speed-up vs sampling", "speedup_vs_sps": "speed-up vs SpS",
            "block_efficiency": "block eff.", "acceptance_rate": "accept rate", "mean_accept_length": "mean accepted",
@@ -68,7 +68,9 @@ def table2(cells: pd.DataFrame, experiment: str = "table2", pair: str | None = N
     if len(pairs) > 1:
         raise ValueError(f"experiment {experiment!r} has several pairs {pairs}; choose one with pair=...")
     if "tokens_per_s" not in df:
-        raise ValueError(f"no finished cell in experiment {experiment!r} (no metrics.json yet)")
+        if not (df["status"] == "missing").all():
+            raise ValueError(f"no finished cell in experiment {experiment!r} (no metrics.json yet)")
+        df = df.assign(tokens_per_s=float("nan"))  # every cell's data is missing: a table of reasons
     df = add_speedups(df)
     df["task"] = pd.Categorical(df["task"], _order(set(df["task"]), TASK_ORDER), ordered=True)
     df["method"] = pd.Categorical(df["method"], _order(set(df["method"]), METHOD_ORDER), ordered=True)
@@ -80,6 +82,40 @@ def table2(cells: pd.DataFrame, experiment: str = "table2", pair: str | None = N
     df["score_missing_reason"] = df[reasons].bfill(axis=1).iloc[:, 0] if reasons else None
     df["task"], df["method"] = df["task"].astype(str), df["method"].astype(str)
     return add_intervals(df)[COLUMNS + INTERVAL_BOUNDS]
+
+
+class ProvenanceError(ValueError):
+    """The cells were not all written by one clean commit."""
+
+
+def provenance(cells: pd.DataFrame, allow_mixed: bool = False) -> str:
+    """The code state the cells came from, for the table's header: ``commit <sha>``.
+
+    A reference table must come from one commit with a clean tree: cells written by
+    several commits, by a dirty tree, or without a recorded commit are refused with the
+    cells named, unless ``allow_mixed`` (then the header lists every state it mixes).
+    Cells that never generated (``missing`` data) carry no code state and are not counted.
+    """
+    ran = cells[cells["status"] != "missing"] if "status" in cells else cells
+    by_state: dict[str, list[str]] = {}
+    for row in ran.itertuples(index=False):
+        states = getattr(row, "provenance", None)
+        states = states if isinstance(states, str) and states else "unknown"
+        for state in states.split(" + "):
+            overrides = getattr(row, "overrides", "")
+            by_state.setdefault(state, []).append(f"{row.task}/{row.method}" + (f"/{overrides}" if overrides else ""))
+    clean = [s for s in by_state if s != "unknown" and "+dirty" not in s]
+    if len(by_state) == 1 and clean:
+        return f"commit {clean[0]} (clean tree)"
+    described = "; ".join(f"{state}: {', '.join(names[:4])}{' ...' if len(names) > 4 else ''}"
+                          for state, names in sorted(by_state.items()))
+    if not allow_mixed:
+        raise ProvenanceError(
+            "the cells do not come from one commit with a clean tree, so the table would not describe "
+            f"any version of the code ({described}). Rerun them from one clean commit, or pass "
+            "--allow-mixed-provenance (make table TABLE_ARGS=--allow-mixed-provenance) to build it anyway "
+            "with every code state listed in its header")
+    return f"MIXED code states, built with --allow-mixed-provenance: {described}"
 
 
 def _fmt(value, column: str) -> str:
@@ -116,11 +152,13 @@ def _reasons(df: pd.DataFrame, column: str) -> str:
     return "; ".join(f"{', '.join(sorted(set(tasks)))}: {reason}" for reason, tasks in by_task.items())
 
 
-def to_markdown(df: pd.DataFrame, experiment: str, notes: list[str] = (), source: str = "results/runs") -> str:
+def to_markdown(df: pd.DataFrame, experiment: str, notes: list[str] = (), source: str = "results/runs",
+                code: str | None = None) -> str:
     counts = "; ".join(f"{task}: {_int(g['examples'])} examples, {_int(g['samples'])} samples, "
                        f"{_int(g['generations'])} generations of ≤{_fmt(g['max_new_tokens'].iloc[0], 'm')} new tokens"
                        for task, g in df.groupby("task", sort=False))
     lines = [f"# Table 2 — experiment `{experiment}`", "",
+             *([f"- code: {code}"] if code else []),
              f"- machine: {_unique(df, 'machine')}", f"- dtype: {_unique(df, 'dtype')}",
              f"- pair: {_unique(df, 'pair')}", f"- seed: {_unique(df, 'seed')}",
              f"- sample counts per cell: {counts}",
@@ -133,6 +171,10 @@ def to_markdown(df: pd.DataFrame, experiment: str, notes: list[str] = (), source
         lines.append(f"- energy missing: {_reasons(df, 'energy_missing_reason')}")
     if _reasons(df, "score_missing_reason"):
         lines.append(f"- score missing: {_reasons(df, 'score_missing_reason')}")
+    if _reasons(df, "missing_reason"):
+        lines.append(f"- **data missing** (rows marked `missing`): {_reasons(df, 'missing_reason')}")
+    if _reasons(df, "incomplete_reason"):
+        lines.append(f"- **incomplete:** {_reasons(df, 'incomplete_reason')}")
     lines.append("")
     incomplete = df[df["status"] != "complete"]
     if not incomplete.empty:
@@ -140,27 +182,32 @@ def to_markdown(df: pd.DataFrame, experiment: str, notes: list[str] = (), source
     lines.append("| " + " | ".join(HEADERS.get(c, c) for c in MD_COLUMNS) + " |")
     lines.append("|" + "|".join("---" for _ in MD_COLUMNS) + "|")
     for row in df.itertuples(index=False):
-        lines.append("| " + " | ".join(_fmt_with_interval(row, c) for c in MD_COLUMNS) + " |")
+        cells = [_fmt_with_interval(row, c) for c in MD_COLUMNS]
+        if row.status == "missing":  # no numbers: the data was absent
+            cells = cells[:2] + ["missing"] * (len(cells) - 2)
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
 def write_table2(df: pd.DataFrame, out_dir: str | Path, experiment: str = "table2", name: str = "table2",
-                 notes: list[str] = (), source: str = "results/runs") -> tuple[Path, Path]:
+                 notes: list[str] = (), source: str = "results/runs", code: str | None = None) -> tuple[Path, Path]:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     md, csv = out_dir / f"{name}.md", out_dir / f"{name}.csv"
-    md.write_text(to_markdown(df, experiment, notes, source))
+    md.write_text(to_markdown(df, experiment, notes, source, code))
     df.to_csv(csv, index=False)
     return md, csv
 
 
 def build_table2(results_root: str | Path = "results/runs", out_dir: str | Path = "results/tables",
                  experiment: str = "table2", pair: str | None = None, name: str | None = None,
-                 overrides: str | None = "") -> tuple[Path, Path]:
+                 overrides: str | None = "", allow_mixed_provenance: bool = False) -> tuple[Path, Path]:
+    """Write the table (.md, .csv); refuses cells of mixed or dirty code states (``provenance``)."""
     df = table2(load_cells(results_root, experiment=experiment), experiment=experiment, pair=pair,
                 overrides=overrides)
+    code = provenance(df, allow_mixed=allow_mixed_provenance)
     stem = name or (experiment if experiment.startswith("table2") else f"table2_{experiment}")
-    return write_table2(df, out_dir, experiment=experiment, name=stem, source=str(results_root))
+    return write_table2(df, out_dir, experiment=experiment, name=stem, source=str(results_root), code=code)
 
 
 # ----------------------------------------------------------------------------- intervals

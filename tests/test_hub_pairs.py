@@ -1,0 +1,107 @@
+"""The paper pairs' path: Llama-2 and OPT pairs load through the ``hub`` source.
+
+No hub access here, so tiny random Llama and OPT models and their tokenizer are saved with
+``save_pretrained`` to local directories and the paper pairs' own configs
+(``conf/pair/llama2_13b_7b.yaml``, ``conf/pair/opt_13b_125m.yaml``) get ``id:`` pointing there:
+``from_pretrained`` then reads them as it would read a downloaded snapshot, in float16 /
+bfloat16 with ``device_map: auto`` (on this CPU-only machine: everything on the CPU).
+"""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from mtad.models.pairs import DTYPES, SOURCES, list_pairs, load_pair, pair_config
+from mtad.models.tiny import tiny_model, tiny_tokenizer
+from mtad.methods import METHODS
+
+REPO = Path(__file__).resolve().parents[1]
+PAPER_PAIRS = {"llama": ("llama2_13b_7b", "float16"), "opt": ("opt_13b_125m", "bfloat16")}
+
+
+@pytest.fixture(scope="module")
+def hub_dirs(tmp_path_factory):
+    """{family: (target dir, draft dir, draft dir with another tokenizer)} saved like hub snapshots."""
+    root = tmp_path_factory.mktemp("hub")
+    dirs = {}
+    for family in PAPER_PAIRS:
+        saved = []
+        for role, seed, variant in (("target", 0, "default"), ("draft", 1, "default"), ("alt_draft", 1, "alt")):
+            tokenizer = tiny_tokenizer(variant)
+            path = root / f"{family}-{role}"
+            tiny_model(family, len(tokenizer), seed).save_pretrained(path)
+            tokenizer.save_pretrained(path)
+            saved.append(str(path))
+        dirs[family] = tuple(saved)
+    return dirs
+
+
+def local_pair(family: str, target: str, draft: str) -> dict:
+    name, dtype = PAPER_PAIRS[family]
+    cfg = pair_config(name, target_dtype=dtype, draft_dtype=dtype)
+    assert cfg["target"]["source"] == cfg["draft"]["source"] == "hub" and cfg["device_map"] == "auto"
+    cfg["target"]["id"], cfg["draft"]["id"] = target, draft
+    return cfg
+
+
+@pytest.mark.parametrize("family", list(PAPER_PAIRS))
+def test_paper_pair_loads_through_the_hub_source(family, hub_dirs):
+    target_dir, draft_dir, _ = hub_dirs[family]
+    pair = load_pair(local_pair(family, target_dir, draft_dir))
+    assert pair.config["device_map"] == "auto"
+    dtype = DTYPES[PAPER_PAIRS[family][1]]
+    for model in (pair.target, pair.draft):
+        assert model.dtype == dtype and not model.training
+        assert {p.device.type for p in model.parameters()} == {"cpu"}  # device_map auto, no GPU here
+    assert pair.tokenizer.eos_token_id == tiny_tokenizer().eos_token_id
+    from mtad.decoding import get_decoder
+
+    prompt = torch.tensor([pair.tokenizer("Summarize the article.")["input_ids"]])
+    out = get_decoder("sps", target=pair.target, draft=pair.draft, decode_path=pair.decode_path).generate(
+        prompt, max_new_tokens=6, generator=torch.Generator().manual_seed(0))
+    assert len(out.tokens) == 6 and out.stats.target_calls >= 1
+
+
+@pytest.mark.parametrize("family", list(PAPER_PAIRS))
+def test_paper_pair_with_another_tokenizer_is_refused(family, hub_dirs):
+    target_dir, _, alt_draft_dir = hub_dirs[family]
+    with pytest.raises(ValueError, match="tokenizers differ"):
+        load_pair(local_pair(family, target_dir, alt_draft_dir))
+
+
+@pytest.mark.parametrize("name", list_pairs())
+def test_every_pair_file_resolves_without_downloading(name):
+    """Each conf/pair file is a complete, valid configuration (nothing is loaded or fetched)."""
+    cfg = pair_config(name)
+    assert cfg["name"] == name
+    for part in ("target", "draft"):
+        spec = cfg[part]
+        assert spec["source"] in SOURCES
+        if spec["source"] == "hub":  # an owner/name id, a dtype, placement over the visible devices
+            owner, _, model = spec["id"].partition("/")
+            assert owner and model and "/" not in model, spec["id"]
+            assert cfg["device_map"] == "auto"
+    for key in ("target_dtype", "draft_dtype"):
+        assert cfg[key] in DTYPES, (name, key, cfg[key])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", list(PAPER_PAIRS))
+def test_every_method_runs_on_a_paper_pair_through_mtad_run(family, hub_dirs, shared_data, tmp_path):
+    target_dir, draft_dir, _ = hub_dirs[family]
+    name, dtype = PAPER_PAIRS[family]
+    args = [f"pair={name}", f"pair.target.id={target_dir}", f"pair.draft.id={draft_dir}",
+            f"pair.target_dtype={dtype}", f"pair.draft_dtype={dtype}", f"method={','.join(METHODS)}",
+            "task=cnndm", "task.max_new_tokens=4", "task.article_token_budget=32", "limit=1",
+            f"data_root={shared_data}", f"results_root={tmp_path / 'runs'}", "logger=none", "energy=none",
+            "progress=false", "warmup_tokens=2", f"hydra.sweep.dir={tmp_path / 'multirun'}"]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO), "WANDB_MODE": "disabled"}
+    proc = subprocess.run([sys.executable, "-m", "mtad.run", "-m", *args], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    runs = tmp_path / "runs"  # <experiment>/<pair>/<task>/<method>/<overrides>/metrics.json
+    done = sorted(p.relative_to(runs).parts[3] for p in runs.rglob("metrics.json"))
+    assert done == sorted(METHODS), done
