@@ -234,9 +234,9 @@ def test_draft_works_with_the_decoding_engine():
 
 @pytest.mark.slow
 def test_default_pair_loads_from_package_without_training(monkeypatch):
-    import mtad.models.distill as distill
+    import mtad.models.distill.pipeline as pipeline
 
-    monkeypatch.setattr(distill.Distiller, "run", lambda self: (_ for _ in ()).throw(AssertionError("trained at load")))
+    monkeypatch.setattr(pipeline.Trainer, "run", lambda self: (_ for _ in ()).throw(AssertionError("trained at load")))
     pair = load_pair("smollm2_135m")
     assert pair.target.config.num_hidden_layers == 30 and pair.target.config.vocab_size == 49152
     assert pair.tokenizer.eos_token == "<|im_end|>" and pair.eos_token_id == 2
