@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Measure a pair's draft on held-out prompts of every task family (see mtad/models/measure.py).
 
-    python scripts/measure_draft.py --pair smollm2_135m --per-family 6 --max-new-tokens 64
+    python scripts/measure_draft.py --pair smollm2_135m --per-family 5 --max-new-tokens 64
 Writes results/draft/measure.json and measure.md.
 """
 from __future__ import annotations
@@ -29,7 +29,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--pair", default="smollm2_135m")
     ap.add_argument("--draft-file", default=None, help="measure this draft file instead of the pair's")
-    ap.add_argument("--per-family", type=int, default=6)
+    ap.add_argument("--per-family", type=int, default=5)
     ap.add_argument("--max-new-tokens", type=int, default=64)
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--threads", type=int, default=int(os.environ.get("MTAD_THREADS", "1")))

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from ..prompts import SQL_QUESTIONS, make_prompt
+from ..prompts import SQL_QUESTIONS, SQL_TABLES, make_prompt
 
 FAMILIES = ("chat", "summary", "sql", "code")
 
@@ -96,15 +96,7 @@ def summary_request(article: str) -> str:
 # ----------------------------------------------------------------------------- SQL
 
 
-SCHEMAS = [
-    ("employees", ["id", "name", "department", "salary", "hire_year"]),
-    ("books", ["id", "title", "author", "year", "price"]),
-    ("orders", ["id", "customer_id", "amount", "order_date", "status"]),
-    ("students", ["id", "name", "age", "major", "gpa"]),
-    ("flights", ["id", "origin", "destination", "duration", "airline"]),
-    ("movies", ["id", "title", "director", "release_year", "rating"]),
-    ("products", ["id", "name", "category", "price", "stock"]),
-    ("players", ["id", "name", "team", "position", "goals"]),
+SCHEMAS = SQL_TABLES + [  # the chat prompts' tables and more
     ("hospitals", ["id", "name", "city", "beds", "founded"]),
     ("courses", ["id", "title", "department", "credits", "teacher_id"]),
     ("teachers", ["id", "name", "subject", "age", "salary"]),
