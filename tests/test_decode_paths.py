@@ -91,11 +91,12 @@ def test_decode_path_choice_and_errors(llama_pair):
 
 @pytest.mark.slow  # torch.compile takes tens of seconds per shape on a small CPU
 def test_compiled_path_same_tokens_and_no_recompiles_in_steady_state(llama_pair):
-    """torch.compile compiles once per bucket; a long generation and the next ones reuse them."""
+    """torch.compile compiles once per bucket (and cache size): once a long generation has met them,
+    the next long generation reuses them all."""
     target, draft = llama_pair
-    first = tokens("sps", target, draft, "compiled", 0, n=12)
+    first = tokens("sps", target, draft, "compiled", 0, n=150)
     assert first.stats.decode_path == "compiled" and first.stats.compiles >= 1
-    assert first.tokens == tokens("sps", target, draft, "eager", 0, n=12).tokens
+    assert first.tokens == tokens("sps", target, draft, "eager", 0, n=150).tokens
     long = tokens("sps", target, draft, "compiled", 1, n=150)
     assert long.stats.compiles == 0, "steady-state decoding recompiled"
     assert long.tokens == tokens("sps", target, draft, "eager", 1, n=150).tokens
