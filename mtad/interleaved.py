@@ -129,7 +129,6 @@ def run_interleaved(overrides: list[str], methods: list[str], tasks: list[str],
     from tqdm import tqdm
 
     from mtad.metrics.energy import make_energy_meter
-    from mtad.run import use_target_as_judge
 
     if not methods or not tasks:
         raise ValueError("run_interleaved needs at least one method and one task")
@@ -145,8 +144,8 @@ def run_interleaved(overrides: list[str], methods: list[str], tasks: list[str],
     pair = load_pair_cached(OmegaConf.to_container(first.pair, resolve=True))
     devices = model_devices(pair.target, pair.draft)
     meter, energy_reason = make_energy_meter(first.energy.meter, devices)
-    for t in tasks:
-        use_target_as_judge(task_objs[t], task_settings(cfgs[(t, methods[0])], t)[0], pair)
+    for task in task_objs.values():
+        task.bind_pair(pair)
     cells = {key: _Cell(cfg, key[0], key[1], task_objs[key[0]], pair, meter, energy_reason)
              for key, cfg in cfgs.items()}
     env = {**provenance.environment_record(devices=devices, models=(pair.target, pair.draft)),

