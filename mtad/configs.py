@@ -24,3 +24,24 @@ def conf_dir() -> Path:
     looked = ", ".join(str(c) for c in candidates)
     raise FileNotFoundError(f"mtad configs not found (no config.yaml in {looked}); set MTAD_CONF_DIR to a copy "
                             "of the repository's conf/ folder" + (" (MTAD_CONF_DIR is set)" if env else ""))
+
+
+def register_code_defaults() -> None:
+    """Register every method's parameters and every task's options with their defaults (the
+    ``defaults`` of the decoder or task class, the one place they are written) as the Hydra
+    configs ``method_defaults/<name>`` and ``task_defaults/<name>``. Each ``conf/method/<name>.yaml``
+    and ``conf/task/<name>.yaml`` starts from its node, so ``mtad-run method=<m> task=<t>`` runs
+    what ``get_decoder(<m>)`` and ``get_task(<t>)`` give from Python. Idempotent."""
+    from hydra.core.config_store import ConfigStore
+
+    from mtad.decoding import DECODERS
+    from mtad.tasks import TASKS
+
+    store = ConfigStore.instance()
+    for group, registry in (("method_defaults", DECODERS), ("task_defaults", TASKS)):
+        for name, cls in registry.items():
+            node = {key: list(value) if isinstance(value, tuple) else value for key, value in cls.defaults.items()}
+            store.store(group=group, name=name, node=node)
+
+
+register_code_defaults()

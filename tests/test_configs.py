@@ -60,7 +60,7 @@ def test_mtad_run_and_get_decoder_run_the_same_method(method):
     target, draft = tiny_llama(0, vocab=8), tiny_llama(1, vocab=8)
     from_python = get_decoder(method, target=target, draft=draft).params
     from_run = get_decoder(method, target=target, draft=draft, **from_config).params
-    assert from_run == from_python, f"{method}: conf/method/{method}.yaml differs from the code's defaults"
+    assert from_run == from_python, f"{method}: conf/method/{method}.yaml overrides the code's defaults"
     assert {k: list(v) if isinstance(v, tuple) else v for k, v in DECODERS[method].defaults.items()} == from_config
 
 

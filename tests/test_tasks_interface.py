@@ -21,9 +21,21 @@ def test_every_task_has_a_config():
     assert sorted(p.stem for p in CONF.glob("*.yaml")) == sorted(list_tasks())
 
 
+@pytest.mark.parametrize("name", list_tasks())
+def test_mtad_run_and_get_task_use_the_same_options(name):
+    """``mtad-run task=<name>`` composes exactly the task's own defaults (one place: the class)."""
+    from mtad.interleaved import compose
+
+    options = OmegaConf.to_container(compose([f"task={name}"]).task, resolve=True)
+    assert options.pop("name") == name
+    assert options == get_task(name).options, f"conf/task/{name}.yaml overrides the task's defaults"
+
+
 @pytest.mark.parametrize("name", ["spider", "cnndm", "mtbench", "humaneval"])
 def test_task_end_to_end_on_real_data(name, eval_data_root, chat_tokenizer, plain_tokenizer):
-    options = OmegaConf.to_container(OmegaConf.load(CONF / f"{name}.yaml"), resolve=True)
+    from mtad.interleaved import compose
+
+    options = OmegaConf.to_container(compose([f"task={name}"]).task, resolve=True)
     task = get_task(name, data_root=eval_data_root, **options)
     assert task.name == name and task.max_new_tokens > 0 and task.samples_per_example >= 1
     examples = task.examples(limit=2)

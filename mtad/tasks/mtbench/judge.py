@@ -24,6 +24,12 @@ from typing import Any
 
 JUDGE_KINDS = ("none", "hf", "openai")
 NEED_REFERENCE = ("math", "reasoning", "coding")  # FastChat's NEED_REF_CATS for MT-Bench
+# kind: none (score reported missing) | hf (a local model: judge.model = a local path, a hub id, or
+#   "target", the pair's target) | openai (an HTTP endpoint: base_url, e.g. http://localhost:8000/v1,
+#   and model, the served model name); api_key_env: the variable holding the key (sent as a bearer
+#   token; must be set; null for an endpoint that needs no key); timeout_s: the deadline for one
+#   whole request (a slow or trickling reply is cut off); retries: attempts per request (timeouts,
+#   connection errors, 429 and 5xx are retried), waiting backoff_s * 2**attempt between them.
 DEFAULTS = {"kind": "none", "model": None, "base_url": None, "api_key_env": "OPENAI_API_KEY",
             "max_new_tokens": 512, "temperature": 0.0, "timeout_s": 120.0, "retries": 3, "backoff_s": 1.0}
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from mtad import data
 from mtad.tasks.base import Score, Task, mean_of
-from mtad.tasks.mtbench.judge import NoJudge, get_judge, judge_config
+from mtad.tasks.mtbench.judge import DEFAULTS as JUDGE_DEFAULTS, NoJudge, get_judge, judge_config
 
 # plain-prompt turn markers (FastChat's judge uses the same "### User/Assistant" layout)
 USER, ASSISTANT = "### User:\n", "### Assistant:\n"
@@ -35,7 +35,7 @@ class MTBenchTask(Task):
     scores = {"judge_score": Score("judge score (1–10)"), "judge_turn1": Score("judge score, turn 1 (1–10)"),
               "judge_turn2": Score("judge score, turn 2 (1–10)")}
     primary_score = "judge_score"
-    defaults = {"limit": None, "max_new_tokens": 512, "judge": {"kind": "none"}}
+    defaults = {"limit": None, "max_new_tokens": 512, "judge": dict(JUDGE_DEFAULTS)}  # max_new_tokens: per turn
     wheel = WHEEL
 
     def __init__(self, data_root=None, **options):
