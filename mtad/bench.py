@@ -21,6 +21,7 @@ import torch
 
 from mtad.decoding import get_decoder
 from mtad.decoding.kv import CachedModel, model_device, sync
+from mtad.decoding.sampling import SAMPLING_PARAMS
 from mtad.decoding.static_kv import cached_model
 from mtad.metrics.speed import aggregate_speed
 
@@ -47,7 +48,7 @@ class Measure:
     compiles: int = 0
 
 
-SAMPLED = {"temperature": 1.0, "top_k": 10, "top_p": 0.9}  # the paper's setting
+SAMPLED = SAMPLING_PARAMS  # the paper's setting
 PATHS = ("eager", "fast")
 
 

@@ -27,6 +27,7 @@ import numpy as np
 import torch
 
 from mtad.decoding.mtjd_exact import exact_block_distribution
+from mtad.decoding.sampling import SAMPLING_PARAMS
 from mtad.metrics.exactness import (chisquare_exactness, draws_from_counts, empirical_counts, noise_floor,
                                     sequence_probs, tv, tv_of_draws)
 from mtad.report import intervals as iv
@@ -43,8 +44,8 @@ class TheorySettings:
     vocab: int = 4
     # the paper's sampling setting, applied per token by MTAD and sampling and to whole blocks by
     # MTJD: with V = 4 it truncates no single token but cuts most blocks, as it does for real LMs
-    top_k: int = 10
-    top_p: float = 0.9
+    top_k: int = SAMPLING_PARAMS["top_k"]
+    top_p: float = SAMPLING_PARAMS["top_p"]
     gammas: tuple = (1, 2, 3)
     beam_widths: tuple = (1, 2, 4)
     thresholds: tuple = (0.1, 0.5, 0.9)

@@ -23,7 +23,7 @@ from pathlib import Path
 import pandas as pd
 
 from mtad import configs
-from mtad.report.tables import METHOD_ORDER, TASK_ORDER, table2
+from mtad.report.tables import METHOD_ORDER, TASK_ORDER, matching_values, table2
 
 REPO = Path(__file__).resolve().parents[2]
 # sweep name (conf/sweep/<name>.yaml) -> the method parameter it varies
@@ -140,10 +140,7 @@ def add_baseline_speedups(df: pd.DataFrame, cells: pd.DataFrame, context: str = 
     for baseline, column, target in (("sampling", "tokens_per_s", "sampling_tokens_per_s"),
                                      ("sps", "tokens_per_s", "sps_tokens_per_s"),
                                      ("sampling", "perplexity", "sampling_perplexity")):
-        base = base_cells[base_cells["method"] == baseline]
-        base = base[keys + [column]].dropna().drop_duplicates(keys) if len(base) else pd.DataFrame(columns=keys + [column])
-        merged = df[keys].merge(base.rename(columns={column: "_base"}), on=keys, how="left")
-        df[target] = merged["_base"].astype(float).values
+        df[target] = matching_values(df, base_cells[base_cells["method"] == baseline], keys, column)
     for baseline in BASELINES:
         tokens_per_s = df["tokens_per_s"].astype(float).values if "tokens_per_s" in df else float("nan")
         df[f"speedup_vs_{baseline}"] = tokens_per_s / df[f"{baseline}_tokens_per_s"].values

@@ -13,6 +13,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from mtad.methods import METHODS
@@ -38,15 +39,25 @@ def _order(values, preferred):
     return sorted(values, key=lambda v: (preferred.index(v) if v in preferred else len(preferred), v))
 
 
+def matching_values(df: pd.DataFrame, base: pd.DataFrame, keys: list[str], column: str) -> np.ndarray:
+    """[len(df)] ``column`` of the row of ``base`` that matches each row of ``df`` on ``keys`` (the
+    first with a value; NaN where none), in ``df``'s row order (positional: ``df`` may keep a
+    filtered index)."""
+    if len(base):
+        base = base[keys + [column]].dropna().drop_duplicates(keys)
+    else:
+        base = pd.DataFrame(columns=keys + [column])
+    merged = df[keys].merge(base.rename(columns={column: "_base"}), on=keys, how="left")
+    return merged["_base"].astype(float).to_numpy()
+
+
 def add_speedups(cells: pd.DataFrame) -> pd.DataFrame:
     """speedup_vs_<baseline> = tokens/s over the baseline cell's, same experiment/pair/task/machine."""
     df = cells.copy()
     keys = ["experiment", "pair", "task", "machine", "overrides"]
     for baseline in ("sampling", "sps"):
-        base = df[df["method"] == baseline][keys + ["tokens_per_s"]].rename(columns={"tokens_per_s": "_base"})
-        merged = df[keys].merge(base.drop_duplicates(keys), on=keys, how="left")
-        # positional division: `merged` has a fresh index, `df` may keep a filtered one
-        df[f"speedup_vs_{baseline}"] = df["tokens_per_s"].astype(float).to_numpy() / merged["_base"].astype(float).to_numpy()
+        base_speed = matching_values(df, df[df["method"] == baseline], keys, "tokens_per_s")
+        df[f"speedup_vs_{baseline}"] = df["tokens_per_s"].astype(float).to_numpy() / base_speed
     return df
 
 

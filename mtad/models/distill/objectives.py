@@ -18,8 +18,9 @@ from __future__ import annotations
 import torch
 
 from ...decoding.logits import logits_to_probs
+from ...decoding.sampling import SAMPLING_PARAMS
 
-PAPER = {"temperature": 1.0, "top_k": 10, "top_p": 0.9}
+PAPER = SAMPLING_PARAMS  # the paper's sampling setting, the methods' default
 
 
 def target_on_head(top_ids: torch.Tensor, probs: torch.Tensor, head_index: torch.Tensor) -> tuple:
