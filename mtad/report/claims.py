@@ -40,12 +40,13 @@ from mtad.report.cells import load_cells
 from mtad.report.claims_theory import (ExactnessSettings, TheorySettings, approximation_rows, exactness_rows,
                                        zero_distance_check)
 from mtad.report.examples import example_frame, paired
+from mtad.methods import LABELS
+from mtad.tasks import TASKS
 
 log = logging.getLogger("mtad.claims")
 
 DEFAULT_METHODS = ("sampling", "sps", "mtad", "mmtad")
-PAPER_TASKS = ("spider", "cnndm", "mtbench", "humaneval")
-LABELS = {"sampling": "sampling", "sps": "SpS", "mtad": "MTAD", "mmtad": "MMTAD"}
+PAPER_TASKS = tuple(name for name, task in TASKS.items() if task.primary_score)  # the tasks with a score
 
 
 @dataclass
