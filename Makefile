@@ -22,11 +22,16 @@ install: .venv/.installed ## create .venv and install mtad with its dev tools
 data: install ## fetch every dataset into the data root
 	$(PY) scripts/get_data.py $(ARGS)
 
+# Tests run in parallel workers (pytest-xdist), one per core up to 4; TEST_WORKERS=0 runs them in
+# this process (e.g. to debug with -s or pdb: make test TEST_WORKERS=0 PYTEST_ARGS="-s -x").
+TEST_WORKERS ?= auto
+PYTEST = $(PY) -m pytest -q -n $(TEST_WORKERS) --maxprocesses 4 $(PYTEST_ARGS)
+
 test: install lint ## lint, then every test (slow ones included): what CI runs
-	$(PY) -m pytest -q
+	$(PYTEST)
 
 test-fast: install lint ## lint, then the unit tests (no test marked slow; a few minutes on 2 cores)
-	$(PY) -m pytest -q -m "not slow"
+	$(PYTEST) -m "not slow"
 
 lint: install ## pyflakes rules over the package, scripts, tests and notebooks (ruff)
 	$(PY) -m ruff check .

