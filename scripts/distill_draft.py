@@ -4,6 +4,7 @@
     python scripts/distill_draft.py produce --pair smollm2_135m --max-minutes 60   # corpus (one core)
     python scripts/distill_draft.py train   --pair smollm2_135m --max-minutes 60   # draft (another core)
     python scripts/distill_draft.py export  --pair smollm2_135m                    # into mtad/assets/drafts/
+    python scripts/distill_draft.py card    --pair smollm2_135m                    # the model card only (after make measure-draft)
 """
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ def main(argv=None) -> int:
     from mtad.models.pairs import ASSETS_DIR, load_target_and_tokenizer, pair_config
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("job", choices=["produce", "train", "export"])
+    ap.add_argument("job", choices=["produce", "train", "export", "card"])
     ap.add_argument("--pair", default="smollm2_135m")
     ap.add_argument("--workdir", default=None, help="default: $MTAD_CACHE/distill/<pair>")
     ap.add_argument("--init-from", default="pair", help="draft file to start from when the work dir has no "
@@ -46,10 +47,11 @@ def main(argv=None) -> int:
     workdir = Path(args.workdir or cache_root() / "distill" / args.pair)
     dest = Path(cfg["draft"]["file"])
     dest = dest if dest.is_absolute() else ASSETS_DIR / dest
-    if args.job == "export":
+    if args.job in ("export", "card"):
         from mtad.models.card import plot_curves, write_card
 
-        shutil.copyfile(workdir / "draft.safetensors", dest)
+        if args.job == "export":
+            shutil.copyfile(workdir / "draft.safetensors", dest)
         results = Path(__file__).resolve().parents[1] / "results" / "draft"
         results.mkdir(parents=True, exist_ok=True)
         for name in ("curve.jsonl", "ab.json", "rates.jsonl"):
@@ -58,7 +60,8 @@ def main(argv=None) -> int:
         plot_curves(workdir, results / "training_curve.png")
         write_card(workdir, dest, dest.with_suffix(".md"), args.command, results / "measure.json",
                    results / "pipeline_rates.json")
-        print(f"exported {workdir / 'draft.safetensors'} -> {dest} (+ model card {dest.with_suffix('.md').name})")
+        print(f"exported {workdir / 'draft.safetensors'} -> {dest} (+ model card {dest.with_suffix('.md').name})"
+              if args.job == "export" else f"model card written: {dest.with_suffix('.md')}")
         return 0
 
     torch.set_num_threads(args.threads)
