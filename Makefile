@@ -125,7 +125,7 @@ CLAIMS_DIR = $(RESULTS)/$(EXPERIMENT)$(if $(PAIR),/$(PAIR))
 CLAIMS_DATA_ARGS = --only cnndm $(if $(wildcard $(SHARED_DATA)/cnndm/*.jsonl),--cnndm-jsonl $(firstword $(wildcard $(SHARED_DATA)/cnndm/*.jsonl)))
 .PHONY: claims
 claims: EXPERIMENT = claims
-claims: install ## every claim of the paper with a 95% interval and a verdict (embedded pair, <= 20 min) -> results/claims/claims.md
+claims: install ## every claim of the paper with a 95% interval and a verdict (embedded pair, <= 30 min) -> results/claims/claims.md
 	@if [ "$(filter claims%,$(EXPERIMENT))" ]; then \
 	  $(PY) scripts/get_data.py $(CLAIMS_DATA_ARGS) || echo "warning: CNN/DailyMail could not be fetched; the run will stop"; \
 	  if [ -n "$$(git ls-files -- $(CLAIMS_DIR) 2>/dev/null)" ] && git diff --quiet HEAD -- $(CLAIMS_DIR) \
