@@ -73,11 +73,10 @@ endef
 # When a results folder is exactly its committed reference (a fresh clone), it is run again
 # from scratch (`git checkout <folder>` restores the reference); cells written here since (an
 # interrupted run) differ from it and are resumed instead.
-define fresh_if_committed
-	@if [ -n "$$(git ls-files -- $(1) 2>/dev/null)" ] && git diff --quiet HEAD -- $(1) \
+reset_if_committed = if [ -n "$$(git ls-files -- $(1) 2>/dev/null)" ] && git diff --quiet HEAD -- $(1) \
 	  && [ -z "$$(git ls-files --others -- $(1))" ]; then \
 	  echo "$(1) is the committed reference run: running it again from scratch"; rm -rf $(1); fi
-endef
+fresh_if_committed = @$(call reset_if_committed,$(1))
 
 .PHONY: reproduce-table2 smoke table sweep-gamma sweep-beam-width sweep-threshold
 reproduce-table2: install ## Table 2: 6 methods x 4 tasks on the embedded pair (<30 min, 2-core CPU) -> results/tables/table2.md
@@ -128,10 +127,7 @@ claims: EXPERIMENT = claims
 claims: install ## every claim of the paper with a 95% interval and a verdict (embedded pair, <= 30 min) -> results/claims/claims.md
 	@if [ "$(filter claims%,$(EXPERIMENT))" ]; then \
 	  $(PY) scripts/get_data.py $(CLAIMS_DATA_ARGS) || echo "warning: CNN/DailyMail could not be fetched; the run will stop"; \
-	  if [ -n "$$(git ls-files -- $(CLAIMS_DIR) 2>/dev/null)" ] && git diff --quiet HEAD -- $(CLAIMS_DIR) \
-	    && [ -z "$$(git ls-files --others -- $(CLAIMS_DIR))" ]; then \
-	    echo "$(CLAIMS_DIR) is the committed reference run: running it again from scratch"; \
-	    rm -rf $(CLAIMS_DIR); fi; fi
+	  $(call reset_if_committed,$(CLAIMS_DIR)); fi
 	$(PY) -m mtad.report.claims experiment=$(EXPERIMENT) $(if $(PAIR),pair=$(PAIR)) results_root=$(RESULTS) $(OVERRIDES)
 
 # --- reproduction check: every method on one short example, rerun in a fresh process

@@ -27,6 +27,7 @@ def records(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("pair", ["tiny_llama", "tiny_opt"])
 def test_claims_end_to_end_on_a_tiny_pair(tmp_path, shared_data, pair):
     claims(["experiment=claims_tiny", f"pair={pair}", f"data_root={shared_data}"], tmp_path)
@@ -60,6 +61,7 @@ def test_claims_end_to_end_on_a_tiny_pair(tmp_path, shared_data, pair):
     assert [c["verdict"] for c in by_claim["C6"]] == ["reproduced"]
 
 
+@pytest.mark.slow
 def test_interleaved_cells_are_mtad_run_cells_and_resume(tmp_path, shared_data):
     """The claims cells hold what `mtad-run` writes for the same cell (same tokens: same seeds), a
     rerun runs nothing, and a larger limit runs only the new prompts."""
@@ -94,11 +96,13 @@ def test_schedule_interleaves_tasks_and_rotates_methods():
     assert [o[0] for o in orders] == methods  # each method goes first once every 4 prompts
 
 
+@pytest.mark.slow
 def test_unknown_claims_key_is_refused(tmp_path):
     proc = claims(["experiment=claims_tiny", "+claims.bootstrp=3"], tmp_path, check=False)
     assert proc.returncode == 1 and "bootstrp" in proc.stderr and "resamples" in proc.stderr
 
 
+@pytest.mark.slow
 def test_report_from_a_grid_without_claims_section_names_the_missing_cells(tmp_path):
     proc = claims(["experiment=table2", "--report-only"], tmp_path, check=False)
     assert proc.returncode == 1 and "no cells of experiment 'table2'" in proc.stderr

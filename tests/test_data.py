@@ -85,6 +85,7 @@ def test_cnndm_file_choice(tmp_path):
         load_articles(tmp_path, file="bad.jsonl")
 
 
+@pytest.mark.slow
 def test_get_data_script_offline(shared_data, tmp_path):
     source = shared_data / "cnndm" / "specbench_cnndm_80.jsonl"
     result = subprocess.run([sys.executable, str(REPO / "scripts" / "get_data.py"), "--data-root", str(tmp_path),

@@ -120,6 +120,7 @@ def test_speedup_bars_show_missing_slots(cells):
     assert "2.25" in text  # block efficiency of MTAD written on its bar
 
 
+@pytest.mark.slow
 def test_build_all_writes_png_and_pdf_and_skips_absent_experiments(runs, tmp_path):
     written = figures.build_all(runs, tmp_path / "figures")
     assert written.pop("skipped") == []
@@ -133,6 +134,7 @@ def test_build_all_writes_png_and_pdf_and_skips_absent_experiments(runs, tmp_pat
     assert set(written) == {"sweep_gamma", "sweep_beam_width", "sweep_threshold"}
 
 
+@pytest.mark.slow
 def test_make_figures_script(runs, tmp_path):
     out = tmp_path / "out"
     proc = subprocess.run([sys.executable, str(REPO / "scripts" / "make_figures.py"), "--results", str(runs.parent),
@@ -165,6 +167,7 @@ def test_threshold_figure_is_about_mtad_and_adds_mmtad_only_when_run(cells, tmp_
     assert {"MTAD", "MMTAD"} <= labels
 
 
+@pytest.mark.slow
 def test_figures_from_a_real_mtad_run_sweep(tmp_path, shared_data):
     """The runner's own files (tiny random pair, 1 article, 6 tokens): the sweep frame finds the
     cells despite the extra task overrides, and the unrun grid points show as missing."""

@@ -34,6 +34,7 @@ def test_notebook_is_committed_without_outputs(path):
             assert cell.outputs == [] and cell.execution_count is None, f"{path.name}: strip outputs (nbstripout)"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_notebook_runs_on_the_fixture(path, results, monkeypatch):
     monkeypatch.setenv("MTAD_RESULTS", str(results))

@@ -98,6 +98,7 @@ def test_mixed_or_dirty_cells_are_refused_unless_allowed(tmp_path, second, named
     assert "- code: MIXED code states" in md.read_text() and named in md.read_text()
 
 
+@pytest.mark.slow
 def test_make_table_refuses_and_accepts_the_flag(tmp_path):
     two_cells(tmp_path / "runs", A, B)
     command = ["python", str(REPO / "scripts" / "make_table.py"), "--results", str(tmp_path / "runs"),

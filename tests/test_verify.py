@@ -22,6 +22,7 @@ def first_cell(root: Path) -> Path:
     return sorted(p.parent for p in root.rglob("metrics.json"))[0]
 
 
+@pytest.mark.slow
 def test_tiny_pair_reference_reproduces_and_a_changed_token_fails(tmp_path, wheel_data):
     reference, tiny = tmp_path / "reference", ["pair=tiny_llama", "threads=1"]
     made = verify("--reference", str(reference), "--data-root", str(wheel_data), "--reference-only", *tiny)
