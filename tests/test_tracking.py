@@ -1,5 +1,6 @@
 """Loggers: the W&B offline run directory holds what was logged; failures still close runs."""
 import struct
+import time
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,8 @@ def read_wandb_records(path: Path) -> list:
             pos += BLOCK - pos % BLOCK
             continue
         _crc, length, kind = struct.unpack("<IHB", data[pos:pos + 7])
+        if pos + 7 + length > len(data):  # a chunk still being written
+            break
         chunk = data[pos + 7:pos + 7 + length]
         pos += 7 + length
         if kind == 0 and length == 0:
@@ -33,6 +36,17 @@ def read_wandb_records(path: Path) -> list:
             record.ParseFromString(pending)
             records.append(record)
     return records
+
+
+def finished_records(path: Path, timeout_s: float = 60.0) -> list:
+    """The run's records once the transaction log holds its ``exit`` record: wandb's service
+    writes the log through a buffer it may flush only after ``run.finish()`` has returned."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        records = read_wandb_records(path)
+        if any(r.WhichOneof("record_type") == "exit" for r in records) or time.monotonic() > deadline:
+            return records
+        time.sleep(0.2)
 
 
 def logged_items(records) -> tuple[dict, dict]:
@@ -63,7 +77,7 @@ def test_wandb_offline_run_directory_has_the_logged_metrics(tmp_path, monkeypatc
 
     run_dirs = list((tmp_path / "wandb").glob("offline-run-*"))
     assert len(run_dirs) == 1 and Path(logger.run_dir) == run_dirs[0]
-    records = read_wandb_records(next(run_dirs[0].glob("run-*.wandb")))
+    records = finished_records(next(run_dirs[0].glob("run-*.wandb")))
     history, summary = logged_items(records)
     assert float(summary["tokens_per_s"]) == 42.5
     assert float(summary["scores/rougeL"]) == 0.375
