@@ -252,8 +252,8 @@ def cell_intervals(examples: pd.DataFrame, baselines: dict[str, pd.DataFrame] | 
         if examples["drafted"].sum() > 0:
             out["acceptance_rate"] = boot(iv.rate, [examples["accepted"], examples["drafted"]])
     for name, base in (baselines or {}).items():
-        both = examples.set_index("id")[["new_tokens", "seconds"]].join(
-            base.set_index("id")[["new_tokens", "seconds"]], how="inner", rsuffix="_base").sort_index()
+        columns = ["id", "new_tokens", "seconds"]
+        both = examples[columns].merge(base[columns], on="id", how="inner", suffixes=("", "_base")).sort_values("id")
         if len(both):
             out[f"speedup_vs_{name}"] = boot(iv.ratio_of_rates, [both["new_tokens"], both["seconds"],
                                                                   both["new_tokens_base"], both["seconds_base"]])
