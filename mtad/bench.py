@@ -48,14 +48,13 @@ class Measure:
     compiles: int = 0
 
 
-SAMPLED = SAMPLING_PARAMS  # the paper's setting
 PATHS = ("eager", "fast")
 
 
 def method_params(gamma: int) -> dict[str, dict]:
-    chain = {"gamma": gamma, **SAMPLED}
-    return {"sampling": dict(SAMPLED), "sps": chain, "spectr": {**chain, "num_drafts": 2},
-            "specinfer": {"k_config": (2, 2, 1, 1), **SAMPLED},
+    chain = {"gamma": gamma, **SAMPLING_PARAMS}
+    return {"sampling": dict(SAMPLING_PARAMS), "sps": chain, "spectr": {**chain, "num_drafts": 2},
+            "specinfer": {"k_config": (2, 2, 1, 1), **SAMPLING_PARAMS},
             "mtad": {**chain, "beam_width": 4, "threshold": 0.5}, "mmtad": {**chain, "beam_width": 4, "threshold": 0.5}}
 
 

@@ -21,9 +21,10 @@ import torch
 from transformers import DynamicCache
 
 from ..decoding import get_decoder
+from ..decoding.sampling import SAMPLING_PARAMS
 from ..metrics.speed import aggregate_speed
 from .distill.corpus import PAPER_SETTING, cache_argument, encode, sample_answers
-from .distill.objectives import PAPER, pair_stats
+from .distill.objectives import pair_stats
 from .distill.sources import FAMILIES, draw_item
 
 METHODS = {
@@ -88,7 +89,7 @@ def decode_family(target, draft, eos: int, prompts: list[list[int]], max_new: in
         ids = torch.tensor(prompt)[None]
         for method, params in METHODS.items():
             dec = get_decoder(method, target=target, draft=None if method == "sampling" else draft, decode_path=decode_path,
-                              **PAPER, **params)
+                              **SAMPLING_PARAMS, **params)
             out = dec.generate(ids, max_new_tokens=max_new, eos_token_id=eos, generator=torch.Generator().manual_seed(seed + i))
             stats[method].append(out.stats)
     rows = {m: totals(s) for m, s in stats.items()}
@@ -134,7 +135,7 @@ def measure(pair, per_family: int = 6, max_new: int = 64, seed: int = 1234) -> d
         families[f] = {"distribution": distribution_match(target, draft, eos, fam_prompts, max_new, seed),
                        "decoding": decode_family(target, draft, eos, fam_prompts, max_new, seed, pair.decode_path)}
     t_ms, d_ms = step_ms(target), step_ms(draft)
-    result = {"per_family": per_family, "max_new_tokens": max_new, "seed": seed, "methods": METHODS, "setting": PAPER,
+    result = {"per_family": per_family, "max_new_tokens": max_new, "seed": seed, "methods": METHODS, "setting": SAMPLING_PARAMS,
               "decode_path": pair.decode_path,
               "families": families,
               "cost": {"target_step_ms": t_ms, "draft_step_ms": d_ms, "draft_over_target": d_ms / t_ms}}

@@ -24,11 +24,12 @@ import torch
 from transformers import DynamicCache
 
 from ...decoding.logits import logits_to_probs, sample
+from ...decoding.sampling import SAMPLING_PARAMS
 from .sources import Item
 
 # (temperature, top_k, top_p) that samplers rotate over: raw, the paper's setting, cooler.
-SAMPLING_SETTINGS = [(1.0, 0, 1.0), (1.0, 10, 0.9), (0.7, 0, 1.0)]
-PAPER_SETTING = (1.0, 10, 0.9)
+PAPER_SETTING = tuple(SAMPLING_PARAMS[key] for key in ("temperature", "top_k", "top_p"))
+SAMPLING_SETTINGS = [(1.0, 0, 1.0), PAPER_SETTING, (0.7, 0, 1.0)]
 
 
 def encode(tokenizer, item: Item, max_prompt: int = 512) -> list[int]:

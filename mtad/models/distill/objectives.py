@@ -20,8 +20,6 @@ import torch
 from ...decoding.logits import logits_to_probs
 from ...decoding.sampling import SAMPLING_PARAMS
 
-PAPER = SAMPLING_PARAMS  # the paper's sampling setting, the methods' default
-
 
 def target_on_head(top_ids: torch.Tensor, probs: torch.Tensor, head_index: torch.Tensor) -> tuple:
     """Target probabilities over the top-K ids, restricted to the head and renormalised.
@@ -44,7 +42,7 @@ def kl_raw(logq, top_ids, top_logprobs, head_index) -> torch.Tensor:
 
 def paper_target(top_ids, top_logprobs, head_index) -> tuple:
     """p' over the stored top-K (top-k 10 lies inside K, so p' is exact), restricted to the head."""
-    return target_on_head(top_ids, logits_to_probs(top_logprobs.float(), **PAPER), head_index)
+    return target_on_head(top_ids, logits_to_probs(top_logprobs.float(), **SAMPLING_PARAMS), head_index)
 
 
 def kl_paper(logq, top_ids, top_logprobs, head_index) -> torch.Tensor:
@@ -54,7 +52,7 @@ def kl_paper(logq, top_ids, top_logprobs, head_index) -> torch.Tensor:
 
 def tv_paper(logq, top_ids, top_logprobs, head_index, kl_weight: float = 0.1) -> torch.Tensor:
     cols, p = paper_target(top_ids, top_logprobs, head_index)
-    q = logits_to_probs(logq, **PAPER)  # [N, |head|], differentiable through the kept logits
+    q = logits_to_probs(logq, **SAMPLING_PARAMS)  # [N, |head|], differentiable through the kept logits
     accept = torch.minimum(p, q.gather(-1, cols)).sum(-1)  # [N]: p' is 0 off its top-K, so this is sum_x min
     return (1 - accept).mean() + kl_weight * kl_on_head(logq, cols, p)
 
@@ -72,7 +70,7 @@ def pair_stats(p_logits: torch.Tensor, q_logits: torch.Tensor) -> dict[str, torc
     """Per-position agreement between target and draft logits [N, V]: argmax agreement and the
     expected SpS acceptance sum_x min(p, q) at temperature 1 (``t1``) and the paper's setting."""
     stats = {"argmax_agree": (p_logits.argmax(-1) == q_logits.argmax(-1)).float()}
-    for tag, setting in {"t1": {}, "paper": PAPER}.items():
+    for tag, setting in {"t1": {}, "paper": SAMPLING_PARAMS}.items():
         p, q = logits_to_probs(p_logits, **setting), logits_to_probs(q_logits, **setting)
         stats[f"accept_{tag}"] = torch.minimum(p, q).sum(-1)
     return stats
