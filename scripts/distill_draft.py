@@ -21,7 +21,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 def main(argv=None) -> int:
     import torch
 
-    from mtad.models.distill import DistillConfig, Trainer, produce
+    from mtad.models.distill import DistillConfig, HeadTrainConfig, HeadTrainer, Trainer, produce
     from mtad.models.gguf_cache import cache_root
     from mtad.models.pairs import ASSETS_DIR, load_target_and_tokenizer, pair_config
 
@@ -36,9 +36,14 @@ def main(argv=None) -> int:
     ap.add_argument("--lr", type=float, default=3e-4)
     ap.add_argument("--max-minutes", type=float, default=60.0)
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--mix", default="real=0.3,target=0.2,draft=0.5",
-                    help="share of producer chunks per kind: real text, target-sampled, draft-sampled (on-policy)")
+    ap.add_argument("--mix", default=None,
+                    help="share of producer chunks per kind: real text, target-sampled, draft-sampled (on-policy); "
+                    "default real=0.3,target=0.2,draft=0.5 for a layer draft, real=0.35,target=0.65 for a feature head")
     ap.add_argument("--name", default="p0", help="producer name (several producers may share a work dir)")
+    ap.add_argument("--seed", type=int, default=0, help="a producer's stream of items (give each producer its own)")
+    ap.add_argument("--head-lr", type=float, default=1e-3, help="feature head: learning rate (AdamW, betas 0.9/0.95)")
+    ap.add_argument("--unroll", type=int, default=3, help="feature head: training-time-test steps on its own features")
+    ap.add_argument("--head-layers", type=int, default=1, help="feature head: decoder layers (a new head only)")
     ap.add_argument("--command", default="make draft", help="the training command recorded in the model card")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s {args.job} %(message)s")
@@ -65,15 +70,26 @@ def main(argv=None) -> int:
         return 0
 
     torch.set_num_threads(args.threads)
+    head = cfg["draft"]["source"] == "head"
     init_from = None if args.init_from == "none" else str(dest) if args.init_from == "pair" else args.init_from
-    mix = {kind: float(share) for kind, share in (kv.split("=") for kv in args.mix.split(","))}
+    if head and init_from == str(dest) and not dest.exists():
+        init_from = None  # the first head of a pair starts from scratch
+    mix_spec = args.mix or ("real=0.35,target=0.65" if head else "real=0.3,target=0.2,draft=0.5")
+    mix = {kind: float(share) for kind, share in (kv.split("=") for kv in mix_spec.split(","))}
     dcfg = DistillConfig(workdir=str(workdir), init_from=init_from, losses=args.losses.split(","), mix=mix,
-                         ab_tokens=args.ab_tokens, lr=args.lr, max_minutes=args.max_minutes, threads=args.threads)
+                         ab_tokens=args.ab_tokens, lr=args.lr, max_minutes=args.max_minutes, threads=args.threads,
+                         features=head, seed=args.seed)
     target, tokenizer = load_target_and_tokenizer(cfg, device="cpu", dtype="float32")
+    target.requires_grad_(False)
+    special_ids = tokenizer.all_special_ids + [tokenizer.eos_token_id]
     if args.job == "produce":
         produce(dcfg, target, tokenizer, name=args.name)
+    elif head:
+        hcfg = HeadTrainConfig(workdir=str(workdir), init_from=init_from, lr=args.head_lr, steps=args.unroll,
+                               num_layers=args.head_layers, max_minutes=args.max_minutes, threads=args.threads)
+        HeadTrainer(hcfg, target, special_ids).run()
     else:
-        Trainer(dcfg, target, special_ids=tokenizer.all_special_ids + [tokenizer.eos_token_id]).run()
+        Trainer(dcfg, target, special_ids=special_ids).run()
     return 0
 
 

@@ -5,7 +5,8 @@ import torch
 
 from mtad.decoding import METHODS, get_decoder, list_decoders
 from mtad.decoding.mtjd_exact import exact_block_distribution
-from tiny_models import BUILDERS, tiny_llama
+from mtad.models.head import is_feature_head
+from tiny_models import BUILDERS, tiny_head, tiny_llama
 
 PROMPT = torch.tensor([[5, 1, 9, 2, 7]])
 VOCAB = 24
@@ -15,15 +16,19 @@ METHOD_PARAMS = {"sampling": {}, "sps": {"gamma": 3}, "spectr": {"gamma": 3, "nu
 
 
 # every contract test runs on both decode paths; Llama takes the static cache on "static",
-# OPT has no lean forward and runs eager on both (static_kv.fast_unsupported)
-PAIRS = [("llama", "eager"), ("llama", "static"), ("opt", "eager")]
+# OPT has no lean forward and runs eager on both (static_kv.fast_unsupported); and with both
+# draft kinds: a separate model, or a feature head reading the target's hidden states
+PAIRS = [("llama", "eager", "model"), ("llama", "static", "model"), ("opt", "eager", "model"),
+         ("llama", "eager", "head"), ("llama", "static", "head"), ("opt", "eager", "head")]
 
 
 @pytest.fixture(scope="module", params=PAIRS, ids=lambda p: "-".join(p))
 def pair(request):
-    arch, path = request.param
+    arch, path, kind = request.param
     build = BUILDERS[arch]
-    return build(0, VOCAB, sharpness=2.0), build(1, VOCAB, sharpness=2.0), path
+    target = build(0, VOCAB, sharpness=2.0)
+    draft = tiny_head(target, 1, sharpness=2.0) if kind == "head" else build(1, VOCAB, sharpness=2.0)
+    return target, draft, path
 
 
 def generate(method, pair, n=16, seed=0, eos=None, **params):
@@ -93,6 +98,15 @@ def test_kept_cache_equals_a_fresh_forward(pair, method):
         assert lm.num_nodes == 0 and lm.seq_length() == lm.committed  # no tree leftovers
         assert lm.committed <= sequence.numel() + METHOD_PARAMS[method].get("gamma", 3)  # cropped, flat
         kept = min(lm.committed, sequence.numel() - 1)
+        if is_feature_head(lm.model):  # every kept slot was computed from the target's features
+            assert lm.exact == lm.committed
+            with torch.no_grad():
+                features = decoder.target.model(input_ids=sequence[None]).last_hidden_state
+                fresh = lm.model.unroll(sequence[None], features)[0][0, :kept]  # [kept, H]
+            assert torch.allclose(lm.features.buf[:kept], fresh, atol=1e-9)
+            scored = min(decoder.target_lm.committed, sequence.numel())
+            assert torch.allclose(decoder.target_lm.features.buf[:scored], features[0, :scored], atol=1e-9)
+            continue
         with torch.no_grad():
             fresh = lm.model(input_ids=sequence[None, :kept], use_cache=True).past_key_values
         for mine, ref in zip(lm.cache.layers, fresh.layers):

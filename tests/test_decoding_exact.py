@@ -27,7 +27,7 @@ import torch
 
 from mtad.decoding.logits import logits_to_probs
 from mtad.metrics.exactness import chisquare_exactness, empirical_counts, sequence_probs
-from tiny_models import biased_llama, tiny_llama, tiny_opt
+from tiny_models import biased_llama, tiny_head, tiny_llama, tiny_opt
 
 pytestmark = pytest.mark.slow
 
@@ -112,3 +112,34 @@ def test_lossless_with_adversarial_drafts(method, params, case):
     draft = target if draft_bias is None else biased_llama(1, draft_bias, sharpness=3.0)
     counts = empirical(method, target, draft, {**params, **NO_TRUNCATION})
     check(counts, exact_probs(target, NO_TRUNCATION), f"{case}/{method}/{params}")
+
+
+# the same tests with a feature-head draft (its q read from the target's own hidden states):
+# each lossless method once, over the decode paths and both architectures
+HEAD_CASES = [("llama", "static", *LOSSLESS[0]), ("opt", "eager", *LOSSLESS[1]),
+              ("llama", "eager", *LOSSLESS[2]), ("llama", "static", *LOSSLESS[3])]
+
+
+@pytest.mark.parametrize("arch,path,method,params", HEAD_CASES, ids=lambda v: str(v))
+def test_lossless_with_a_head_draft(arch, path, method, params):
+    build = tiny_llama if arch == "llama" else tiny_opt
+    target = build(0, VOCAB, sharpness=3.0)
+    head = tiny_head(target, 1, sharpness=3.0)
+    processing = PAPER if arch == "opt" else NO_TRUNCATION
+    counts = empirical(method, target, head, {**params, **processing}, runs=DRAFT_RUNS, decode_path=path)
+    check(counts, exact_probs(target, processing), f"head/{arch}/{path}/{method}/{params}/{processing}")
+
+
+@pytest.mark.parametrize("method,params", [LOSSLESS[1], LOSSLESS[3]], ids=lambda v: str(v))
+def test_lossless_with_a_restricted_head_when_supports_partly_overlap(method, params):
+    """A head over 3 of the 4 tokens (q = 0 on token 2, which p keeps) under top-k 3 on both
+    sides (the target drops token 3, which the head keeps)."""
+    target = tiny_llama(0, VOCAB, sharpness=10.0)
+    head = tiny_head(target, 1, sharpness=10.0, head_token_ids=[0, 1, 3])
+    with torch.no_grad():
+        p = logits_to_probs(target(input_ids=PROMPT).logits[0, -1], **TOP3)
+        f = target(input_ids=PROMPT, output_hidden_states=True).hidden_states[-1]
+        q = logits_to_probs(head.expand_logits(head.head_logits(head.unroll(PROMPT, f)[0][0, -1])), **TOP3)
+    assert ((q > 0) & (p == 0)).any() and ((p > 0) & (q == 0)).any() and ((p > 0) & (q > 0)).any()
+    counts = empirical(method, target, head, {**params, **TOP3}, decode_path="static")
+    check(counts, exact_probs(target, TOP3), f"partial-overlap/head/{method}/{params}")

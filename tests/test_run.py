@@ -238,3 +238,17 @@ def test_speedups_on_a_filtered_frame_align_by_position():
     cells = pd.DataFrame(rows).iloc[3:]  # experiment b only, index 3..5
     out = add_speedups(cells)
     assert out.set_index("method")["speedup_vs_sampling"].to_dict() == {"sampling": 1.0, "sps": 0.5, "mtad": 2.0}
+
+
+@pytest.mark.slow
+def test_every_method_runs_with_a_feature_head(tmp_path, data_args):
+    """The head draft kind through mtad-run: a tiny target whose draft reads its hidden states."""
+    methods = ["sampling", "sps", "spectr", "specinfer", "mtad", "mmtad"]
+    mtad_run(["-m", "pair=tiny_llama_head", f"method={','.join(methods)}", "limit=1", "logger=none", *TASK_ARGS,
+              *data_args], tmp_path)
+    cells = cell_dirs(tmp_path / "runs")
+    assert sorted(c.relative_to(tmp_path / "runs").parts[3] for c in cells) == sorted(methods)
+    for cell in cells:
+        metrics = json.loads((cell / "metrics.json").read_text())
+        assert metrics["new_tokens"] > 0 and metrics["block_efficiency"] >= 1.0, cell
+        assert (metrics["draft_calls"] > 0) == (metrics["method"] != "sampling"), cell

@@ -53,3 +53,14 @@ def biased_llama(seed: int, bias: torch.Tensor, sharpness: float = 1.0) -> Biase
 
 
 BUILDERS = {"llama": tiny_llama, "opt": tiny_opt}
+
+
+def tiny_head(target, seed: int, sharpness: float = 1.0, layers: int = 1, head_token_ids=None):
+    """A random feature head over `target` (its embedding and LM-head rows), float64 like the target;
+    `sharpness` scales the fusion so that the head's q is far from the target's."""
+    from mtad.models.head import build_head
+
+    head = build_head(target, num_layers=layers, head_token_ids=head_token_ids, seed=seed).double().eval()
+    with torch.no_grad():
+        head.model.fc.weight.mul_(sharpness)
+    return head

@@ -8,9 +8,11 @@ from typing import Any, ClassVar
 import torch
 from transformers import PreTrainedModel
 
+from mtad.decoding.head_kv import draft_cached_model
 from mtad.decoding.kv import CachedModel, model_device, sync
 from mtad.decoding.static_kv import cached_model, resolve_decode_path
 from mtad.decoding.logits import logits_to_probs
+from mtad.models.head import is_feature_head
 
 
 @dataclass
@@ -145,8 +147,9 @@ class Decoder:
         self.generator = generator
         out_device = model_device(self.target)
         room = input_ids.shape[1] + max_new_tokens  # committed positions a cache may need (trees come on top)
-        self.target_lm = cached_model(self.target, out_device, self.decode_path, room)
-        self.draft_lm = cached_model(self.draft, out_device, self.decode_path, room) if self.draft is not None else None
+        self.target_lm = cached_model(self.target, out_device, self.decode_path, room, features=is_feature_head(self.draft))
+        self.draft_lm = (draft_cached_model(self.draft, self.target_lm, out_device, self.decode_path, room)
+                         if self.draft is not None else None)
         compiles_before = self._compiles()
         prompt = input_ids[0].to(out_device)
         # committed sequence buffer: prompt + generated (+ room for one oversized block)

@@ -30,10 +30,36 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-class CachedModel:
-    """One causal LM plus its DynamicCache, with tree-aware extension and rollback."""
+class FeatureStore:
+    """The final hidden state of every cached slot, [capacity, H], kept by the same rules as the
+    KV cache (committed slots, then tree nodes; crop and commit_path select the same slots).
+    What a feature-head draft reads of the target (mtad/decoding/head_kv.py)."""
 
-    def __init__(self, model: PreTrainedModel, out_device: torch.device | None = None):
+    def __init__(self, width: int, dtype: torch.dtype, device: torch.device, capacity: int = 512):
+        self.buf = torch.zeros(capacity, width, dtype=dtype, device=device)
+
+    def write(self, start: int, hidden: torch.Tensor) -> None:
+        """hidden [n, H] into slots [start, start + n)."""
+        end = start + hidden.shape[0]
+        if end > self.buf.shape[0]:
+            grown = self.buf.new_zeros(max(end, 2 * self.buf.shape[0]), self.buf.shape[1])
+            grown[:start] = self.buf[:start]
+            self.buf = grown
+        self.buf[start:end] = hidden
+
+    def keep(self, start: int, tail: torch.Tensor | None) -> None:
+        """Slots [0, start) then slots start + tail, moved down to follow them."""
+        if tail is not None and tail.numel():
+            self.buf[start:start + tail.numel()] = self.buf[start + tail.to(self.buf.device)]
+
+
+class CachedModel:
+    """One causal LM plus its DynamicCache, with tree-aware extension and rollback.
+
+    `features=True` also keeps each slot's final hidden state (`self.features`, a FeatureStore):
+    the forward computes it anyway, so keeping it costs one copy per call."""
+
+    def __init__(self, model: PreTrainedModel, out_device: torch.device | None = None, features: bool = False):
         self.model = model
         self.device = model_device(model)
         self.out_device = out_device or self.device
@@ -49,6 +75,7 @@ class CachedModel:
         self._keep_kw = "logits_to_keep" in accepted
         # transformers >= 5.2x names the cache argument `cache`; older releases `past_key_values`
         self._cache_kw = "cache" if "cache" in accepted else "past_key_values"
+        self.features = FeatureStore(model.config.hidden_size, model.dtype, self.device) if features else None
 
     @property
     def num_nodes(self) -> int:
@@ -58,8 +85,11 @@ class CachedModel:
                  allowed: torch.Tensor | None, keep_last: int = 0) -> torch.Tensor:
         """Run the new positions through the model (`allowed`: tree mask, None = causal chain)
         and time it; returns logits [n, V] (the last `keep_last` rows if > 0)."""
-        start = time.perf_counter()
-        logits = self._model_logits(input_ids, position_ids, allowed, keep_last).to(self.out_device)
+        start, first_slot = time.perf_counter(), self.seq_length()
+        logits, hidden = self._model_logits(input_ids, position_ids, allowed, keep_last)
+        logits = logits.to(self.out_device)
+        if self.features is not None:
+            self.features.write(first_slot, hidden)
         sync(self.device)  # charge the kernels to this forward, not to what follows
         self.seconds += time.perf_counter() - start
         self.calls += 1
@@ -68,15 +98,19 @@ class CachedModel:
 
     def _model_logits(self, input_ids: torch.Tensor, position_ids: torch.Tensor,
                       allowed: torch.Tensor | None, keep_last: int) -> torch.Tensor:
-        """The model's own forward on its DynamicCache. [n or keep_last, V]"""
+        """The model's own forward on its DynamicCache: logits [n or keep_last, V] and, when
+        features are kept, the final hidden states of all n new positions [n, H] (else None)."""
         kwargs = {self._cache_kw: self.cache}
+        if self.features is not None:
+            kwargs["output_hidden_states"] = True
         if keep_last and self._keep_kw:
             kwargs["logits_to_keep"] = keep_last
         mask = None if allowed is None else self._additive_mask(allowed)
         out = self.model(input_ids=input_ids[None].to(self.device), position_ids=position_ids[None].to(self.device),
                          attention_mask=mask, use_cache=True, **kwargs)
         logits = out.logits[0]
-        return logits[-keep_last:] if keep_last else logits
+        hidden = out.hidden_states[-1][0] if self.features is not None else None  # after the final norm
+        return (logits[-keep_last:] if keep_last else logits), hidden
 
     def prefill(self, tokens: torch.Tensor) -> None:
         """Cache a committed chain without computing its logits (only the last is kept)."""
@@ -148,7 +182,7 @@ class CachedModel:
 
     def crop(self, length: int) -> None:
         """Roll back to the first `length` committed tokens, dropping any tree nodes."""
-        self._select_tail(length, None)
+        self._keep(length, None)
         self.committed = length
         self._drop_tree()
 
@@ -156,16 +190,19 @@ class CachedModel:
         """Keep the committed tokens plus the cached tree nodes `path` (root-to-leaf order),
         which become committed; every other node is dropped."""
         path = [i for i in path if i < self.num_nodes]  # nodes past the cached depth were never forwarded
-        if path:
-            self._select_tail(self.committed, torch.tensor(path))
-        else:
-            self._select_tail(self.committed, None)
+        self._keep(self.committed, torch.tensor(path) if path else None)
         self.committed += len(path)
         self._drop_tree()
 
     def _drop_tree(self) -> None:
         self.node_parents, self.node_depths = [], []
         self._ancestors = torch.zeros(0, 0, dtype=torch.bool)
+
+    def _keep(self, start: int, tail: torch.Tensor | None) -> None:
+        """Keep slots [0, start) then slots start + tail, in the KV cache and the feature store."""
+        self._select_tail(start, tail)
+        if self.features is not None:
+            self.features.keep(start, tail)
 
     def _select_tail(self, start: int, tail: torch.Tensor | None) -> None:
         """Each layer keeps slots [0, start) then slots start + tail (if given)."""

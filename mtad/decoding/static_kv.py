@@ -28,12 +28,11 @@ import time
 import weakref
 
 import torch
-import torch.nn.functional as F
 from transformers import LlamaForCausalLM, PreTrainedModel
-from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
 from mtad.decoding.kv import CachedModel, model_device
 from mtad.models.draft import LlamaDraftForCausalLM
+from mtad.models.layer_math import attend, attention_inputs, finish_layer
 
 # eager: the model's own forward on a DynamicCache (kv.CachedModel); static: static cache and
 # lean forward; compiled: static + torch.compile; fast: the measured winner on this device.
@@ -64,12 +63,12 @@ def resolve_decode_path(path: str | None, model: PreTrainedModel) -> str:
 
 
 def cached_model(model: PreTrainedModel, out_device: torch.device | None, decode_path: str | None,
-                 min_capacity: int = 0) -> CachedModel:
-    """A CachedModel for `model` on the resolved decode path."""
+                 min_capacity: int = 0, features: bool = False) -> CachedModel:
+    """A CachedModel for `model` on the resolved decode path (`features`: keep hidden states)."""
     path = resolve_decode_path(decode_path, model)
     if path == "eager":
-        return CachedModel(model, out_device)
-    return StaticCachedModel(model, out_device, min_capacity, compiled=path == "compiled")
+        return CachedModel(model, out_device, features)
+    return StaticCachedModel(model, out_device, min_capacity, compiled=path == "compiled", features=features)
 
 
 class StaticKV:
@@ -131,24 +130,19 @@ def llama_body(model: PreTrainedModel, keys: torch.Tensor, values: torch.Tensor,
     input_ids, position_ids: [1, n]; slots: [n]; allowed: bool [1, 1, n, kv] (kv <= capacity:
     attention spans buffer slots [0, kv)), None = every slot up to the last written one.
     keys/values: [layers, 1, kv_heads, capacity, head_dim]. Returns hidden states [n, H]."""
-    body = model.model
-    n = input_ids.shape[1]
+    return run_layers(model.model, model.model.embed_tokens(input_ids), keys, values, position_ids, slots, allowed)
+
+
+def run_layers(body, x: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, position_ids: torch.Tensor,
+               slots: torch.Tensor, allowed: torch.Tensor | None) -> torch.Tensor:
+    """`llama_body` from the layer inputs x [1, n, H] on: body.layers, body.rotary_emb, body.norm."""
     kv_len = allowed.shape[-1] if allowed is not None else int(slots[-1]) + 1
-    x = body.embed_tokens(input_ids)  # [1, n, H]
     cos, sin = body.rotary_emb(x, position_ids)  # [1, n, D]
     for i, layer in enumerate(body.layers):
-        attn = layer.self_attn
-        h = layer.input_layernorm(x)
-        q = attn.q_proj(h).view(1, n, -1, attn.head_dim).transpose(1, 2)  # [1, Hq, n, D]
-        k = attn.k_proj(h).view(1, n, -1, attn.head_dim).transpose(1, 2)  # [1, Hkv, n, D]
-        v = attn.v_proj(h).view(1, n, -1, attn.head_dim).transpose(1, 2)
-        q, k = apply_rotary_pos_emb(q, k, cos, sin)
+        q, k, v = attention_inputs(layer, x, cos, sin)  # [1, Hq, n, D], [1, Hkv, n, D] x 2
         keys[i].index_copy_(2, slots, k)
         values[i].index_copy_(2, slots, v)
-        o = F.scaled_dot_product_attention(q, keys[i, :, :, :kv_len], values[i, :, :, :kv_len], attn_mask=allowed,
-                                           scale=attn.scaling, enable_gqa=True)  # [1, Hq, n, D]
-        x = x + attn.o_proj(o.transpose(1, 2).reshape(1, n, -1))
-        x = x + layer.mlp(layer.post_attention_layernorm(x))
+        x = finish_layer(layer, x, attend(layer, q, keys[i, :, :, :kv_len], values[i, :, :, :kv_len], allowed))
     return body.norm(x)[0]
 
 
@@ -208,11 +202,11 @@ class StaticCachedModel(CachedModel):
     """CachedModel on a StaticKV with the lean Llama forward (optionally compiled)."""
 
     def __init__(self, model: PreTrainedModel, out_device: torch.device | None = None, min_capacity: int = 0,
-                 compiled: bool = False):
+                 compiled: bool = False, features: bool = False):
         reason = fast_unsupported(model)
         if reason:
             raise ValueError(f"decode_path static/compiled: {reason}; use decode_path=eager")
-        super().__init__(model, out_device)
+        super().__init__(model, out_device, features)
         capacity = max(CAPACITY_STEP, -(-(min_capacity + BUCKETS[-1]) // CAPACITY_STEP) * CAPACITY_STEP)
         self.cache = StaticKV(model, capacity)
         self.compiled = compiled_body(model) if compiled else None
@@ -256,7 +250,7 @@ class StaticCachedModel(CachedModel):
             hidden = self.compiled(kv.keys, kv.values, ids[None].to(device), pos[None].to(device),
                                    torch.arange(start, start + width, device=device), full[None, None].to(device))[:n]
         kv.length = start + n
-        return head_logits(self.model, hidden[-keep_last:] if keep_last else hidden)
+        return head_logits(self.model, hidden[-keep_last:] if keep_last else hidden), hidden
 
     def _select_tail(self, start: int, tail: torch.Tensor | None) -> None:
         self.cache.keep(start, tail)

@@ -15,7 +15,7 @@ import torch
 PACKAGE_DIR = Path(__file__).resolve().parents[1]  # mtad/
 ASSETS_DIR = PACKAGE_DIR / "assets"
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-SOURCES = ("hub", "gguf_package", "tiny_random", "distilled")
+SOURCES = ("hub", "gguf_package", "tiny_random", "distilled", "head")
 
 
 def pair_conf_dir() -> Path:
@@ -133,6 +133,19 @@ def load_draft_model(cfg: dict, target, dtype: str | None = None):
                 f"and export it with `scripts/distill_draft.py --pair {cfg['name']} --export`"
             )
         return load_draft(path, target, dtype=torch_dtype).to(next(target.parameters()).device), None
+    if spec["source"] == "head":
+        from .head import build_head, load_head
+
+        if spec.get("file") is None:  # a random head (tests): fusion and layer(s) from `seed`
+            head = build_head(target, int(spec.get("num_layers", 1)), seed=int(spec.get("seed", 1))).to(torch_dtype)
+            return head.eval(), None
+        path = Path(spec["file"])
+        path = path if path.is_absolute() else ASSETS_DIR / path
+        if not path.is_file():
+            raise FileNotFoundError(
+                f"feature head file {path} not found; train it with `make draft PAIR={cfg['name']}` "
+                f"(scripts/distill_draft.py produce|train|export --pair {cfg['name']})")
+        return load_head(path, target, dtype=torch_dtype), None
     if spec["source"] == "hub":
         model = AutoModelForCausalLM.from_pretrained(spec["id"], **_hub_kwargs(cfg, torch_dtype))
         tokenizer = AutoTokenizer.from_pretrained(spec.get("tokenizer") or spec["id"])

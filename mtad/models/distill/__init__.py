@@ -1,12 +1,15 @@
-"""Distilling a layer-subset draft from its target (see `pipeline` for the two processes).
+"""Distilling a draft from its target (see `pipeline` for the two processes): a layer-subset
+draft (`training`) or a feature head (`head_training`).
 
 - `sources`: the text of the four task families, in the tasks' prompt formats;
 - `corpus`: answering (real, target-sampled, draft-sampled) and scoring with the target;
 - `objectives`: the losses (KL on raw or processed p, TV on processed p and q) and agreement stats;
 - `training`: batches, one optimiser step, held-out evaluation per family;
+- `head_training`: the same for a feature head, unrolled on its own predictions;
 - `pipeline`: the producer and trainer loops (resumable, checkpointed).
 """
 from .objectives import LOSSES, pair_stats
+from .head_training import HeadTrainConfig, HeadTrainer
 from .pipeline import DistillConfig, Trainer, produce
 
-__all__ = ["LOSSES", "DistillConfig", "Trainer", "pair_stats", "produce"]
+__all__ = ["LOSSES", "DistillConfig", "HeadTrainConfig", "HeadTrainer", "Trainer", "pair_stats", "produce"]

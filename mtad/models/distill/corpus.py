@@ -88,9 +88,11 @@ def sample_answers(model, prompts: list[list[int]], max_new: int, setting: tuple
 
 
 @torch.no_grad()
-def score(target, prompts: list[list[int]], answers: list[list[int]], top_k: int) -> list[dict]:
+def score(target, prompts: list[list[int]], answers: list[list[int]], top_k: int,
+          features: bool = False) -> list[dict]:
     """One teacher-forced target forward over right-padded prompt + answer; top-K log-probs at the
-    answer positions only (the LM head runs on those rows alone)."""
+    answer positions only (the LM head runs on those rows alone). `features`: also keep the
+    target's final hidden state at every position ([P + n, H], fp16), what a feature head reads."""
     seqs = [p + a for p, a in zip(prompts, answers)]
     T = max(len(s) for s in seqs)
     ids = torch.zeros(len(seqs), T, dtype=torch.long)
@@ -106,6 +108,8 @@ def score(target, prompts: list[list[int]], answers: list[list[int]], top_k: int
         top = logprobs.topk(top_k, dim=-1)
         records.append({"prompt_ids": torch.tensor(p, dtype=torch.int32), "answer_ids": torch.tensor(a, dtype=torch.int32),
                         "top_ids": top.indices.to(torch.int32), "top_logprobs": top.values.to(torch.float16)})
+        if features:
+            records[-1]["features"] = hidden[b, : len(p) + len(a)].to(torch.float16).clone()  # [P + n, H]
     return records
 
 
@@ -167,7 +171,8 @@ class Corpus:
 
 
 def make_chunk(items: list[Item], kind: str, target, tokenizer, draft=None, max_new: int = 128,
-               top_k: int = 32, seed: int = 0, setting: tuple | None = None) -> tuple[list[dict], dict]:
+               top_k: int = 32, seed: int = 0, setting: tuple | None = None,
+               features: bool = False) -> tuple[list[dict], dict]:
     """Answer (or take the real answers of) `items`, score them with the target; records + timing."""
     t0 = time.perf_counter()
     eos = tokenizer.eos_token_id
@@ -182,7 +187,7 @@ def make_chunk(items: list[Item], kind: str, target, tokenizer, draft=None, max_
     else:
         raise ValueError(f"unknown chunk kind {kind!r}; valid: real, target, draft")
     t1 = time.perf_counter()
-    records = score(target, prompts, answers, top_k)
+    records = score(target, prompts, answers, top_k, features)
     for r, it in zip(records, items):
         r.update(family=it.family, kind=kind, setting=setting)
     t2 = time.perf_counter()

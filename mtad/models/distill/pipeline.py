@@ -55,6 +55,7 @@ class DistillConfig:
     max_train_tokens: int = 10**12
     threads: int = 1
     seed: int = 0
+    features: bool = False  # store the target's hidden states per position (what a feature head reads)
 
 
 def _stop_event() -> threading.Event:
@@ -88,9 +89,21 @@ def make_heldout(cfg: DistillConfig, target, tokenizer) -> None:
     for i, family in enumerate(FAMILIES):
         items = [draw_item(family, rng, held=True) for _ in range(cfg.heldout_per_family)]
         recs, _ = make_chunk(items, "target", target, tokenizer, max_new=cfg.heldout_max_new_tokens,
-                             top_k=cfg.store_top_k, seed=10**6 + i, setting=PAPER_SETTING)
+                             top_k=cfg.store_top_k, seed=10**6 + i, setting=PAPER_SETTING, features=cfg.features)
         records += recs
     torch.save({"records": records}, path)
+
+
+def load_heldout(workdir: Path) -> dict[str, list[dict]]:
+    """The producer's held-out records by family (waits until the producer has written them)."""
+    path = heldout_path(Path(workdir))
+    while not path.exists():
+        log.info("waiting for the producer's held-out set %s", path)
+        time.sleep(10)
+    out: dict[str, list[dict]] = {}
+    for r in torch.load(path, weights_only=False)["records"]:
+        out.setdefault(r["family"], []).append(r)
+    return out
 
 
 def produce(cfg: DistillConfig, target, tokenizer, name: str = "p0") -> None:
@@ -117,7 +130,7 @@ def produce(cfg: DistillConfig, target, tokenizer, name: str = "p0") -> None:
         families = real_families if kind == "real" else FAMILY_WEIGHTS
         items = draw_batch(rng, draw_item, cfg.chunk_seqs, families, real=kind == "real")
         records, meta = make_chunk(items, kind, target, tokenizer, draft=draft, max_new=cfg.max_new_tokens,
-                                   top_k=cfg.store_top_k, seed=cfg.seed * 1_000_003 + n)
+                                   top_k=cfg.store_top_k, seed=cfg.seed * 1_000_003 + n, features=cfg.features)
         corpus.write(f"{name}_{n:05d}", records, meta)
         n += 1
         meta.update(chunk=n, time=time.time(), tokens_per_s=meta["tokens"] / (meta["sample_s"] + meta["score_s"]))
@@ -193,14 +206,7 @@ class Trainer:
 
     # -- evaluation and the A/B
     def heldout(self) -> dict[str, list[dict]]:
-        path = self.workdir / "heldout.pt"
-        while not path.exists():
-            log.info("waiting for the producer's held-out set %s", path)
-            time.sleep(10)
-        out: dict[str, list[dict]] = {}
-        for r in torch.load(path, weights_only=False)["records"]:
-            out.setdefault(r["family"], []).append(r)
-        return out
+        return load_heldout(self.workdir)
 
     def evaluate(self, heldout) -> None:
         for arm in self.arms:

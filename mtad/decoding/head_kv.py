@@ -1,0 +1,108 @@
+"""A feature head as a draft cache: the CachedModel contract, fed with the target's features.
+
+The head's row at position i reads the feature of the position before it, f_{i-1}
+(mtad/models/head.py). Where that position has been scored by the target — every committed
+slot the target's cache holds — it is the target's own hidden state, read from the target's
+FeatureStore; past that (the pending token's successors while drafting, tree nodes) it is
+the head's own prediction at that slot, kept in the head's FeatureStore by the same slot
+rules as its KV cache. So
+
+- chains (SpS) run γ steps on their own predicted features;
+- beams and trees feed each node the predicted feature of its parent node (the pending
+  token's for depth 1), one level per forward under the 4-D tree mask;
+- after verification the head keeps only the committed slots whose inputs were the target's
+  features (`exact`) and drops the rest: the accepted tokens are fed again on the next
+  forward with the target's features of the positions just verified. Acceptance rules do not
+  change: q is whatever the head proposed.
+"""
+from __future__ import annotations
+
+import torch
+
+from mtad.decoding.kv import CachedModel, FeatureStore
+from mtad.decoding.static_kv import BUCKETS, CAPACITY_STEP, StaticCachedModel, StaticKV, cached_model, run_layers
+from mtad.models.head import FeatureHead, is_feature_head
+
+
+class HeadCachedModel(StaticCachedModel):
+    """The head's static KV cache (its lean forward on every decode path) over `source`, the
+    target's CachedModel (built with features=True)."""
+
+    def __init__(self, head: FeatureHead, source: CachedModel, out_device: torch.device | None = None,
+                 min_capacity: int = 0):
+        if source.features is None:
+            raise ValueError("a feature head needs the target's features: build the target's cache with features=True")
+        CachedModel.__init__(self, head, out_device, features=False)
+        capacity = max(CAPACITY_STEP, -(-(min_capacity + BUCKETS[-1]) // CAPACITY_STEP) * CAPACITY_STEP)
+        self.cache = StaticKV(head, capacity)
+        self.features = FeatureStore(head.config.hidden_size, head.dtype, self.device)  # its own predictions
+        self.compiled = None
+        self.source = source
+        self.exact = 0  # leading committed slots whose input feature was the target's
+        self._rows: torch.Tensor | None = None  # input features of the forward being run [n, H]
+
+    # -- which feature each new row reads
+    def _feature_at(self, position: int) -> torch.Tensor:
+        """f_position for a committed position: the target's if it scored it, else the head's own. [H]"""
+        if position < 0:
+            return self.features.buf.new_zeros(self.features.buf.shape[1])
+        if position < self.source.committed:
+            return self.source.features.buf[position].to(self.features.buf.dtype)
+        if position < self.committed:
+            return self.features.buf[position]
+        raise RuntimeError(f"feature head: no feature for position {position} yet (cache holds {self.committed})")
+
+    def extend(self, tokens: torch.Tensor, nodes: torch.Tensor | None = None,
+               parents: list[int] | None = None, keep_last: int = 0) -> torch.Tensor:
+        if tokens.numel() and nodes is not None and nodes.numel():
+            self.extend(tokens)  # a row's input is the previous row's output: chain first, then the tree
+            return self.extend(tokens[:0], nodes, parents, keep_last)
+        c = self.committed
+        if nodes is None or nodes.numel() == 0:
+            # past the target's features a chain is drafted one token at a time (_feature_at raises)
+            rows = [self._feature_at(c + r - 1) for r in range(tokens.numel())]
+            exact = [c + r - 1 < self.source.committed for r in range(tokens.numel())]
+        else:
+            cached = self.num_nodes
+            if any(p >= cached for p in parents):
+                raise RuntimeError("feature head: a tree node's parent must be forwarded before it")
+            rows = [self._feature_at(c - 1) if p < 0 else self.features.buf[c + p] for p in parents]
+            exact = []
+        self._rows = torch.stack(rows)
+        out = super().extend(tokens, nodes, parents, keep_last)
+        for r, ok in enumerate(exact):
+            if ok and self.exact == c + r:
+                self.exact += 1
+        return out
+
+    @torch.no_grad()
+    def _model_logits(self, input_ids: torch.Tensor, position_ids: torch.Tensor,
+                      allowed: torch.Tensor | None, keep_last: int) -> tuple[torch.Tensor, torch.Tensor]:
+        kv, head = self.cache, self.model
+        n, start = input_ids.numel(), kv.length
+        kv.grow(start + n)
+        if allowed is None and n > 1:
+            allowed = torch.ones(n, start + n, dtype=torch.bool).tril(start)  # causal chain
+        mask = None if allowed is None else allowed[None, None].to(self.device)
+        x = head.model.fuse(input_ids[None].to(self.device), self._rows[None])  # [1, n, H]
+        hidden = run_layers(head.model, x, kv.keys, kv.values, position_ids[None].to(self.device),
+                            torch.arange(start, start + n, device=self.device), mask)  # [n, H]: predicted f
+        kv.length = start + n
+        rows = hidden[-keep_last:] if keep_last else hidden
+        return head.expand_logits(head.head_logits(rows)), hidden
+
+    # -- after verification: keep only what was computed from the target's features
+    def crop(self, length: int) -> None:
+        super().crop(min(length, self.exact))
+        self.exact = min(self.exact, self.committed)
+
+    def commit_path(self, path: list[int]) -> None:
+        self.crop(self.committed)  # accepted nodes are fed again with the target's features
+
+
+def draft_cached_model(draft, target_lm: CachedModel, out_device: torch.device | None, decode_path: str | None,
+                       min_capacity: int = 0) -> CachedModel:
+    """The draft's cache: a feature head reads `target_lm`'s features; any other draft runs on its path."""
+    if is_feature_head(draft):
+        return HeadCachedModel(draft, target_lm, out_device, min_capacity)
+    return cached_model(draft, out_device, decode_path, min_capacity)

@@ -1,0 +1,268 @@
+"""Training a feature head (mtad/models/head.py) on the stored teacher pass.
+
+The producer (`pipeline.produce` with features on) stores per sequence the target's final
+hidden state at every position and its top-K log-probs at the answer positions; the head
+never needs the target at training time, so it runs many epochs over the stored corpus.
+
+Per batch, with the head unrolled `steps` times on its own predictions (training-time test:
+step s trains the s-th drafted token as it is used, `FeatureHead.unroll`):
+
+    loss = sum_s  w^(s-1) * [ KL(p' || q_s) + reg * SmoothL1(f^_s, f) ]
+
+p' is the target's distribution processed with the paper's setting (`objectives.kl_paper`),
+f the target's feature at the same position; noise on the input features (uniform, scaled by
+their RMS) keeps the head robust to its own imperfect predictions. Batches are balanced over
+the task families as for the layer draft.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import random
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from ..head import FeatureHead, build_head, load_head, save_head
+from .corpus import Corpus
+from .objectives import kl_paper, pair_stats
+from .training import FAMILY_WEIGHTS, choose_head_tokens, sample_batch
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class HeadTrainConfig:
+    workdir: str
+    init_from: str | None = None  # head file to start from when the work dir has no checkpoint
+    num_layers: int = 1
+    head_size: int = 8192  # restricted vocabulary chosen on the corpus' target mass; 0 = full
+    steps: int = 3  # training-time-test unroll
+    step_decay: float = 0.8  # weight of step s: decay^(s-1)
+    reg_weight: float = 0.1  # feature regression beside the KL
+    noise: float = 0.1  # uniform noise on input features, times their RMS
+    lr: float = 1e-3
+    warmup_steps: int = 50
+    batch_seqs: int = 8
+    max_len: int = 512  # sequence positions kept (the last ones: the answer and the prompt's end)
+    eval_every_tokens: int = 100_000
+    ckpt_minutes: float = 5.0
+    max_minutes: float = 60.0
+    max_train_tokens: int = 10**12
+    threads: int = 1
+    seed: int = 0
+
+
+def corpus_mass(records: list[dict], vocab: int) -> torch.Tensor:
+    """[V] the target's probability summed over every stored answer position (top-K only)."""
+    mass = torch.zeros(vocab, dtype=torch.float64)
+    for r in records:
+        mass.index_add_(0, r["top_ids"].long().flatten(), r["top_logprobs"].double().exp().flatten())
+    return mass
+
+
+def head_index(head: FeatureHead) -> torch.Tensor:
+    """[V] vocabulary id -> head column, -1 off the head."""
+    if not head.is_restricted:
+        return torch.arange(head.vocab_size)
+    index = torch.full((head.vocab_size,), -1, dtype=torch.long)
+    index[head.head_token_ids.cpu()] = torch.arange(len(head.head_ids))
+    return index
+
+
+def collate_features(records: list[dict], max_len: int) -> tuple:
+    """Right-padded ids [B, T], target features [B, T, H] (float32), valid [B, T], the answer
+    positions (rows, cols [N]: position P-1+j predicts answer token j) and the target's top-K
+    there (ids, log-probs [N, K]). Sequences longer than max_len lose their first positions."""
+    seqs, feats, answers = [], [], []
+    for r in records:
+        seq = torch.cat([r["prompt_ids"], r["answer_ids"]]).long()
+        drop = max(0, len(seq) - max_len)
+        seqs.append(seq[drop:])
+        feats.append(r["features"][drop:].float())
+        answers.append((len(r["prompt_ids"]) - drop, len(r["answer_ids"])))
+    B, T, H = len(seqs), max(len(s) for s in seqs), feats[0].shape[-1]
+    ids = torch.zeros(B, T, dtype=torch.long)
+    features = torch.zeros(B, T, H)
+    valid = torch.zeros(B, T, dtype=torch.bool)
+    rows, cols, keep = [], [], []
+    for b, (s, f, (P, n)) in enumerate(zip(seqs, feats, answers)):
+        ids[b, :len(s)], features[b, :len(s)], valid[b, :len(s)] = s, f, True
+        start = max(P - 1, 0)  # a cut prompt may have lost the position before the first answer token
+        rows.append(torch.full((P - 1 + n - start,), b))
+        cols.append(torch.arange(start, P - 1 + n))
+        keep.append(torch.arange(start - (P - 1), n))
+    top_ids = torch.cat([r["top_ids"].long()[k] for r, k in zip(records, keep)])
+    top_lp = torch.cat([r["top_logprobs"][k] for r, k in zip(records, keep)])
+    return ids, features, valid, torch.cat(rows), torch.cat(cols), top_ids, top_lp
+
+
+def head_loss(head: FeatureHead, batch: tuple, index: torch.Tensor, cfg: HeadTrainConfig,
+              generator: torch.Generator | None = None) -> tuple[torch.Tensor, list[float]]:
+    """The unrolled loss of one batch and each step's KL (for the log)."""
+    ids, features, valid, rows, cols, top_ids, top_lp = batch
+    rms = features.pow(2).mean(-1, keepdim=True).sqrt()
+    noise = (torch.rand(features.shape, generator=generator) - 0.5) * 2 * cfg.noise * rms
+    first = max(int(cols.min()) - cfg.steps, 0)  # later steps only where the loss reads them
+    predicted = head.unroll(ids, features + noise, cfg.steps, first_row=first)  # steps x [B, T, H]
+    total, kls = 0.0, []
+    for s, f_hat in enumerate(predicted):
+        logq = torch.log_softmax(head.head_logits(f_hat[rows, cols]).float(), dim=-1)  # [N, |head|]
+        kl = kl_paper(logq, top_ids, top_lp, index)
+        on = valid.clone()
+        on[:, :first + s] &= s == 0  # step s+1 is exact from row first + s on
+        reg = F.smooth_l1_loss(f_hat[on], features[on])
+        total = total + cfg.step_decay ** s * (kl + cfg.reg_weight * reg)
+        kls.append(float(kl.detach()))
+    return total, kls
+
+
+@torch.no_grad()
+def evaluate_head(head: FeatureHead, heldout: dict[str, list[dict]], steps: int = 4, max_len: int = 512) -> dict:
+    """Per family and draft position s = 1..steps (s = 1: the first drafted token, read from the
+    target's features; s > 1: from the head's own): argmax agreement with the target and the
+    expected SpS acceptance sum_x min(p', q') at T = 1 and at the paper's setting, on held-out
+    target answers (p from the stored top-K, as `training.evaluate`)."""
+    head.eval()
+    out = {}
+    for family, records in heldout.items():
+        sums, count = {}, 0
+        for r in records:
+            ids, features, _, rows, cols, top_ids, top_lp = collate_features([r], max_len)
+            p_logits = torch.full((len(rows), head.vocab_size), float("-inf")).scatter(-1, top_ids, top_lp.float())
+            first = max(int(cols.min()) - steps, 0)
+            for s, f_hat in enumerate(head.unroll(ids, features.to(head.dtype), steps, first), start=1):
+                q_logits = head.expand_logits(head.head_logits(f_hat[rows, cols])).float()
+                for key, val in pair_stats(p_logits, q_logits).items():
+                    sums[f"{key}@{s}"] = sums.get(f"{key}@{s}", 0.0) + float(val.sum())
+            count += len(rows)
+        out[family] = {k: v / max(count, 1) for k, v in sums.items()} | {"positions": count}
+    families = [f for f in out if out[f]["positions"]]
+    keys = [k for k in out[families[0]] if k != "positions"] if families else []
+    out["mean"] = {k: sum(out[f][k] for f in families) / len(families) for k in keys}
+    for part in out.values():  # the first drafted token, under the layer draft's names
+        for key in ("argmax_agree", "accept_t1", "accept_paper"):
+            if f"{key}@1" in part:
+                part[key] = part[f"{key}@1"]
+    return out
+
+
+class HeadTrainer:
+    """Resumable: checkpoint.pt (head, optimiser, state) every few minutes and on SIGTERM; the
+    head file head.safetensors beside it; held-out statistics appended to curve.jsonl."""
+
+    def __init__(self, cfg: HeadTrainConfig, target, special_ids: list[int] = ()):
+        self.cfg, self.target, self.special_ids = cfg, target, list(special_ids)
+        self.workdir = Path(cfg.workdir)
+        self.corpus = Corpus(self.workdir)
+        self.rng = random.Random(cfg.seed)
+        self.generator = torch.Generator().manual_seed(cfg.seed)
+        self.state = {"step": 0, "trained_tokens": 0, "runs": []}
+
+    def _optimizer(self, head: FeatureHead) -> torch.optim.Optimizer:
+        return torch.optim.AdamW([p for p in head.parameters() if p.requires_grad], lr=self.cfg.lr,
+                                 betas=(0.9, 0.95), weight_decay=0.0)
+
+    def build_or_resume(self) -> None:
+        ckpt = self.workdir / "checkpoint.pt"
+        if ckpt.exists():
+            saved = torch.load(ckpt, weights_only=False)
+            self.state = saved["state"]
+            self.head = build_head(self.target, saved["num_layers"], saved["head_token_ids"]).float()
+            self.head.load_state_dict(saved["head"])
+            self.optimizer = self._optimizer(self.head)
+            self.optimizer.load_state_dict(saved["optimizer"])
+            log.info("resumed at step %d, %d trained tokens", self.state["step"], self.state["trained_tokens"])
+            return
+        if self.cfg.init_from:
+            self.head = load_head(self.cfg.init_from, self.target, dtype=torch.float32)
+        else:
+            ids = None
+            if self.cfg.head_size:
+                while len(self.corpus.records) < 4 * self.cfg.batch_seqs:
+                    time.sleep(5 if self.corpus.refresh() == 0 else 0)
+                mass = corpus_mass(self.corpus.records, self.target.config.vocab_size)
+                ids = choose_head_tokens(mass, self.cfg.head_size, self.special_ids)
+                self.state["head_mass_coverage"] = float(mass[ids].sum() / mass.sum())
+            self.head = build_head(self.target, self.cfg.num_layers, ids, seed=self.cfg.seed).float()
+        self.optimizer = self._optimizer(self.head)
+
+    def checkpoint(self) -> None:
+        saved = {"num_layers": self.head.num_layers, "head_token_ids": self.head.head_ids,
+                 "head": self.head.state_dict(), "optimizer": self.optimizer.state_dict(), "state": self.state}
+        path = self.workdir / "checkpoint.pt"
+        torch.save(saved, path.with_suffix(".tmp"))
+        path.with_suffix(".tmp").replace(path)
+        meta = {"trained_tokens": self.state["trained_tokens"], "steps": self.state["step"],
+                "train_config": asdict(self.cfg) | {"workdir": None}}
+        save_head(self.head, self.workdir / "head.safetensors", extra_meta=meta)
+        (self.workdir / "state.json").write_text(json.dumps(self.state, indent=1))
+
+    def evaluate(self, heldout) -> None:
+        from .pipeline import _append
+
+        stats = evaluate_head(self.head, heldout, max_len=self.cfg.max_len)
+        row = {"arm": "head", "loss": "kl_paper+ttt", "trained_tokens": self.state["trained_tokens"],
+               "step": self.state["step"], "corpus_tokens": self.corpus.answer_tokens, "time": time.time()} | stats
+        _append(self.workdir / "curve.jsonl", row)
+        log.info("eval at %d tokens: accept@1 %s, mean accept@1..4 %s", self.state["trained_tokens"],
+                 {f: round(s["accept_paper"], 3) for f, s in stats.items()},
+                 [round(stats["mean"][f"accept_paper@{s}"], 3) for s in range(1, 5)])
+
+    def run(self) -> None:
+        from .pipeline import _append, _stop_event, load_heldout
+
+        cfg = self.cfg
+        torch.set_num_threads(cfg.threads)
+        self.build_or_resume()
+        self.state["runs"].append({"from_tokens": self.state["trained_tokens"], "config": asdict(cfg)})
+        heldout = load_heldout(self.workdir)
+        if self.state["step"] == 0:
+            self.evaluate(heldout)
+        index = head_index(self.head)
+        stop, t_start = _stop_event(), time.time()
+        last_ckpt = last_refresh = window_start = time.time()
+        window_tokens, by_family, kls = 0, self.corpus.by_family(), []
+        next_eval = self.state["trained_tokens"] + cfg.eval_every_tokens
+        while (not stop.is_set() and (time.time() - t_start) / 60 < cfg.max_minutes
+               and self.state["trained_tokens"] < cfg.max_train_tokens):
+            if time.time() - last_refresh > 30:
+                self.corpus.refresh()
+                by_family, last_refresh = self.corpus.by_family(), time.time()
+            records = sample_batch(by_family, cfg.batch_seqs, self.rng)
+            self.head.train()
+            loss, step_kls = head_loss(self.head, collate_features(records, cfg.max_len), index, cfg, self.generator)
+            warm = min(1.0, (self.state["step"] + 1) / cfg.warmup_steps)
+            for group in self.optimizer.param_groups:
+                group["lr"] = cfg.lr * warm
+            self.optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(self.head.parameters(), 1.0)
+            self.optimizer.step()
+            kls.append(step_kls)
+            n = sum(len(r["answer_ids"]) for r in records)
+            self.state["step"] += 1
+            self.state["trained_tokens"] += n
+            window_tokens += n
+            if self.state["step"] % 20 == 0:
+                rate = window_tokens / (time.time() - window_start)
+                mean_kls = [round(sum(k[s] for k in kls) / len(kls), 4) for s in range(cfg.steps)]
+                _append(self.workdir / "rates.jsonl", {"process": "train", "time": time.time(), "step": self.state["step"],
+                                                       "trained_tokens_per_s": rate, "kl_per_step": mean_kls})
+                log.info("step %d tokens %d %.0f tok/s KL per unrolled step %s", self.state["step"],
+                         self.state["trained_tokens"], rate, mean_kls)
+                window_tokens, window_start, kls = 0, time.time(), []
+            if self.state["trained_tokens"] >= next_eval:
+                self.evaluate(heldout)
+                next_eval += cfg.eval_every_tokens
+            if time.time() - last_ckpt > cfg.ckpt_minutes * 60:
+                self.checkpoint()
+                last_ckpt = time.time()
+        self.checkpoint()
+        self.evaluate(heldout)
+
+
+__all__ = ["FAMILY_WEIGHTS", "HeadTrainConfig", "HeadTrainer", "collate_features", "evaluate_head", "head_loss"]

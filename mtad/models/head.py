@@ -1,0 +1,213 @@
+"""A feature head: an EAGLE-style draft that reads the target's own hidden states.
+
+At position i the head takes the token x_i and the target's final hidden state f_{i-1} of
+the position before (the feature that predicted x_i), fuses them,
+
+    z_i = W_fuse [e(x_i); f_{i-1}]              (Linear 2H -> H, e = the target's embedding)
+    f^_i = norm(layers(z_<=i))                  (Llama decoder layer(s), causal over the head's cache)
+    q(x_{i+1}) = softmax(W_rows f^_i)           (the target's LM-head rows of a restricted vocabulary)
+
+and predicts the next feature f^_i, read through the target's frozen LM head. While drafting
+a block the head runs on its own predictions (f^ in place of f for positions the target has
+not scored yet), which is how training unrolls it too (`mtad.models.distill.head_training`).
+
+It is still an auxiliary model with a q over every γ-token block, so every method drafts
+with it unchanged; the decoding side (`mtad.decoding.head_kv`) feeds it the target's features.
+The head's vocabulary is restricted to `head_token_ids` (q = 0 elsewhere, which keeps every
+lossless method exact). Shared with the target and never saved: the token embedding and the
+LM-head rows; the head file holds the fusion, the layer(s) and the norm.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+from torch import nn
+from transformers import LlamaConfig
+from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRMSNorm, LlamaRotaryEmbedding
+
+from .layer_math import attend, attention_inputs, finish_layer
+
+HEAD_FORMAT = "mtad-head-v1"
+
+
+class HeadBody(nn.Module):
+    """Fusion, decoder layer(s), norm and rotary table; `embed_tokens` is the target's (not registered)."""
+
+    def __init__(self, config: LlamaConfig, embed_tokens: nn.Embedding):
+        super().__init__()
+        # kept out of the module tree on purpose: `.to(dtype)` or `state_dict()` on the head must
+        # neither convert nor save the target's embedding
+        self.__dict__["embed_tokens"] = embed_tokens
+        H = config.hidden_size
+        self.fc = nn.Linear(2 * H, H, bias=True)
+        self.layers = nn.ModuleList(LlamaDecoderLayer(config, i) for i in range(config.num_hidden_layers))
+        self.norm = LlamaRMSNorm(H, eps=config.rms_norm_eps)
+        self.rotary_emb = LlamaRotaryEmbedding(config)
+
+    def fuse(self, input_ids: torch.Tensor, features: torch.Tensor) -> torch.Tensor:
+        """[B, n] tokens and [B, n, H] preceding features -> layer inputs [B, n, H]."""
+        e = self.embed_tokens(input_ids).detach().to(self.fc.weight.dtype)  # the target's: frozen
+        return self.fc(torch.cat([e, features.to(e.dtype)], dim=-1))
+
+
+class FeatureHead(nn.Module):
+    """The head over the target's vocabulary; logits only on `head_token_ids` (-inf elsewhere)."""
+
+    def __init__(self, config: LlamaConfig, embed_tokens: nn.Embedding, lm_head_weight: torch.Tensor,
+                 head_token_ids: list[int] | None = None):
+        super().__init__()
+        self.config = config
+        self.vocab_size = config.vocab_size
+        self.model = HeadBody(config, embed_tokens)
+        ids = sorted(set(int(i) for i in head_token_ids)) if head_token_ids is not None else None
+        if ids is not None and (not ids or ids[0] < 0 or ids[-1] >= config.vocab_size):
+            raise ValueError(f"head_token_ids must lie in [0, {config.vocab_size})")
+        self.head_ids = ids
+        if ids is not None:
+            self.register_buffer("head_token_ids", torch.tensor(ids, dtype=torch.long), persistent=False)
+            rows = lm_head_weight[self.head_token_ids]
+        else:
+            self.head_token_ids = None
+            rows = lm_head_weight
+        # the target's LM-head rows: frozen, shared in value (a copy of the rows), never saved
+        self.register_buffer("lm_head_rows", rows.detach().clone(), persistent=False)
+
+    # what decoders and loaders read of a draft model
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.model.fc.weight.dtype
+
+    @property
+    def is_restricted(self) -> bool:
+        return self.head_token_ids is not None
+
+    @property
+    def num_layers(self) -> int:
+        return self.config.num_hidden_layers
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.model.embed_tokens
+
+    def head_logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """[..., H] -> [..., |head|]"""
+        return hidden.to(self.lm_head_rows.dtype) @ self.lm_head_rows.T
+
+    def expand_logits(self, head_logits: torch.Tensor) -> torch.Tensor:
+        """[..., |head|] -> [..., V], -inf off the head."""
+        if not self.is_restricted:
+            return head_logits
+        full = head_logits.new_full((*head_logits.shape[:-1], self.vocab_size), float("-inf"))
+        full[..., self.head_token_ids] = head_logits
+        return full
+
+    # -- teacher-forced forwards (training, measurement)
+    def unroll(self, input_ids: torch.Tensor, features: torch.Tensor, steps: int = 1,
+               first_row: int = 0) -> list[torch.Tensor]:
+        """Teacher-forced forward, unrolled `steps` times on its own predictions (training-time test).
+
+        input_ids [B, T]; features [B, T, H]: the target's f_i at each position (shifted here:
+        position i reads f_{i-1}, zeros at 0). Right padding needs no mask: no query sees a later key.
+        Step 1 reads the target's features; step s > 1 reads step s-1's predictions, and its
+        query at position i sees what a head drafting its s-th token sees: the step-1 keys of
+        positions <= i-s+1 (committed, true features) and the step-m key of position i-s+m for
+        m = 2..s (its own earlier drafts). Steps s > 1 run on rows >= first_row only (the rows a
+        loss reads; rows below first_row + s - 2 of step s are not exact and come back as 0).
+        Returns the predicted features f^ of each step, [B, T, H].
+        """
+        B, T = input_ids.shape
+        body = self.model
+        position_ids = torch.arange(T, device=input_ids.device).expand(B, T)
+        cos, sin = body.rotary_emb(features, position_ids)
+        i = torch.arange(T, device=input_ids.device)
+        w = i[first_row:]  # positions of the rows that later steps run on
+        outs, keys, values = [], [[] for _ in body.layers], [[] for _ in body.layers]
+        predicted = features  # step 0: the target's own features
+        for s in range(1, steps + 1):
+            rows = i if s == 1 else w
+            previous = torch.cat([predicted.new_zeros(B, 1, predicted.shape[-1]), predicted[:, :-1]], dim=1)[:, rows]
+            # keys of step 1 (true features, all T positions): causal up to i - s + 1; keys of step
+            # m >= 2 (positions w): only position i - s + m (m = s: the row's own key, so no row is
+            # ever fully masked)
+            masks = [i[None, :] <= rows[:, None] - s + 1] + [w[None, :] == rows[:, None] - s + m for m in range(2, s + 1)]
+            mask = torch.cat(masks, dim=-1)[None, None]  # [1, 1, rows, T + (s-1)|w|]
+            x = body.fuse(input_ids[:, rows], previous)  # [B, rows, H]
+            for li, layer in enumerate(body.layers):
+                q, k, v = attention_inputs(layer, x, cos[:, rows], sin[:, rows])
+                keys[li].append(k)
+                values[li].append(v)
+                o = attend(layer, q, torch.cat(keys[li], dim=2), torch.cat(values[li], dim=2), mask)
+                x = finish_layer(layer, x, o)
+            out = body.norm(x)
+            predicted = out if s == 1 else torch.cat([out.new_zeros(B, first_row, out.shape[-1]), out], dim=1)
+            outs.append(predicted)  # [B, T, H]
+        return outs
+
+
+# ---------------------------------------------------------------- building and files
+
+
+def head_config_from_target(target_config, num_layers: int) -> LlamaConfig:
+    cfg = LlamaConfig.from_dict(target_config.to_dict())
+    cfg.num_hidden_layers = num_layers
+    if hasattr(cfg, "quantization_config"):
+        del cfg.quantization_config
+    return cfg
+
+
+def build_head(target, num_layers: int = 1, head_token_ids: list[int] | None = None, seed: int = 0) -> FeatureHead:
+    """A randomly initialised head over `target` (fusion, layers and norm are its own)."""
+    cfg = head_config_from_target(target.config, num_layers)
+    torch.manual_seed(seed)
+    head = FeatureHead(cfg, target.get_input_embeddings(), target.get_output_embeddings().weight, head_token_ids)
+    std = getattr(cfg, "initializer_range", 0.02)
+    for module in head.model.modules():
+        if isinstance(module, nn.Linear):
+            nn.init.normal_(module.weight, std=std)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
+    return head.to(target.dtype).eval()
+
+
+def save_head(head: FeatureHead, path: str | Path, dtype: torch.dtype = torch.bfloat16, extra_meta: dict | None = None) -> Path:
+    """Write the head's own parameters (fusion, layers, norm) with its layout in the metadata."""
+    from safetensors.torch import save_file
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tensors = {k: v.detach().to(dtype).contiguous() for k, v in head.state_dict().items()}
+    meta = {"format": HEAD_FORMAT, "num_layers": head.num_layers, "head_token_ids": head.head_ids} | (extra_meta or {})
+    tmp = path.with_suffix(".tmp")
+    save_file(tensors, str(tmp), metadata={"mtad": json.dumps(meta)})
+    tmp.replace(path)
+    return path
+
+
+def read_head_meta(path: str | Path) -> dict:
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="pt") as f:
+        meta = json.loads((f.metadata() or {}).get("mtad", "{}"))
+    if meta.get("format") != HEAD_FORMAT:
+        raise ValueError(f"{path} is not an mtad feature-head file (metadata format {meta.get('format')!r}, "
+                         f"expected {HEAD_FORMAT!r})")
+    return meta
+
+
+def load_head(path: str | Path, target, dtype: torch.dtype | None = None) -> FeatureHead:
+    """Rebuild the head on `target` (shared embedding and LM-head rows) from its file. No training."""
+    from safetensors.torch import load_file
+
+    meta = read_head_meta(path)
+    head = build_head(target, meta["num_layers"], meta["head_token_ids"])
+    own, expected = load_file(str(path)), set(head.state_dict())
+    if set(own) != expected:
+        raise ValueError(f"head file {path}: missing {sorted(expected - set(own))}, unexpected {sorted(set(own) - expected)}")
+    head.load_state_dict({k: v.to(head.dtype) for k, v in own.items()})
+    head.meta = meta
+    return (head.to(dtype) if dtype is not None else head).eval()
+
+
+def is_feature_head(model) -> bool:
+    return isinstance(model, FeatureHead)

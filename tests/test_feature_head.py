@@ -1,0 +1,179 @@
+"""The feature-head draft kind: the target's features on every decode path, the head's cache
+against its teacher-forced unroll (what training optimises), rollback, files and training."""
+import pytest
+import torch
+
+from mtad.decoding.head_kv import HeadCachedModel
+from mtad.decoding.static_kv import cached_model, resolve_decode_path
+from mtad.models.head import load_head, read_head_meta, save_head
+from tiny_models import BUILDERS, tiny_head
+
+CASES = [pytest.param(arch, path, marks=[pytest.mark.slow] if path == "compiled" else [])
+         for arch in BUILDERS for path in ("eager", "static", "compiled")
+         if path == "eager" or resolve_decode_path(path, BUILDERS[arch](0, vocab=4)) == path]
+PREFIX = torch.tensor([3, 7, 1, 9, 4])
+LEVEL1 = ([5, 2, 5], [-1, -1, -1])  # node -> parent (-1 = the pending token), two levels
+LEVEL2 = ([8, 8, 1, 6], [0, 0, 1, 2])
+TOKENS, PARENTS = LEVEL1[0] + LEVEL2[0], LEVEL1[1] + LEVEL2[1]
+
+
+def path_of(node):
+    out = []
+    while node >= 0:
+        out.append(node)
+        node = PARENTS[node]
+    return out[::-1]
+
+
+def hidden(model, ids):
+    """The target's final hidden states (after the final norm) of a chain run alone. [T, H]"""
+    with torch.no_grad():
+        return model(input_ids=ids[None], output_hidden_states=True).hidden_states[-1][0]
+
+
+@pytest.mark.parametrize("arch,path", CASES)
+def test_target_features_follow_the_cache(arch, path):
+    """Every slot's feature is the hidden state of its path run alone, before and after commit_path."""
+    model = BUILDERS[arch](0, vocab=12)
+    lm = cached_model(model, None, path, features=True)
+    lm.prefill(PREFIX[:-1])
+    lm.extend(PREFIX[-1:], nodes=torch.tensor(LEVEL1[0]), parents=LEVEL1[1])
+    lm.extend(PREFIX[:0], nodes=torch.tensor(LEVEL2[0]), parents=LEVEL2[1])
+    c = PREFIX.numel()
+    assert torch.allclose(lm.features.buf[:c], hidden(model, PREFIX), atol=1e-9)
+    for node in range(len(TOKENS)):
+        alone = hidden(model, torch.cat([PREFIX, torch.tensor([TOKENS[i] for i in path_of(node)])]))[-1]
+        assert torch.allclose(lm.features.buf[c + node], alone, atol=1e-9), f"node {node}"
+    lm.commit_path([1, 5])
+    lm.extend(torch.tensor([11]))
+    sequence = torch.cat([PREFIX, torch.tensor([2, 1, 11])])
+    assert torch.allclose(lm.features.buf[:sequence.numel()], hidden(model, sequence), atol=1e-9)
+    lm.crop(3)
+    lm.extend(torch.tensor([6]))
+    assert torch.allclose(lm.features.buf[:4], hidden(model, torch.cat([PREFIX[:3], torch.tensor([6])])), atol=1e-9)
+
+
+def head_pair(arch, path, **kw):
+    target = BUILDERS[arch](0, vocab=12, sharpness=2.0)
+    head = tiny_head(target, 1, sharpness=2.0, **kw)
+    target_lm = cached_model(target, None, path, features=True)
+    return target, head, target_lm, HeadCachedModel(head, target_lm)
+
+
+@pytest.mark.parametrize("layers", [1, 2])
+@pytest.mark.parametrize("arch,path", [c for c in CASES if "compiled" not in str(c.values)])
+def test_head_tree_nodes_match_the_unroll_training_uses(arch, path, layers):
+    """A node at depth d is the head's (d+1)-th drafted position: its logits equal
+    FeatureHead.unroll(steps=d+1) at that position, so decoding drafts what training trains."""
+    target, head, target_lm, lm = head_pair(arch, path, layers=layers)
+    target_lm.prefill(PREFIX[:-1])  # as Decoder.generate: the target first, the pending token left out
+    lm.prefill(PREFIX[:-1])
+    root = lm.extend(PREFIX[-1:])[-1]
+    out1 = lm.extend(PREFIX[:0], nodes=torch.tensor(LEVEL1[0]), parents=LEVEL1[1])
+    out2 = lm.extend(PREFIX[:0], nodes=torch.tensor(LEVEL2[0]), parents=LEVEL2[1])
+    node_logits = torch.cat([out1, out2])
+
+    def unrolled(sequence, steps):
+        with torch.no_grad():
+            f_hat = head.unroll(sequence[None], hidden(target, sequence)[None], steps)[-1][0, -1]
+        return head.expand_logits(head.head_logits(f_hat))
+
+    assert torch.allclose(root, unrolled(PREFIX, 1), atol=1e-9)
+    for node in range(len(TOKENS)):
+        path_nodes = path_of(node)
+        sequence = torch.cat([PREFIX, torch.tensor([TOKENS[i] for i in path_nodes])])
+        assert torch.allclose(node_logits[node], unrolled(sequence, len(path_nodes) + 1), atol=1e-9), f"node {node}"
+
+
+def test_head_rollback_feeds_accepted_tokens_again_with_the_target_features():
+    target, head, target_lm, lm = head_pair("llama", "static")
+    target_lm.prefill(PREFIX[:-1])
+    lm.prefill(PREFIX[:-1])
+    lm.extend(PREFIX[-1:])
+    lm.extend(PREFIX[:0], nodes=torch.tensor(LEVEL1[0]), parents=LEVEL1[1])
+    lm.commit_path([1])  # accepted node 1: the head drops it (its input was its own prediction)
+    assert lm.committed == lm.exact == PREFIX.numel() and lm.num_nodes == 0
+    sequence = torch.cat([PREFIX, torch.tensor([2, 11])])  # accepted token 2, then the bonus 11
+    target_lm.extend(sequence[PREFIX.numel() - 1:-1])  # the target scored the pending token and token 2
+    q = lm.extend(sequence[lm.committed:])[-1]
+    with torch.no_grad():
+        f_hat = head.unroll(sequence[None], hidden(target, sequence)[None])[0][0]
+    assert torch.allclose(lm.features.buf[:sequence.numel()], f_hat, atol=1e-9)
+    assert torch.allclose(q, head.expand_logits(head.head_logits(f_hat[-1])), atol=1e-9)
+    # a chain past the target's features: drafted one token at a time, then cropped back to `exact`
+    lm.extend(torch.tensor([4]))
+    assert lm.committed == sequence.numel() + 1 and lm.exact == sequence.numel()
+    with pytest.raises(RuntimeError, match="no feature for position"):
+        lm.extend(torch.tensor([1, 2]))
+    lm.crop(lm.committed)
+    assert lm.committed == sequence.numel()
+
+
+def test_head_needs_the_targets_features_and_parents_first():
+    target = BUILDERS["llama"](0, vocab=12)
+    head = tiny_head(target, 1)
+    with pytest.raises(ValueError, match="features=True"):
+        HeadCachedModel(head, cached_model(target, None, "static"))
+    _, head, target_lm, lm = head_pair("llama", "eager")
+    target_lm.prefill(PREFIX[:-1])
+    lm.prefill(PREFIX[:-1])
+    lm.extend(PREFIX[-1:])
+    with pytest.raises(RuntimeError, match="parent must be forwarded"):
+        lm.extend(PREFIX[:0], nodes=torch.tensor([1, 2]), parents=[-1, 0])
+
+
+def test_head_file_round_trip_keeps_only_its_own_parameters(tmp_path):
+    target = BUILDERS["llama"](0, vocab=12)
+    head = tiny_head(target, 3, head_token_ids=[0, 2, 5, 7, 11])
+    path = save_head(head, tmp_path / "head.safetensors", dtype=torch.float64, extra_meta={"note": "x"})
+    meta = read_head_meta(path)
+    assert meta["num_layers"] == 1 and meta["head_token_ids"] == [0, 2, 5, 7, 11] and meta["note"] == "x"
+    from safetensors.torch import load_file
+
+    saved = load_file(str(path))
+    assert not any("embed" in k or "lm_head" in k for k in saved)  # shared with the target, never saved
+    again = load_head(path, target, dtype=torch.float64)
+    ids, feats = PREFIX[None], hidden(target, PREFIX)[None]
+    with torch.no_grad():
+        a = head.expand_logits(head.head_logits(head.unroll(ids, feats)[0]))
+        b = again.expand_logits(again.head_logits(again.unroll(ids, feats)[0]))
+    assert torch.equal(a, b) and torch.isinf(a[..., 1]).all()  # q = 0 off the restricted vocabulary
+    assert again.get_input_embeddings() is target.get_input_embeddings()
+    with pytest.raises(ValueError, match="not an mtad feature-head file"):
+        from safetensors.torch import save_file
+
+        save_file(saved, str(tmp_path / "bare.safetensors"))
+        load_head(tmp_path / "bare.safetensors", target)
+
+
+def test_head_training_lowers_the_unrolled_loss():
+    """A few optimiser steps on one batch of stored teacher records lower every unrolled step's KL."""
+    from mtad.models.distill.head_training import HeadTrainConfig, collate_features, head_index, head_loss
+
+    target = BUILDERS["llama"](0, vocab=12, sharpness=3.0).float()
+    head = tiny_head(target, 1).float()
+    gen = torch.Generator().manual_seed(0)
+    records = []
+    for _ in range(4):
+        seq = torch.randint(0, 12, (14,), generator=gen)
+        with torch.no_grad():
+            out = target(input_ids=seq[None], output_hidden_states=True)
+        P = 6
+        logprobs = out.logits[0, P - 1:-1].log_softmax(-1)
+        top = logprobs.topk(8)
+        records.append({"prompt_ids": seq[:P].int(), "answer_ids": seq[P:].int(), "top_ids": top.indices.int(),
+                        "top_logprobs": top.values.half(), "features": out.hidden_states[-1][0].half()})
+    batch = collate_features(records, max_len=12)  # cuts 2 prompt positions of every record
+    assert batch[0].shape == (4, 12) and batch[4].min() == 3
+    cfg = HeadTrainConfig(workdir="unused", steps=3, noise=0.0)
+    index = head_index(head)
+    optimizer = torch.optim.AdamW(head.parameters(), lr=3e-3)
+    first = head_loss(head, batch, index, cfg)[1]
+    for _ in range(60):
+        loss, _ = head_loss(head, batch, index, cfg)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    last = head_loss(head, batch, index, cfg)[1]
+    assert all(b < 0.7 * a for a, b in zip(first, last)), (first, last)
+    assert target.get_input_embeddings().weight.grad is None  # the shared embedding stays frozen
