@@ -52,25 +52,30 @@ def main(argv=None) -> int:
     workdir = Path(args.workdir or cache_root() / "distill" / args.pair)
     dest = Path(cfg["draft"]["file"])
     dest = dest if dest.is_absolute() else ASSETS_DIR / dest
+    head = cfg["draft"]["source"] == "head"
     if args.job in ("export", "card"):
-        from mtad.models.card import plot_curves, write_card
+        from mtad.models.card import plot_curves, write_card, write_head_card
 
+        trained = workdir / ("head.safetensors" if head else "draft.safetensors")
         if args.job == "export":
-            shutil.copyfile(workdir / "draft.safetensors", dest)
+            shutil.copyfile(trained, dest)
         results = Path(__file__).resolve().parents[1] / "results" / "draft"
         results.mkdir(parents=True, exist_ok=True)
+        prefix = "head_training_" if head else "training_"  # one set of training records per draft kind
         for name in ("curve.jsonl", "ab.json", "rates.jsonl"):
             if (workdir / name).exists():
-                shutil.copyfile(workdir / name, results / ("training_" + name))
-        plot_curves(workdir, results / "training_curve.png")
-        write_card(workdir, dest, dest.with_suffix(".md"), args.command, results / "measure.json",
-                   results / "pipeline_rates.json")
-        print(f"exported {workdir / 'draft.safetensors'} -> {dest} (+ model card {dest.with_suffix('.md').name})"
+                shutil.copyfile(workdir / name, results / (prefix + name))
+        plot_curves(workdir, results / f"{prefix}curve.png")
+        if head:
+            write_head_card(workdir, dest, dest.with_suffix(".md"), args.command, results / "measure.json")
+        else:
+            write_card(workdir, dest, dest.with_suffix(".md"), args.command, results / "measure.json",
+                       results / "pipeline_rates.json")
+        print(f"exported {trained} -> {dest} (+ model card {dest.with_suffix('.md').name})"
               if args.job == "export" else f"model card written: {dest.with_suffix('.md')}")
         return 0
 
     torch.set_num_threads(args.threads)
-    head = cfg["draft"]["source"] == "head"
     init_from = None if args.init_from == "none" else str(dest) if args.init_from == "pair" else args.init_from
     if head and init_from == str(dest) and not dest.exists():
         init_from = None  # the first head of a pair starts from scratch

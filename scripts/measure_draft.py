@@ -1,7 +1,8 @@
 #!/usr/bin/env python
-"""Measure a pair's draft on held-out prompts of every task family (see mtad/models/measure.py).
+"""Measure a pair's draft, and the drafts of other pairs over the same target, on held-out prompts
+of every task family (see mtad/models/measure.py).
 
-    python scripts/measure_draft.py --pair smollm2_135m --per-family 5 --max-new-tokens 64
+    python scripts/measure_draft.py --pair smollm2_135m --compare smollm2_135m_layers --per-family 4
 Writes results/draft/measure.json and measure.md.
 """
 from __future__ import annotations
@@ -19,18 +20,34 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def main(argv=None) -> int:
-    from mtad.models import load_pair
+def draft_file_meta(cfg: dict) -> tuple[str | None, dict]:
+    """The draft file of a pair config (relative to the checkout) and its metadata, head ids left out."""
     from mtad.models.draft import read_draft_meta
-    from mtad.models.measure import markdown, measure
+    from mtad.models.head import read_head_meta
     from mtad.models.pairs import ASSETS_DIR
+
+    spec = cfg["draft"]
+    if not spec.get("file"):
+        return None, {"source": spec["source"]}
+    path = Path(spec["file"]) if Path(spec["file"]).is_absolute() else ASSETS_DIR / spec["file"]
+    meta = (read_head_meta if spec["source"] == "head" else read_draft_meta)(path)
+    ids = meta.pop("head_token_ids", None)
+    meta.pop("train_config", None)
+    return os.path.relpath(path.resolve(), ROOT), meta | {"source": spec["source"], "head_size": len(ids) if ids else None}
+
+
+def main(argv=None) -> int:
+    from mtad.models.measure import markdown, measure
+    from mtad.models.pairs import load_draft_model, load_pair, pair_config
     from mtad.runner.provenance import environment_record
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--pair", default="smollm2_135m")
+    ap.add_argument("--compare", default="", help="comma-separated pairs whose drafts are measured beside, on this "
+                    "pair's target (they must share it)")
     ap.add_argument("--draft-file", default=None, help="measure this draft file instead of the pair's")
-    ap.add_argument("--per-family", type=int, default=5)
-    ap.add_argument("--max-new-tokens", type=int, default=64)
+    ap.add_argument("--per-family", type=int, default=4)
+    ap.add_argument("--max-new-tokens", type=int, default=48)
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--threads", type=int, default=int(os.environ.get("MTAD_THREADS", "1")))
     ap.add_argument("--out", default=str(ROOT / "results" / "draft"))
@@ -38,24 +55,31 @@ def main(argv=None) -> int:
     torch.set_num_threads(args.threads)
 
     pair = load_pair(args.pair, draft_file=args.draft_file, device="cpu")
-    draft_file = Path(args.draft_file or ASSETS_DIR / pair.config["draft"]["file"])
-    meta = read_draft_meta(draft_file)
+    configs = {pair.name: pair.config} | {name: pair_config(name) for name in filter(None, args.compare.split(","))}
+    for name, cfg in configs.items():
+        if cfg["target"] != pair.config["target"]:
+            raise ValueError(f"--compare {name}: its target {cfg['target']} is not {args.pair}'s {pair.config['target']}")
+    drafts = {pair.name: pair.draft} | {name: load_draft_model(cfg, pair.target)[0].requires_grad_(False)
+                                        for name, cfg in configs.items() if name != pair.name}
     t0 = time.time()
-    result = measure(pair, args.per_family, args.max_new_tokens, args.seed)
+    result = measure(pair.target, pair.tokenizer, drafts, pair.decode_path, args.per_family, args.max_new_tokens, args.seed)
+    for name, cfg in configs.items():
+        result["drafts"][name]["file"], result["drafts"][name]["meta"] = draft_file_meta(cfg)
+        result["drafts"][name]["dtype"] = str(drafts[name].dtype)
     result |= {
-        "pair": pair.name, "draft_file": os.path.relpath(draft_file.resolve(), ROOT),
-        "draft_meta": {k: v for k, v in meta.items() if k != "head_token_ids"}
-        | {"head_size": len(meta["head_token_ids"]) if meta["head_token_ids"] else None},
-        "environment": environment_record([pair.target, pair.draft]), "threads": args.threads,
-        "dtypes": {"target": str(pair.target.dtype), "draft": str(pair.draft.dtype)}, "wall_seconds": round(time.time() - t0, 1),
+        "pair": pair.name, "environment": environment_record([pair.target, *drafts.values()]), "threads": args.threads,
+        "target_dtype": str(pair.target.dtype), "wall_seconds": round(time.time() - t0, 1),
         "load_average_1_5_15min_at_end": [round(x, 2) for x in os.getloadavg()],
     }
+    described = "; ".join(
+        f"`{name}`: {r['kind']} draft `{r['file']}` ({r['meta'].get('trained_tokens', '?')} training tokens, {r['dtype']})"
+        for name, r in result["drafts"].items())
     header = [f"# Draft measurement: {result['pair']}", "",
-              f"Draft `{result['draft_file']}` (layers {meta['source_layers']}, "
-              f"{meta.get('trained_tokens', '?')} training tokens). Held-out prompts per family: {args.per_family} "
-              f"(subjects never used in training), at most {args.max_new_tokens} new tokens, seed {args.seed}. "
-              f"Machine: {result['environment']['machine']}, decode path {result['decode_path']}, torch threads {args.threads}, target {result['dtypes']['target']}, "
-              f"draft {result['dtypes']['draft']}; load average at the end {result['load_average_1_5_15min_at_end']}."]
+              f"Drafts of one target, measured side by side on the same prompts and seeds: {described}. Held-out "
+              f"prompts per family: {args.per_family} (subjects never used in training), at most {args.max_new_tokens} "
+              f"new tokens, seed {args.seed}. Machine: {result['environment']['machine']}, decode path "
+              f"{result['decode_path']}, torch threads {args.threads}, target {result['target_dtype']}; load average "
+              f"at the end {result['load_average_1_5_15min_at_end']}."]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "measure.json").write_text(json.dumps(result, indent=1) + "\n")

@@ -204,3 +204,47 @@ def test_producer_and_trainer_run_resume_and_pick_an_ab_winner(tiny, tmp_path):
     produce(cfg, target, tokenizer)
     corpus.refresh()
     assert len(corpus.loaded) == 8 and "draft" in {r["kind"] for r in corpus.records}
+
+
+def test_scoring_keeps_the_targets_features_when_asked(tiny):
+    target, tokenizer = tiny
+    prompts, answers = [[5, 9, 12, 7], [3, 4]], [[8, 1, 2], [6, 6, 6, 6]]
+    plain, with_features = score(target, prompts, answers, 8), score(target, prompts, answers, 8, features=True)
+    for p, a, r, rf in zip(prompts, answers, plain, with_features):
+        assert "features" not in r and torch.equal(r["top_ids"], rf["top_ids"])
+        with torch.no_grad():
+            alone = target.model(input_ids=torch.tensor([p + a])).last_hidden_state[0]
+        assert rf["features"].dtype == torch.float16 and rf["features"].shape == alone.shape
+        assert torch.allclose(rf["features"].float(), alone, atol=2e-2, rtol=1e-2)
+
+
+def test_head_producer_and_trainer_run_resume_and_write_a_card(tiny, tmp_path):
+    from mtad.models.card import write_head_card
+    from mtad.models.distill import HeadTrainConfig, HeadTrainer
+    from mtad.models.head import load_head
+
+    target, tokenizer = tiny
+    cfg = DistillConfig(workdir=str(tmp_path), chunk_seqs=4, max_new_tokens=8, store_top_k=8, heldout_per_family=1,
+                        heldout_max_new_tokens=8, max_chunks=4, mix={"real": 0.5, "target": 0.5}, features=True)
+    produce(cfg, target, tokenizer)
+    corpus = Corpus(tmp_path)
+    assert all(r["features"].shape == (len(r["prompt_ids"]) + len(r["answer_ids"]), target.config.hidden_size)
+               for r in corpus.records)
+    hcfg = HeadTrainConfig(workdir=str(tmp_path), head_size=64, batch_seqs=2, max_train_tokens=60,
+                           eval_every_tokens=40, steps=2)
+    HeadTrainer(hcfg, target, special_ids=[tokenizer.eos_token_id]).run()
+    state = json.loads((tmp_path / "state.json").read_text())
+    assert state["trained_tokens"] >= 60 and 0 < state["head_mass_coverage"] <= 1
+    head = load_head(tmp_path / "head.safetensors", target)
+    assert head.is_restricted and len(head.head_ids) >= 64 and tokenizer.eos_token_id in head.head_ids
+    first = state["trained_tokens"]
+    hcfg.max_train_tokens = first + 30
+    HeadTrainer(hcfg, target, special_ids=[tokenizer.eos_token_id]).run()  # resumes from checkpoint.pt
+    state = json.loads((tmp_path / "state.json").read_text())
+    assert state["trained_tokens"] >= first + 30 and len(state["runs"]) == 2
+    curve = [json.loads(line) for line in (tmp_path / "curve.jsonl").read_text().splitlines()]
+    assert all(0 <= c["mean"][f"accept_paper@{s}"] <= 1 for c in curve for s in range(1, 5))
+    card = tmp_path / "card.md"
+    write_head_card(tmp_path, tmp_path / "head.safetensors", card, "make draft PAIR=x")
+    text = card.read_text()
+    assert "feature head" in text and f"| {state['trained_tokens']} |" in text

@@ -1,4 +1,5 @@
-"""The draft measurement on the tiny pair: every family and method, counts that add up, goals judged."""
+"""The draft measurement on the tiny target with both draft kinds: every family and method, counts
+that add up, goals judged per draft."""
 from __future__ import annotations
 
 import pytest
@@ -7,36 +8,49 @@ import torch
 from mtad.models import load_pair
 from mtad.models.distill.sources import FAMILIES
 from mtad.models.measure import GOALS, METHODS, alpha_from_accept_lengths, goals_met, markdown, measure
+from mtad.models.pairs import load_draft_model, pair_config
 
 torch.set_num_threads(1)
 
 
 @pytest.fixture(scope="module")
 def result():
-    return measure(load_pair("tiny_llama"), per_family=1, max_new=6, seed=0)
+    pair = load_pair("tiny_llama")
+    head, _ = load_draft_model(pair_config("tiny_llama_head"), pair.target)
+    return measure(pair.target, pair.tokenizer, {"layers": pair.draft, "head": head}, per_family=1, max_new=6, seed=0)
 
 
-def test_every_family_and_method_is_measured(result):
-    assert set(result["families"]) == set(FAMILIES)
-    for fam in result["families"].values():
-        assert set(fam["decoding"]) == set(METHODS)
-        assert fam["decoding"]["sampling"]["block_efficiency"] == pytest.approx(1.0)
-        for method in ("sps", "mtad", "mmtad"):
-            row = fam["decoding"][method]
-            assert 1.0 <= row["block_efficiency"] <= 5.0 and 0.0 <= row["alpha"] <= 1.0
-        assert 0.0 <= fam["distribution"]["accept_paper"] <= 1.0 and fam["distribution"]["positions"] > 0
-    assert result["cost"]["draft_step_ms"] > 0 and result["cost"]["target_step_ms"] > 0
+def test_every_family_method_and_draft_is_measured(result):
+    assert set(result["drafts"]) == {"layers", "head"} and result["drafts"]["head"]["kind"] == "head"
+    for name, r in result["drafts"].items():
+        assert set(r["families"]) == set(FAMILIES)
+        for fam in r["families"].values():
+            assert set(fam["decoding"]) == set(METHODS)
+            assert fam["decoding"]["sampling"]["block_efficiency"] == pytest.approx(1.0)
+            for method in ("sps", "mtad", "mmtad"):
+                row = fam["decoding"][method]
+                assert 1.0 <= row["block_efficiency"] <= 5.0 and 0.0 <= row["alpha"] <= 1.0
+            assert 0.0 <= fam["distribution"]["accept_paper"] <= 1.0 and fam["distribution"]["positions"] > 0
+        assert r["cost"]["draft_step_ms"] > 0 and r["cost"]["target_step_ms"] > 0
+    # one sampling run per prompt, shared: both drafts' tables carry the same tokens
+    layers, head = (result["drafts"][n]["families"]["chat"]["decoding"]["sampling"] for n in ("layers", "head"))
+    assert layers["new_tokens"] == head["new_tokens"]
+    # the drafts differ, so their teacher-forced agreement does too
+    assert (result["drafts"]["layers"]["families"]["chat"]["distribution"]["tv"]
+            != result["drafts"]["head"]["families"]["chat"]["distribution"]["tv"])
 
 
 def test_goals_follow_the_numbers(result):
-    met = goals_met(result)
-    chat_alpha = result["families"]["chat"]["decoding"]["sps"]["alpha"]
+    r = result["drafts"]["head"]
+    met = goals_met(r)
+    chat_alpha = r["families"]["chat"]["decoding"]["sps"]["alpha"]
     assert met["alpha_chat"] == (chat_alpha >= GOALS["alpha_chat"])
-    forged = {**result, "families": {f: {**r, "decoding": {**r["decoding"], "sps": {**r["decoding"]["sps"], "alpha": 0.99}}}
-                                     for f, r in result["families"].items()}}
+    forged = {**r, "families": {f: {**x, "decoding": {**x["decoding"], "sps": {**x["decoding"]["sps"], "alpha": 0.99}}}
+                                for f, x in r["families"].items()}}
     assert goals_met(forged)["alpha_chat"] and goals_met(forged)["alpha_each_family"]
     text = markdown(result, ["# x"])
-    assert "| chat | sps |" in text and ("| yes |" in text or "| no |" in text)
+    assert "| chat | head | sps |" in text and "| chat | layers | sps |" in text and "| chat | — | sampling |" in text
+    assert "| goal | threshold | layers | head |" in text
 
 
 def test_alpha_inverts_the_mean_accepted_length():

@@ -141,18 +141,85 @@ def write_card(workdir: Path, draft_file: Path, card: Path, command: str, measur
             lines.append(f"| {c['trained_tokens']} | " + " | ".join(f"{c[f]['accept_paper']:.3f}" if f in c else "—"
                                                                for f in ("chat", "summary", "sql", "code", "mean")) + " |")
         lines.append("")
-    if measure_json and measure_json.exists():
-        m = json.loads(measure_json.read_text())
-        if m.get("draft_meta", {}).get("trained_tokens") == meta.get("trained_tokens"):
-            lines += ["## Measured (`make measure-draft`, results/draft/measure.md)", "",
-                      "| family | E[accept] paper | sps alpha | sps BE | mtad BE | mmtad BE |", "|---|---|---|---|---|---|"]
-            for f, r in m["families"].items():
-                d = r["decoding"]
-                lines.append(f"| {f} | {r['distribution']['accept_paper']:.3f} | {d['sps']['alpha']:.3f} | "
-                             f"{d['sps']['block_efficiency']:.2f} | {d['mtad']['block_efficiency']:.2f} | "
-                             f"{d['mmtad']['block_efficiency']:.2f} |")
-            met = m["goals"]["met"]
-            lines += ["", f"Draft step / target step: {m['cost']['draft_over_target']:.1%}.", "",
-                      "Goals: " + "; ".join(f"{k} {'met' if v else 'not met'}" for k, v in met.items()) + "."]
+    lines += _measured_lines(measure_json, "layers", meta.get("trained_tokens"))
+    lines += ["", "Licence: Apache-2.0 (a derivative of SmolLM2-135M-Instruct)."]
+    card.write_text("\n".join(lines) + "\n")
+
+
+def _measured_lines(measure_json: Path | None, kind: str, trained_tokens) -> list[str]:
+    """The committed measurement of the draft of this kind, if it measured this very file."""
+    if not (measure_json and measure_json.exists()):
+        return []
+    m = json.loads(measure_json.read_text())
+    mine = [(name, r) for name, r in m.get("drafts", {}).items()
+            if r["kind"] == kind and r.get("meta", {}).get("trained_tokens") == trained_tokens]
+    if not mine:
+        return []
+    name, r = mine[0]
+    lines = [f"## Measured (`make measure-draft`, results/draft/measure.md: `{name}`)", "",
+             "| family | E[accept] paper | sps alpha | sps BE | mtad BE | mmtad BE | sps vs sampling |",
+             "|---|---|---|---|---|---|---|"]
+    for f, fam in r["families"].items():
+        d = fam["decoding"]
+        lines.append(f"| {f} | {fam['distribution']['accept_paper']:.3f} | {d['sps']['alpha']:.3f} | "
+                     f"{d['sps']['block_efficiency']:.2f} | {d['mtad']['block_efficiency']:.2f} | "
+                     f"{d['mmtad']['block_efficiency']:.2f} | {d['sps']['speedup_vs_sampling']:.2f}x |")
+    met = r["goals"]["met"]
+    return lines + ["", f"Draft step / target step (fast path): {r['cost']['draft_over_target']:.1%}.", "",
+                    "Goals: " + "; ".join(f"{k} {'met' if v else 'not met'}" for k, v in met.items()) + "."]
+
+
+def write_head_card(workdir: Path, head_file: Path, card: Path, command: str, measure_json: Path | None = None) -> None:
+    """The model card of an exported feature head (mtad/models/head.py)."""
+    from .head import read_head_meta
+
+    state = torch.load(workdir / "checkpoint.pt", weights_only=False)["state"]
+    cfg = state["runs"][-1]["config"]
+    meta = read_head_meta(head_file)
+    ids = meta["head_token_ids"]
+    composition = corpus_composition(workdir)
+    lines = [
+        "# Draft model card: smollm2_135m feature head", "",
+        "An EAGLE-style feature head for speculative / multi-token decoding with **SmolLM2-135M-Instruct** (the "
+        "target; Apache-2.0, HuggingFaceTB). It predicts the target's next final hidden state from the current token "
+        "and the target's (or its own, while drafting) hidden state of the position before, and reads it through the "
+        "target's LM head.", "",
+        "## Architecture and file", "",
+        f"- Fusion Linear(2H -> H) over [token embedding; feature], {meta['num_layers']} Llama decoder layer(s) of "
+        "the target's shape, a final RMSNorm; randomly initialised, then trained.",
+        f"- Vocabulary: {'restricted to ' + str(len(ids)) + ' tokens (their rows of the frozen target LM head; q = 0 on every other token, so the lossless methods stay exact)' if ids else 'the full target LM head (frozen)'}.",
+        f"- `{head_file.name}`: only the head's own parameters ({_params(head_file) / 1e6:.1f} M, bfloat16, "
+        f"{head_file.stat().st_size / 2**20:.1f} MiB); the token embedding and the LM-head rows are the target's, "
+        "taken when the pair loads. Loading never trains.", "",
+        "## How it was made", "",
+        f"- Command: `{command}`: a producer filling `$MTAD_CACHE/distill/<pair>/corpus/` with the teacher pass "
+        "(the target's top-K log-probs at every answer position and its final hidden state at every position, "
+        "fp16) and a trainer running epochs over it; both resume where they stopped.",
+        "- Corpus: the four task families in the tasks' own prompt formats, chat template included "
+        "(`mtad/models/distill/sources.py`): no evaluation example, a fifth of the subjects held out.", "",
+        "| kind | family | answer tokens |", "|---|---|---|",
+    ]
+    lines += [f"| {k} | {f} | {n} |" for (k, f), n in sorted(composition.items())]
+    lines += ["", f"- Trained: {state['step']} steps, {state['trained_tokens']} answer tokens (epochs over the stored "
+              f"corpus); loss = sum over {cfg['steps']} unrolled steps (training-time test: step s drafts on the head's own "
+              f"features) of {cfg['step_decay']}^(s-1) x [KL(p' || q) + {cfg['reg_weight']} x SmoothL1(feature)], p' at "
+              f"the paper's setting; uniform noise x{cfg['noise']} RMS on input features; AdamW lr {cfg['lr']}, betas "
+              f"(0.9, 0.95), clip 1.0, {cfg['batch_seqs']} sequences per step balanced over families, sequences cut to "
+              f"their last {cfg['max_len']} positions, float32, 1 thread.", ""]
+    curve = read_jsonl(workdir / "curve.jsonl")
+    if curve:
+        lines += ["## Held-out acceptance during training", "",
+                  "E[accept] = sum_x min(p', q') at top-k 10 / top-p 0.9 on target answers to held-out prompts (p from "
+                  "the stored top-K); @s = the s-th drafted token, the head running on its own features after the first.",
+                  "", "| trained tokens | chat | summary | sql | code | mean @1 | mean @2 | mean @3 | mean @4 |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+        step = max(1, len(curve) // 20)
+        for c in curve[::step] + ([curve[-1]] if (len(curve) - 1) % step else []):
+            lines.append(f"| {c['trained_tokens']} | " + " | ".join(f"{c[f]['accept_paper']:.3f}" if f in c else "—"
+                                                               for f in ("chat", "summary", "sql", "code"))
+                         + " | " + " | ".join(f"{c['mean'].get(f'accept_paper@{s}', float('nan')):.3f}"
+                                              for s in range(1, 5)) + " |")
+        lines.append("")
+    lines += _measured_lines(measure_json, "head", meta.get("trained_tokens"))
     lines += ["", "Licence: Apache-2.0 (a derivative of SmolLM2-135M-Instruct)."]
     card.write_text("\n".join(lines) + "\n")

@@ -1,15 +1,19 @@
-"""Measuring a pair's draft where it is used: held-out prompts of each task family.
+"""Measuring a pair's drafts where they are used: held-out prompts of each task family.
+
+Several drafts of one target (the layer-subset draft and the feature head, say) are measured
+side by side on the same prompts, answers and seeds:
 
 1. Distribution match: the target answers each held-out prompt at the paper's setting; on
-   those answers (teacher-forced, full vocabulary) we compare p and q: argmax agreement,
-   mean TV(p, q) at temperature 1, and the expected SpS acceptance sum_x min(p', q') at
-   temperature 1 and at the paper's setting.
+   those answers (teacher-forced, full vocabulary; a head reads the target's features, one
+   token ahead) we compare p and q: argmax agreement, mean TV(p, q) at temperature 1, and the
+   expected SpS acceptance sum_x min(p', q') at temperature 1 and at the paper's setting.
 2. Decoding at the paper's setting (temperature 1, top-k 10, top-p 0.9; gamma 4, beam width
-   4, threshold 0.5): sampling, sps, mtad and mmtad, interleaved prompt by prompt so machine
-   load hits every method alike. Acceptance and block efficiency are counts (free of load);
-   tokens/s stands beside them.
-3. Cost: one-token forwards of draft and target over a 200-token cache (median of repeats).
-The goals the draft is held to are checked here, on these numbers, and written with them.
+   4, threshold 0.5): sampling and every speculative method with every draft, interleaved
+   prompt by prompt so machine load hits every run alike. Acceptance and block efficiency are
+   counts (free of load); tokens/s stands beside them.
+3. Cost: one-token forwards of each draft and of the target on the fast decode path (the
+   caches decoding uses) over a 200-token context, median of repeats.
+The goals the drafts are held to are checked here, on these numbers, and written with them.
 """
 from __future__ import annotations
 
@@ -18,22 +22,34 @@ import statistics
 import time
 
 import torch
-from transformers import DynamicCache
 
 from ..decoding import get_decoder
+from ..decoding.head_kv import draft_cached_model
 from ..decoding.sampling import SAMPLING_PARAMS
+from ..decoding.static_kv import cached_model
 from ..metrics.speed import aggregate_speed
-from .distill.corpus import PAPER_SETTING, cache_argument, encode, sample_answers
+from .distill.corpus import PAPER_SETTING, encode, sample_answers
 from .distill.objectives import pair_stats
 from .distill.sources import FAMILIES, draw_item
+from .draft import LlamaDraftForCausalLM
+from .head import is_feature_head
 
 METHODS = {
     "sampling": {},
     "sps": {"gamma": 4},
+    "spectr": {"gamma": 4, "num_drafts": 4},
+    "specinfer": {"k_config": (4, 1, 1, 1)},
     "mtad": {"gamma": 4, "beam_width": 4, "threshold": 0.5},
     "mmtad": {"gamma": 4, "beam_width": 4, "threshold": 0.5},
 }
-GOALS = {"alpha_chat": 0.6, "alpha_each_family": 0.45, "mmtad_block_efficiency": 2.5, "draft_cost_ratio": 0.15}
+GOALS = {"alpha_chat": 0.65, "alpha_each_family": 0.5, "mmtad_block_efficiency": 3.0, "draft_cost_ratio": 0.08}
+
+
+def draft_kind(draft) -> str:
+    """"head" for a feature head, "layers" for a layer-subset draft, else the model's class."""
+    if is_feature_head(draft):
+        return "head"
+    return "layers" if isinstance(draft, LlamaDraftForCausalLM) else type(draft).__name__
 
 
 def heldout_prompts(tokenizer, per_family: int, seed: int) -> dict[str, list[list[int]]]:
@@ -43,20 +59,31 @@ def heldout_prompts(tokenizer, per_family: int, seed: int) -> dict[str, list[lis
 
 
 @torch.no_grad()
-def distribution_match(target, draft, eos: int, prompts: list[list[int]], max_new: int, seed: int) -> dict:
-    answers = sample_answers(target, prompts, max_new, PAPER_SETTING, eos, seed)
-    sums, count = {}, 0
+def teacher_forced_q(draft, seq: torch.Tensor, target_features: torch.Tensor) -> torch.Tensor:
+    """The draft's next-token logits at every position of seq [1, T] (a head reads the target's
+    features [1, T, H]). [T, V]"""
+    if is_feature_head(draft):
+        return draft.expand_logits(draft.head_logits(draft.unroll(seq, target_features.to(draft.dtype))[0][0]))
+    return draft(seq).logits[0]
+
+
+@torch.no_grad()
+def distribution_match(target, drafts: dict, prompts: list[list[int]], answers: list[list[int]]) -> dict:
+    """Per draft: agreement of q with p on the target's answers (teacher-forced)."""
+    sums, count = {name: {} for name in drafts}, 0
     for prompt, answer in zip(prompts, answers):
         seq = torch.tensor(prompt + answer)[None]
         P, n = len(prompt), len(answer)
-        p_logits = target(seq).logits[0, P - 1: P - 1 + n].float()  # [n, V], predicting the answer
-        q_logits = draft(seq).logits[0, P - 1: P - 1 + n].float()
-        stats = pair_stats(p_logits, q_logits)
-        stats["tv"] = 0.5 * (p_logits.softmax(-1) - q_logits.softmax(-1)).abs().sum(-1)
-        for key, val in stats.items():
-            sums[key] = sums.get(key, 0.0) + float(val.sum())
+        out = target(input_ids=seq, output_hidden_states=True)
+        p_logits = out.logits[0, P - 1: P - 1 + n].float()  # [n, V], predicting the answer
+        for name, draft in drafts.items():
+            q_logits = teacher_forced_q(draft, seq, out.hidden_states[-1])[P - 1: P - 1 + n].float()
+            stats = pair_stats(p_logits, q_logits)
+            stats["tv"] = 0.5 * (p_logits.softmax(-1) - q_logits.softmax(-1)).abs().sum(-1)
+            for key, val in stats.items():
+                sums[name][key] = sums[name].get(key, 0.0) + float(val.sum())
         count += n
-    return {"positions": count} | {k: v / max(count, 1) for k, v in sums.items()}
+    return {name: {"positions": count} | {k: v / max(count, 1) for k, v in s.items()} for name, s in sums.items()}
 
 
 def alpha_from_accept_lengths(mean_accepted: float, gamma: int = 4) -> float:
@@ -81,40 +108,52 @@ def totals(stats: list) -> dict:
     return row | {"alpha": None if mean_accepted is None else alpha_from_accept_lengths(mean_accepted)}
 
 
-def decode_family(target, draft, eos: int, prompts: list[list[int]], max_new: int, seed: int,
-                  decode_path: str = "eager") -> dict:
-    """Every method on every prompt (same per-prompt seed), interleaved; totals per method."""
-    stats: dict[str, list] = {m: [] for m in METHODS}
+def decode_family(target, drafts: dict, eos: int, prompts: list[list[int]], max_new: int, seed: int,
+                  decode_path: str = "fast") -> dict:
+    """Sampling, then every other method with every draft, on every prompt (same per-prompt seed),
+    interleaved; totals per draft and method (each draft's table repeats sampling's row)."""
+    stats = {name: {m: [] for m in METHODS} for name in drafts}
     for i, prompt in enumerate(prompts):
         ids = torch.tensor(prompt)[None]
-        for method, params in METHODS.items():
-            dec = get_decoder(method, target=target, draft=None if method == "sampling" else draft, decode_path=decode_path,
-                              **SAMPLING_PARAMS, **params)
+        runs = [("sampling", None, None)] + [(m, name, d) for name, d in drafts.items() for m in METHODS if m != "sampling"]
+        for method, name, draft in runs:
+            dec = get_decoder(method, target=target, draft=draft, decode_path=decode_path, **SAMPLING_PARAMS,
+                              **METHODS[method])
             out = dec.generate(ids, max_new_tokens=max_new, eos_token_id=eos, generator=torch.Generator().manual_seed(seed + i))
-            stats[method].append(out.stats)
-    rows = {m: totals(s) for m, s in stats.items()}
-    for row in rows.values():
-        row["speedup_vs_sampling"] = row["tokens_per_s"] / rows["sampling"]["tokens_per_s"]
-    return rows
+            for key in ([name] if name else drafts):
+                stats[key][method].append(out.stats)
+    result = {}
+    for name, by_method in stats.items():
+        rows = {m: totals(s) for m, s in by_method.items()}
+        for row in rows.values():
+            row["speedup_vs_sampling"] = row["tokens_per_s"] / rows["sampling"]["tokens_per_s"]
+        result[name] = rows
+    return result
 
 
 @torch.no_grad()
-def step_ms(model, cache_len: int = 200, repeats: int = 15) -> float:
-    """Median wall time of a one-token forward after a `cache_len`-token prefix."""
-    kw = cache_argument(model)
+def step_ms(target, draft=None, context: int = 200, repeats: int = 15) -> float:
+    """Median wall time of a one-token forward of `draft` (None: the target) on the fast decode
+    path after a `context`-token prefix, as decoding runs it (a head over the target's features)."""
+    ids = torch.randint(0, target.config.vocab_size, (context,), generator=torch.Generator().manual_seed(0))
+    target_lm = cached_model(target, None, "fast", context + 16, features=is_feature_head(draft))
+    target_lm.prefill(ids)
+    lm = target_lm
+    if draft is not None:
+        lm = draft_cached_model(draft, target_lm, None, "fast", context + 16)
+        lm.prefill(ids)
     times = []
     for r in range(repeats + 2):
-        cache = DynamicCache(config=model.config)
-        model(input_ids=torch.randint(0, model.config.vocab_size, (1, cache_len)), use_cache=True, **{kw: cache})
         t0 = time.perf_counter()
-        model(input_ids=torch.tensor([[5]]), position_ids=torch.tensor([[cache_len]]), use_cache=True, logits_to_keep=1,
-              **{kw: cache})
+        lm.extend(torch.tensor([5]), keep_last=1)
         if r >= 2:  # the first forwards warm up allocators and kernels
             times.append(time.perf_counter() - t0)
+        lm.crop(context)
     return 1000 * statistics.median(times)
 
 
 def goals_met(result: dict) -> dict[str, bool]:
+    """The goals for one draft's result (its families, decoding rows and cost)."""
     fam = result["families"]
     return {
         "alpha_chat": (fam["chat"]["decoding"]["sps"]["alpha"] or 0) >= GOALS["alpha_chat"],
@@ -127,52 +166,71 @@ def goals_met(result: dict) -> dict[str, bool]:
     }
 
 
-def measure(pair, per_family: int = 6, max_new: int = 64, seed: int = 1234) -> dict:
-    target, draft, eos = pair.target, pair.draft, pair.eos_token_id
-    prompts = heldout_prompts(pair.tokenizer, per_family, seed)
-    families = {}
+def measure(target, tokenizer, drafts: dict, decode_path: str = "fast", per_family: int = 4, max_new: int = 48,
+            seed: int = 1234) -> dict:
+    """Every draft in `drafts` (name -> model) against `target` on the same held-out prompts.
+    Returns {"drafts": {name: {"kind", "families": {f: {"distribution", "decoding"}}, "cost",
+    "goals"}}, settings...}."""
+    eos = tokenizer.eos_token_id
+    prompts = heldout_prompts(tokenizer, per_family, seed)
+    per_draft = {name: {"kind": draft_kind(d), "families": {}} for name, d in drafts.items()}
     for f, fam_prompts in prompts.items():
-        families[f] = {"distribution": distribution_match(target, draft, eos, fam_prompts, max_new, seed),
-                       "decoding": decode_family(target, draft, eos, fam_prompts, max_new, seed, pair.decode_path)}
-    t_ms, d_ms = step_ms(target), step_ms(draft)
-    result = {"per_family": per_family, "max_new_tokens": max_new, "seed": seed, "methods": METHODS, "setting": SAMPLING_PARAMS,
-              "decode_path": pair.decode_path,
-              "families": families,
-              "cost": {"target_step_ms": t_ms, "draft_step_ms": d_ms, "draft_over_target": d_ms / t_ms}}
-    result["goals"] = {"thresholds": GOALS, "met": goals_met(result)}
-    return result
+        answers = sample_answers(target, fam_prompts, max_new, PAPER_SETTING, eos, seed)
+        match = distribution_match(target, drafts, fam_prompts, answers)
+        decoding = decode_family(target, drafts, eos, fam_prompts, max_new, seed, decode_path)
+        for name in drafts:
+            per_draft[name]["families"][f] = {"distribution": match[name], "decoding": decoding[name]}
+    t_ms = step_ms(target)
+    for name, draft in drafts.items():
+        d_ms = step_ms(target, draft)
+        per_draft[name]["cost"] = {"target_step_ms": t_ms, "draft_step_ms": d_ms, "draft_over_target": d_ms / t_ms}
+        per_draft[name]["goals"] = {"thresholds": GOALS, "met": goals_met(per_draft[name])}
+    return {"per_family": per_family, "max_new_tokens": max_new, "seed": seed, "methods": METHODS,
+            "setting": SAMPLING_PARAMS, "decode_path": decode_path, "drafts": per_draft}
 
 
 def markdown(result: dict, header: list[str]) -> str:
+    drafts = result["drafts"]
+    families = list(next(iter(drafts.values()))["families"])
     lines = header + ["", "## Distribution match (teacher-forced on target answers at the paper's setting)", "",
-                      "| family | positions | argmax agreement | mean TV(p, q) | E[accept] T=1 | E[accept] paper |",
-                      "|---|---|---|---|---|---|"]
-    for f, r in result["families"].items():
-        d = r["distribution"]
-        lines.append(f"| {f} | {d['positions']} | {d['argmax_agree']:.3f} | {d['tv']:.3f} | {d['accept_t1']:.3f} | "
-                     f"{d['accept_paper']:.3f} |")
-    lines += ["", "## Decoding at the paper's setting (gamma 4; mtad/mmtad W 4, tau 0.5)", "",
-              "| family | method | block efficiency | acceptance (accepted/drafted) | alpha (per token) | tokens/s | vs sampling |",
-              "|---|---|---|---|---|---|---|"]
-    for f, r in result["families"].items():
-        for m, row in r["decoding"].items():
-            acc = "—" if row["acceptance_rate"] is None else f"{row['acceptance_rate']:.3f}"
-            alpha = "—" if row["alpha"] is None else f"{row['alpha']:.3f}"
-            lines.append(f"| {f} | {m} | {row['block_efficiency']:.2f} | {acc} | {alpha} | {row['tokens_per_s']:.1f} | "
-                         f"{row['speedup_vs_sampling']:.2f}x |")
-    c = result["cost"]
-    lines += ["", f"Cost of a one-token forward over a 200-token cache: target {c['target_step_ms']:.1f} ms, draft "
-              f"{c['draft_step_ms']:.1f} ms ({c['draft_over_target']:.1%} of the target).", "", "## Goals", "",
-              "| goal | threshold | met |", "|---|---|---|"]
-    th = result["goals"]["thresholds"]
+                      "| family | draft | positions | argmax agreement | mean TV(p, q) | E[accept] T=1 | E[accept] paper |",
+                      "|---|---|---|---|---|---|---|"]
+    for f in families:
+        for name, r in drafts.items():
+            d = r["families"][f]["distribution"]
+            lines.append(f"| {f} | {name} | {d['positions']} | {d['argmax_agree']:.3f} | {d['tv']:.3f} | "
+                         f"{d['accept_t1']:.3f} | {d['accept_paper']:.3f} |")
+    lines += ["", "## Decoding at the paper's setting (gamma 4; SpecTr 4 drafts; SpecInfer (4, 1, 1, 1); "
+              "MTAD/MMTAD W 4, tau 0.5)", "",
+              "| family | draft | method | block efficiency | acceptance (accepted/drafted) | alpha (per token) | tokens/s | vs sampling |",
+              "|---|---|---|---|---|---|---|---|"]
+    for f in families:
+        for i, (name, r) in enumerate(drafts.items()):
+            for m, row in r["families"][f]["decoding"].items():
+                if m == "sampling" and i:
+                    continue  # one sampling row per family (the same runs)
+                acc = "—" if row["acceptance_rate"] is None else f"{row['acceptance_rate']:.3f}"
+                alpha = "—" if row["alpha"] is None else f"{row['alpha']:.3f}"
+                lines.append(f"| {f} | {'—' if m == 'sampling' else name} | {m} | {row['block_efficiency']:.2f} | {acc} | "
+                             f"{alpha} | {row['tokens_per_s']:.1f} | {row['speedup_vs_sampling']:.2f}x |")
+    lines += ["", "## Cost (fast decode path, one-token forward over a 200-token context)", "",
+              "| draft | target step (ms) | draft step (ms) | draft / target |", "|---|---|---|---|"]
+    for name, r in drafts.items():
+        c = r["cost"]
+        lines.append(f"| {name} | {c['target_step_ms']:.1f} | {c['draft_step_ms']:.1f} | {c['draft_over_target']:.1%} |")
+    th = GOALS
     names = {"alpha_chat": ("sps alpha on chat", f">= {th['alpha_chat']}"),
              "alpha_each_family": ("sps alpha on every family", f">= {th['alpha_each_family']}"),
              "mmtad_block_efficiency": ("mmtad block efficiency on every family", f">= {th['mmtad_block_efficiency']}"),
              "mtad_at_least_sps": ("mtad block efficiency >= sps's on every family", "—"),
              "draft_cost_ratio": ("draft step / target step", f"<= {th['draft_cost_ratio']}")}
-    for key, met in result["goals"]["met"].items():
-        lines.append(f"| {names[key][0]} | {names[key][1]} | {'yes' if met else 'no'} |")
+    lines += ["", "## Goals", "", "| goal | threshold | " + " | ".join(drafts) + " |",
+              "|---|---|" + "---|" * len(drafts)]
+    for key, (label, threshold) in names.items():
+        lines.append(f"| {label} | {threshold} | " + " | ".join("yes" if r["goals"]["met"][key] else "no"
+                                                          for r in drafts.values()) + " |")
     lines += ["", "alpha = the per-token acceptance probability that gives sps's observed mean accepted length "
-              "(sum_{i<=4} alpha^i); E[accept] = sum_x min(p', q') is its teacher-forced estimate. Block efficiency "
-              "and acceptance are counts, free of machine load; tokens/s depends on the machine and its load."]
+              "(sum_{i<=4} alpha^i); E[accept] = sum_x min(p', q') is its teacher-forced estimate (for a head: of "
+              "the first drafted token). Block efficiency and acceptance are counts, free of machine load; tokens/s "
+              "depends on the machine and its load."]
     return "\n".join(lines) + "\n"
