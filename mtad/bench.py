@@ -22,7 +22,9 @@ import torch
 from mtad.decoding import get_decoder
 from mtad.decoding.kv import CachedModel, model_device, sync
 from mtad.decoding.sampling import SAMPLING_PARAMS
+from mtad.decoding.head_kv import draft_cached_model
 from mtad.decoding.static_kv import cached_model
+from mtad.models.head import is_feature_head
 from mtad.metrics.speed import aggregate_speed
 
 
@@ -58,14 +60,15 @@ def method_params(gamma: int) -> dict[str, dict]:
             "mtad": {**chain, "beam_width": 4, "threshold": 0.5}, "mmtad": {**chain, "beam_width": 4, "threshold": 0.5}}
 
 
-def default_configs(gamma: int, compiled: bool = False) -> list[Config]:
-    """Every method on both paths; HF generate eager and static+compile; assisted generation;
-    optionally our compiled path for sampling and sps (it does not win on a CPU, so `fast` is the
-    static path there)."""
+def default_configs(gamma: int, compiled: bool = False, assisted: bool = True) -> list[Config]:
+    """Every method on both paths; HF generate eager and static+compile; assisted generation
+    (`assisted`: a feature head is no model `generate()` can assist with); optionally our compiled
+    path for sampling and sps (it does not win on a CPU, so `fast` is the static path there)."""
     params = method_params(gamma)
     configs = [Config("HF generate", "hf", "sampling", params["sampling"], "eager"),
-               Config("HF generate static+compile", "hf", "sampling", params["sampling"], "static+compile"),
-               Config("HF assisted", "hf", "sps", params["sps"], "eager")]
+               Config("HF generate static+compile", "hf", "sampling", params["sampling"], "static+compile")]
+    if assisted:
+        configs.append(Config("HF assisted", "hf", "sps", params["sps"], "eager"))
     for method, p in params.items():
         configs += [Config(f"{method} {path}", "ours", method, p, path) for path in PATHS]
         if compiled and method in ("sampling", "sps"):
@@ -186,13 +189,19 @@ def summarise(configs: list[Config], results: dict[str, list[Measure]]) -> list[
 
 
 @torch.inference_mode()
-def forward_ms(model, path: str, width: int, context: int = 200, reps: int = 10) -> float:
-    """Median wall time of one `width`-token forward on a `context`-token cache (rolled back after each)."""
-    lm = cached_model(model, None, path, context + 16) if path != "eager" else CachedModel(model)
+def forward_ms(model, path: str, width: int, context: int = 200, reps: int = 10, target=None) -> float:
+    """Median wall time of one `width`-token forward on a `context`-token cache (rolled back after
+    each). A feature head runs over `target`'s cache, which has scored every position it reads."""
     vocab = model.config.vocab_size
     gen = torch.Generator().manual_seed(0)
-    lm.prefill(torch.randint(0, vocab, (context,), generator=gen))
-    tokens = torch.randint(0, vocab, (width,), generator=gen)
+    prefix, tokens = torch.randint(0, vocab, (context,), generator=gen), torch.randint(0, vocab, (width,), generator=gen)
+    if is_feature_head(model):
+        target_lm = cached_model(target, None, path, context + width + 16, features=True)
+        target_lm.prefill(torch.cat([prefix, tokens]))
+        lm = draft_cached_model(model, target_lm, None, path, context + 16)
+    else:
+        lm = cached_model(model, None, path, context + 16) if path != "eager" else CachedModel(model)
+    lm.prefill(prefix)
     times = []
     for _ in range(reps + 2):
         start = time.perf_counter()
@@ -243,7 +252,7 @@ def verification_curve(target, draft, dtypes: tuple[str, ...] = ("float32", "bfl
                     ms = {w: forward_ms(model, path, w, context, reps) for w in widths}
                     curves.append({"model": "target", "dtype": dtype, "path": path, "threads": n_threads, "ms": ms,
                                    "floor_ms": floor})
-                    draft_ms = {w: forward_ms(small, path, w, context, reps) for w in (1, 4)}
+                    draft_ms = {w: forward_ms(small, path, w, context, reps, target=model) for w in (1, 4)}
                     curves.append({"model": "draft", "dtype": dtype, "path": path, "threads": n_threads,
                                    "ms": draft_ms, "floor_ms": draft_floor})
                     log(f"curve {dtype} {path} {n_threads} threads: target " + ", ".join(f"{w}: {v:.1f}" for w, v in ms.items())

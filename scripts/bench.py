@@ -14,6 +14,7 @@ import torch
 from mtad.bench import (calibration, default_configs, environment, measure_all, predicted_sps_speedup, summarise,
                         verification_curve, warm_up, write_report)
 from mtad.models import load_pair
+from mtad.models.head import is_feature_head
 from mtad.models.prompts import chat_ids, make_prompts
 
 
@@ -40,7 +41,7 @@ def main() -> None:
     overrides = {k: v for k, v in (("target_dtype", args.target_dtype), ("draft_dtype", args.draft_dtype)) if v}
     pair = load_pair(args.pair, **overrides)
     prompts = [chat_ids(pair.tokenizer, text) for text in make_prompts(args.prompts, seed=7, held_out=True)]
-    configs = default_configs(args.gamma, compiled=args.compiled)
+    configs = default_configs(args.gamma, compiled=args.compiled, assisted=not is_feature_head(pair.draft))
     if args.only:
         configs = [c for c in configs if any(s in c.label for s in args.only.split(","))]
     warm = warm_up(configs, pair.target, pair.draft, prompts, 8, args.max_new_tokens)
