@@ -12,6 +12,7 @@ CASES = [pytest.param(arch, path, marks=[pytest.mark.slow] if path == "compiled"
          for arch in BUILDERS for path in ("eager", "static", "compiled")
          if path == "eager" or resolve_decode_path(path, BUILDERS[arch](0, vocab=4)) == path]
 PREFIX = torch.tensor([3, 7, 1, 9, 4])
+PROMPT_IDS = PREFIX[None]
 LEVEL1 = ([5, 2, 5], [-1, -1, -1])  # node -> parent (-1 = the pending token), two levels
 LEVEL2 = ([8, 8, 1, 6], [0, 0, 1, 2])
 TOKENS, PARENTS = LEVEL1[0] + LEVEL2[0], LEVEL1[1] + LEVEL2[1]
@@ -177,3 +178,68 @@ def test_head_training_lowers_the_unrolled_loss():
     last = head_loss(head, batch, index, cfg)[1]
     assert all(b < 0.7 * a for a, b in zip(first, last)), (first, last)
     assert target.get_input_embeddings().weight.grad is None  # the shared embedding stays frozen
+
+
+def eagle1_reference_logits(state, target, ids):
+    """EAGLE-1's forward written out (model/cnets1.py), independent of mtad.models.head: fc over
+    [embedding; feature of the position before], one Llama layer whose attention input is not
+    normed, no final norm, the target's LM head. [T, V]"""
+    from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding, apply_rotary_pos_emb
+
+    cfg = target.config
+    H, heads, kv_heads = cfg.hidden_size, cfg.num_attention_heads, cfg.num_key_value_heads
+    D = H // heads
+    T = ids.shape[1]
+    with torch.no_grad():
+        f = hidden(target, ids[0])
+        previous = torch.cat([torch.zeros(1, H, dtype=f.dtype), f[:-1]])[None]
+        x = torch.cat([target.get_input_embeddings()(ids), previous], -1) @ state["fc.weight"].T + state["fc.bias"]
+        q = (x @ state["layers.0.self_attn.q_proj.weight"].T).view(1, T, heads, D).transpose(1, 2)
+        k = (x @ state["layers.0.self_attn.k_proj.weight"].T).view(1, T, kv_heads, D).transpose(1, 2)
+        v = (x @ state["layers.0.self_attn.v_proj.weight"].T).view(1, T, kv_heads, D).transpose(1, 2)
+        cos, sin = LlamaRotaryEmbedding(cfg)(x, torch.arange(T)[None])
+        q, k = apply_rotary_pos_emb(q, k, cos.to(x.dtype), sin.to(x.dtype))
+        k, v = k.repeat_interleave(heads // kv_heads, 1), v.repeat_interleave(heads // kv_heads, 1)
+        scores = (q @ k.transpose(-1, -2)) / D ** 0.5 + torch.full((T, T), float("-inf")).triu(1)
+        o = (scores.softmax(-1) @ v).transpose(1, 2).reshape(1, T, H)
+        x = x + o @ state["layers.0.self_attn.o_proj.weight"].T
+        h = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + cfg.rms_norm_eps) * state["layers.0.post_attention_layernorm.weight"]
+        mlp = (torch.nn.functional.silu(h @ state["layers.0.mlp.gate_proj.weight"].T) * (h @ state["layers.0.mlp.up_proj.weight"].T))
+        x = x + mlp @ state["layers.0.mlp.down_proj.weight"].T
+        return target.get_output_embeddings()(x)[0]
+
+
+def test_a_head_in_eagles_published_format_loads_through_the_head_kind(tmp_path):
+    import json
+
+    from mtad.models.pairs import load_draft_model
+
+    target = BUILDERS["llama"](0, vocab=12, sharpness=2.0)
+    cfg = target.config
+    H, I, kv = cfg.hidden_size, cfg.intermediate_size, cfg.num_key_value_heads * (cfg.hidden_size // cfg.num_attention_heads)
+    gen = torch.Generator().manual_seed(3)
+    shapes = {"fc.weight": (H, 2 * H), "fc.bias": (H,), "layers.0.self_attn.q_proj.weight": (H, H),
+              "layers.0.self_attn.k_proj.weight": (kv, H), "layers.0.self_attn.v_proj.weight": (kv, H),
+              "layers.0.self_attn.o_proj.weight": (H, H), "layers.0.mlp.gate_proj.weight": (I, H),
+              "layers.0.mlp.up_proj.weight": (I, H), "layers.0.mlp.down_proj.weight": (H, I),
+              "layers.0.post_attention_layernorm.weight": (H,)}
+    state = {k: 0.3 * torch.randn(s, generator=gen, dtype=torch.float64) for k, s in shapes.items()}
+    state["embed_tokens.weight"] = target.get_input_embeddings().weight.detach().clone()  # EAGLE ships it; unused
+    torch.save(state, tmp_path / "pytorch_model.bin")
+    (tmp_path / "config.json").write_text(json.dumps(cfg.to_dict() | {"num_hidden_layers": 1}))
+    head, _ = load_draft_model({"draft": {"source": "head", "format": "eagle", "id": str(tmp_path)},
+                                "draft_dtype": "float32"}, target, dtype="float32")
+    head = head.double()
+    ids = PREFIX[None]
+    with torch.no_grad():
+        ours = head.expand_logits(head.head_logits(head.unroll(ids, hidden(target, PREFIX)[None])[0][0]))
+    assert torch.allclose(ours, eagle1_reference_logits(state, target, ids), atol=1e-9)
+    # and it drafts through the engine like any head
+    from mtad.decoding import get_decoder
+
+    out = get_decoder("sps", target=target, draft=head, gamma=3).generate(PROMPT_IDS, 12, generator=torch.Generator().manual_seed(0))
+    assert len(out.tokens) == 12 and out.stats.draft_calls > 0
+    del state["fc.bias"]
+    torch.save(state, tmp_path / "pytorch_model.bin")
+    with pytest.raises(ValueError, match="missing"):
+        load_draft_model({"draft": {"source": "head", "format": "eagle", "id": str(tmp_path)}}, target)

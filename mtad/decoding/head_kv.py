@@ -47,7 +47,7 @@ class HeadCachedModel(StaticCachedModel):
         if position < 0:
             return self.features.buf.new_zeros(self.features.buf.shape[1])
         if position < self.source.committed:
-            return self.source.features.buf[position].to(self.features.buf.dtype)
+            return self.source.features.buf[position].to(self.features.buf.device, self.features.buf.dtype)
         if position < self.committed:
             return self.features.buf[position]
         raise RuntimeError(f"feature head: no feature for position {position} yet (cache holds {self.committed})")

@@ -45,6 +45,12 @@ class HeadBody(nn.Module):
         self.layers = nn.ModuleList(LlamaDecoderLayer(config, i) for i in range(config.num_hidden_layers))
         self.norm = LlamaRMSNorm(H, eps=config.rms_norm_eps)
         self.rotary_emb = LlamaRotaryEmbedding(config)
+        # EAGLE-1's published heads have neither an input norm in their first layer nor a final norm
+        # (the layer output goes straight to the target's LM head): the same maths with identities
+        if not getattr(config, "head_first_input_norm", True):
+            self.layers[0].input_layernorm = nn.Identity()
+        if not getattr(config, "head_final_norm", True):
+            self.norm = nn.Identity()
 
     def fuse(self, input_ids: torch.Tensor, features: torch.Tensor) -> torch.Tensor:
         """[B, n] tokens and [B, n, H] preceding features -> layer inputs [B, n, H]."""
@@ -211,3 +217,49 @@ def load_head(path: str | Path, target, dtype: torch.dtype | None = None) -> Fea
 
 def is_feature_head(model) -> bool:
     return isinstance(model, FeatureHead)
+
+
+# ---------------------------------------------------------------- EAGLE-1's published heads
+
+EAGLE_WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+
+
+def load_eagle_head(source: str | Path, target, dtype: torch.dtype | None = None) -> FeatureHead:
+    """A head published in EAGLE-1's format (SafeAILab/EAGLE, `model/cnets1.py`: the
+    `yuhuili/EAGLE-llama2-chat-{7B,13B,70B}` repositories) on `target`, from a local directory or a
+    hub id: `config.json` (a LlamaConfig of the head's layers) and `pytorch_model.bin` or
+    `model.safetensors` with `fc.{weight,bias}` over [embedding; feature] and `layers.N.*`; its
+    first layer has no input norm and there is no final norm. Its `embed_tokens.weight`, if
+    present, is the target's own and is not read; the LM head is the target's full one."""
+    import json as _json
+
+    folder = Path(source)
+    if not folder.is_dir():
+        from huggingface_hub import snapshot_download
+
+        folder = Path(snapshot_download(str(source), allow_patterns=["config.json", *EAGLE_WEIGHT_FILES]))
+    config = _json.loads((folder / "config.json").read_text())
+    if config.get("hidden_size") != target.config.hidden_size:
+        raise ValueError(f"EAGLE head {source}: hidden size {config.get('hidden_size')} is not the target's "
+                         f"{target.config.hidden_size}")
+    weights = next((folder / name for name in EAGLE_WEIGHT_FILES if (folder / name).is_file()), None)
+    if weights is None:
+        raise FileNotFoundError(f"EAGLE head {source}: none of {EAGLE_WEIGHT_FILES} in {folder}")
+    if weights.suffix == ".safetensors":
+        from safetensors.torch import load_file
+
+        state = load_file(str(weights))
+    else:
+        state = torch.load(weights, map_location="cpu", weights_only=True)
+    state = {k: v for k, v in state.items() if k != "embed_tokens.weight"}
+    cfg = head_config_from_target(target.config, int(config.get("num_hidden_layers", 1)))
+    cfg.head_first_input_norm, cfg.head_final_norm = False, False
+    head = FeatureHead(cfg, target.get_input_embeddings(), target.get_output_embeddings().weight)
+    ours = {("model." + k): v for k, v in state.items()}
+    expected = set(head.state_dict())
+    if set(ours) != expected:
+        raise ValueError(f"EAGLE head {source}: missing {sorted(expected - set(ours))}, "
+                         f"unexpected {sorted(set(ours) - expected)}")
+    head.load_state_dict({k: v.to(target.dtype) for k, v in ours.items()})
+    head = head.to(target.dtype)
+    return (head.to(dtype) if dtype is not None else head).eval()

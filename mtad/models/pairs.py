@@ -134,8 +134,10 @@ def load_draft_model(cfg: dict, target, dtype: str | None = None):
             )
         return load_draft(path, target, dtype=torch_dtype).to(next(target.parameters()).device), None
     if spec["source"] == "head":
-        from .head import build_head, load_head
+        from .head import build_head, load_eagle_head, load_head
 
+        if spec.get("format") == "eagle":  # a published EAGLE-1 head: hub id or local directory
+            return load_eagle_head(spec["id"], target, dtype=torch_dtype).to(next(target.parameters()).device), None
         if spec.get("file") is None:  # a random head (tests): fusion and layer(s) from `seed`
             head = build_head(target, int(spec.get("num_layers", 1)), seed=int(spec.get("seed", 1))).to(torch_dtype)
             return head.eval(), None
