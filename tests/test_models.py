@@ -251,7 +251,7 @@ def test_default_pair_loads_from_package_without_training(monkeypatch):
     assert q.shape == p.shape and abs(float(q.sum()) - 1) < 1e-4
 
     # a second load reuses the converted cache: no GGUF lookup, no rewrite
-    weights = gguf_cache.converted_dir("smollm2_135m") / "model.safetensors"
+    weights = gguf_cache.converted_dir("SmolLM2-135M-Instruct.Q4_1") / "model.safetensors"
     mtime = weights.stat().st_mtime_ns
     monkeypatch.setattr(gguf_cache, "find_gguf", lambda *a: (_ for _ in ()).throw(AssertionError("reconverted")))
     load_pair("smollm2_135m")

@@ -100,7 +100,8 @@ def load_target_and_tokenizer(cfg: dict, device: str | None = None, dtype: str |
     if spec["source"] == "gguf_package":
         from .gguf_cache import ensure_converted
 
-        local = ensure_converted(cfg["name"], spec["package"], str(spec["version"]), spec["file"])
+        # keyed by the GGUF file, not the pair: pairs that share a target share one conversion
+        local = ensure_converted(Path(spec["file"]).stem, spec["package"], str(spec["version"]), spec["file"])
         model = AutoModelForCausalLM.from_pretrained(str(local), **_hub_kwargs(cfg, torch_dtype))
         tokenizer = AutoTokenizer.from_pretrained(str(cfg.get("tokenizer") or local))
     elif spec["source"] == "hub":
