@@ -243,3 +243,25 @@ def test_a_head_in_eagles_published_format_loads_through_the_head_kind(tmp_path)
     torch.save(state, tmp_path / "pytorch_model.bin")
     with pytest.raises(ValueError, match="missing"):
         load_draft_model({"draft": {"source": "head", "format": "eagle", "id": str(tmp_path)}}, target)
+
+
+@pytest.mark.parametrize("layers", [1, 2])
+def test_unroll_of_a_left_padded_batch_equals_each_sequence_alone(layers):
+    """Training batches are left-padded (collate_features): every step of every real row must
+    be what the sequence gives alone (rotary positions are relative; pad keys are never seen)."""
+    target = BUILDERS["llama"](0, vocab=12, sharpness=2.0)
+    head = tiny_head(target, 1, sharpness=2.0, layers=layers)
+    short, long = torch.tensor([4, 2, 9, 1, 7]), torch.tensor([3, 7, 1, 9, 4, 5, 2, 8, 6])
+    T = long.numel()
+    ids = torch.stack([torch.cat([torch.zeros(T - short.numel(), dtype=torch.long), short]), long])
+    feats = torch.zeros(2, T, target.config.hidden_size, dtype=torch.float64)
+    feats[0, T - short.numel():], feats[1] = hidden(target, short), hidden(target, long)
+    valid = ids.new_ones(2, T, dtype=torch.bool)
+    valid[0, :T - short.numel()] = False
+    with torch.no_grad():
+        batched = head.unroll(ids, feats, steps=3, first_row=T - 3, valid=valid)
+        alone = [head.unroll(seq[None], f[None], steps=3) for seq, f in ((short, feats[0, T - short.numel():]), (long, feats[1]))]
+    for s in range(3):
+        assert torch.allclose(batched[s][0, T - 2:], alone[0][s][0, -2:], atol=1e-9), s  # rows exact from first_row + s
+        assert torch.allclose(batched[s][1, T - 2:], alone[1][s][0, -2:], atol=1e-9), s
+    assert torch.allclose(batched[0][0, T - short.numel():], alone[0][0][0], atol=1e-9)  # step 1: every real row

@@ -110,12 +110,13 @@ class FeatureHead(nn.Module):
 
     # -- teacher-forced forwards (training, measurement)
     def unroll(self, input_ids: torch.Tensor, features: torch.Tensor, steps: int = 1,
-               first_row: int = 0) -> list[torch.Tensor]:
+               first_row: int = 0, valid: torch.Tensor | None = None) -> list[torch.Tensor]:
         """Teacher-forced forward, unrolled `steps` times on its own predictions (training-time test).
 
         input_ids [B, T]; features [B, T, H]: the target's f_i at each position (shifted here:
-        position i reads f_{i-1}, zeros at 0). Right padding needs no mask: no query sees a later key.
-        Step 1 reads the target's features; step s > 1 reads step s-1's predictions, and its
+        position i reads f_{i-1}, zeros at 0). valid [B, T]: False on left padding, whose keys
+        no real row sees (each pad row sees itself only; positions are relative under rotary, so a
+        left-padded sequence computes what it would alone). Step 1 reads the target's features; step s > 1 reads step s-1's predictions, and its
         query at position i sees what a head drafting its s-th token sees: the step-1 keys of
         positions <= i-s+1 (committed, true features) and the step-m key of position i-s+m for
         m = 2..s (its own earlier drafts). Steps s > 1 run on rows >= first_row only (the rows a
@@ -128,6 +129,7 @@ class FeatureHead(nn.Module):
         cos, sin = body.rotary_emb(features, position_ids)
         i = torch.arange(T, device=input_ids.device)
         w = i[first_row:]  # positions of the rows that later steps run on
+        seen = None if valid is None else valid[:, None, None, :]  # [B, 1, 1, T]: keys of real positions
         outs, keys, values = [], [[] for _ in body.layers], [[] for _ in body.layers]
         predicted = features  # step 0: the target's own features
         for s in range(1, steps + 1):
@@ -136,8 +138,12 @@ class FeatureHead(nn.Module):
             # keys of step 1 (true features, all T positions): causal up to i - s + 1; keys of step
             # m >= 2 (positions w): only position i - s + m (m = s: the row's own key, so no row is
             # ever fully masked)
-            masks = [i[None, :] <= rows[:, None] - s + 1] + [w[None, :] == rows[:, None] - s + m for m in range(2, s + 1)]
-            mask = torch.cat(masks, dim=-1)[None, None]  # [1, 1, rows, T + (s-1)|w|]
+            causal = (i[None, :] <= rows[:, None] - s + 1)[None, None]  # [1, 1, rows, T]
+            if seen is not None:
+                causal = causal & (seen | (i[None, :] == rows[:, None])[None, None])
+            later = [(w[None, :] == rows[:, None] - s + m)[None, None].expand(causal.shape[0], -1, -1, -1)
+                     for m in range(2, s + 1)]
+            mask = torch.cat([causal, *later], dim=-1)  # [B or 1, 1, rows, T + (s-1)|w|]
             x = body.fuse(input_ids[:, rows], previous)  # [B, rows, H]
             for li, layer in enumerate(body.layers):
                 q, k, v = attention_inputs(layer, x, cos[:, rows], sin[:, rows])

@@ -74,9 +74,10 @@ def head_index(head: FeatureHead) -> torch.Tensor:
 
 
 def collate_features(records: list[dict], max_len: int) -> tuple:
-    """Right-padded ids [B, T], target features [B, T, H] (float32), valid [B, T], the answer
-    positions (rows, cols [N]: position P-1+j predicts answer token j) and the target's top-K
-    there (ids, log-probs [N, K]). Sequences longer than max_len lose their first positions."""
+    """Left-padded ids [B, T], target features [B, T, H] (float32), valid [B, T], the answer
+    positions (rows, cols [N]: the row before answer token j predicts it) and the target's top-K
+    there (ids, log-probs [N, K]). Sequences longer than max_len lose their first positions.
+    Left padding ends every answer at T, so the unrolled steps run on the last rows only."""
     seqs, feats, answers = [], [], []
     for r in records:
         seq = torch.cat([r["prompt_ids"], r["answer_ids"]]).long()
@@ -90,10 +91,11 @@ def collate_features(records: list[dict], max_len: int) -> tuple:
     valid = torch.zeros(B, T, dtype=torch.bool)
     rows, cols, keep = [], [], []
     for b, (s, f, (P, n)) in enumerate(zip(seqs, feats, answers)):
-        ids[b, :len(s)], features[b, :len(s)], valid[b, :len(s)] = s, f, True
+        pad = T - len(s)
+        ids[b, pad:], features[b, pad:], valid[b, pad:] = s, f, True
         start = max(P - 1, 0)  # a cut prompt may have lost the position before the first answer token
         rows.append(torch.full((P - 1 + n - start,), b))
-        cols.append(torch.arange(start, P - 1 + n))
+        cols.append(pad + torch.arange(start, P - 1 + n))
         keep.append(torch.arange(start - (P - 1), n))
     top_ids = torch.cat([r["top_ids"].long()[k] for r, k in zip(records, keep)])
     top_lp = torch.cat([r["top_logprobs"][k] for r, k in zip(records, keep)])
@@ -107,7 +109,7 @@ def head_loss(head: FeatureHead, batch: tuple, index: torch.Tensor, cfg: HeadTra
     rms = features.pow(2).mean(-1, keepdim=True).sqrt()
     noise = (torch.rand(features.shape, generator=generator) - 0.5) * 2 * cfg.noise * rms
     first = max(int(cols.min()) - cfg.steps, 0)  # later steps only where the loss reads them
-    predicted = head.unroll(ids, features + noise, cfg.steps, first_row=first)  # steps x [B, T, H]
+    predicted = head.unroll(ids, features + noise, cfg.steps, first_row=first, valid=valid)  # steps x [B, T, H]
     total, kls = 0.0, []
     for s, f_hat in enumerate(predicted):
         logq = torch.log_softmax(head.head_logits(f_hat[rows, cols]).float(), dim=-1)  # [N, |head|]
