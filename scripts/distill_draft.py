@@ -5,6 +5,9 @@
     python scripts/distill_draft.py train   --pair smollm2_135m --max-minutes 60   # draft (another core)
     python scripts/distill_draft.py export  --pair smollm2_135m                    # into mtad/assets/drafts/
     python scripts/distill_draft.py card    --pair smollm2_135m                    # the model card only (after make measure-draft)
+    python scripts/distill_draft.py head-ab    --pair smollm2_135m_head            # 1 vs 2 layers, equal tokens, same batches
+    python scripts/distill_draft.py head-vocab --pair smollm2_135m_head            # the trained head over other vocabularies
+(head-ab and head-vocab write results/draft/head_design.{json,md}; time head-vocab on a quiet machine.)
 """
 from __future__ import annotations
 
@@ -26,7 +29,7 @@ def main(argv=None) -> int:
     from mtad.models.pairs import ASSETS_DIR, load_target_and_tokenizer, pair_config
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("job", choices=["produce", "train", "export", "card"])
+    ap.add_argument("job", choices=["produce", "train", "export", "card", "head-ab", "head-vocab"])
     ap.add_argument("--pair", default="smollm2_135m")
     ap.add_argument("--workdir", default=None, help="default: $MTAD_CACHE/distill/<pair>")
     ap.add_argument("--init-from", default="pair", help="draft file to start from when the work dir has no "
@@ -44,6 +47,8 @@ def main(argv=None) -> int:
     ap.add_argument("--head-lr", type=float, default=1e-3, help="feature head: learning rate (AdamW, betas 0.9/0.95)")
     ap.add_argument("--unroll", type=int, default=3, help="feature head: training-time-test steps on its own features")
     ap.add_argument("--head-layers", type=int, default=1, help="feature head: decoder layers (a new head only)")
+    ap.add_argument("--ab-layers", default="1,2", help="head-ab: the depths compared")
+    ap.add_argument("--vocab-sizes", default="4096,8192,16384,0", help="head-vocab: vocabularies (0 = full)")
     ap.add_argument("--command", default="make draft", help="the training command recorded in the model card")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s {args.job} %(message)s")
@@ -87,6 +92,8 @@ def main(argv=None) -> int:
     target, tokenizer = load_target_and_tokenizer(cfg, device="cpu", dtype="float32")
     target.requires_grad_(False)
     special_ids = tokenizer.all_special_ids + [tokenizer.eos_token_id]
+    if args.job in ("head-ab", "head-vocab"):
+        return head_design(args, workdir, dest, target, special_ids)
     if args.job == "produce":
         produce(dcfg, target, tokenizer, name=args.name)
     elif head:
@@ -95,6 +102,63 @@ def main(argv=None) -> int:
         HeadTrainer(hcfg, target, special_ids).run()
     else:
         Trainer(dcfg, target, special_ids=special_ids).run()
+    return 0
+
+
+def head_design(args, workdir: Path, head_file: Path, target, special_ids: list[int]) -> int:
+    """The head's design choices on the stored corpus: depth (an A/B from scratch) and vocabulary."""
+    import json
+
+    import torch
+
+    from mtad.models.distill.corpus import Corpus
+    from mtad.models.distill.head_training import (HeadTrainConfig, corpus_mass, layers_ab, vocabulary_sweep)
+    from mtad.models.distill.pipeline import load_heldout
+    from mtad.models.distill.training import choose_head_tokens
+    from mtad.models.head import load_head
+
+    results = Path(__file__).resolve().parents[1] / "results" / "draft"
+    path = results / "head_design.json"
+    design = json.loads(path.read_text()) if path.exists() else {}
+    corpus, heldout = Corpus(workdir), load_heldout(workdir)
+    mass = corpus_mass(corpus.records, target.config.vocab_size)
+    if args.job == "head-ab":
+        cfg = HeadTrainConfig(workdir=str(workdir), lr=args.head_lr, steps=args.unroll)
+        ids = choose_head_tokens(mass, cfg.head_size, special_ids)
+        layers = tuple(int(n) for n in args.ab_layers.split(","))
+        design["layers_ab"] = layers_ab(cfg, target, corpus, heldout, layers, args.ab_tokens, ids)
+    else:
+        head = load_head(head_file if head_file.exists() else workdir / "head.safetensors", target, torch.float32)
+        sizes = [int(n) for n in args.vocab_sizes.split(",")]
+        design["vocabulary"] = {"head_trained_tokens": head.meta.get("trained_tokens"),
+                                "rows": vocabulary_sweep(head, target, heldout, mass, sizes, special_ids)}
+    results.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(design, indent=1) + "\n")
+    lines = ["# Feature head: design choices (`scripts/distill_draft.py head-ab | head-vocab`)", "",
+             "Held-out E[accept] = sum_x min(p', q') at top-k 10 / top-p 0.9 on target answers to held-out "
+             "prompts; @s = the s-th drafted token (the head on its own features after the first)."]
+    if "layers_ab" in design:
+        ab = design["layers_ab"]
+        lines += ["", f"## Depth: from scratch on identical batches, {ab['tokens']} answer tokens each "
+                  f"(corpus {ab['corpus_tokens']} tokens)", "",
+                  "| layers | @1 | @2 | @3 | @4 | trained tokens/s |", "|---|---|---|---|---|---|"]
+        for n, arm in ab["arms"].items():
+            a = arm["accept_paper"]
+            lines.append(f"| {n} | " + " | ".join(f"{a[str(s)] if str(s) in a else a[s]:.3f}" for s in range(1, 5))
+                         + f" | {arm['trained_tokens_per_s']:.0f} |")
+    if "vocabulary" in design:
+        v = design["vocabulary"]
+        lines += ["", f"## Vocabulary: the trained head ({v['head_trained_tokens']} tokens) read through the most "
+                  "probable tokens of the corpus", "",
+                  "| vocabulary | target mass covered | @1 | @2 | @3 | @4 | head step (ms) | / target step |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for r in v["rows"]:
+            a = r["accept_paper"]
+            lines.append(f"| {r['vocabulary']} | {r['mass_coverage']:.3f} | "
+                         + " | ".join(f"{a[str(s)] if str(s) in a else a[s]:.3f}" for s in range(1, 5))
+                         + f" | {r['step_ms']:.1f} | {r['step_ms'] / r['target_step_ms']:.1%} |")
+    (results / "head_design.md").write_text("\n".join(lines) + "\n")
+    print((results / "head_design.md").read_text())
     return 0
 
 

@@ -248,3 +248,15 @@ def test_head_producer_and_trainer_run_resume_and_write_a_card(tiny, tmp_path):
     write_head_card(tmp_path, tmp_path / "head.safetensors", card, "make draft PAIR=x")
     text = card.read_text()
     assert "feature head" in text and f"| {state['trained_tokens']} |" in text
+
+    # the design choices: depths from scratch on the same batches; the trained head over other vocabularies
+    from mtad.models.distill.head_training import corpus_mass, layers_ab, vocabulary_sweep
+    from mtad.models.distill.pipeline import load_heldout
+
+    heldout, mass = load_heldout(tmp_path), corpus_mass(corpus.records, target.config.vocab_size)
+    ab = layers_ab(hcfg, target, corpus, heldout, (1, 2), 20, head.head_ids)
+    assert set(ab["arms"]) == {1, 2} and ab["tokens"] >= 20
+    assert all(0 <= arm["accept_paper"][4] <= 1 and arm["trained_tokens_per_s"] > 0 for arm in ab["arms"].values())
+    rows = vocabulary_sweep(head, target, heldout, mass, [16, 0], [tokenizer.eos_token_id])
+    assert [r["vocabulary"] for r in rows] == [16, target.config.vocab_size] and rows[1]["mass_coverage"] == 1.0
+    assert rows[0]["mass_coverage"] < 1.0 and all(r["step_ms"] > 0 for r in rows)

@@ -267,4 +267,75 @@ class HeadTrainer:
         self.evaluate(heldout)
 
 
-__all__ = ["FAMILY_WEIGHTS", "HeadTrainConfig", "HeadTrainer", "collate_features", "evaluate_head", "head_loss"]
+
+
+
+# ----------------------------------------------------------------------------- design choices
+
+
+def with_vocabulary(head: FeatureHead, target, head_token_ids: list[int] | None) -> FeatureHead:
+    """The same trained head read through another set of the target's LM-head rows (None: all):
+    the head predicts a feature, so any vocabulary can read it; only the cost and q change."""
+    from ..head import FeatureHead as Head
+
+    other = Head(head.config, target.get_input_embeddings(), target.get_output_embeddings().weight, head_token_ids)
+    other.load_state_dict(head.state_dict())
+    return other.to(head.dtype).eval()
+
+
+def vocabulary_sweep(head: FeatureHead, target, heldout: dict, mass: torch.Tensor, sizes: list[int],
+                     special_ids: list[int] = ()) -> list[dict]:
+    """Held-out acceptance per draft position and the fast-path step cost of the head read
+    through the `sizes` most probable tokens of the corpus (0 = the full vocabulary)."""
+    from ..measure import step_ms
+
+    rows, target_ms = [], step_ms(target)
+    for size in sizes:
+        ids = choose_head_tokens(mass, size, list(special_ids)) if size else None
+        variant = with_vocabulary(head, target, ids)
+        stats = evaluate_head(variant, heldout)
+        rows.append({"vocabulary": size or head.vocab_size,
+                     "mass_coverage": float(mass[ids].sum() / mass.sum()) if ids else 1.0,
+                     "accept_paper": {s: stats["mean"][f"accept_paper@{s}"] for s in range(1, 5)},
+                     "by_family": {f: stats[f]["accept_paper"] for f in stats if f != "mean"},
+                     "step_ms": step_ms(target, variant), "target_step_ms": target_ms})
+        log.info("vocabulary %s: %s", size, rows[-1])
+    return rows
+
+
+def layers_ab(cfg: HeadTrainConfig, target, corpus: Corpus, heldout: dict, layers: tuple[int, ...], tokens: int,
+              ids: list[int]) -> dict:
+    """Heads of each depth in `layers`, from scratch on identical batches for `tokens` answer
+    tokens: held-out acceptance per draft position and trained tokens/s."""
+    heads = {n: build_head(target, n, ids, seed=cfg.seed).float() for n in layers}
+    optimizers = {n: torch.optim.AdamW(h.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=0.0)
+                  for n, h in heads.items()}
+    index, rng, seconds = head_index(heads[layers[0]]), random.Random(cfg.seed), {n: 0.0 for n in layers}
+    by_family, trained, step = corpus.by_family(), 0, 0
+    while trained < tokens:
+        batch = collate_features(sample_batch(by_family, cfg.batch_seqs, rng), cfg.max_len)
+        for n, head in heads.items():
+            start = time.perf_counter()
+            head.train()
+            for group in optimizers[n].param_groups:
+                group["lr"] = cfg.lr * min(1.0, (step + 1) / cfg.warmup_steps)
+            loss, _ = head_loss(head, batch, index, cfg, torch.Generator().manual_seed(step))
+            optimizers[n].zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(head.parameters(), 1.0)
+            optimizers[n].step()
+            seconds[n] += time.perf_counter() - start
+        trained += int(batch[3].numel())
+        step += 1
+    out = {"tokens": trained, "corpus_tokens": corpus.answer_tokens, "arms": {}}
+    for n, head in heads.items():
+        stats = evaluate_head(head, heldout)
+        out["arms"][n] = {"accept_paper": {s: stats["mean"][f"accept_paper@{s}"] for s in range(1, 5)},
+                          "by_family": {f: stats[f]["accept_paper"] for f in stats if f != "mean"},
+                          "trained_tokens_per_s": trained / seconds[n]}
+        log.info("layers %d after %d tokens: %s", n, trained, out["arms"][n])
+    return out
+
+
+__all__ = ["FAMILY_WEIGHTS", "HeadTrainConfig", "HeadTrainer", "collate_features", "evaluate_head", "head_loss",
+           "layers_ab", "vocabulary_sweep", "with_vocabulary"]
