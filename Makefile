@@ -36,17 +36,22 @@ test-fast: install lint ## lint, then the unit tests (no test marked slow; a few
 lint: install ## pyflakes rules over the package, scripts, tests and notebooks (ruff)
 	$(PY) -m ruff check .
 
-# --- the embedded pair's draft (mtad/models/distill/); resumable: rerun to keep training
+# --- the embedded pair's drafts (mtad/models/distill/); resumable: rerun to keep training
+# EMBEDDED_PAIR: the embedded pair and its draft (the better one, measured); OTHER_DRAFT_PAIRS: the
+# same target with the other draft kind, measured beside it. DRAFT_PAIR: the pair `make draft` trains.
+EMBEDDED_PAIR ?= smollm2_135m
+OTHER_DRAFT_PAIRS ?= smollm2_135m_head
+DRAFT_PAIR ?= $(EMBEDDED_PAIR)
 DRAFT_MINUTES ?= 60
 .PHONY: draft measure-draft
-draft: install ## distil the smollm2_135m draft DRAFT_MINUTES more minutes (producer + trainer, a core each), export it
-	@nice -n 5 $(PY) scripts/distill_draft.py produce --max-minutes $(DRAFT_MINUTES) $(ARGS) & producer=$$!; \
-	  nice -n 5 $(PY) scripts/distill_draft.py train --max-minutes $(DRAFT_MINUTES) $(ARGS); status=$$?; \
+draft: install ## distil DRAFT_PAIR's draft (a layer draft or a feature head) DRAFT_MINUTES more minutes (producer + trainer, a core each), export it
+	@nice -n 5 $(PY) scripts/distill_draft.py produce --pair $(DRAFT_PAIR) --max-minutes $(DRAFT_MINUTES) $(ARGS) & producer=$$!; \
+	  nice -n 5 $(PY) scripts/distill_draft.py train --pair $(DRAFT_PAIR) --max-minutes $(DRAFT_MINUTES) $(ARGS); status=$$?; \
 	  kill -TERM $$producer 2>/dev/null; wait $$producer; exit $$status
-	$(PY) scripts/distill_draft.py export
+	$(PY) scripts/distill_draft.py export --pair $(DRAFT_PAIR)
 
-measure-draft: install ## the draft on held-out prompts of every task family (acceptance, block efficiency, cost) -> results/draft/
-	$(PY) scripts/measure_draft.py --pair smollm2_135m $(ARGS)
+measure-draft: install ## both drafts of the embedded pair on held-out prompts of every task family (acceptance, block efficiency, cost) -> results/draft/
+	$(PY) scripts/measure_draft.py --pair $(EMBEDDED_PAIR) --compare $(OTHER_DRAFT_PAIRS) $(ARGS)
 
 # --- experiments: conf/experiment + conf/sweep -> results/runs (resumable) -> results/tables
 RUN ?= $(PY) -m mtad.run
@@ -114,7 +119,7 @@ figures: install ## regenerate every figure from committed results (results/runs
 BENCH_ARGS ?=
 .PHONY: bench
 bench: install ## every method on the eager and fast paths vs HF generate (eager, static+compile) and assisted generation; verification-cost curve (<10 min) -> results/bench/
-	$(PY) scripts/bench.py --pair smollm2_135m $(BENCH_ARGS)
+	$(PY) scripts/bench.py --pair $(EMBEDDED_PAIR) $(BENCH_ARGS)
 
 # --- the paper's claims (mtad/report/claims.py): 95% intervals and verdicts -> results/claims/
 # EXPERIMENT=claims (default here) runs the interleaved claims experiment first; any other

@@ -149,7 +149,8 @@ def test_head_file_round_trip_keeps_only_its_own_parameters(tmp_path):
 
 def test_head_training_lowers_the_unrolled_loss():
     """A few optimiser steps on one batch of stored teacher records lower every unrolled step's KL."""
-    from mtad.models.distill.head_training import HeadTrainConfig, collate_features, head_index, head_loss
+    from mtad.models.distill.head_training import HeadTrainConfig, collate_features, head_loss
+    from mtad.models.distill.training import full_to_head_index
 
     target = BUILDERS["llama"](0, vocab=12, sharpness=3.0).float()
     head = tiny_head(target, 1).float()
@@ -167,7 +168,7 @@ def test_head_training_lowers_the_unrolled_loss():
     batch = collate_features(records, max_len=12)  # cuts 2 prompt positions of every record
     assert batch[0].shape == (4, 12) and batch[4].min() == 3
     cfg = HeadTrainConfig(workdir="unused", steps=3, noise=0.0)
-    index = head_index(head)
+    index = full_to_head_index(head)
     optimizer = torch.optim.AdamW(head.parameters(), lr=3e-3)
     first = head_loss(head, batch, index, cfg)[1]
     for _ in range(60):

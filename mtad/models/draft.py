@@ -157,26 +157,36 @@ def draft_meta(draft: LlamaDraftForCausalLM) -> dict:
 
 def save_draft(draft: LlamaDraftForCausalLM, path: str | Path, dtype: torch.dtype = torch.bfloat16, extra_meta: dict | None = None) -> Path:
     """Write the draft's own parameters to `path` (.safetensors) with its layout in the metadata."""
-    from safetensors.torch import save_file
-
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tensors = {k: v.to(dtype) if v.is_floating_point() else v for k, v in own_state_dict(draft).items()}
-    meta = draft_meta(draft) | (extra_meta or {})
+    return write_with_meta(path, tensors, draft_meta(draft) | (extra_meta or {}))
+
+
+def write_with_meta(path: Path, tensors: dict[str, torch.Tensor], meta: dict) -> Path:
+    """A safetensors file with our layout record under the metadata key "mtad", written atomically."""
+    from safetensors.torch import save_file
+
     tmp = path.with_suffix(".tmp")
     save_file(tensors, str(tmp), metadata={"mtad": json.dumps(meta)})
     tmp.replace(path)
     return path
 
 
-def read_draft_meta(path: str | Path) -> dict:
+def read_meta(path: str | Path, expected_format: str, what: str) -> dict:
+    """The "mtad" metadata of a file; refused unless its format is `expected_format`."""
     from safetensors import safe_open
 
     with safe_open(str(path), framework="pt") as f:
         meta = json.loads((f.metadata() or {}).get("mtad", "{}"))
-    if meta.get("format") != DRAFT_FORMAT:
-        raise ValueError(f"{path} is not an mtad draft file (metadata format {meta.get('format')!r})")
+    if meta.get("format") != expected_format:
+        raise ValueError(f"{path} is not an mtad {what} file (metadata format {meta.get('format')!r}, "
+                         f"expected {expected_format!r})")
     return meta
+
+
+def read_draft_meta(path: str | Path) -> dict:
+    return read_meta(path, DRAFT_FORMAT, "draft")
 
 
 def load_draft(path: str | Path, target, dtype: torch.dtype | None = None) -> LlamaDraftForCausalLM:

@@ -19,7 +19,6 @@ LM-head rows; the head file holds the fusion, the layer(s) and the norm.
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import torch
@@ -27,6 +26,7 @@ from torch import nn
 from transformers import LlamaConfig
 from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRMSNorm, LlamaRotaryEmbedding
 
+from .draft import read_meta, write_with_meta
 from .layer_math import attend, attention_inputs, finish_layer
 
 HEAD_FORMAT = "mtad-head-v1"
@@ -184,27 +184,15 @@ def build_head(target, num_layers: int = 1, head_token_ids: list[int] | None = N
 
 def save_head(head: FeatureHead, path: str | Path, dtype: torch.dtype = torch.bfloat16, extra_meta: dict | None = None) -> Path:
     """Write the head's own parameters (fusion, layers, norm) with its layout in the metadata."""
-    from safetensors.torch import save_file
-
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tensors = {k: v.detach().to(dtype).contiguous() for k, v in head.state_dict().items()}
     meta = {"format": HEAD_FORMAT, "num_layers": head.num_layers, "head_token_ids": head.head_ids} | (extra_meta or {})
-    tmp = path.with_suffix(".tmp")
-    save_file(tensors, str(tmp), metadata={"mtad": json.dumps(meta)})
-    tmp.replace(path)
-    return path
+    return write_with_meta(path, tensors, meta)
 
 
 def read_head_meta(path: str | Path) -> dict:
-    from safetensors import safe_open
-
-    with safe_open(str(path), framework="pt") as f:
-        meta = json.loads((f.metadata() or {}).get("mtad", "{}"))
-    if meta.get("format") != HEAD_FORMAT:
-        raise ValueError(f"{path} is not an mtad feature-head file (metadata format {meta.get('format')!r}, "
-                         f"expected {HEAD_FORMAT!r})")
-    return meta
+    return read_meta(path, HEAD_FORMAT, "feature-head")
 
 
 def load_head(path: str | Path, target, dtype: torch.dtype | None = None) -> FeatureHead:

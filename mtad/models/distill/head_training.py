@@ -29,7 +29,7 @@ import torch.nn.functional as F
 from ..head import FeatureHead, build_head, load_head, save_head
 from .corpus import Corpus
 from .objectives import kl_paper, pair_stats
-from .training import FAMILY_WEIGHTS, choose_head_tokens, sample_batch
+from .training import FAMILY_WEIGHTS, choose_head_tokens, full_to_head_index, sample_batch
 
 log = logging.getLogger(__name__)
 
@@ -62,15 +62,6 @@ def corpus_mass(records: list[dict], vocab: int) -> torch.Tensor:
     for r in records:
         mass.index_add_(0, r["top_ids"].long().flatten(), r["top_logprobs"].double().exp().flatten())
     return mass
-
-
-def head_index(head: FeatureHead) -> torch.Tensor:
-    """[V] vocabulary id -> head column, -1 off the head."""
-    if not head.is_restricted:
-        return torch.arange(head.vocab_size)
-    index = torch.full((head.vocab_size,), -1, dtype=torch.long)
-    index[head.head_token_ids.cpu()] = torch.arange(len(head.head_ids))
-    return index
 
 
 def collate_features(records: list[dict], max_len: int) -> tuple:
@@ -224,7 +215,7 @@ class HeadTrainer:
         heldout = load_heldout(self.workdir)
         if self.state["step"] == 0:
             self.evaluate(heldout)
-        index = head_index(self.head)
+        index = full_to_head_index(self.head)
         stop, t_start = _stop_event(), time.time()
         last_ckpt = last_refresh = window_start = time.time()
         window_tokens, by_family, kls = 0, self.corpus.by_family(), []
@@ -310,7 +301,7 @@ def layers_ab(cfg: HeadTrainConfig, target, corpus: Corpus, heldout: dict, layer
     heads = {n: build_head(target, n, ids, seed=cfg.seed).float() for n in layers}
     optimizers = {n: torch.optim.AdamW(h.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=0.0)
                   for n, h in heads.items()}
-    index, rng, seconds = head_index(heads[layers[0]]), random.Random(cfg.seed), {n: 0.0 for n in layers}
+    index, rng, seconds = full_to_head_index(heads[layers[0]]), random.Random(cfg.seed), {n: 0.0 for n in layers}
     by_family, trained, step = corpus.by_family(), 0, 0
     while trained < tokens:
         batch = collate_features(sample_batch(by_family, cfg.batch_seqs, rng), cfg.max_len)

@@ -18,8 +18,9 @@ from .objectives import get_loss, pair_stats
 FAMILY_WEIGHTS = {"chat": 0.35, "summary": 0.2, "sql": 0.2, "code": 0.25}
 
 
-def full_to_head_index(draft: LlamaDraftForCausalLM) -> torch.Tensor:
-    """[V] map from a vocabulary id to its head column, -1 when the head lacks it."""
+def full_to_head_index(draft) -> torch.Tensor:
+    """[V] map from a vocabulary id to its head column, -1 when the head lacks it (a layer draft
+    or a feature head: both carry `head_token_ids`)."""
     if not draft.is_restricted:
         return torch.arange(draft.vocab_size)
     index = torch.full((draft.vocab_size,), -1, dtype=torch.long)
