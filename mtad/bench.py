@@ -213,7 +213,8 @@ def forward_ms(model, path: str, width: int, context: int = 200, reps: int = 10,
 
 
 def weight_bytes(model) -> int:
-    return sum(p.numel() * p.element_size() for p in model.parameters())
+    """Bytes a step reads: parameters and buffers (a feature head's LM-head rows are a buffer)."""
+    return sum(t.numel() * t.element_size() for t in (*model.parameters(), *model.buffers()))
 
 
 def copy_bandwidth(device: torch.device, megabytes: int = 256, reps: int = 5) -> float:

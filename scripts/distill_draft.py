@@ -55,6 +55,9 @@ def main(argv=None) -> int:
 
     cfg = pair_config(args.pair)
     workdir = Path(args.workdir or cache_root() / "distill" / args.pair)
+    if cfg["draft"]["source"] not in ("distilled", "head") or not cfg["draft"].get("file"):
+        ap.error(f"pair {args.pair}: its draft ({cfg['draft']['source']}) has no file of ours to train; "
+                 "pairs with a trained draft: those whose draft.source is distilled or head with a file")
     dest = Path(cfg["draft"]["file"])
     dest = dest if dest.is_absolute() else ASSETS_DIR / dest
     head = cfg["draft"]["source"] == "head"
@@ -86,6 +89,8 @@ def main(argv=None) -> int:
         init_from = None  # the first head of a pair starts from scratch
     mix_spec = args.mix or ("real=0.35,target=0.65" if head else "real=0.3,target=0.2,draft=0.5")
     mix = {kind: float(share) for kind, share in (kv.split("=") for kv in mix_spec.split(","))}
+    if head and mix.get("draft"):
+        ap.error("--mix: a feature head does not sample answers on its own (draft-sampled chunks are for layer drafts)")
     dcfg = DistillConfig(workdir=str(workdir), init_from=init_from, losses=args.losses.split(","), mix=mix,
                          ab_tokens=args.ab_tokens, lr=args.lr, max_minutes=args.max_minutes, threads=args.threads,
                          features=head, seed=args.seed)

@@ -2,7 +2,7 @@
 """Measure a pair's draft, and the drafts of other pairs over the same target, on held-out prompts
 of every task family (see mtad/models/measure.py).
 
-    python scripts/measure_draft.py --pair smollm2_135m --compare smollm2_135m_layers --per-family 4
+    python scripts/measure_draft.py --pair smollm2_135m_head --compare smollm2_135m --per-family 4
 Writes results/draft/measure.json and measure.md.
 """
 from __future__ import annotations

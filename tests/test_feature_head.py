@@ -262,7 +262,8 @@ def test_unroll_of_a_left_padded_batch_equals_each_sequence_alone(layers):
     with torch.no_grad():
         batched = head.unroll(ids, feats, steps=3, first_row=T - 3, valid=valid)
         alone = [head.unroll(seq[None], f[None], steps=3) for seq, f in ((short, feats[0, T - short.numel():]), (long, feats[1]))]
-    for s in range(3):
-        assert torch.allclose(batched[s][0, T - 2:], alone[0][s][0, -2:], atol=1e-9), s  # rows exact from first_row + s
-        assert torch.allclose(batched[s][1, T - 2:], alone[1][s][0, -2:], atol=1e-9), s
-    assert torch.allclose(batched[0][0, T - short.numel():], alone[0][0][0], atol=1e-9)  # step 1: every real row
+    for s in range(2, 4):  # step s is exact from row first_row + s - 2 on (FeatureHead.unroll)
+        exact = 3 - (s - 2)
+        assert torch.allclose(batched[s - 1][0, T - exact:], alone[0][s - 1][0, -exact:], atol=1e-9, rtol=0), s
+        assert torch.allclose(batched[s - 1][1, T - exact:], alone[1][s - 1][0, -exact:], atol=1e-9, rtol=0), s
+    assert torch.allclose(batched[0][0, T - short.numel():], alone[0][0][0], atol=1e-9, rtol=0)  # step 1: every real row

@@ -25,8 +25,9 @@ from mtad.models.head import FeatureHead, is_feature_head
 
 
 class HeadCachedModel(StaticCachedModel):
-    """The head's static KV cache (its lean forward on every decode path) over `source`, the
-    target's CachedModel (built with features=True)."""
+    """The head's static KV cache and lean forward, uncompiled on every decode path (the target's
+    path still applies to the target), over `source`, the target's CachedModel (built with
+    features=True)."""
 
     def __init__(self, head: FeatureHead, source: CachedModel, out_device: torch.device | None = None,
                  min_capacity: int = 0):

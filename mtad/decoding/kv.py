@@ -97,7 +97,7 @@ class CachedModel:
         return logits
 
     def _model_logits(self, input_ids: torch.Tensor, position_ids: torch.Tensor,
-                      allowed: torch.Tensor | None, keep_last: int) -> torch.Tensor:
+                      allowed: torch.Tensor | None, keep_last: int) -> tuple[torch.Tensor, torch.Tensor | None]:
         """The model's own forward on its DynamicCache: logits [n or keep_last, V] and, when
         features are kept, the final hidden states of all n new positions [n, H] (else None)."""
         kwargs = {self._cache_kw: self.cache}

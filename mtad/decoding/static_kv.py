@@ -226,7 +226,7 @@ class StaticCachedModel(CachedModel):
 
     @torch.no_grad()  # decoding never differentiates; in-place cache writes must not enter autograd
     def _model_logits(self, input_ids: torch.Tensor, position_ids: torch.Tensor,
-                      allowed: torch.Tensor | None, keep_last: int) -> torch.Tensor:
+                      allowed: torch.Tensor | None, keep_last: int) -> tuple[torch.Tensor, torch.Tensor | None]:
         kv = self.cache
         n, start = input_ids.numel(), kv.length
         width = bucket(n) if self.compiled is not None else None

@@ -120,7 +120,9 @@ class FeatureHead(nn.Module):
         query at position i sees what a head drafting its s-th token sees: the step-1 keys of
         positions <= i-s+1 (committed, true features) and the step-m key of position i-s+m for
         m = 2..s (its own earlier drafts). Steps s > 1 run on rows >= first_row only (the rows a
-        loss reads; rows below first_row + s - 2 of step s are not exact and come back as 0).
+        loss reads): rows below first_row come back as 0, and rows in [first_row, first_row + s - 2)
+        of step s are computed from an incomplete chain of earlier steps, so only rows from
+        first_row + s - 2 on are exact.
         Returns the predicted features f^ of each step, [B, T, H].
         """
         B, T = input_ids.shape
@@ -141,8 +143,10 @@ class FeatureHead(nn.Module):
             causal = (i[None, :] <= rows[:, None] - s + 1)[None, None]  # [1, 1, rows, T]
             if seen is not None:
                 causal = causal & (seen | (i[None, :] == rows[:, None])[None, None])
-            later = [(w[None, :] == rows[:, None] - s + m)[None, None].expand(causal.shape[0], -1, -1, -1)
-                     for m in range(2, s + 1)]
+            later = [(w[None, :] == rows[:, None] - s + m)[None, None] for m in range(2, s + 1)]
+            if seen is not None:  # own earlier drafts at pad positions are never seen either
+                later = [mk & (seen[..., first_row:] | (w[None, :] == rows[:, None])[None, None]) for mk in later]
+            later = [mk.expand(causal.shape[0], -1, -1, -1) for mk in later]
             mask = torch.cat([causal, *later], dim=-1)  # [B or 1, 1, rows, T + (s-1)|w|]
             x = body.fuse(input_ids[:, rows], previous)  # [B, rows, H]
             for li, layer in enumerate(body.layers):
@@ -161,7 +165,15 @@ class FeatureHead(nn.Module):
 
 
 def head_config_from_target(target_config, num_layers: int) -> LlamaConfig:
-    cfg = LlamaConfig.from_dict(target_config.to_dict())
+    """Llama layers of the target's shape (a non-Llama target, OPT say: of its width, heads and MLP size)."""
+    values = target_config.to_dict()
+    if target_config.model_type != "llama":
+        heads = values["num_attention_heads"]
+        values = {"vocab_size": values["vocab_size"], "hidden_size": values["hidden_size"],
+                  "intermediate_size": values.get("intermediate_size") or values["ffn_dim"],
+                  "num_attention_heads": heads, "num_key_value_heads": values.get("num_key_value_heads") or heads,
+                  "max_position_embeddings": values.get("max_position_embeddings", 2048)}
+    cfg = LlamaConfig.from_dict(values)
     cfg.num_hidden_layers = num_layers
     if hasattr(cfg, "quantization_config"):
         del cfg.quantization_config
@@ -170,6 +182,10 @@ def head_config_from_target(target_config, num_layers: int) -> LlamaConfig:
 
 def build_head(target, num_layers: int = 1, head_token_ids: list[int] | None = None, seed: int = 0) -> FeatureHead:
     """A randomly initialised head over `target` (fusion, layers and norm are its own)."""
+    width = target.get_output_embeddings().weight.shape[1]
+    if width != target.config.hidden_size:  # OPT-350m projects its last hidden state to a smaller width
+        raise ValueError(f"a feature head reads the LM head's input ({width} wide), which is not the target's "
+                         f"hidden size ({target.config.hidden_size}); such targets are not supported")
     cfg = head_config_from_target(target.config, num_layers)
     torch.manual_seed(seed)
     head = FeatureHead(cfg, target.get_input_embeddings(), target.get_output_embeddings().weight, head_token_ids)

@@ -139,16 +139,17 @@ def load_draft_model(cfg: dict, target, dtype: str | None = None):
 
         if spec.get("format") == "eagle":  # a published EAGLE-1 head: hub id or local directory
             return load_eagle_head(spec["id"], target, dtype=torch_dtype).to(next(target.parameters()).device), None
+        device = next(target.parameters()).device
         if spec.get("file") is None:  # a random head (tests): fusion and layer(s) from `seed`
             head = build_head(target, int(spec.get("num_layers", 1)), seed=int(spec.get("seed", 1))).to(torch_dtype)
-            return head.eval(), None
+            return head.to(device).eval(), None
         path = Path(spec["file"])
         path = path if path.is_absolute() else ASSETS_DIR / path
         if not path.is_file():
             raise FileNotFoundError(
                 f"feature head file {path} not found; train it with `make draft PAIR={cfg['name']}` "
                 f"(scripts/distill_draft.py produce|train|export --pair {cfg['name']})")
-        return load_head(path, target, dtype=torch_dtype), None
+        return load_head(path, target, dtype=torch_dtype).to(device), None
     if spec["source"] == "hub":
         model = AutoModelForCausalLM.from_pretrained(spec["id"], **_hub_kwargs(cfg, torch_dtype))
         tokenizer = AutoTokenizer.from_pretrained(spec.get("tokenizer") or spec["id"])
