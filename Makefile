@@ -39,8 +39,8 @@ lint: install ## pyflakes rules over the package, scripts, tests and notebooks (
 # --- the embedded pair's drafts (mtad/models/distill/); resumable: rerun to keep training
 # EMBEDDED_PAIR: the embedded pair and its draft (the better one, measured); OTHER_DRAFT_PAIRS: the
 # same target with the other draft kind, measured beside it. DRAFT_PAIR: the pair `make draft` trains.
-EMBEDDED_PAIR ?= smollm2_135m
-OTHER_DRAFT_PAIRS ?= smollm2_135m_head
+EMBEDDED_PAIR ?= smollm2_135m_head
+OTHER_DRAFT_PAIRS ?= smollm2_135m
 DRAFT_PAIR ?= $(EMBEDDED_PAIR)
 DRAFT_MINUTES ?= 60
 .PHONY: draft measure-draft

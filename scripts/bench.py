@@ -1,7 +1,7 @@
 """`make bench`: every method on the eager and fast decode paths, HF generate() (eager, and
 static cache + compile) and assisted generation; compile times; the verification-cost curve.
 
-    python scripts/bench.py [--pair smollm2_135m] [--prompts 2] [--max-new-tokens 48] [--reps 3]
+    python scripts/bench.py [--pair smollm2_135m_head] [--prompts 2] [--max-new-tokens 48] [--reps 3]
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from mtad.models.prompts import chat_ids, make_prompts
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--pair", default="smollm2_135m")
+    ap.add_argument("--pair", default="smollm2_135m_head")
     ap.add_argument("--prompts", type=int, default=2)
     ap.add_argument("--max-new-tokens", type=int, default=40)
     ap.add_argument("--reps", type=int, default=3)

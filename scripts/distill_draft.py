@@ -1,10 +1,10 @@
 #!/usr/bin/env python
 """Distil (or keep distilling) the draft of a pair in two processes; resumable. See mtad/models/distill/.
 
-    python scripts/distill_draft.py produce --pair smollm2_135m --max-minutes 60   # corpus (one core)
-    python scripts/distill_draft.py train   --pair smollm2_135m --max-minutes 60   # draft (another core)
-    python scripts/distill_draft.py export  --pair smollm2_135m                    # into mtad/assets/drafts/
-    python scripts/distill_draft.py card    --pair smollm2_135m                    # the model card only (after make measure-draft)
+    python scripts/distill_draft.py produce --pair smollm2_135m_head --max-minutes 60   # corpus (one core)
+    python scripts/distill_draft.py train   --pair smollm2_135m_head --max-minutes 60   # draft (another core)
+    python scripts/distill_draft.py export  --pair smollm2_135m_head                    # into mtad/assets/drafts/
+    python scripts/distill_draft.py card    --pair smollm2_135m_head                    # the model card only (after make measure-draft)
     python scripts/distill_draft.py head-ab    --pair smollm2_135m_head            # 1 vs 2 layers, equal tokens, same batches
     python scripts/distill_draft.py head-vocab --pair smollm2_135m_head            # the trained head over other vocabularies
 (head-ab and head-vocab write results/draft/head_design.{json,md}; time head-vocab on a quiet machine.)
@@ -30,7 +30,7 @@ def main(argv=None) -> int:
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("job", choices=["produce", "train", "export", "card", "head-ab", "head-vocab"])
-    ap.add_argument("--pair", default="smollm2_135m")
+    ap.add_argument("--pair", default="smollm2_135m_head")
     ap.add_argument("--workdir", default=None, help="default: $MTAD_CACHE/distill/<pair>")
     ap.add_argument("--init-from", default="pair", help="draft file to start from when the work dir has no "
                     "checkpoint: 'pair' = the pair's committed draft, 'none' = the target's layers")

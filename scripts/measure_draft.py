@@ -42,8 +42,8 @@ def main(argv=None) -> int:
     from mtad.runner.provenance import environment_record
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--pair", default="smollm2_135m")
-    ap.add_argument("--compare", default="", help="comma-separated pairs whose drafts are measured beside, on this "
+    ap.add_argument("--pair", default="smollm2_135m_head")
+    ap.add_argument("--compare", default="smollm2_135m", help="comma-separated pairs whose drafts are measured beside, on this "
                     "pair's target (they must share it)")
     ap.add_argument("--draft-file", default=None, help="measure this draft file instead of the pair's")
     ap.add_argument("--per-family", type=int, default=4)

@@ -33,13 +33,13 @@ def test_default_config_composes():
     cfg = compose_cfg()
     choices = cfg.hydra.runtime.choices
     assert (choices.pair, choices.method, choices.task, choices.logger, choices.energy) == \
-        ("smollm2_135m", "sampling", "cnndm", "wandb", "auto")
+        ("smollm2_135m_head", "sampling", "cnndm", "wandb", "auto")
     assert cfg.logger.mode == "offline" and cfg.hydra.job.chdir is False
     # every interpolation outside hydra's own node resolves, and nothing is left unset (???)
     resolved = {key: OmegaConf.to_container(cfg[key], resolve=True, throw_on_missing=True)
                 if OmegaConf.is_config(cfg[key]) else cfg[key] for key in cfg if key != "hydra"}
     assert "${" not in json.dumps(resolved)
-    assert resolved["pair"]["name"] == "smollm2_135m" and resolved["results_root"] == "results/runs"
+    assert resolved["pair"]["name"] == "smollm2_135m_head" and resolved["results_root"] == "results/runs"
 
 
 def test_method_files_are_the_six_methods_with_contract_params():

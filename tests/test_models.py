@@ -256,3 +256,24 @@ def test_default_pair_loads_from_package_without_training(monkeypatch):
     monkeypatch.setattr(gguf_cache, "find_gguf", lambda *a: (_ for _ in ()).throw(AssertionError("reconverted")))
     load_pair("smollm2_135m")
     assert weights.stat().st_mtime_ns == mtime
+
+
+def test_head_pair_loads_from_package_without_training(monkeypatch):
+    """The committed feature head on the same target: one conversion for both pairs, no training."""
+    import mtad.models.distill.head_training as head_training
+    from mtad.models.head import is_feature_head
+    from mtad.models.measure import teacher_forced_q
+
+    monkeypatch.setattr(head_training.HeadTrainer, "run", lambda self: (_ for _ in ()).throw(AssertionError("trained")))
+    pair = load_pair("smollm2_135m_head")
+    assert (gguf_cache.converted_dir("SmolLM2-135M-Instruct.Q4_1") / gguf_cache.CONVERTED_MARKER).is_file()
+    head = pair.draft
+    assert is_feature_head(head) and head.num_layers == 1 and len(head.head_ids) == 8192
+    assert head.get_input_embeddings() is pair.target.get_input_embeddings()  # shared, not copied
+    ids = pair.tokenizer("The capital of France is", return_tensors="pt").input_ids
+    with torch.no_grad():
+        out = pair.target(input_ids=ids, output_hidden_states=True)
+        p = out.logits[0, -1].softmax(-1)
+        q = teacher_forced_q(head, ids, out.hidden_states[-1])[-1].softmax(-1)
+    assert q.shape == p.shape and abs(float(q.sum()) - 1) < 1e-4
+    assert int(p.argmax()) in q.topk(5).indices.tolist()  # the trained head agrees with the target here
