@@ -24,6 +24,16 @@ from transformers.models.llama.modeling_llama import LlamaPreTrainedModel
 DRAFT_FORMAT = "mtad-draft-v1"
 
 
+def expand_to_vocabulary(head_logits: torch.Tensor, head_token_ids: torch.Tensor | None, vocab_size: int) -> torch.Tensor:
+    """Logits over a restricted head's tokens into the full vocabulary, -inf elsewhere (q = 0 there):
+    [..., |head|] -> [..., V]; an unrestricted head (ids None) is returned as it is."""
+    if head_token_ids is None:
+        return head_logits
+    full = head_logits.new_full((*head_logits.shape[:-1], vocab_size), float("-inf"))
+    full[..., head_token_ids] = head_logits
+    return full
+
+
 class LlamaDraftForCausalLM(LlamaPreTrainedModel, GenerationMixin):
     """Causal LM over the full vocabulary whose head may cover only `head_token_ids`."""
 
@@ -63,11 +73,7 @@ class LlamaDraftForCausalLM(LlamaPreTrainedModel, GenerationMixin):
 
     def expand_logits(self, head_logits: torch.Tensor) -> torch.Tensor:
         """Scatter head logits into the full vocabulary, -inf elsewhere: [..., |head|] -> [..., V]."""
-        if not self.is_restricted:
-            return head_logits
-        full = head_logits.new_full((*head_logits.shape[:-1], self.vocab_size), float("-inf"))
-        full[..., self.head_token_ids] = head_logits
-        return full
+        return expand_to_vocabulary(head_logits, self.head_token_ids, self.vocab_size)
 
     def forward(
         self,

@@ -26,7 +26,7 @@ from torch import nn
 from transformers import LlamaConfig
 from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRMSNorm, LlamaRotaryEmbedding
 
-from .draft import read_meta, write_with_meta
+from .draft import expand_to_vocabulary, read_meta, write_with_meta
 from .layer_math import attend, attention_inputs, finish_layer
 
 HEAD_FORMAT = "mtad-head-v1"
@@ -102,11 +102,7 @@ class FeatureHead(nn.Module):
 
     def expand_logits(self, head_logits: torch.Tensor) -> torch.Tensor:
         """[..., |head|] -> [..., V], -inf off the head."""
-        if not self.is_restricted:
-            return head_logits
-        full = head_logits.new_full((*head_logits.shape[:-1], self.vocab_size), float("-inf"))
-        full[..., self.head_token_ids] = head_logits
-        return full
+        return expand_to_vocabulary(head_logits, self.head_token_ids, self.vocab_size)
 
     # -- teacher-forced forwards (training, measurement)
     def unroll(self, input_ids: torch.Tensor, features: torch.Tensor, steps: int = 1,
