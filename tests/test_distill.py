@@ -244,6 +244,14 @@ def test_head_producer_and_trainer_run_resume_and_write_a_card(tiny, tmp_path):
     assert state["trained_tokens"] >= first + 30 and len(state["runs"]) == 2
     curve = [json.loads(line) for line in (tmp_path / "curve.jsonl").read_text().splitlines()]
     assert all(0 <= c["mean"][f"accept_paper@{s}"] <= 1 for c in curve for s in range(1, 5))
+    # continuing from a head file in a work dir whose corpus is still empty: the trainer waits
+    fresh = tmp_path / "fresh"
+    (fresh / "corpus").mkdir(parents=True)
+    (fresh / "heldout.pt").write_bytes((tmp_path / "heldout.pt").read_bytes())
+    waiting = HeadTrainConfig(workdir=str(fresh), init_from=str(tmp_path / "head.safetensors"), max_minutes=0.05)
+    HeadTrainer(waiting, target).run()
+    assert json.loads((fresh / "state.json").read_text())["trained_tokens"] == 0
+
     card = tmp_path / "card.md"
     write_head_card(tmp_path, tmp_path / "head.safetensors", card, "make draft PAIR=x")
     text = card.read_text()

@@ -222,8 +222,10 @@ class HeadTrainer:
         next_eval = self.state["trained_tokens"] + cfg.eval_every_tokens
         while (not stop.is_set() and (time.time() - t_start) / 60 < cfg.max_minutes
                and self.state["trained_tokens"] < cfg.max_train_tokens):
-            if time.time() - last_refresh > 30:
-                self.corpus.refresh()
+            if time.time() - last_refresh > 30 or len(self.corpus.records) < 4 * cfg.batch_seqs:
+                if self.corpus.refresh() == 0 and len(self.corpus.records) < 4 * cfg.batch_seqs:
+                    time.sleep(5)  # a fresh work dir: wait for the producer's first chunks
+                    continue
                 by_family, last_refresh = self.corpus.by_family(), time.time()
             records = sample_batch(by_family, cfg.batch_seqs, self.rng)
             self.head.train()
