@@ -270,10 +270,15 @@ def test_head_pair_loads_from_package_without_training(monkeypatch):
     head = pair.draft
     assert is_feature_head(head) and head.num_layers == 1 and len(head.head_ids) == 8192
     assert head.get_input_embeddings() is pair.target.get_input_embeddings()  # shared, not copied
-    ids = pair.tokenizer("The capital of France is", return_tensors="pt").input_ids
+    ids = pair.tokenizer.apply_chat_template([{"role": "user", "content": "Name three prime numbers and explain why."}],
+                                             add_generation_prompt=True, return_dict=True, return_tensors="pt")["input_ids"]
     with torch.no_grad():
-        out = pair.target(input_ids=ids, output_hidden_states=True)
-        p = out.logits[0, -1].softmax(-1)
-        q = teacher_forced_q(head, ids, out.hidden_states[-1])[-1].softmax(-1)
-    assert q.shape == p.shape and abs(float(q.sum()) - 1) < 1e-4
-    assert int(p.argmax()) in q.topk(5).indices.tolist()  # the trained head agrees with the target here
+        seq = pair.target.generate(ids, max_new_tokens=24, do_sample=False)
+        out = pair.target(input_ids=seq, output_hidden_states=True)
+        P = ids.shape[1]
+        p = out.logits[0, P - 1:-1]  # [24, V]: the target's next token along its greedy answer
+        q = teacher_forced_q(head, seq, out.hidden_states[-1])[P - 1:-1]
+    assert q.shape == p.shape and torch.allclose(q.softmax(-1).sum(-1), torch.ones(len(q)), atol=1e-4)
+    # trained on chat-templated answers, the head often agrees with the target's argmax (0.25 here;
+    # a random head of the same vocabulary: 0)
+    assert float((p.argmax(-1) == q.argmax(-1)).float().mean()) > 0.1
