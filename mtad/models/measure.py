@@ -18,15 +18,11 @@ The goals the drafts are held to are checked here, on these numbers, and written
 from __future__ import annotations
 
 import random
-import statistics
-import time
 
 import torch
 
 from ..decoding import get_decoder
-from ..decoding.head_kv import draft_cached_model
 from ..decoding.sampling import SAMPLING_PARAMS
-from ..decoding.static_kv import cached_model
 from ..metrics.speed import aggregate_speed
 from .distill.corpus import PAPER_SETTING, encode, sample_answers
 from .distill.objectives import pair_stats
@@ -131,25 +127,12 @@ def decode_family(target, drafts: dict, eos: int, prompts: list[list[int]], max_
     return result
 
 
-@torch.no_grad()
 def step_ms(target, draft=None, context: int = 200, repeats: int = 15) -> float:
     """Median wall time of a one-token forward of `draft` (None: the target) on the fast decode
     path after a `context`-token prefix, as decoding runs it (a head over the target's features)."""
-    ids = torch.randint(0, target.config.vocab_size, (context,), generator=torch.Generator().manual_seed(0))
-    target_lm = cached_model(target, None, "fast", context + 16, features=is_feature_head(draft))
-    target_lm.prefill(ids)
-    lm = target_lm
-    if draft is not None:
-        lm = draft_cached_model(draft, target_lm, None, "fast", context + 16)
-        lm.prefill(ids)
-    times = []
-    for r in range(repeats + 2):
-        t0 = time.perf_counter()
-        lm.extend(torch.tensor([5]), keep_last=1)
-        if r >= 2:  # the first forwards warm up allocators and kernels
-            times.append(time.perf_counter() - t0)
-        lm.crop(context)
-    return 1000 * statistics.median(times)
+    from ..bench import forward_ms
+
+    return forward_ms(target if draft is None else draft, "fast", 1, context, repeats, target=target)
 
 
 def goals_met(result: dict) -> dict[str, bool]:
