@@ -5,9 +5,15 @@ require identical tokens, perplexity, block efficiency, acceptance and scores.
     python scripts/verify.py                        # reference: results/verify
     python scripts/verify.py --keep /tmp/rerun      # keep the rerun's cells
     python scripts/verify.py --reference-only       # (re)create the reference instead
+    python scripts/verify.py --kernels default      # rerun on other CPU kernels (as another CPU type would)
 
-Exit status 0 when every cell reproduces, 1 with the differences listed otherwise. Timing,
-energy and memory are not compared: they never reproduce exactly.
+Exit status 0 when every cell reproduces, 1 with the differences listed otherwise: tokens and
+counts identical, log-probabilities within the dtype's tolerance (mtad.report.reproduce).
+Timing, energy and memory are not compared: they never reproduce exactly.
+
+``--kernels`` makes torch and MKL use another instruction set than this CPU's best
+(ATEN_CPU_CAPABILITY, MKL_ENABLE_INSTRUCTIONS): the sums then run in another order, as on
+another CPU type, which shows on one machine what the reference survives.
 """
 from __future__ import annotations
 
@@ -24,16 +30,21 @@ sys.path.insert(0, str(ROOT))
 from mtad.report.reproduce import compare_runs, machine_differences  # noqa: E402
 
 EXPERIMENT = "verify"
+# --kernels: torch's vectorised kernels and MKL's code path, forced below the CPU's best
+KERNELS = {"native": {}, "avx2": {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"},
+           "default": {"ATEN_CPU_CAPABILITY": "default", "MKL_ENABLE_INSTRUCTIONS": "SSE4_2"}}
 
 
-def run_cells(results_root: Path, data_root: str | None, extra: list[str]) -> int:
+def run_cells(results_root: Path, data_root: str | None, extra: list[str], kernels: str = "native") -> int:
     """The verify experiment in a fresh process (nothing cached from this one)."""
     command = [sys.executable, "-m", "mtad.run", f"experiment={EXPERIMENT}", f"results_root={results_root}",
                f"hydra.sweep.dir={results_root}/.hydra"]
     if data_root:
         command.append(f"data_root={data_root}")
-    print("verify: running", " ".join(command[1:] + extra), flush=True)
-    return subprocess.run(command + extra, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}).returncode
+    env = {**os.environ, "PYTHONPATH": str(ROOT), **KERNELS[kernels]}
+    print("verify: running", " ".join(command[1:] + extra),
+          f"with {' '.join(f'{k}={v}' for k, v in KERNELS[kernels].items())}" if KERNELS[kernels] else "", flush=True)
+    return subprocess.run(command + extra, cwd=ROOT, env=env).returncode
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -42,6 +53,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data-root", default=None, help="data root (default $MTAD_DATA or ~/.cache/mtad/data)")
     parser.add_argument("--keep", default=None, help="write the rerun here and keep it (default: a temporary folder)")
     parser.add_argument("--reference-only", action="store_true", help="(re)create the reference and stop")
+    parser.add_argument("--kernels", choices=sorted(KERNELS), default="native",
+                        help="rerun with torch/MKL kernels of another instruction set (default: this CPU's best)")
     parser.add_argument("overrides", nargs="*", help="extra mtad-run overrides (tests: a tiny pair)")
     args = parser.parse_args(argv)
     reference = Path(args.reference)
@@ -58,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="mtad-verify-") as tmp:
         rerun = Path(args.keep) if args.keep else Path(tmp) / "runs"
         shutil.rmtree(rerun, ignore_errors=True)
-        if run_cells(rerun, args.data_root, args.overrides) != 0:
+        if run_cells(rerun, args.data_root, args.overrides, args.kernels) != 0:
             print("verify: the rerun failed", file=sys.stderr)
             return 1
         differences = compare_runs(reference, rerun)
@@ -74,8 +87,11 @@ def main(argv: list[str] | None = None) -> int:
             for line in machine:
                 print(f"  {line}", file=sys.stderr)
         return 1
-    print(f"verify: OK, {cells} cell(s) reproduce exactly (tokens, perplexity, block efficiency, acceptance, "
-          "scores); timing, energy and memory are not compared")
+    print(f"verify: OK, {cells} cell(s) reproduce (tokens, block efficiency, acceptance and scores exactly; "
+          "log-probabilities and perplexity within the dtype's tolerance); timing, energy and memory are not "
+          f"compared{'' if args.kernels == 'native' else f'; kernels: {args.kernels}'}")
+    for line in machine:
+        print(f"  differs from the reference's machine: {line}")
     return 0
 
 

@@ -14,7 +14,7 @@ import torch
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]  # mtad/
 ASSETS_DIR = PACKAGE_DIR / "assets"
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16, "float16": torch.float16}
 SOURCES = ("hub", "gguf_package", "tiny_random", "distilled", "head")
 
 

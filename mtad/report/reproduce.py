@@ -1,9 +1,14 @@
 """Compare a rerun of cells with a reference run: what must reproduce exactly does.
 
-Exactly reproducible (same CPU type, same library versions, one torch thread): every
-generated token, the target log-probabilities and so perplexity, the decoders' counts and
-so block efficiency and acceptance, and the task scores. Not reproducible: wall-clock
-figures (tokens/s, seconds, speed-ups), energy and peak memory; they are not compared.
+Discrete outcomes must be identical: every generated token, the decoders' counts and so block
+efficiency and acceptance, and the task scores. Real-valued ones (log-probabilities, perplexity)
+must agree within a relative tolerance set by the cells' dtype (``FLOAT_RTOL``): another CPU
+type or BLAS kernel sums in another order, which moves a float64 log-probability by ~1e-14 and
+a float32 one by ~1e-5. In float64 such a change cannot flip a sampling decision in practice
+(it would need a uniform draw within ~1e-15 of a threshold), so a float64 reference reproduces
+its tokens on any x86 CPU; in float32 a decision flips every few hundred draws and the tokens
+diverge after it. A token difference is reported with its first position. Not compared:
+wall-clock figures (tokens/s, seconds, speed-ups), energy and peak memory.
 
     from mtad.report.reproduce import compare_runs
     differences = compare_runs("results/verify", "/tmp/rerun")   # [] when everything matches
@@ -11,15 +16,23 @@ figures (tokens/s, seconds, speed-ups), energy and peak memory; they are not com
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 from mtad.report.cells import find_cells
 from mtad.runner.layout import ENV, METRICS, SAMPLES, read_json
 
 EXACT_METRICS = ("status", "examples", "samples", "generations", "new_tokens", "target_calls", "draft_calls",
-                 "drafted", "accepted", "tree_nodes", "perplexity", "mean_logprob", "block_efficiency",
-                 "acceptance_rate", "mean_accept_length", "scores")
-EXACT_TURN_FIELDS = ("token_ids", "text", "completion", "logprob_sum", "logprob_n", "prompt_tokens")
+                 "drafted", "accepted", "tree_nodes", "block_efficiency", "acceptance_rate", "mean_accept_length",
+                 "scores")
+CLOSE_METRICS = ("perplexity", "mean_logprob")
+EXACT_TURN_FIELDS = ("token_ids", "text", "completion", "logprob_n", "prompt_tokens")
+CLOSE_TURN_FIELDS = ("logprob_sum",)
+# relative tolerance on real-valued fields, by the reference's dtype (env.json "dtype"): a few
+# hundred times the differences measured between BLAS kernels (AVX-512 vs AVX2 vs SSE builds of
+# the same torch), far below any change in the tokens
+FLOAT_RTOL = {"float64": 1e-10, "float32": 1e-4}
+DEFAULT_RTOL = 1e-2  # half precision
 EXACT_STATS = ("new_tokens", "target_calls", "draft_calls", "drafted", "accepted", "accept_lengths", "tree_nodes")
 MACHINE_FIELDS = ("cpu", "gpus", "torch_threads", "dtype", "versions")
 
@@ -31,15 +44,36 @@ def _records(directory: Path) -> dict[str, dict]:
     return {r["id"]: r for r in (json.loads(line) for line in path.read_text().splitlines() if line.strip())}
 
 
+def tolerance(cell: Path) -> float:
+    """The relative tolerance for a cell's real-valued fields: its least precise dtype decides."""
+    dtypes = [d for d in str(read_json(cell / ENV).get("dtype", "")).split(",") if d]
+    return max((FLOAT_RTOL.get(d, DEFAULT_RTOL) for d in dtypes), default=DEFAULT_RTOL)
+
+
+def close(a, b, rtol: float) -> bool:
+    if a is None or b is None:
+        return a is b
+    return math.isclose(float(a), float(b), rel_tol=rtol, abs_tol=rtol)
+
+
+def first_difference(a: list, b: list) -> int:
+    """The first index where two token lists differ (the shorter length if one extends the other)."""
+    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+
+
 def compare_cell(reference: Path, candidate: Path, name: str) -> list[str]:
-    """Differences in what must reproduce exactly between two cells of the same identity."""
+    """Differences in what must reproduce between two cells of the same identity."""
     if not (candidate / METRICS).exists():
         return [f"{name}: the rerun wrote no metrics.json"]
     out = []
+    rtol = max(tolerance(reference), tolerance(candidate))
     ref_metrics, new_metrics = read_json(reference / METRICS), read_json(candidate / METRICS)
     for key in EXACT_METRICS:
         if ref_metrics.get(key) != new_metrics.get(key):
             out.append(f"{name}: {key} {ref_metrics.get(key)!r} -> {new_metrics.get(key)!r}")
+    for key in CLOSE_METRICS:
+        if not close(ref_metrics.get(key), new_metrics.get(key), rtol):
+            out.append(f"{name}: {key} {ref_metrics.get(key)!r} -> {new_metrics.get(key)!r} (beyond rtol {rtol:g})")
     ref_records, new_records = _records(reference), _records(candidate)
     if sorted(ref_records) != sorted(new_records):
         out.append(f"{name}: example ids {sorted(ref_records)} -> {sorted(new_records)}")
@@ -50,7 +84,14 @@ def compare_cell(reference: Path, candidate: Path, name: str) -> list[str]:
                 where = f"{name}: example {example_id} sample {s} turn {t}"
                 for key in EXACT_TURN_FIELDS:
                     if ref_turn.get(key) != new_turn.get(key):
-                        out.append(f"{where}: {key} differs ({_short(ref_turn.get(key))} -> {_short(new_turn.get(key))})")
+                        at = f" from token {first_difference(ref_turn[key], new_turn[key])}" \
+                            if key == "token_ids" and ref_turn.get(key) and new_turn.get(key) else ""
+                        out.append(f"{where}: {key} differs{at} ({_short(ref_turn.get(key))} -> "
+                                   f"{_short(new_turn.get(key))})")
+                for key in CLOSE_TURN_FIELDS:
+                    if not close(ref_turn.get(key), new_turn.get(key), rtol):
+                        out.append(f"{where}: {key} differs beyond rtol {rtol:g} ({ref_turn.get(key)!r} -> "
+                                   f"{new_turn.get(key)!r})")
                 for key in EXACT_STATS:
                     if ref_turn["stats"].get(key) != new_turn["stats"].get(key):
                         out.append(f"{where}: stats.{key} {ref_turn['stats'].get(key)!r} -> {new_turn['stats'].get(key)!r}")
