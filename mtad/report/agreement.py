@@ -1,0 +1,179 @@
+"""Statistical reproduction: do two runs of the same experiment, on two machines, agree?
+
+On another CPU type the sums of a forward run in another order, a sampling decision flips
+every few hundred draws in float32, and from there the tokens differ: the cells cannot agree
+bit for bit (``mtad.report.reproduce`` checks that, on one machine type). What must hold
+anywhere is that each figure is the *same figure up to sampling noise*:
+
+- **cells** (``compare_cells``): per (task, method) cell and figure — perplexity (as the mean
+  log-probability per token), block efficiency (Σ new tokens / Σ target calls), acceptance
+  (Σ accepted / Σ drafted), the task score — the interval of machine A's value minus machine
+  B's, paired over the examples both ran (same prompts, same per-sample seeds). They agree
+  when it contains 0.
+- **claims** (``compare_claims``): per claim row, the two estimates agree when their
+  difference is within z·√(se_A² + se_B²) (the rows' bootstrap standard errors), or, without
+  standard errors, when the two intervals overlap; whether the verdicts match is shown beside.
+  Speed and energy rows measure the machines themselves: they are reported, never required.
+
+With m comparisons each is made at confidence 1 − α/m (Bonferroni), so two machines that
+measure the same thing show any disagreement at all with probability at most α (default 5%).
+
+    python -m mtad.report.agreement cells results/runs/table2 /other/results/runs/table2
+    python -m mtad.report.agreement claims results/claims/claims.json /other/claims.json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from mtad.report import intervals as iv
+from mtad.report.cells import load_cells
+from mtad.report.examples import example_frame, paired
+
+ALPHA = 0.05
+RESAMPLES = 4999
+# figure -> (per-example columns, statistic on machine A's then B's columns)
+FIGURES = {
+    "mean_logprob": (["mean_logprob"], lambda a, b, axis=-1: np.mean(a, axis) - np.mean(b, axis)),
+    "block_efficiency": (["new_tokens", "target_calls"],
+                         lambda na, da, nb, db, axis=-1: iv.rate(na, da, axis) - iv.rate(nb, db, axis)),
+    "acceptance_rate": (["accepted", "drafted"],
+                        lambda na, da, nb, db, axis=-1: iv.rate(na, da, axis) - iv.rate(nb, db, axis)),
+    "score": (["score"], lambda a, b, axis=-1: np.mean(a, axis) - np.mean(b, axis)),
+}
+MACHINE_CLAIMS = ("C3", "C4")  # tokens/s and energy: properties of the machine, not of the method
+
+
+@dataclass
+class Agreement:
+    what: str                  # "<task>/<method>: <figure>" or "<claim> <comparison> (<task>)"
+    a: float | None
+    b: float | None
+    low: float | None          # interval of a − b (cells) or of the allowed difference (claims)
+    high: float | None
+    n: int
+    agree: bool | None         # None: not comparable (no data on one side, or a machine figure)
+    note: str = ""
+
+
+def _examples(root: str | Path) -> pd.DataFrame:
+    cells = load_cells(root)
+    if cells.empty:
+        raise FileNotFoundError(f"no cells under {root}")
+    cells = cells[cells["overrides"].fillna("") == ""]
+    return example_frame(cells)
+
+
+def compare_cells(root_a: str | Path, root_b: str | Path, alpha: float = ALPHA,
+                  resamples: int = RESAMPLES) -> list[Agreement]:
+    """Every (task, method, figure) both roots measured, paired over the examples both finished."""
+    frames = {"A": _examples(root_a), "B": _examples(root_b)}
+    keys = sorted(set(map(tuple, frames["A"][["task", "method"]].drop_duplicates().values))
+                  & set(map(tuple, frames["B"][["task", "method"]].drop_duplicates().values)))
+    plans = []
+    for task, method in keys:
+        sides = {s: f[(f["task"] == task) & (f["method"] == method)].assign(method=s) for s, f in frames.items()}
+        for figure, (columns, statistic) in FIGURES.items():
+            wide = paired(pd.concat(sides.values()), ["A", "B"], columns).dropna()
+            if wide.empty or (len(columns) == 2 and (wide[f"A.{columns[1]}"].sum() == 0)):
+                continue  # not measured (no score, or a method that drafts nothing)
+            arrays = [wide[f"{s}.{c}"].to_numpy(float) for s in ("A", "B") for c in columns]
+            plans.append((f"{task}/{method}: {figure}", columns, statistic, arrays))
+    confidence = 1 - alpha / max(len(plans), 1)
+    out = []
+    for what, columns, statistic, arrays in plans:
+        half = len(arrays) // 2
+        value = (lambda xs: float(np.mean(xs[0]))) if len(columns) == 1 else \
+            (lambda xs: float(np.sum(xs[0]) / np.sum(xs[1])))
+        interval = iv.bootstrap_interval(statistic, arrays, confidence=confidence, resamples=resamples,
+                                         method="percentile")
+        agree = interval.contains(0.0) if interval.available else None
+        out.append(Agreement(what, value(arrays[:half]), value(arrays[half:]), interval.low, interval.high,
+                             interval.n, agree, interval.reason or ""))
+    return out
+
+
+def _claim_key(row: dict) -> str:
+    return f"{row['claim']} {row['comparison']} ({row['task']})"
+
+
+def compare_claims(report_a: dict, report_b: dict, alpha: float = ALPHA) -> list[Agreement]:
+    """Every claim row of both reports (matched by claim, comparison and prompts)."""
+    rows_a = {_claim_key(r): r for r in report_a["claims"]}
+    rows_b = {_claim_key(r): r for r in report_b["claims"]}
+    common = [k for k in rows_a if k in rows_b]
+    tested = [k for k in common if rows_a[k]["claim"] not in MACHINE_CLAIMS]
+    z = float(stats.norm.ppf(1 - alpha / (2 * max(len(tested), 1))))
+    out = []
+    for key in common:
+        ra, rb = rows_a[key], rows_b[key]
+        ia, ib = ra.get("interval") or {}, rb.get("interval") or {}
+        ea, eb = ia.get("estimate"), ib.get("estimate")
+        verdicts = f"verdicts {ra['verdict']} / {rb['verdict']}"
+        if ea is None or eb is None:
+            out.append(Agreement(key, ea, eb, None, None, 0, None, f"not measured on both; {verdicts}"))
+            continue
+        sa, sb = ia.get("standard_error"), ib.get("standard_error")
+        if sa is not None and sb is not None:
+            allowed = z * math.hypot(sa, sb)
+            agree, low, high = abs(ea - eb) <= allowed, -allowed, allowed
+        elif None not in (ia.get("low"), ia.get("high"), ib.get("low"), ib.get("high")):
+            agree, low, high = ia["low"] <= ib["high"] and ib["low"] <= ia["high"], None, None
+        else:
+            agree, low, high = None, None, None
+        machine = ra["claim"] in MACHINE_CLAIMS
+        out.append(Agreement(key, ea, eb, low, high, min(ia.get("n") or 0, ib.get("n") or 0),
+                             None if machine else agree,
+                             ("a property of the machine: not required to agree; " if machine else "") + verdicts))
+    return out
+
+
+def to_markdown(rows: list[Agreement], label_a: str, label_b: str, alpha: float = ALPHA) -> str:
+    compared = [r for r in rows if r.agree is not None]
+    failed = [r for r in compared if not r.agree]
+    lines = [f"Agreement of `{label_a}` (A) and `{label_b}` (B): {len(compared) - len(failed)} of {len(compared)} "
+             f"figures agree (each at confidence 1 − {alpha:g}/{max(len(compared), 1)}, Bonferroni).", "",
+             "| figure | A | B | n | allowed A − B | agree | note |", "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        span = "–" if r.low is None else f"[{r.low:+.4g}, {r.high:+.4g}]"
+        lines.append(f"| {r.what} | {_num(r.a)} | {_num(r.b)} | {r.n} | {span} | "
+                     f"{'–' if r.agree is None else ('yes' if r.agree else '**no**')} | {r.note} |")
+    return "\n".join(lines) + "\n"
+
+
+def _num(value) -> str:
+    return "–" if value is None else f"{value:.4g}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("kind", choices=["cells", "claims"], help="two results roots, or two claims .json files")
+    parser.add_argument("a")
+    parser.add_argument("b")
+    parser.add_argument("--alpha", type=float, default=ALPHA, help="family-wise error rate (default 0.05)")
+    parser.add_argument("--json", default=None, help="also write the rows here")
+    args = parser.parse_args(argv)
+    try:
+        if args.kind == "cells":
+            rows = compare_cells(args.a, args.b, args.alpha)
+        else:
+            rows = compare_claims(*(json.loads(Path(p).read_text()) for p in (args.a, args.b)), alpha=args.alpha)
+    except (FileNotFoundError, KeyError, ValueError) as err:
+        print(f"agreement: {err}", file=sys.stderr)
+        return 2
+    print(to_markdown(rows, args.a, args.b, args.alpha))
+    if args.json:
+        Path(args.json).write_text(json.dumps([asdict(r) for r in rows], indent=2) + "\n")
+    return 1 if any(r.agree is False for r in rows) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
