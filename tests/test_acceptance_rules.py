@@ -209,3 +209,25 @@ def test_multi_draft_accept_when_supports_partly_overlap(replacement):
         counts[cands[j] if j >= 0 else torch.multinomial(p_res.float(), 1, generator=g).item()] += 1
     assert counts[3] == 0, "a token outside p's support was emitted"
     assert_matches(counts, PARTIAL_P)
+
+
+def test_mmtad_official_denominator_takes_the_best_final_beams_column_at_each_depth():
+    from mtad.decoding.acceptance import best_column_denominator
+
+    log_q = torch.tensor([-1.0, -2, -3, -4, -5, -6, -7, -8])  # depth 1: nodes 0-2, depth 2: 3-5, depth 3: 6-7
+    depth = torch.tensor([1, 1, 1, 2, 2, 2, 3, 3])
+    # best final beam = node 7, column 1: nodes 1, 4 and 7 give their depth's denominator
+    assert best_column_denominator(log_q, depth, 7).tolist() == [-2, -2, -2, -5, -5, -5, -8, -8]
+    # best final beam = node 6, column 0
+    assert best_column_denominator(log_q, depth, 6).tolist() == [-1, -1, -1, -4, -4, -4, -7, -7]
+
+
+def test_mmtad_denominator_and_replacement_are_validated_with_the_valid_values():
+    from mtad.decoding.mmtad import MMTAD
+
+    assert MMTAD.check_params()["denominator"] == "best_column" and MMTAD.check_params()["replacement"] is True
+    assert MMTAD.check_params(denominator="node")["denominator"] == "node"
+    with pytest.raises(ValueError, match="best_column"):
+        MMTAD.check_params(denominator="own")
+    with pytest.raises(ValueError, match="true or false"):
+        MMTAD.check_params(replacement="yes")

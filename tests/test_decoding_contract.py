@@ -131,12 +131,13 @@ def test_prompt_encoded_once_and_memory_flat(pair, method):
         assert decoder.draft_lm.tokens_fed <= prompt + s.new_tokens + s.draft_calls * 9
 
 
-@pytest.mark.parametrize("method", ["mtad", "mmtad"])
+@pytest.mark.parametrize("method, params", [("mtad", {}), ("mtad", {"replacement": False}), ("mmtad", {}),
+                                            ("mmtad", {"denominator": "node"})])
 @pytest.mark.parametrize("arch", list(BUILDERS))
-def test_draft_equal_target_accepts_every_block(method, arch):
+def test_draft_equal_target_accepts_every_block(method, params, arch):
     model = BUILDERS[arch](0, VOCAB, sharpness=2.0)
     gamma = 4
-    decoder = get_decoder(method, target=model, draft=model, gamma=gamma, beam_width=3, threshold=0.9)
+    decoder = get_decoder(method, target=model, draft=model, gamma=gamma, beam_width=3, threshold=0.9, **params)
     out = decoder.generate(PROMPT, max_new_tokens=4 * (gamma + 1), generator=torch.Generator().manual_seed(0))
     assert out.stats.accept_lengths == [gamma] * 4
     assert out.stats.block_efficiency == gamma + 1

@@ -161,6 +161,17 @@ def mtad_accept_length(logp: torch.Tensor, logq: torch.Tensor, threshold: float)
     return int(passing[-1]) + 1 if passing.numel() else 0
 
 
+def best_column_denominator(log_q_path: torch.Tensor, depth: torch.Tensor, best_leaf: int) -> torch.Tensor:
+    """The official implementation's MMTAD denominator: for every node, log Q(path) of the node at
+    its depth in the column (beam slot) of ``best_leaf``, the best final beam. Nodes of one depth
+    are contiguous, in slot order; a depth with fewer slots (no replacement, small support) uses
+    its last. Inputs [N]; returns [N]."""
+    starts = torch.searchsorted(depth, torch.arange(1, int(depth.max()) + 2, device=depth.device))  # [γ+1]
+    column = best_leaf - int(starts[-2])
+    at = torch.minimum(starts[:-1] + column, starts[1:] - 1)  # [γ] the column's node per depth
+    return log_q_path[at][depth - 1]
+
+
 def mmtad_select(log_p_path: torch.Tensor, log_q_path: torch.Tensor, depth: torch.Tensor,
                  threshold: float) -> int:
     """MMTAD: among tree nodes with P(path)/Q(path) > τ take the deepest depth, then the

@@ -1,21 +1,36 @@
 """MMTAD: MTAD with every beam node verified at once by tree attention.
 
-P(path) and Q(path) are products of target and draft probabilities along a node's
-root-to-node path; a node passes when P/Q > τ. Accept the deepest passing depth, and there
-the node with the highest P(path); then one token from p at that node.
+P(path) is the product of target probabilities along a node's root-to-node path; a node
+passes when P(path)/Q > τ. Accept the deepest passing depth, and there the node with the
+highest P(path); then one token from p at that node. Q is either
+
+- ``denominator: best_column`` (default, as the official implementation runs it): at each depth
+  the draft probability Q(path) of the node in the column (beam slot) of the best final beam,
+  the same for every node of that depth. Beams are re-drawn at every step, so that node is in
+  general not an ancestor of the best final beam;
+- ``denominator: node``: each node's own Q(path), the joint ratio of that candidate.
 """
 from __future__ import annotations
 
 import torch
 
-from mtad.decoding.acceptance import mmtad_select
+from mtad.decoding.acceptance import best_column_denominator, mmtad_select
 from mtad.decoding.base import Step
-from mtad.decoding.mtad import MultiTokenDecoder
+from mtad.decoding.mtad import MTAD_PARAMS, MultiTokenDecoder
 from mtad.decoding.tree import target_node_probs
+
+
+DENOMINATORS = ("best_column", "node")
 
 
 class MMTAD(MultiTokenDecoder):
     name = "mmtad"
+    defaults = {**MTAD_PARAMS, "denominator": "best_column"}
+
+    def validate(self) -> None:
+        super().validate()
+        if self.denominator not in DENOMINATORS:
+            raise ValueError(f"denominator must be one of {DENOMINATORS}, got {self.denominator!r}")
 
     def step(self) -> Step:
         beams = self.draft_beams()
@@ -32,7 +47,10 @@ class MMTAD(MultiTokenDecoder):
             if parent >= 0:
                 log_p_path[i] += log_p_path[parent]
                 log_q_path[i] += log_q_path[parent]
-        node = mmtad_select(log_p_path, log_q_path, torch.tensor(tree.depths, device=log_p_path.device), self.threshold)
+        depths = torch.tensor(tree.depths, device=log_p_path.device)  # [N], 1..γ
+        if self.denominator == "best_column":
+            log_q_path = best_column_denominator(log_q_path, depths, beams.best_leaf)
+        node = mmtad_select(log_p_path, log_q_path, depths, self.threshold)
         path = tree.path(node) if node >= 0 else []
         token = self.next_token(p_nodes[node] if node >= 0 else p_root)
         self.target_lm.commit_path(path)

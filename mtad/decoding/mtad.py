@@ -14,7 +14,8 @@ from mtad.decoding.beam import beam_sample
 from mtad.decoding.logits import logits_to_probs, sample
 from mtad.decoding.sampling import SAMPLING_PARAMS
 
-MTAD_PARAMS = {"gamma": 4, "beam_width": 4, "threshold": 0.5, "replacement": False, **SAMPLING_PARAMS}
+# the official implementation's settings: every MTAD example of it samples beams with replacement
+MTAD_PARAMS = {"gamma": 4, "beam_width": 4, "threshold": 0.5, "replacement": True, **SAMPLING_PARAMS}
 
 
 class MultiTokenDecoder(Decoder):
@@ -32,6 +33,10 @@ class MultiTokenDecoder(Decoder):
 
     def next_token(self, p: torch.Tensor) -> int:
         return int(p.argmax()) if self.greedy else int(sample(p, self.generator))
+
+    def validate(self) -> None:
+        if not isinstance(self.replacement, bool):
+            raise ValueError(f"replacement must be true or false, got {self.replacement!r}")
 
     def draft_beams(self):
         return beam_sample(self.draft_lm, self.uncached(self.draft_lm), self.gamma, self.beam_width,

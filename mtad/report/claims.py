@@ -10,13 +10,17 @@ every method on the same prompts with the same per-sample seeds, methods alterna
 each prompt (``mtad.interleaved``); any other experiment (``table2``, ``table2_full``) is only
 read from its cells, whose examples are paired by id across methods. Then:
 
-- C1 perplexity: PPL(MTAD)/PPL(sampling) − 1 and the same for MMTAD (paper: −21.2%);
-- C2 task quality: score(MTAD)/score(sampling) − 1 per task that scores above zero (paper: +43%
-  on average), the tasks the target scores 0 on for every method named as such;
-- C3 speed: tokens/s of MTAD over SpS (paper: 1.42×) and of MMTAD over MTAD, with the block
-  efficiency ratio (tokens per target call, free of timing noise) beside;
-- C4 energy: J/token of SpS over MTAD (paper: 1.54×), from hardware counters only;
+- C1 perplexity: PPL(MTAD)/PPL(sampling) − 1 and the same for MMTAD;
+- C2 task quality: score(MTAD)/score(sampling) − 1 per task that scores above zero, the tasks
+  the target scores 0 on for every method named as such;
+- C3 speed: tokens/s of MTAD over SpS and over the best of SpS, SpecTr and SpecInfer, and of
+  MMTAD over MTAD, with the block efficiency ratio (tokens per target call, free of timing
+  noise) beside;
+- C4 energy: J/token of SpS (and of the most frugal conventional method) over MTAD's, from
+  hardware counters only;
 - C5 and C6 on enumerable tiny models (``mtad.report.claims_theory``).
+
+The rows, their figures and the paper version each figure comes from are ``mtad.report.paper``.
 
 Every interval is a paired bootstrap over prompts (``mtad.report.intervals``); the verdict rule
 is written at the top of the report. Output: ``results/claims/<name>.md`` and ``.json``.
@@ -41,11 +45,12 @@ from mtad.report.claims_theory import (ExactnessSettings, TheorySettings, approx
                                        zero_distance_check)
 from mtad.report.examples import example_frame, paired
 from mtad.methods import LABELS
+from mtad.report.paper import VERSIONS, PaperClaim, claims_of, methods_needed
 from mtad.tasks import TASKS
 
 log = logging.getLogger("mtad.claims")
 
-DEFAULT_METHODS = ("sampling", "sps", "mtad", "mmtad")
+DEFAULT_METHODS = tuple(methods_needed())   # every method some claim compares
 PAPER_TASKS = tuple(name for name, task in TASKS.items() if task.primary_score)  # the tasks with a score
 
 
@@ -88,7 +93,7 @@ class Claim:
     task: str              # the prompts ("chat", "cnndm", ...) or "tiny model"
     paper: str             # the paper's figure, as text
     paper_value: float | None
-    unit: str              # "relative" (−0.21 = −21%), "ratio" (1.42×), "tv", "pvalue"
+    unit: str              # "relative" (−0.21 = −21%), "ratio" (1.42×), "tv", "pvalue", "logprob"
     null: float | None
     direction: int | None  # +1: the paper claims above null; −1: below
     interval: iv.Interval | None = None
@@ -96,6 +101,13 @@ class Claim:
     reason: str | None = None
     beside: dict = field(default_factory=dict)   # e.g. the block-efficiency ratio next to a speed ratio
     source: str = ""       # the experiment whose cells gave it
+    version: str = ""      # the paper version the figure and the statement come from (paper.VERSIONS)
+
+    @classmethod
+    def of(cls, paper_claim: PaperClaim, comparison: str, task: str, source: str) -> "Claim":
+        c = paper_claim
+        return cls(c.claim, comparison, task, c.paper, c.figure, c.unit, c.null, c.direction, source=source,
+                   version=c.version)
 
     def finish(self) -> "Claim":
         if self.reason and (self.interval is None or self.interval.estimate is None):
@@ -111,6 +123,7 @@ class Claim:
         d["paper_inside_interval"] = self.interval.contains(self.paper_value) \
             if self.interval is not None and self.paper_value is not None else None
         d["beside"] = {k: (v.as_dict() if isinstance(v, iv.Interval) else v) for k, v in self.beside.items()}
+        d["version_label"] = VERSIONS[self.version].label if self.version in VERSIONS else self.version
         return d
 
 
@@ -124,19 +137,34 @@ def _pairs(frame: pd.DataFrame, task: str, methods: list[str], columns: list[str
     return wide.dropna() if len(wide) else wide
 
 
+def _against(claim: PaperClaim) -> str:
+    """The baseline(s) as the report names them: one method, or the best of several."""
+    names = [LABELS[b] for b in claim.baselines]
+    return names[0] if len(names) == 1 else f"best of {', '.join(names)}"
+
+
+def _not_run(frame: pd.DataFrame, task: str, methods) -> list[str]:
+    ran = set(frame[frame["task"] == task]["method"])
+    return [m for m in methods if m not in ran]
+
+
+def _columns(wide: pd.DataFrame, methods, columns) -> list:
+    return [wide[f"{m}.{c}"] for m in methods for c in columns]
+
+
 # ----------------------------------------------------------------------------- C1 - C4
 def perplexity_claims(frame, tasks, settings, source) -> list[Claim]:
     claims = []
     for task in tasks:
-        for method, paper, value in (("mtad", "−21.2%", -0.212), ("mmtad", "lower (no separate figure)", None)):
-            claim = Claim("C1", f"{LABELS[method]} vs sampling: PPL ratio − 1", task, paper, value, "relative", 0.0,
-                          -1, source=source)
-            wide = _pairs(frame, task, [method, "sampling"], ["mean_logprob"])
+        for paper_claim in claims_of("perplexity"):
+            method, base = paper_claim.method, paper_claim.baselines[0]
+            claim = Claim.of(paper_claim, f"{LABELS[method]} vs {LABELS[base]}: PPL ratio − 1", task, source)
+            wide = _pairs(frame, task, [method, base], ["mean_logprob"])
             if wide.empty:
-                claim.reason = f"no prompt finished by both {method} and sampling"
+                claim.reason = f"no prompt finished by both {method} and {base}"
             else:
                 claim.interval = _boot(settings, iv.perplexity_change,
-                                       [wide[f"{method}.mean_logprob"], wide["sampling.mean_logprob"]])
+                                       [wide[f"{method}.mean_logprob"], wide[f"{base}.mean_logprob"]])
             claims.append(claim.finish())
     return claims
 
@@ -157,10 +185,9 @@ def quality_claims(frame, cells, tasks, settings, source) -> list[Claim]:
         score_names = sorted({n for n in cells[cells["task"] == task].get("score_name", []) if isinstance(n, str)})
         what = score_names[0] if score_names else "score"
         methods_here = sorted(set(frame[frame["task"] == task]["method"]))
-        for method in ("mtad", "mmtad"):
-            claim = Claim("C2", f"{LABELS[method]} vs sampling: {what} ratio − 1", task,
-                          "+43% (average over tasks)" if method == "mtad" else "higher (no separate figure)",
-                          0.43 if method == "mtad" else None, "relative", 0.0, +1, source=source)
+        for paper_claim in claims_of("quality"):
+            method, base = paper_claim.method, paper_claim.baselines[0]
+            claim = Claim.of(paper_claim, f"{LABELS[method]} vs {LABELS[base]}: {what} ratio − 1", task, source)
             if scored.empty:
                 claim.reason = _score_reason(cells, task) or f"no task score recorded for {task}"
             elif (scored["score"] == 0).all():
@@ -168,33 +195,37 @@ def quality_claims(frame, cells, tasks, settings, source) -> list[Claim]:
                 claim.reason = (f"the target scores 0 on every example for every method "
                                 f"({', '.join(f'{LABELS.get(m, m)} {n.get(m, 0)}' for m in methods_here)} examples)")
             else:
-                wide = _pairs(frame, task, [method, "sampling"], ["score"])
+                wide = _pairs(frame, task, [method, base], ["score"])
                 if wide.empty:
-                    claim.reason = f"no example scored for both {method} and sampling"
+                    claim.reason = f"no example scored for both {method} and {base}"
                 else:
                     claim.interval = _boot(settings, iv.relative_change, [wide[f"{method}.score"],
-                                                                          wide["sampling.score"]])
+                                                                          wide[f"{base}.score"]])
                     if claim.interval.estimate is None:
-                        claim.reason = "sampling scores 0 on these examples: no relative change"
+                        claim.reason = f"{base} scores 0 on these examples: no relative change"
             claims.append(claim.finish())
     return claims
 
 
 def speed_claims(frame, tasks, settings, source, timing) -> list[Claim]:
+    """Tokens/s of the method over its baseline's (over the fastest baseline's, chosen inside every
+    resample, when the paper compares with several), the block-efficiency ratio beside."""
     claims = []
     for task in tasks:
-        for a, b, paper, value in (("mtad", "sps", "1.42×", 1.42), ("mmtad", "mtad", "faster (no separate figure)", None)):
-            claim = Claim("C3", f"{LABELS[a]} / {LABELS[b]}: tokens/s ratio", task, paper, value, "ratio", 1.0, +1,
-                          source=source)
-            wide = _pairs(frame, task, [a, b], ["new_tokens", "seconds", "target_calls"])
-            if wide.empty:
-                claim.reason = f"no prompt finished by both {a} and {b}"
+        for paper_claim in claims_of("speed"):
+            methods = [paper_claim.method, *paper_claim.baselines]
+            claim = Claim.of(paper_claim, f"{LABELS[paper_claim.method]} / {_against(paper_claim)}: tokens/s ratio",
+                             task, source)
+            wide = _pairs(frame, task, methods, ["new_tokens", "seconds", "target_calls"])
+            missing = _not_run(frame, task, methods)
+            if missing:
+                claim.reason = f"not run here: {', '.join(missing)} (add it to claims.methods)"
+            elif wide.empty:
+                claim.reason = f"no prompt finished by all of {', '.join(methods)}"
             else:
-                claim.interval = _boot(settings, iv.ratio_of_rates, [wide[f"{a}.new_tokens"], wide[f"{a}.seconds"],
-                                                                     wide[f"{b}.new_tokens"], wide[f"{b}.seconds"]])
+                claim.interval = _boot(settings, iv.rate_over_best, _columns(wide, methods, ["new_tokens", "seconds"]))
                 claim.beside["block_efficiency_ratio"] = _boot(
-                    settings, iv.ratio_of_rates, [wide[f"{a}.new_tokens"], wide[f"{a}.target_calls"],
-                                                  wide[f"{b}.new_tokens"], wide[f"{b}.target_calls"]])
+                    settings, iv.rate_over_best, _columns(wide, methods, ["new_tokens", "target_calls"]))
                 claim.beside["timing"] = timing
             claims.append(claim.finish())
     return claims
@@ -206,19 +237,25 @@ def _energy_reason(cells: pd.DataFrame) -> str | None:
 
 
 def energy_claims(frame, cells, tasks, settings, source) -> list[Claim]:
+    """Joules per token of the baseline (the most frugal one, chosen inside every resample, when
+    the paper compares with several) over the method's."""
     claims = []
     for task in tasks:
-        claim = Claim("C4", "SpS / MTAD: energy per token ratio", task, "1.54×", 1.54, "ratio", 1.0, +1,
-                      source=source)
-        wide = _pairs(frame.assign(energy_j=frame["energy_j"].astype(float)), task, ["sps", "mtad"],
-                      ["energy_j", "new_tokens"])
-        if wide.empty:
-            reason = _energy_reason(cells[cells["task"] == task])
-            claim.reason = f"no energy counter: {reason}" if reason else "no prompt with an energy reading for both"
-        else:
-            claim.interval = _boot(settings, iv.ratio_of_rates, [wide["sps.energy_j"], wide["sps.new_tokens"],
-                                                                 wide["mtad.energy_j"], wide["mtad.new_tokens"]])
-        claims.append(claim.finish())
+        for paper_claim in claims_of("energy"):
+            methods = [paper_claim.method, *paper_claim.baselines]
+            claim = Claim.of(paper_claim, f"{_against(paper_claim)} / {LABELS[paper_claim.method]}: energy per "
+                                          "token ratio", task, source)
+            wide = _pairs(frame.assign(energy_j=frame["energy_j"].astype(float)), task, methods,
+                          ["energy_j", "new_tokens"])
+            missing = _not_run(frame, task, methods)
+            if missing:
+                claim.reason = f"not run here: {', '.join(missing)} (add it to claims.methods)"
+            elif wide.empty:
+                reason = _energy_reason(cells[cells["task"] == task])
+                claim.reason = f"no energy counter: {reason}" if reason else "no prompt with an energy reading for all"
+            else:
+                claim.interval = _boot(settings, iv.lowest_over_rate, _columns(wide, methods, ["energy_j", "new_tokens"]))
+            claims.append(claim.finish())
     return claims
 
 

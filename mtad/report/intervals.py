@@ -80,6 +80,21 @@ def ratio_of_rates(num_a, den_a, num_b, den_b, axis=-1):
     return rate(num_a, den_a, axis) / rate(num_b, den_b, axis)
 
 
+def rate_over_best(*arrays, axis=-1):
+    """(Σ a_num / Σ a_den) over the highest of the baselines' rates; arrays are the method's
+    (num, den) then each baseline's, e.g. tokens/s of MTAD over the fastest of SpS, SpecTr and
+    SpecInfer, the fastest chosen inside every resample."""
+    rates = [rate(arrays[i], arrays[i + 1], axis) for i in range(0, len(arrays), 2)]
+    return rates[0] / np.max(np.stack(rates[1:]), axis=0)
+
+
+def lowest_over_rate(*arrays, axis=-1):
+    """The lowest of the baselines' rates over the method's (arrays as ``rate_over_best``), e.g. the
+    joules per token of the most frugal baseline over MTAD's."""
+    rates = [rate(arrays[i], arrays[i + 1], axis) for i in range(0, len(arrays), 2)]
+    return np.min(np.stack(rates[1:]), axis=0) / rates[0]
+
+
 def ratio_of_means(a, b, axis=-1):
     return np.mean(a, axis=axis) / np.mean(b, axis=axis)
 
