@@ -1,20 +1,26 @@
-"""Claims C5 (MTAD approximates exact multi-token joint decoding) and C6 (SpS, SpecTr and
-SpecInfer are exact), measured on enumerable tiny models: no model pair is loaded.
+"""Claims C5 (MTAD and MMTAD approximate exact multi-token joint decoding) and C6 (SpS, SpecTr
+and SpecInfer are exact), measured on enumerable tiny models: no model pair is loaded.
 
-Both use a random-weight 2-layer Llama over a vocabulary of ``vocab`` tokens as the target p
-(seed 0) and another seed of it as the draft q, and the prompt ``PROMPT``; every continuation of
-a few tokens can then be enumerated (``mtad.metrics.exactness``).
+Both use a random-weight 2-layer Llama over a vocabulary of V tokens as the target p (seed 0)
+and another seed of it as the draft q, and the prompt ``PROMPT``; every continuation of a few
+tokens can then be enumerated (``mtad.metrics.exactness``).
 
-C5: for each (γ, W, τ) of a grid, MTAD runs ``runs`` times; the distribution of its first γ
-tokens is compared with exact MTJD's block distribution (``mtjd_exact``: the joint target
-probability of whole blocks, truncated with top-k/top-p at the block level) by their
-total-variation distance, with a percentile bootstrap interval over the runs and the distance an
-exact sampler shows at this sample size (the noise floor) beside it. The reference is sampling's
-block distribution (token by token from p, truncated per token): MTAD approximating MTJD should
-bring its blocks closer to MTJD's than plain sampling's are. Sampling's side uses as many exact
-draws from its enumerated distribution, so both plug-in distances carry the same upward bias. Where the maths says the distance is
-zero (q = p, W = 1, no truncation: the one beam is then drawn from p itself and every block is
-accepted for any τ < 1) a chi-square test checks it.
+C5, at every point of ``TheorySettings.points`` (the paper's operating point γ = 4, W = 4,
+τ = 0.5 and 0.3 with V = 8, beams drawn with and without replacement; a grid around γ = 2 with
+V = 16, where top-k 10 truncates single tokens too; q = p at the operating point):
+
+- **what MTJD is for**: the expected raw target joint log-likelihood E[log p(x_1..x_γ)] of the
+  first γ tokens emitted, exact for sampling and for exact MTJD (both enumerated), and for MTAD
+  and MMTAD over ``runs`` seeded generations with a bootstrap interval. The paper states that
+  MTJD lowers perplexity and that MTAD and MMTAD do too: verdicts on MTJD − sampling (exact),
+  MTAD − sampling and MMTAD − sampling (intervals) test that;
+- **the approximation**: TV to exact MTJD's block law of MTAD's, MMTAD's and sampling's, with
+  the noise floor an exact sampler shows at this sample size. The paper's error bound itself
+  could not be sourced (``mtad/decoding/README.md``), so the distances carry no verdict.
+
+Exact MTJD here is the joint target distribution of γ-token blocks with temperature, top-k and
+top-p applied to whole blocks (``mtad.decoding.mtjd_exact``); without truncation it is the law
+of token-by-token sampling, which is why V must be large enough for top-k to cut.
 
 C6: each lossless method's first two tokens against the enumerated target distribution, the
 chi-square test of ``tests/test_decoding_exact.py``, reported with its p-value.
@@ -26,7 +32,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from mtad.decoding.mtjd_exact import exact_block_distribution
+from mtad.decoding.mtjd_exact import exact_block_distribution, joint_block_logprobs
+from mtad.decoding.logits import logits_to_probs
 from mtad.decoding.sampling import SAMPLING_PARAMS
 from mtad.metrics.exactness import (chisquare_exactness, draws_from_counts, empirical_counts, noise_floor,
                                     sequence_probs, tv, tv_of_draws)
@@ -34,29 +41,55 @@ from mtad.report import intervals as iv
 
 PROMPT = torch.tensor([[1, 3, 2]])  # [1, L]
 NO_TRUNCATION = {"temperature": 1.0, "top_k": 0, "top_p": 1.0}
+APPROXIMATORS = ("mtad", "mmtad")
+NO_BOUND = "no verdict: the paper's bound could not be sourced"
+
+
+@dataclass(frozen=True)
+class TheoryPoint:
+    draft: str          # "q ≠ p" (another random model) or "q = p"
+    vocab: int
+    gamma: int
+    beam_width: int
+    threshold: float
+    replacement: bool
+    operating: bool     # the paper's operating point (γ = 4, W = 4, τ ∈ {0.5, 0.3})
+
+    def label(self) -> str:
+        return (f"{self.draft}, V={self.vocab}, γ={self.gamma}, W={self.beam_width}, τ={self.threshold}, "
+                f"{'with' if self.replacement else 'without'} replacement")
 
 
 @dataclass
 class TheorySettings:
-    """C5's grid: γ, W and τ each varied around ``default`` = (γ, W, τ), for each draft kind."""
+    """C5's points: the operating point (each threshold, with and without replacement, and q = p)
+    over ``operating_vocab`` tokens; γ, W and τ varied one at a time around ``default`` over
+    ``grid_vocab`` tokens, beams with replacement (the official setting)."""
 
-    runs: int = 300
-    vocab: int = 4
-    # the paper's sampling setting, applied per token by MTAD and sampling and to whole blocks by
-    # MTJD: with V = 4 it truncates no single token but cuts most blocks, as it does for real LMs
+    runs: int = 400
     top_k: int = SAMPLING_PARAMS["top_k"]
     top_p: float = SAMPLING_PARAMS["top_p"]
+    operating_vocab: int = 8
+    operating: tuple = (4, 4)             # (γ, W)
+    operating_thresholds: tuple = (0.5, 0.3)
+    replacements: tuple = (True, False)
+    grid_vocab: int = 16
     gammas: tuple = (1, 2, 3)
     beam_widths: tuple = (1, 2, 4)
     thresholds: tuple = (0.1, 0.5, 0.9)
     default: tuple = (2, 4, 0.5)
+    vocab: int = 4                         # the zero-distance check's vocabulary
 
-    def grid(self) -> list[tuple[str, int, int, float]]:
-        """(draft, γ, W, τ): the grid with q = another random model, and the default with q = p."""
+    def points(self) -> list[TheoryPoint]:
+        (g_op, w_op), v_op = self.operating, self.operating_vocab
+        points = [TheoryPoint("q ≠ p", v_op, g_op, w_op, t, r, True)
+                  for t in self.operating_thresholds for r in self.replacements]
+        points.append(TheoryPoint("q = p", v_op, g_op, w_op, self.operating_thresholds[0], True, True))
         g0, w0, t0 = self.default
-        points = [(g, w0, t0) for g in self.gammas] + [(g0, w, t0) for w in self.beam_widths] + \
+        grid = [(g, w0, t0) for g in self.gammas] + [(g0, w, t0) for w in self.beam_widths] + \
             [(g0, w0, t) for t in self.thresholds]
-        return [("other", *p) for p in dict.fromkeys(points)] + [("target", g0, w0, t0)]
+        points += [TheoryPoint("q ≠ p", self.grid_vocab, g, w, t, True, False) for g, w, t in dict.fromkeys(grid)]
+        return points
 
 
 @dataclass
@@ -77,35 +110,52 @@ def tiny_pair(vocab: int):
     return tiny_model("llama", vocab, seed=0), tiny_model("llama", vocab, seed=1)
 
 
+def _interval(statistic, arrays, confidence, resamples) -> dict:
+    return iv.bootstrap_interval(statistic, arrays, method="percentile", resamples=resamples,
+                                 confidence=confidence).as_dict()
+
+
+def approximation_row(point: TheoryPoint, settings: TheorySettings, confidence: float = iv.CONFIDENCE,
+                      resamples: int = 2000) -> dict:
+    """Joint log-likelihoods and distances to exact MTJD at one point (keys in the module doc)."""
+    target, other = tiny_pair(point.vocab)
+    draft = target if point.draft == "q = p" else other
+    processing = {"temperature": 1.0, "top_k": settings.top_k, "top_p": settings.top_p}
+    _, logp = joint_block_logprobs(target, PROMPT[0], point.gamma)  # [N] raw joint log p of every block
+    logp = logp.double()
+    mtjd = logits_to_probs(logp, **processing).double()   # [N] exact MTJD: truncation over whole blocks
+    sampling = sequence_probs(target, PROMPT, point.gamma, processing)  # [N] token-by-token sampling
+    logp_np, mtjd_np = logp.numpy(), mtjd.numpy()
+    sampling_logp = float((sampling * logp).sum())
+    # as many exact draws of sampling's blocks as the decoders ran: both plug-in distances then
+    # carry the same finite-sample bias, and their difference does not
+    rng = np.random.default_rng(0)
+    sampling_draws = rng.choice(len(sampling), size=settings.runs, p=(sampling / sampling.sum()).numpy())
+    row = {"point": point.__dict__, "label": point.label(), "runs": settings.runs,
+           "exact": {"mtjd_logp": float((mtjd * logp).sum()), "sampling_logp": sampling_logp,
+                     "tv_sampling_mtjd": tv(sampling, mtjd), "noise_floor": noise_floor(mtjd_np, settings.runs)},
+           "methods": {}}
+    params = {"gamma": point.gamma, "beam_width": point.beam_width, "threshold": point.threshold,
+              "replacement": point.replacement, **processing}
+    for method in APPROXIMATORS:
+        draws = draws_from_counts(empirical_counts(method, target, draft, params, PROMPT, point.gamma, settings.runs))
+        logp_draws = logp_np[draws]
+        gain = iv.bootstrap_interval(lambda x, axis=-1: np.mean(x, axis=axis) - sampling_logp, [logp_draws],
+                                     method="percentile", resamples=resamples, confidence=confidence)
+        row["methods"][method] = {
+            "logp": _interval(iv.mean, [logp_draws], confidence, resamples),
+            "logp_gain": gain.as_dict(),
+            "verdict": iv.verdict(gain, 0.0, +1),
+            "tv_mtjd": _interval(lambda d, axis=-1: tv_of_draws(d, mtjd_np, axis), [draws], confidence, resamples),
+            "tv_gain": _interval(lambda a, b, axis=-1: tv_of_draws(a, mtjd_np, axis) - tv_of_draws(b, mtjd_np, axis),
+                                 [draws, sampling_draws], confidence, resamples)}
+    return row
+
+
 def approximation_rows(settings: TheorySettings, confidence: float = iv.CONFIDENCE,
                        resamples: int = 2000) -> list[dict]:
-    """One C5 row per grid point (and the q = p, W = 1 exactness check)."""
-    target, other = tiny_pair(settings.vocab)
-    processing = {"temperature": 1.0, "top_k": settings.top_k, "top_p": settings.top_p}
-    rng = np.random.default_rng(0)
-    rows = []
-    for draft_kind, gamma, width, threshold in settings.grid():
-        draft = target if draft_kind == "target" else other
-        _, mtjd = exact_block_distribution(target, PROMPT[0], gamma, **processing)
-        mtjd = mtjd.double()
-        sampling = sequence_probs(target, PROMPT, gamma, processing).numpy()
-        params = {"gamma": gamma, "beam_width": width, "threshold": threshold, **processing}
-        counts = empirical_counts("mtad", target, draft, params, PROMPT, gamma, settings.runs)
-        probs = mtjd.numpy()
-        mtad_draws = draws_from_counts(counts)
-        # as many exact draws of sampling's blocks (enumerated, so no decoder run is needed): both
-        # plug-in distances then carry the same finite-sample bias, and their difference does not
-        sampling_draws = rng.choice(len(sampling), size=settings.runs, p=sampling / sampling.sum())
-        distance = iv.bootstrap_interval(lambda d, axis=-1: tv_of_draws(d, probs, axis), [mtad_draws],
-                                         method="percentile", resamples=resamples, confidence=confidence)
-        closer = iv.bootstrap_interval(
-            lambda a, b, axis=-1: tv_of_draws(a, probs, axis) - tv_of_draws(b, probs, axis),
-            [mtad_draws, sampling_draws], method="percentile", resamples=resamples, confidence=confidence)
-        rows.append({"draft": "q = p" if draft_kind == "target" else "q ≠ p", "gamma": gamma, "beam_width": width,
-                     "threshold": threshold, "runs": settings.runs, "tv_mtad_mtjd": distance.as_dict(),
-                     "tv_sampling_mtjd": tv(torch.from_numpy(sampling), mtjd), "noise_floor": noise_floor(probs, settings.runs),
-                     "difference": closer.as_dict(), "verdict": iv.verdict(closer, null=0.0, direction=-1)})
-    return rows
+    """One C5 row per point of ``settings.points()``."""
+    return [approximation_row(p, settings, confidence, resamples) for p in settings.points()]
 
 
 def zero_distance_check(settings: TheorySettings, alpha: float) -> dict:

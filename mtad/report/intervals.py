@@ -33,10 +33,12 @@ POWER = 0.80
 
 REPRODUCED, CONTRADICTED, INCONCLUSIVE, NOT_MEASURABLE = ("reproduced", "contradicted", "inconclusive",
                                                           "not measurable here")
+NO_VERDICT = "no verdict"   # measured, but the paper's statement to test it against is not known
 VERDICT_RULE = (
     "**reproduced**: the 95% confidence interval excludes \"no effect\" on the side the paper claims; "
     "**contradicted**: it excludes \"no effect\" on the opposite side; **inconclusive**: it contains "
-    "\"no effect\"; **not measurable here**: this machine or model cannot measure it (the reason is given). "
+    "\"no effect\"; **not measurable here**: this machine or model cannot measure it (the reason is given); "
+    "**no verdict**: measured, but the paper's statement it would be tested against could not be sourced. "
     "The verdict is about the direction of the effect; the paper's figure is shown beside ours, and "
     "whether it lies inside our interval is stated separately.")
 
