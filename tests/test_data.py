@@ -28,7 +28,6 @@ def test_data_root_resolution(monkeypatch, tmp_path):
     (load_problems, "humaneval/HumanEval.jsonl.gz"),
     (load_bench, "mtbench/question.jsonl"),
     (load_spider, "spider/dev.json"),
-    (load_articles, "cnndm/test.jsonl"),
 ])
 def test_missing_data_names_the_path_and_the_command(tmp_path, loader, missing):
     with pytest.raises(data.DataMissingError) as err:
@@ -81,8 +80,37 @@ def test_cnndm_file_choice(tmp_path):
         load_articles(tmp_path)
     assert load_articles(tmp_path, file="two.jsonl")[0]["id"] == "0"
     (folder / "bad.jsonl").write_text(json.dumps({"text": "x"}) + "\n")
-    with pytest.raises(ValueError, match="lacks fields"):
+    with pytest.raises(ValueError, match=r"bad.jsonl: line 1 lacks field\(s\) \['article', 'highlights'\]"):
         load_articles(tmp_path, file="bad.jsonl")
+    with pytest.raises(data.DataMissingError, match="none.jsonl"):
+        load_articles(tmp_path, file="none.jsonl")
+
+
+def test_the_embedded_experiments_data_ships_with_the_package(tmp_path, shared_data):
+    """An empty data root still has the 80 CNN/DM articles and Spider's concert_singer database
+    (the first 45 dev questions); another database is missing with the command that gets it."""
+    shipped = load_articles(tmp_path)
+    assert [e["id"] for e in shipped] == [e["id"] for e in load_articles(shared_data)]
+    database = db_path(tmp_path / "spider" / "database", "concert_singer")
+    assert database.read_bytes() == (shared_data / "spider/database/concert_singer/concert_singer.sqlite").read_bytes()
+    with pytest.raises(data.DataMissingError, match="--spider-dir"):
+        db_path(tmp_path / "spider" / "database", "world_1")
+    assert (REPO / "mtad" / "assets" / "data" / "README.md").read_text().count("licence") >= 1
+
+
+def test_a_bad_source_leaves_good_data_in_place(shared_data, tmp_path):
+    good = write_articles(tmp_path, jsonl=shared_data / "cnndm" / "specbench_cnndm_80.jsonl")
+    before = good.read_bytes()
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"article": "only an article"}) + "\n")
+    with pytest.raises(ValueError, match="line 1 lacks"):
+        write_articles(tmp_path, jsonl=bad)
+    bad.write_text("{not json\n")
+    with pytest.raises(ValueError, match="not JSON lines"):
+        write_articles(tmp_path, jsonl=bad)
+    assert good.read_bytes() == before and not list(good.parent.glob("*.tmp"))
+    with pytest.raises(data.DataMissingError, match="no such directory"):
+        copy_databases(tmp_path / "nonexistent", tmp_path)
 
 
 @pytest.mark.slow
@@ -93,11 +121,16 @@ def test_get_data_script_offline(shared_data, tmp_path):
                             capture_output=True, text=True, env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"})
     assert result.returncode == 0, result.stderr
     assert "80 articles" in result.stdout
-    # offline without a JSONL: a failure that says what to do
+    # without a source: the 80 articles shipped with mtad, nothing fetched
     result = subprocess.run([sys.executable, str(REPO / "scripts" / "get_data.py"), "--data-root",
                              str(tmp_path / "empty"), "--only", "cnndm"],
                             capture_output=True, text=True, env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"})
-    assert result.returncode == 1 and "--cnndm-jsonl" in result.stderr
+    assert result.returncode == 0 and "80 articles" in result.stdout and "shipped with mtad" in result.stdout
+    # the full split from the hub, offline: a failure that says what to do
+    result = subprocess.run([sys.executable, str(REPO / "scripts" / "get_data.py"), "--data-root",
+                             str(tmp_path / "empty"), "--only", "cnndm", "--cnndm-jsonl", "hub"],
+                            capture_output=True, text=True, env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"})
+    assert result.returncode == 1 and "--cnndm-jsonl FILE" in result.stderr
 
 
 def test_every_task_that_reads_data_can_fetch_it():

@@ -10,14 +10,18 @@ from mtad.tasks.base import Score, Task, count_of, mean_of
 
 ROUGE_TYPES = ("rouge1", "rouge2", "rougeL")
 OFFLINE_HINT = "", " (offline add --cnndm-jsonl FILE, a JSONL with fields article, highlights)"
+PACKAGED = "cnndm/specbench_cnndm_80.jsonl"   # 80 test articles (Spec-Bench), shipped with the package
+HUB = "hub"   # --cnndm-jsonl hub: the full test split from the Hugging Face hub
 
 
 def data_file(root=None, file: str | None = None) -> Path:
-    """The CNN/DM JSONL: ``file`` (relative to cnndm/ or absolute), else cnndm/test.jsonl,
-    else the only *.jsonl in cnndm/."""
+    """The CNN/DM JSONL: ``file`` (relative to cnndm/ or absolute, else the packaged file of that
+    name), else cnndm/test.jsonl, else the only *.jsonl in cnndm/, else the packaged 80 articles."""
     base = data.data_root(root) / "cnndm"
     if file:
-        return data.require(base / file if not Path(file).is_absolute() else Path(file), "cnndm", *OFFLINE_HINT)
+        path = base / file if not Path(file).is_absolute() else Path(file)
+        shipped = data.packaged(Path("cnndm") / file) if not Path(file).is_absolute() else None
+        return path if path.exists() else shipped or data.require(path, "cnndm", *OFFLINE_HINT)
     if (base / "test.jsonl").exists():
         return base / "test.jsonl"
     candidates = sorted(base.glob("*.jsonl")) if base.is_dir() else []
@@ -26,30 +30,38 @@ def data_file(root=None, file: str | None = None) -> Path:
     if len(candidates) > 1:
         raise data.DataMissingError(
             f"several CNN/DM files in {base}: {[c.name for c in candidates]}; set the task option `file`")
-    return data.require(base / "test.jsonl", "cnndm", *OFFLINE_HINT)
+    return data.packaged(PACKAGED) or data.require(base / "test.jsonl", "cnndm", *OFFLINE_HINT)
 
 
-def load_articles(root=None, file: str | None = None) -> list[dict]:
-    """CNN/DM test articles: id, article, highlights (ids from the file, else the line number)."""
+def articles_of(rows, where: str) -> list[dict]:
+    """Rows as articles (id, article, highlights; ids from the file, else the line number); a row
+    without both fields is an error naming ``where`` and the line."""
     examples = []
-    for index, row in enumerate(data.read_jsonl(data_file(root, file))):
-        missing = {"article", "highlights"} - row.keys()
+    for index, row in enumerate(rows):
+        missing = {"article", "highlights"} - row.keys() if isinstance(row, dict) else {"article", "highlights"}
         if missing:
-            raise ValueError(f"CNN/DM row {index} lacks fields {sorted(missing)}")
+            raise ValueError(f"{where}: line {index + 1} lacks field(s) {sorted(missing)}")
         ident = row.get("id", row.get("specbench_question_id", index))
         examples.append({"id": str(ident), "article": row["article"], "highlights": row["highlights"]})
+    if not examples:
+        raise ValueError(f"{where}: no articles")
     return examples
 
 
-def write_articles(root=None, jsonl: Path | None = None) -> Path:
-    """Write cnndm/test.jsonl from a local JSONL, else from the HF dataset abisee/cnn_dailymail."""
+def load_articles(root=None, file: str | None = None) -> list[dict]:
+    """CNN/DM test articles: id, article, highlights."""
+    path = data_file(root, file)
+    return articles_of(data.read_jsonl(path), str(path))
+
+
+def write_articles(root=None, jsonl: Path | str | None = None) -> Path:
+    """Write cnndm/test.jsonl from a local JSONL or, with ``jsonl="hub"``, from the HF dataset
+    abisee/cnn_dailymail; the rows are checked before anything is written (a bad file leaves the
+    old one in place). Without a source: the file already there, else the packaged 80 articles."""
     target = data.data_root(root) / "cnndm" / "test.jsonl"
-    target.parent.mkdir(parents=True, exist_ok=True)
-    if jsonl is not None:
-        rows = data.read_jsonl(Path(jsonl))
-    elif target.exists():
-        return target
-    else:
+    if jsonl is None:
+        return target if target.exists() else data.packaged(PACKAGED)
+    if str(jsonl) == HUB:
         from datasets import load_dataset  # only needed online
 
         try:
@@ -59,14 +71,21 @@ def write_articles(root=None, jsonl: Path | None = None) -> Path:
                 f"could not load abisee/cnn_dailymail 3.0.0 from the Hugging Face hub ({exc}); offline, run "
                 f"`{data.FETCH_COMMAND} --only cnndm --cnndm-jsonl FILE` with a JSONL of article, highlights"
             ) from exc
-        rows = ({"id": r["id"], "article": r["article"], "highlights": r["highlights"]} for r in split)
-    tmp = target.with_suffix(".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        for row in rows:
-            f.write(json.dumps(row, ensure_ascii=False) + "\n")
-    tmp.replace(target)
-    load_articles(root)  # validates the fields
-    return target
+        rows = [{"id": r["id"], "article": r["article"], "highlights": r["highlights"]} for r in split]
+    else:
+        source = data.require(Path(jsonl), "cnndm", *OFFLINE_HINT)
+        try:
+            rows = data.read_jsonl(source)
+        except ValueError as exc:
+            raise ValueError(f"{source}: not JSON lines ({exc})") from exc
+        articles_of(rows, str(source))
+
+    def write(tmp: Path) -> None:
+        with open(tmp, "w", encoding="utf-8") as f:
+            for row in rows:
+                f.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+    return data.write_atomically(target, write)
 
 
 @lru_cache(maxsize=1)
@@ -88,13 +107,17 @@ class CnnDmTask(Task):
     scores = {"rouge1": Score("ROUGE-1 F1"), "rouge2": Score("ROUGE-2 F1"), "rougeL": Score("ROUGE-L F1")}
     primary_score = "rougeL"
     defaults = {"limit": None, "max_new_tokens": 128, "article_token_budget": 1024, "file": None}
-    fetch_options = {"cnndm_jsonl": "a local CNN/DM JSONL (fields article, highlights), for offline use"}
+    fetch_options = {"cnndm_jsonl": "a CNN/DM JSONL (fields article, highlights), or `hub` for the full test split "
+                                    "from the Hugging Face hub (default: the 80 articles shipped with mtad)"}
 
     @classmethod
     def fetch_data(cls, root: Path, force: bool = False, cnndm_jsonl=None, **sources) -> str:
-        """cnndm/test.jsonl from ``cnndm_jsonl``, else from the Hugging Face hub (when online)."""
-        path = write_articles(root, Path(cnndm_jsonl) if cnndm_jsonl else None)
-        return f"{sum(1 for _ in open(path, encoding='utf-8'))} articles in {path}"
+        """cnndm/test.jsonl from ``cnndm_jsonl`` (a file, or ``hub``); without it the file already
+        there, else the packaged 80 articles (nothing to fetch)."""
+        path = write_articles(root, cnndm_jsonl)
+        count = sum(1 for _ in open(path, encoding="utf-8"))
+        shipped = " (shipped with mtad; the full test split: --cnndm-jsonl hub)" if path == data.packaged(PACKAGED) else ""
+        return f"{count} articles in {path}{shipped}"
 
     def __init__(self, data_root=None, **options):
         super().__init__(data_root, **options)

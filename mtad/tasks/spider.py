@@ -33,15 +33,27 @@ def load_spider(root=None) -> dict:
 
 
 def db_path(db_dir: Path, db_id: str) -> Path:
-    """The SQLite file of ``db_id`` (an error naming the fetch command when it is absent)."""
-    return data.require(db_dir / db_id / f"{db_id}.sqlite", "spider", *DATABASES_HINT)
+    """The SQLite file of ``db_id`` under ``db_dir``, else the one shipped with mtad (the databases
+    the embedded experiments query), else an error naming the fetch command."""
+    path = db_dir / db_id / f"{db_id}.sqlite"
+    shipped = data.packaged(f"spider/database/{db_id}/{db_id}.sqlite")
+    if path.exists():
+        return path
+    return shipped or data.require(path, "spider", *DATABASES_HINT)
+
+
+def packaged_databases() -> list[str]:
+    return sorted(p.name for p in (data.PACKAGED_ROOT / "spider" / "database").glob("*") if p.is_dir())
 
 
 def copy_databases(spider_dir: Path, root=None) -> list[Path]:
     """Copy the SQLite databases of the dev set from a Spider directory (holding database/<db>/)."""
+    source = Path(spider_dir)
+    if not source.is_dir():
+        raise data.DataMissingError(f"--spider-dir {source}: no such directory (a Spider release holds "
+                                    "database/<db_id>/<db_id>.sqlite)")
     base = data.data_root(root) / "spider"
     db_ids = sorted({ex["db_id"] for ex in load_spider(root)["examples"]})
-    source = Path(spider_dir)
     source = source / "database" if (source / "database").is_dir() else source
     copied, missing = [], []
     for db_id in db_ids:
@@ -51,9 +63,11 @@ def copy_databases(spider_dir: Path, root=None) -> list[Path]:
             missing.append(db_id)
             continue
         if not dst.exists() or dst.stat().st_size != src.stat().st_size:
-            dst.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(src, dst)
+            data.write_atomically(dst, lambda tmp, src=src: shutil.copyfile(src, tmp))
         copied.append(dst)
+    if not copied:
+        raise data.DataMissingError(f"no Spider database of the dev set in {source} (expected "
+                                    f"<db_id>/<db_id>.sqlite for {len(db_ids)} databases, e.g. {db_ids[0]})")
     if missing:
         log.warning("Spider databases missing in %s: %s", source, ", ".join(missing))
     return copied
@@ -160,13 +174,15 @@ class SpiderTask(Task):
         if spider_dir:
             return f"{len(files)} file(s) from {cls.wheel.requirement}, {len(copy_databases(Path(spider_dir), root))} database(s)"
         have = sorted((Path(root) / "spider" / "database").glob("*/*.sqlite"))
-        if not have:
+        shipped = packaged_databases()
+        if not have and not shipped:
             raise data.DataMissingError(
                 f"the questions are here ({len(files)} file(s) from {cls.wheel.requirement}) but no Spider database "
                 f"is in {Path(root) / 'spider' / 'database'}; get them with "
                 f"`{data.FETCH_COMMAND} --data-root {root} --only spider{DATABASES_HINT[0]}`{DATABASES_HINT[1]}")
-        return (f"{len(files)} file(s) from {cls.wheel.requirement}; {len(have)} database(s) present "
-                "(add --spider-dir DIR to copy them from a Spider release)")
+        return (f"{len(files)} file(s) from {cls.wheel.requirement}; {len(have)} database(s) in the data root, "
+                f"{len(shipped)} shipped with mtad ({', '.join(shipped)}: the questions the embedded experiments "
+                "ask); the others: --spider-dir DIR (a Spider release)")
 
     def __init__(self, data_root=None, **options):
         super().__init__(data_root, **options)
