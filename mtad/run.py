@@ -52,6 +52,7 @@ from mtad.runner.layout import (ENV, ERROR, METRICS, SAMPLES, Cell, cell_identit
                                 override_dirname, read_json, resolve_cell)
 from mtad.runner.loop import CellRunner, needs_rescoring, rescore
 from mtad.runner import records
+from mtad.runner.lock import CellBusy, cell_lock
 from mtad.runner.records import derive_seed, read_finished, write_json
 
 log = logging.getLogger("mtad.run")
@@ -226,9 +227,12 @@ def run_with_logger(cfg: DictConfig) -> dict:
                                      _recursive_=False, _convert_="all")  # the config is data, not objects
     failed = True
     try:
-        metrics = run_cell(cfg, plan, logger)
+        with cell_lock(cell.directory, cell.name):  # one writer per cell
+            metrics = run_cell(cfg, plan, logger)
         failed = False
         return metrics
+    except CellBusy:
+        raise  # another run writes this cell: nothing here is failed
     except CellIncomplete:
         raise  # metrics.json holds the reason; the cell is not failed, it is to be finished
     except DataMissingError as exc:

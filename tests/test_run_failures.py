@@ -165,17 +165,53 @@ def test_unwritable_cache_names_mtad_cache(tmp_path, data_args):
     assert "Traceback" not in proc.log
 
 
+def valid_record(example_id: str) -> str:
+    turn = {"token_ids": [1, 2], "text": "ab", "completion": "ab", "logprob_sum": -0.5, "logprob_n": 2,
+            "stats": {"new_tokens": 2, "seconds": 0.1, "target_calls": 2}}
+    return json.dumps({"id": example_id, "samples": [{"turns": [turn], "scores": {}}]}) + "\n"
+
+
 def test_a_corrupted_middle_line_is_reported_and_the_lines_after_it_kept(tmp_path, caplog):
     from mtad.runner.records import read_finished
 
     path = tmp_path / "samples.jsonl"
-    path.write_text('{"id": "a"}\n{"id": "b", "sam\n{"id": "c"}\n{"id": "d"}\n{"id": "e"')
+    a, c, d = valid_record("a"), valid_record("c"), valid_record("d")
+    path.write_text(a + '{"id": "b", "sam\n' + c + d + valid_record("e")[:-9])
     with caplog.at_level(logging.WARNING):
         records = read_finished(path)
     assert [r["id"] for r in records] == ["a", "c", "d"]  # e: a torn last line, cut off
-    assert "line 2 is corrupted" in caplog.text and "torn last line" in caplog.text
-    assert path.read_text() == '{"id": "a"}\n{"id": "c"}\n{"id": "d"}\n'
+    assert f"{path} line 2 is rejected: not JSON" in caplog.text and "torn last line" in caplog.text
+    assert path.read_text() == a + c + d
     assert (tmp_path / "samples.jsonl.corrupt").read_text() == '{"id": "b", "sam\n'
+
+
+def test_a_record_failing_the_schema_is_quarantined_with_its_file_and_line(tmp_path, caplog):
+    """Valid JSON without a field every reader needs (`turns`) is not a finished example."""
+    from mtad.report.examples import read_records
+    from mtad.runner.records import read_finished
+
+    path = tmp_path / "samples.jsonl"
+    broken = json.dumps({"id": "b", "samples": [{"scores": {}}]}) + "\n"
+    path.write_text(valid_record("a") + broken)
+    with caplog.at_level(logging.WARNING):
+        assert [r["id"] for r in read_records(path)] == ["a"]  # the report's read: skipped, file untouched
+        assert f"{path} line 2 skipped: sample 0 lacks 'turns'" in caplog.text and path.read_text().endswith(broken)
+        assert [r["id"] for r in read_finished(path)] == ["a"]
+    assert f"{path} line 2 is rejected: sample 0 lacks 'turns'" in caplog.text
+    assert (tmp_path / "samples.jsonl.corrupt").read_text() == broken and path.read_text() == valid_record("a")
+
+
+def test_duplicate_records_are_read_once_and_said(tmp_path, caplog):
+    from mtad.report.examples import read_records
+    from mtad.runner.records import read_finished
+
+    path = tmp_path / "samples.jsonl"
+    path.write_text(valid_record("a") + valid_record("b") + valid_record("a"))
+    with caplog.at_level(logging.WARNING):
+        assert [r["id"] for r in read_records(path)] == ["a", "b"]
+        assert "line 3 skipped: a second record of example 'a'" in caplog.text
+        assert [r["id"] for r in read_finished(path)] == ["a", "b"]
+    assert path.read_text() == valid_record("a") + valid_record("b")
 
 
 JUDGE = ["task=mtbench", "task.max_new_tokens=4", "task.judge.kind=openai", "task.judge.model=judge-model",
@@ -239,7 +275,7 @@ def test_without_spider_or_cnndm_the_grid_marks_them_missing_and_exits_0(tmp_pat
     assert "python scripts/get_data.py" in text
 
 
-def test_get_data_reports_absent_spider_databases(tmp_path, shared_data):
+def test_get_data_says_which_spider_databases_ship_and_how_to_get_the_others(tmp_path, shared_data):
     import subprocess
     import sys
 
@@ -249,6 +285,26 @@ def test_get_data_reports_absent_spider_databases(tmp_path, shared_data):
     shutil.copytree(shared_data / "spider", data_root / "spider", ignore=shutil.ignore_patterns("database"))
     result = subprocess.run([sys.executable, str(REPO / "scripts" / "get_data.py"), "--data-root", str(data_root),
                              "--only", "spider"], capture_output=True, text=True)
-    assert result.returncode == 1
-    assert "no Spider database" in result.stderr and "--spider-dir DIR" in result.stderr
-    assert "missing data: spider" in result.stderr
+    assert result.returncode == 0, result.stderr
+    assert "1 shipped with mtad (concert_singer" in result.stdout and "--spider-dir DIR" in result.stdout
+    result = subprocess.run([sys.executable, str(REPO / "scripts" / "get_data.py"), "--data-root", str(data_root),
+                             "--only", "spider", "--spider-dir", str(tmp_path / "nonexistent")],
+                            capture_output=True, text=True)
+    assert result.returncode == 1 and "no such directory" in result.stderr
+
+
+def test_a_second_run_of_a_cell_being_written_stops_naming_the_holder(tmp_path, data_args):
+    """One writer per cell: while another run holds the cell, a run of it writes nothing and says
+    who holds it; once free, the same command runs it."""
+    from mtad.runner.lock import cell_lock
+
+    args = [*TINY, "method=sampling", "limit=1", *TASK_ARGS, *data_args]
+    cell = tmp_path / "runs" / "default" / "tiny_llama" / "cnndm" / "sampling" / \
+        "task.article_token_budget=48,task.max_new_tokens=12"  # TASK_ARGS name the cell's overrides folder
+    with cell_lock(cell, "held by this test"):
+        busy = mtad_run(args, tmp_path, check=False)
+    assert busy.returncode == 1 and "is being written by another run" in busy.log
+    assert f"pid {os.getpid()}" in busy.log and "Traceback" not in busy.log
+    assert not (cell / "samples.jsonl").exists() and not (cell / "error.txt").exists()
+    mtad_run(args, tmp_path)
+    assert len((cell / "samples.jsonl").read_text().splitlines()) == 1 and not (cell / ".cell.lock.holder").exists()
