@@ -45,8 +45,8 @@ from omegaconf import DictConfig, OmegaConf
 from mtad.runner import provenance  # first: the code state is read when the process loads its code
 from mtad import configs
 from mtad.runner.aggregate import cell_metrics, summary
-from mtad.runner.checks import (SettingError, build_task, check_method, check_writable, explain_os_error,
-                                task_settings)
+from mtad.runner.checks import (SettingError, build_task, check_method, check_override_keys, check_run_settings,
+                                check_writable, explain_os_error, task_settings)
 from mtad.runner.devices import load_pair_cached, model_devices, peak_memory, reset_peak_memory
 from mtad.runner.layout import (ENV, ERROR, METRICS, SAMPLES, Cell, cell_identity, check_identity, is_complete,
                                 override_dirname, read_json, resolve_cell)
@@ -82,6 +82,7 @@ class Plan:
 
 def plan_cell(cfg: DictConfig, cell: Cell) -> Plan:
     """Check every setting of the cell; nothing is read or written yet."""
+    check_run_settings(cfg)
     if cfg.missing_data not in MISSING_DATA_MODES:
         raise SettingError(f"missing_data must be one of {', '.join(MISSING_DATA_MODES)}, got {cfg.missing_data!r}")
     options, limit = task_settings(cfg, cell.task)
@@ -258,8 +259,17 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
+def main() -> None:
+    """``mtad-run``: the command-line overrides' keys are checked first (Hydra's own message for an
+    unknown key does not list the valid ones), then Hydra runs the cell(s)."""
+    problem = check_override_keys(sys.argv[1:])
+    if problem:
+        sys.exit(f"mtad-run: {problem}")
+    hydra_main()
+
+
 @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")
-def main(cfg: DictConfig) -> None:
+def hydra_main(cfg: DictConfig) -> None:
     start = time.perf_counter()
     try:
         run_with_logger(cfg)

@@ -43,6 +43,13 @@ def plan(overrides, tmp_path):
     ("method.threshold=1.5", "threshold must be in (0, 1]"),
     ("task.judge.kind=gpt5", "valid: none, hf, openai"),
     ("missing_data=skip", "missing_data must be one of fail, mark"),
+    ("task.max_new_tokens=-5", "option max_new_tokens of task 'cnndm' must be > 0"),
+    ("task.article_token_budget=many", "option article_token_budget of task 'cnndm' must be an integer"),
+    ("seed=abc", "seed must be an integer"),
+    ("threads=-1", "threads must be a positive integer"),
+    ("warmup_tokens=-2", "warmup_tokens must be an integer >= 0"),
+    ("progress=maybe", "progress must be true or false"),
+    ("method.replacement=sometimes", "replacement must be true or false"),
 ])
 def test_bad_settings_are_caught_before_any_work(tmp_path, override, message):
     from mtad.runner.checks import SettingError
@@ -51,6 +58,26 @@ def test_bad_settings_are_caught_before_any_work(tmp_path, override, message):
     with pytest.raises(SettingError, match=re.escape(message)):
         plan([*TINY, "method=mtad", task, override], tmp_path)
     assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["method=mtad", "method.tau=-1"], "method.tau: not a setting of method 'mtad'; valid: beam_width, gamma, "
+                                      "replacement, temperature, threshold, top_k, top_p"),
+    (["method=mtad,mmtad", "method.denominator=node"], "method.denominator: not a setting of method 'mtad'"),
+    (["task=cnndm", "task.tokens=3"], "task.tokens: not a setting of task 'cnndm'; valid: article_token_budget"),
+    (["+method.nonsense=1"], "method.nonsense: not a setting of method 'sampling'"),
+])
+def test_unknown_setting_keys_list_the_valid_ones_before_hydra_runs(overrides, message):
+    from mtad.runner.checks import check_override_keys
+
+    assert message in check_override_keys(overrides)
+    assert check_override_keys(["method=mmtad", "method.denominator=node", "task=spider", "task.timeout_s=2"]) is None
+    assert check_override_keys(["experiment=sweeps", "method.gamma=3"]) is None  # the sweep names the methods
+
+
+def test_unknown_setting_key_from_the_command_line(tmp_path):
+    proc = mtad_run([*TINY, "method=mtad", "method.tau=-1"], tmp_path, check=False)
+    assert proc.returncode == 1 and "valid: beam_width, gamma" in proc.log and "Traceback" not in proc.log
 
 
 def test_good_settings_pass_the_check(tmp_path):
