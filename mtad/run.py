@@ -54,6 +54,7 @@ from mtad.runner.loop import CellRunner, needs_rescoring, rescore
 from mtad.runner import records
 from mtad.runner.lock import CellBusy, cell_lock
 from mtad.runner.records import derive_seed, read_finished, write_json
+from mtad.tasks.humaneval.sandbox import SandboxUnavailable
 
 log = logging.getLogger("mtad.run")
 
@@ -236,6 +237,9 @@ def run_with_logger(cfg: DictConfig) -> dict:
         raise  # another run writes this cell: nothing here is failed
     except CellIncomplete:
         raise  # metrics.json holds the reason; the cell is not failed, it is to be finished
+    except SandboxUnavailable as exc:
+        record_failure(cell)
+        raise SettingError(str(exc)) from None
     except DataMissingError as exc:
         if cfg.missing_data == "mark":
             failed = False
