@@ -12,8 +12,9 @@ help: ## list targets
 .venv/.installed: pyproject.toml
 	python3 -m venv .venv
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q "$(TORCH_SPEC)"
-	$(PY) -m pip install -q -e ".[dev]"
+	@echo "installing $(TORCH_SPEC) and mtad with its dev tools into .venv (a few minutes; pip shows its progress)"
+	$(PY) -m pip install --progress-bar on "$(TORCH_SPEC)"
+	$(PY) -m pip install --progress-bar on -e ".[dev]"
 	touch $@
 
 install: .venv/.installed ## create .venv and install mtad with its dev tools
