@@ -35,3 +35,15 @@ def test_only_make_results_writes_the_reference():
 def test_local_results_are_ignored_by_git():
     probe = subprocess.run(["git", "check-ignore", "results/local/runs/table2/x"], cwd=REPO, capture_output=True)
     assert probe.returncode == 0
+
+
+def test_make_table_names_the_experiments_there_and_hints_at_override_folders(tmp_path):
+    from mtad.report.tables import build_table2
+
+    cell = tmp_path / "sweeps" / "pair" / "cnndm" / "mtad" / "method.gamma=3"
+    cell.mkdir(parents=True)
+    (cell / "metrics.json").write_text('{"status": "complete"}')
+    with pytest.raises(ValueError, match=r"no cells of experiment 'nonexistent' .*experiments there: \['sweeps'\]"):
+        build_table2(tmp_path, tmp_path / "out", experiment="nonexistent")
+    with pytest.raises(ValueError, match="method.gamma=3.*--overrides any"):
+        build_table2(tmp_path, tmp_path / "out", experiment="sweeps")
