@@ -53,6 +53,7 @@ from mtad.runner.layout import (ENV, ERROR, METRICS, SAMPLES, Cell, cell_identit
 from mtad.runner.loop import CellRunner, needs_rescoring, rescore
 from mtad.runner import records
 from mtad.runner.lock import CellBusy, cell_lock
+from mtad.runner.offline import settle_hub_access
 from mtad.runner.records import derive_seed, read_finished, write_json
 from mtad.tasks.humaneval.sandbox import SandboxUnavailable
 
@@ -269,6 +270,8 @@ def main() -> None:
     problem = check_override_keys(sys.argv[1:])
     if problem:
         sys.exit(f"mtad-run: {problem}")
+    logging.basicConfig(level=logging.INFO, format="[%(asctime)s][%(name)s][%(levelname)s] - %(message)s")
+    settle_hub_access()
     hydra_main()
 
 

@@ -275,3 +275,20 @@ def test_every_method_runs_with_a_feature_head(tmp_path, data_args):
         metrics = json.loads((cell / "metrics.json").read_text())
         assert metrics["new_tokens"] > 0 and metrics["block_efficiency"] >= 1.0, cell
         assert (metrics["draft_calls"] > 0) == (metrics["method"] != "sampling"), cell
+
+
+def test_an_unreachable_hub_is_probed_once_and_the_process_runs_offline(monkeypatch, caplog):
+    import socket
+
+    from mtad.runner import offline
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    def unreachable(*args, **kwargs):
+        raise OSError("Name or service not known")
+    monkeypatch.setattr(socket, "create_connection", unreachable)
+    with caplog.at_level("WARNING"):
+        assert offline.settle_hub_access() is False
+    assert os.environ["HF_HUB_OFFLINE"] == "1" and caplog.text.count("hub is unreachable") == 1
+    caplog.clear()
+    assert offline.settle_hub_access() is False and "unreachable" not in caplog.text  # decided: said once
+    monkeypatch.delenv("HF_HUB_OFFLINE")
