@@ -12,8 +12,9 @@ help: ## list targets
 .venv/.installed: pyproject.toml
 	python3 -m venv .venv
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q "$(TORCH_SPEC)"
-	$(PY) -m pip install -q -e ".[dev]"
+	@echo "installing $(TORCH_SPEC) and mtad with its dev tools into .venv (a few minutes; pip shows its progress)"
+	$(PY) -m pip install --progress-bar on "$(TORCH_SPEC)"
+	$(PY) -m pip install --progress-bar on -e ".[dev]"
 	touch $@
 
 install: .venv/.installed ## create .venv and install mtad with its dev tools
@@ -53,44 +54,53 @@ draft: install ## distil DRAFT_PAIR's draft (a layer draft or a feature head) DR
 measure-draft: install ## both drafts of the embedded pair on held-out prompts of every task family (acceptance, block efficiency, cost) -> results/draft/
 	$(PY) scripts/measure_draft.py --pair $(EMBEDDED_PAIR) --compare $(OTHER_DRAFT_PAIRS) $(ARGS)
 
-# --- experiments: conf/experiment + conf/sweep -> results/runs (resumable) -> results/tables
+# --- experiments: conf/experiment + conf/sweep -> a results root (resumable) -> tables
+# The committed reference lives under results/runs (tables in results/tables, claims in
+# results/claims) and only `make results` writes there. Every other run writes under results/local/
+# (git-ignored) and ends by comparing its cells with the committed reference: which reproduce
+# exactly, which agree within their intervals (mtad.report.agreement).
 RUN ?= $(PY) -m mtad.run
 OVERRIDES ?=
 EXPERIMENT ?= table2
-SHARED_DATA ?= ../shared/data
-# offline sources for Spider's databases and CNN/DM when a copy lies beside the checkout
-RUN_DATA_ARGS ?= $(if $(wildcard $(SHARED_DATA)/spider/database),--spider-dir $(SHARED_DATA)/spider) \
-	$(if $(wildcard $(SHARED_DATA)/cnndm/*.jsonl),--cnndm-jsonl $(firstword $(wildcard $(SHARED_DATA)/cnndm/*.jsonl)))
-RESULTS ?= results/runs
+# DATA_ARGS: e.g. --spider-dir DIR (a Spider release) or --cnndm-jsonl hub, for the full sets
+DATA_ARGS ?=
+REFERENCE := results/runs
+RESULTS ?= results/local/runs
+AT_REFERENCE = $(filter $(REFERENCE),$(RESULTS))
+TABLES ?= $(if $(AT_REFERENCE),results/tables,results/local/tables)
+CLAIMS_OUT ?= $(if $(AT_REFERENCE),results/claims,results/local/claims)
 TABLE_ARGS ?=
-# Data that cannot be had (no Spider release, CNN/DM neither on the hub nor local) is reported
-# once by get_data.py before any model work; its cells are then recorded `missing` (the reason
-# and the command that gets the data) and the run goes on with the other tasks.
+# Data that cannot be had is reported once by get_data.py before any model work; its cells are
+# then recorded `missing` (the reason and the command that gets the data) and the run goes on.
 MISSING_DATA ?= mark
+# The local run of experiment $(1) against the committed reference (nothing when writing the reference).
+compare_with_reference = $(if $(AT_REFERENCE),true,$(PY) -m mtad.report.agreement cells $(REFERENCE) $(RESULTS) \
+	--experiment $(1) || true)
 # Run a fresh-or-resumed multirun of experiment $(1), then build its table even if a cell failed,
-# and report the run's status.
+# compare it with the reference, and report the run's status.
 define run_and_table
-	$(PY) scripts/get_data.py $(RUN_DATA_ARGS) || echo "warning: the data above could not be fetched: its cells will be marked missing"
-	$(call fresh_if_committed,$(RESULTS)/$(1))
+	$(PY) scripts/get_data.py $(DATA_ARGS) || echo "warning: the data above could not be fetched: its cells will be marked missing"
+	$(if $(AT_REFERENCE),$(call fresh_if_committed,$(RESULTS)/$(1)))
 	$(RUN) experiment=$(1) results_root=$(RESULTS) missing_data=$(MISSING_DATA) $(OVERRIDES); status=$$?; \
-	  $(PY) scripts/make_table.py --experiment $(1) --results $(RESULTS) $(TABLE_ARGS) || status=1; exit $$status
+	  $(PY) scripts/make_table.py --experiment $(1) --results $(RESULTS) --out $(TABLES) $(TABLE_ARGS) || status=1; \
+	  $(call compare_with_reference,$(1)); exit $$status
 endef
-# When a results folder is exactly its committed reference (a fresh clone), it is run again
-# from scratch (`git checkout <folder>` restores the reference); cells written here since (an
-# interrupted run) differ from it and are resumed instead.
+# `make results` only: when a reference folder is exactly its committed state, it is run again
+# from scratch (`git checkout <folder>` restores it); cells written since (an interrupted
+# regeneration) differ from it and are resumed instead.
 reset_if_committed = if [ -n "$$(git ls-files -- $(1) 2>/dev/null)" ] && git diff --quiet HEAD -- $(1) \
 	  && [ -z "$$(git ls-files --others -- $(1))" ]; then \
 	  echo "$(1) is the committed reference run: running it again from scratch"; rm -rf $(1); fi
 fresh_if_committed = @$(call reset_if_committed,$(1))
 
 .PHONY: reproduce-table2 smoke table sweep-gamma sweep-beam-width sweep-threshold
-reproduce-table2: install ## Table 2: 6 methods x 4 tasks on the embedded pair (<30 min, 2-core CPU) -> results/tables/table2.md
+reproduce-table2: install ## Table 2: 6 methods x 4 tasks on the embedded pair (<30 min, 2-core CPU) -> results/local/tables/table2.md, compared with the committed one
 	$(call run_and_table,table2)
 
-smoke: install ## the Table 2 grid with 1-2 examples per cell (a few minutes) -> results/tables/table2_smoke.md
+smoke: install ## the Table 2 grid with 1-2 examples per cell (a few minutes) -> results/local/tables/table2_smoke.md
 	$(call run_and_table,smoke)
 
-table: install ## rebuild results/tables/table2*.{md,csv} from results/runs (EXPERIMENT=table2)
+table: install ## rebuild the committed results/tables/table2*.{md,csv} from results/runs (EXPERIMENT=table2)
 	$(PY) scripts/make_table.py --experiment $(EXPERIMENT) $(TABLE_ARGS)
 
 SWEEP_BASELINES = $(RUN) -m experiment=sweeps method=sampling,sps results_root=$(RESULTS) $(OVERRIDES)
@@ -107,9 +117,10 @@ sweep-threshold: install ## threshold tau = 0.1..0.9 for mtad, mmtad (+ baseline
 	$(RUN) experiment=sweeps sweep=threshold results_root=$(RESULTS) $(OVERRIDES)
 
 .PHONY: sweeps
-sweeps: install ## the three sweeps (from scratch when results/runs/sweeps is the committed run, else resumed)
-	$(call fresh_if_committed,$(RESULTS)/sweeps)
-	$(MAKE) --no-print-directory sweep-gamma sweep-beam-width sweep-threshold
+sweeps: install ## the three sweeps (resumed; under results/local unless `make results` regenerates the reference)
+	$(if $(AT_REFERENCE),$(call fresh_if_committed,$(RESULTS)/sweeps))
+	$(MAKE) --no-print-directory sweep-gamma sweep-beam-width sweep-threshold RESULTS=$(RESULTS)
+	@$(call compare_with_reference,sweeps)
 
 .PHONY: figures
 figures: install ## regenerate every figure from committed results (results/runs -> results/figures, seconds)
@@ -126,14 +137,15 @@ bench: install ## every method on the eager and fast paths vs HF generate (eager
 # experiment (table2, table2_full) is read from its finished cells. PAIR= picks another pair.
 PAIR ?=
 CLAIMS_DIR = $(RESULTS)/$(EXPERIMENT)$(if $(PAIR),/$(PAIR))
-CLAIMS_DATA_ARGS = --only cnndm $(if $(wildcard $(SHARED_DATA)/cnndm/*.jsonl),--cnndm-jsonl $(firstword $(wildcard $(SHARED_DATA)/cnndm/*.jsonl)))
 .PHONY: claims
 claims: EXPERIMENT = claims
-claims: install ## every claim of the paper with a 95% interval and a verdict (embedded pair, <= 30 min) -> results/claims/claims.md
+claims: install ## every claim of the paper with a 95% interval and a verdict (embedded pair, <= 30 min) -> results/local/claims/claims.md, compared with the committed one
 	@if [ "$(filter claims%,$(EXPERIMENT))" ]; then \
-	  $(PY) scripts/get_data.py $(CLAIMS_DATA_ARGS) || echo "warning: CNN/DailyMail could not be fetched; the run will stop"; \
-	  $(call reset_if_committed,$(CLAIMS_DIR)); fi
-	$(PY) -m mtad.report.claims experiment=$(EXPERIMENT) $(if $(PAIR),pair=$(PAIR)) results_root=$(RESULTS) $(OVERRIDES)
+	  $(PY) scripts/get_data.py --only cnndm $(DATA_ARGS) || echo "warning: CNN/DailyMail could not be fetched; the run will stop"; \
+	  $(if $(AT_REFERENCE),$(call reset_if_committed,$(CLAIMS_DIR));) fi
+	$(PY) -m mtad.report.claims experiment=$(EXPERIMENT) $(if $(PAIR),pair=$(PAIR)) results_root=$(RESULTS) --out $(CLAIMS_OUT) $(OVERRIDES)
+	@$(if $(AT_REFERENCE),true,if [ -f results/claims/$(EXPERIMENT).json ] && [ -z "$(PAIR)" ]; then \
+	  $(PY) -m mtad.report.agreement claims results/claims/$(EXPERIMENT).json $(CLAIMS_OUT)/$(EXPERIMENT).json || true; fi)
 
 # --- reproduction check: every method on one short example, rerun in a fresh process
 VERIFY_ROOT ?= results/verify
@@ -161,6 +173,6 @@ results: install ## regenerate every committed result: Table 2, sweeps, claims, 
 	  echo "results: the tree has uncommitted changes; commit them first (or ALLOW_DIRTY=1)"; exit 1; fi; \
 	for step in $(RESULT_STEPS); do \
 	  if [ "$$(cat $(STAMPS)/$$step 2>/dev/null)" = "$$commit" ]; then echo "results: $$step already done at $$commit"; continue; fi; \
-	  echo "results: $$step"; $(MAKE) --no-print-directory $$step || exit 1; \
+	  echo "results: $$step"; $(MAKE) --no-print-directory $$step RESULTS=$(REFERENCE) || exit 1; \
 	  mkdir -p $(STAMPS); echo "$$commit" > $(STAMPS)/$$step; done; \
 	echo "results: every step done at $$commit"

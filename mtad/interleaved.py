@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import time
+from contextlib import ExitStack
 from datetime import datetime, timezone
 from itertools import zip_longest
 
@@ -31,6 +32,7 @@ from mtad.runner.checks import build_task, check_method, task_settings
 from mtad.runner.devices import load_pair_cached, model_devices, peak_memory, reset_peak_memory
 from mtad.runner.layout import ENV, METRICS, SAMPLES, Cell, cell_directory, cell_identity, check_identity, read_json
 from mtad.runner.loop import CellRunner
+from mtad.runner.lock import cell_lock
 from mtad.runner.records import append_record, read_finished, write_json
 
 CONF_DIR = str(configs.conf_dir())  # $MTAD_CONF_DIR, the checkout's conf/, or the wheel's copy
@@ -126,9 +128,6 @@ def run_interleaved(overrides: list[str], methods: list[str], tasks: list[str],
     """Run ``methods`` x ``tasks`` of the experiment named in ``overrides``; returns a summary
     with the cells' metrics and whether the time limit stopped the run."""
     import torch
-    from tqdm import tqdm
-
-    from mtad.metrics.energy import make_energy_meter
 
     if not methods or not tasks:
         raise ValueError("run_interleaved needs at least one method and one task")
@@ -141,6 +140,20 @@ def run_interleaved(overrides: list[str], methods: list[str], tasks: list[str],
         options, limit = task_settings(cfgs[(t, methods[0])], t)
         task_objs[t] = build_task(t, first.data_root, options)
         examples[t] = task_objs[t].examples(limit=limit)
+    held = ExitStack()  # one writer per cell: every cell of the run is held until it ends
+    for (t, m), cfg in cfgs.items():
+        directory = cell_directory(cfg.results_root, cfg.experiment_name, cfg.pair.name, t, m)
+        held.enter_context(cell_lock(directory, f"{cfg.experiment_name}/{cfg.pair.name}/{t}/{m}"))
+    with held:
+        return _run_held(cfgs, methods, tasks, task_objs, examples, max_minutes, progress)
+
+
+def _run_held(cfgs, methods, tasks, task_objs, examples, max_minutes, progress) -> dict:
+    from tqdm import tqdm
+
+    from mtad.metrics.energy import make_energy_meter
+
+    first = cfgs[(tasks[0], methods[0])]
     pair = load_pair_cached(OmegaConf.to_container(first.pair, resolve=True))
     devices = model_devices(pair.target, pair.draft)
     meter, energy_reason = make_energy_meter(first.energy.meter, devices)

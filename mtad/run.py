@@ -45,14 +45,17 @@ from omegaconf import DictConfig, OmegaConf
 from mtad.runner import provenance  # first: the code state is read when the process loads its code
 from mtad import configs
 from mtad.runner.aggregate import cell_metrics, summary
-from mtad.runner.checks import (SettingError, build_task, check_method, check_writable, explain_os_error,
-                                task_settings)
+from mtad.runner.checks import (SettingError, build_task, check_method, check_override_keys, check_run_settings,
+                                check_writable, explain_os_error, task_settings)
 from mtad.runner.devices import load_pair_cached, model_devices, peak_memory, reset_peak_memory
 from mtad.runner.layout import (ENV, ERROR, METRICS, SAMPLES, Cell, cell_identity, check_identity, is_complete,
                                 override_dirname, read_json, resolve_cell)
 from mtad.runner.loop import CellRunner, needs_rescoring, rescore
 from mtad.runner import records
+from mtad.runner.lock import CellBusy, cell_lock
+from mtad.runner.offline import settle_hub_access
 from mtad.runner.records import derive_seed, read_finished, write_json
+from mtad.tasks.humaneval.sandbox import SandboxUnavailable
 
 log = logging.getLogger("mtad.run")
 
@@ -81,6 +84,7 @@ class Plan:
 
 def plan_cell(cfg: DictConfig, cell: Cell) -> Plan:
     """Check every setting of the cell; nothing is read or written yet."""
+    check_run_settings(cfg)
     if cfg.missing_data not in MISSING_DATA_MODES:
         raise SettingError(f"missing_data must be one of {', '.join(MISSING_DATA_MODES)}, got {cfg.missing_data!r}")
     options, limit = task_settings(cfg, cell.task)
@@ -226,11 +230,17 @@ def run_with_logger(cfg: DictConfig) -> dict:
                                      _recursive_=False, _convert_="all")  # the config is data, not objects
     failed = True
     try:
-        metrics = run_cell(cfg, plan, logger)
+        with cell_lock(cell.directory, cell.name):  # one writer per cell
+            metrics = run_cell(cfg, plan, logger)
         failed = False
         return metrics
+    except CellBusy:
+        raise  # another run writes this cell: nothing here is failed
     except CellIncomplete:
         raise  # metrics.json holds the reason; the cell is not failed, it is to be finished
+    except SandboxUnavailable as exc:
+        record_failure(cell)
+        raise SettingError(str(exc)) from None
     except DataMissingError as exc:
         if cfg.missing_data == "mark":
             failed = False
@@ -254,8 +264,19 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
+def main() -> None:
+    """``mtad-run``: the command-line overrides' keys are checked first (Hydra's own message for an
+    unknown key does not list the valid ones), then Hydra runs the cell(s)."""
+    problem = check_override_keys(sys.argv[1:])
+    if problem:
+        sys.exit(f"mtad-run: {problem}")
+    logging.basicConfig(level=logging.INFO, format="[%(asctime)s][%(name)s][%(levelname)s] - %(message)s")
+    settle_hub_access()
+    hydra_main()
+
+
 @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")
-def main(cfg: DictConfig) -> None:
+def hydra_main(cfg: DictConfig) -> None:
     start = time.perf_counter()
     try:
         run_with_logger(cfg)

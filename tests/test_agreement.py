@@ -22,8 +22,10 @@ def write_run(root: Path, seed: int, calls_scale: float = 1.0, logprob_shift: fl
             accepted = 0 if method == "sampling" else tokens - calls
             stats = {"new_tokens": tokens, "target_calls": calls, "drafted": 0 if method == "sampling" else 4 * calls,
                      "accepted": accepted, "seconds": 1.0}
+            turn = {"token_ids": [1] * tokens, "text": "x", "completion": "x", "stats": stats,
+                    "logprob_sum": -1.0, "logprob_n": tokens}
             sample = {"mean_logprob": float(rng.normal(-1.0 + logprob_shift, 0.3)), "scores": {"rougeL": 0.2},
-                      "turns": [{"stats": stats}]}
+                      "turns": [turn]}
             lines.append(json.dumps({"id": f"e{i}", "samples": [sample]}))
         (cell / "samples.jsonl").write_text("\n".join(lines) + "\n")
     return root

@@ -104,12 +104,23 @@ def test_client_error_status_is_the_recorded_cause_and_not_retried(bench, endpoi
     assert len(_Endpoint.requests) == 1
 
 
-def test_server_errors_are_retried_then_reported(bench, endpoint):
+def test_server_errors_are_retried_then_reported(bench, endpoint, caplog):
     prompts, examples = bench
     _Endpoint.replies = [("status", 503)] * 3
-    verdict = openai_judge(endpoint, retries=3).grade(prompts, examples[81], ["a", "b"], 1)
+    with caplog.at_level("WARNING", logger="mtad.judge"):
+        verdict = openai_judge(endpoint, retries=3, backoff_s=0.01).grade(prompts, examples[81], ["a", "b"], 1)
     assert verdict.score is None and "HTTP 503" in verdict.error and "3 attempts" in verdict.error
     assert len(_Endpoint.requests) == 3
+    retries = [r.message for r in caplog.records if "retrying" in r.message]  # one line per retry
+    assert len(retries) == 2 and "attempt 1 of 3 failed" in retries[0] and "attempt 2 of 3" in retries[1]
+
+
+def test_default_judge_settings_give_up_on_a_dead_endpoint_within_a_minute():
+    from mtad.tasks.mtbench.judge import DEFAULTS
+
+    worst = DEFAULTS["retries"] * DEFAULTS["timeout_s"] + sum(DEFAULTS["backoff_s"] * 2 ** i
+                                                               for i in range(DEFAULTS["retries"] - 1))
+    assert worst <= 60
 
 
 def test_garbage_reply_is_reported_unparsable(bench, endpoint):

@@ -196,10 +196,33 @@ def test_bad_override_gives_hydras_error(tmp_path, override, message):
         assert "mtad" in proc.log and "sampling" in proc.log  # the valid options are listed
 
 
+def test_judge_connection_settings_are_not_part_of_a_cells_identity(tmp_path):
+    import json
+
+    from omegaconf import OmegaConf
+
+    from mtad.runner.layout import ENV, Cell, cell_identity, check_identity
+    from test_configs import compose_cfg
+
+    cell = Cell("e", "tiny_llama", "mtbench", "sampling", "", tmp_path)
+    def identity(*overrides):
+        cfg = compose_cfg(["pair=tiny_llama", "task=mtbench", *overrides])
+        return cell_identity(cfg, cell, OmegaConf.to_container(cfg.task, resolve=True))
+    slow, fast = identity("task.judge.timeout_s=300", "task.judge.retries=5"), identity("task.judge.timeout_s=5")
+    assert slow == fast and "timeout_s" not in json.dumps(slow)
+    assert identity("task.judge.temperature=0.5") != fast  # how it grades is
+    (tmp_path / ENV).write_text(json.dumps({"cell": {**slow, "task": {**slow["task"], "judge": {
+        **slow["task"]["judge"], "timeout_s": 120.0}}}}))  # recorded with its connection settings
+    check_identity(tmp_path, fast)
+
+
 def test_override_dirname_and_seeds():
     assert override_dirname(["method=mtad", "method.gamma=3", "seed=1", "limit=5", "logger=wandb",
                              "hydra.run.dir=x", "per_task.cnndm.limit=2", "task.limit=3"]) == "method.gamma=3,seed=1"
     assert override_dirname(["hydra/launcher=joblib", "energy=none"]) == ""
+    # how a judge is reached names no directory; which judge grades does
+    assert override_dirname(["task.judge.timeout_s=5", "task.judge.base_url=http://h:1/v1", "task.judge.retries=1",
+                             "per_task.mtbench.judge.api_key_env=K", "task.judge.model=m"]) == "task.judge.model=m"
     assert derive_seed(0, "a", 0) == derive_seed(0, "a", 0)
     assert len({derive_seed(0, "a", 0), derive_seed(0, "a", 1), derive_seed(0, "b", 0), derive_seed(1, "a", 0)}) == 4
 
@@ -252,3 +275,20 @@ def test_every_method_runs_with_a_feature_head(tmp_path, data_args):
         metrics = json.loads((cell / "metrics.json").read_text())
         assert metrics["new_tokens"] > 0 and metrics["block_efficiency"] >= 1.0, cell
         assert (metrics["draft_calls"] > 0) == (metrics["method"] != "sampling"), cell
+
+
+def test_an_unreachable_hub_is_probed_once_and_the_process_runs_offline(monkeypatch, caplog):
+    import socket
+
+    from mtad.runner import offline
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    def unreachable(*args, **kwargs):
+        raise OSError("Name or service not known")
+    monkeypatch.setattr(socket, "create_connection", unreachable)
+    with caplog.at_level("WARNING"):
+        assert offline.settle_hub_access() is False
+    assert os.environ["HF_HUB_OFFLINE"] == "1" and caplog.text.count("hub is unreachable") == 1
+    caplog.clear()
+    assert offline.settle_hub_access() is False and "unreachable" not in caplog.text  # decided: said once
+    monkeypatch.delenv("HF_HUB_OFFLINE")

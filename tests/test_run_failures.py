@@ -43,6 +43,13 @@ def plan(overrides, tmp_path):
     ("method.threshold=1.5", "threshold must be in (0, 1]"),
     ("task.judge.kind=gpt5", "valid: none, hf, openai"),
     ("missing_data=skip", "missing_data must be one of fail, mark"),
+    ("task.max_new_tokens=-5", "option max_new_tokens of task 'cnndm' must be > 0"),
+    ("task.article_token_budget=many", "option article_token_budget of task 'cnndm' must be an integer"),
+    ("seed=abc", "seed must be an integer"),
+    ("threads=-1", "threads must be a positive integer"),
+    ("warmup_tokens=-2", "warmup_tokens must be an integer >= 0"),
+    ("progress=maybe", "progress must be true or false"),
+    ("method.replacement=sometimes", "replacement must be true or false"),
 ])
 def test_bad_settings_are_caught_before_any_work(tmp_path, override, message):
     from mtad.runner.checks import SettingError
@@ -51,6 +58,26 @@ def test_bad_settings_are_caught_before_any_work(tmp_path, override, message):
     with pytest.raises(SettingError, match=re.escape(message)):
         plan([*TINY, "method=mtad", task, override], tmp_path)
     assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["method=mtad", "method.tau=-1"], "method.tau: not a setting of method 'mtad'; valid: beam_width, gamma, "
+                                      "replacement, temperature, threshold, top_k, top_p"),
+    (["method=mtad,mmtad", "method.denominator=node"], "method.denominator: not a setting of method 'mtad'"),
+    (["task=cnndm", "task.tokens=3"], "task.tokens: not a setting of task 'cnndm'; valid: article_token_budget"),
+    (["+method.nonsense=1"], "method.nonsense: not a setting of method 'sampling'"),
+])
+def test_unknown_setting_keys_list_the_valid_ones_before_hydra_runs(overrides, message):
+    from mtad.runner.checks import check_override_keys
+
+    assert message in check_override_keys(overrides)
+    assert check_override_keys(["method=mmtad", "method.denominator=node", "task=spider", "task.timeout_s=2"]) is None
+    assert check_override_keys(["experiment=sweeps", "method.gamma=3"]) is None  # the sweep names the methods
+
+
+def test_unknown_setting_key_from_the_command_line(tmp_path):
+    proc = mtad_run([*TINY, "method=mtad", "method.tau=-1"], tmp_path, check=False)
+    assert proc.returncode == 1 and "valid: beam_width, gamma" in proc.log and "Traceback" not in proc.log
 
 
 def test_good_settings_pass_the_check(tmp_path):
@@ -165,17 +192,53 @@ def test_unwritable_cache_names_mtad_cache(tmp_path, data_args):
     assert "Traceback" not in proc.log
 
 
+def valid_record(example_id: str) -> str:
+    turn = {"token_ids": [1, 2], "text": "ab", "completion": "ab", "logprob_sum": -0.5, "logprob_n": 2,
+            "stats": {"new_tokens": 2, "seconds": 0.1, "target_calls": 2}}
+    return json.dumps({"id": example_id, "samples": [{"turns": [turn], "scores": {}}]}) + "\n"
+
+
 def test_a_corrupted_middle_line_is_reported_and_the_lines_after_it_kept(tmp_path, caplog):
     from mtad.runner.records import read_finished
 
     path = tmp_path / "samples.jsonl"
-    path.write_text('{"id": "a"}\n{"id": "b", "sam\n{"id": "c"}\n{"id": "d"}\n{"id": "e"')
+    a, c, d = valid_record("a"), valid_record("c"), valid_record("d")
+    path.write_text(a + '{"id": "b", "sam\n' + c + d + valid_record("e")[:-9])
     with caplog.at_level(logging.WARNING):
         records = read_finished(path)
     assert [r["id"] for r in records] == ["a", "c", "d"]  # e: a torn last line, cut off
-    assert "line 2 is corrupted" in caplog.text and "torn last line" in caplog.text
-    assert path.read_text() == '{"id": "a"}\n{"id": "c"}\n{"id": "d"}\n'
+    assert f"{path} line 2 is rejected: not JSON" in caplog.text and "torn last line" in caplog.text
+    assert path.read_text() == a + c + d
     assert (tmp_path / "samples.jsonl.corrupt").read_text() == '{"id": "b", "sam\n'
+
+
+def test_a_record_failing_the_schema_is_quarantined_with_its_file_and_line(tmp_path, caplog):
+    """Valid JSON without a field every reader needs (`turns`) is not a finished example."""
+    from mtad.report.examples import read_records
+    from mtad.runner.records import read_finished
+
+    path = tmp_path / "samples.jsonl"
+    broken = json.dumps({"id": "b", "samples": [{"scores": {}}]}) + "\n"
+    path.write_text(valid_record("a") + broken)
+    with caplog.at_level(logging.WARNING):
+        assert [r["id"] for r in read_records(path)] == ["a"]  # the report's read: skipped, file untouched
+        assert f"{path} line 2 skipped: sample 0 lacks 'turns'" in caplog.text and path.read_text().endswith(broken)
+        assert [r["id"] for r in read_finished(path)] == ["a"]
+    assert f"{path} line 2 is rejected: sample 0 lacks 'turns'" in caplog.text
+    assert (tmp_path / "samples.jsonl.corrupt").read_text() == broken and path.read_text() == valid_record("a")
+
+
+def test_duplicate_records_are_read_once_and_said(tmp_path, caplog):
+    from mtad.report.examples import read_records
+    from mtad.runner.records import read_finished
+
+    path = tmp_path / "samples.jsonl"
+    path.write_text(valid_record("a") + valid_record("b") + valid_record("a"))
+    with caplog.at_level(logging.WARNING):
+        assert [r["id"] for r in read_records(path)] == ["a", "b"]
+        assert "line 3 skipped: a second record of example 'a'" in caplog.text
+        assert [r["id"] for r in read_finished(path)] == ["a", "b"]
+    assert path.read_text() == valid_record("a") + valid_record("b")
 
 
 JUDGE = ["task=mtbench", "task.max_new_tokens=4", "task.judge.kind=openai", "task.judge.model=judge-model",
@@ -239,7 +302,7 @@ def test_without_spider_or_cnndm_the_grid_marks_them_missing_and_exits_0(tmp_pat
     assert "python scripts/get_data.py" in text
 
 
-def test_get_data_reports_absent_spider_databases(tmp_path, shared_data):
+def test_get_data_says_which_spider_databases_ship_and_how_to_get_the_others(tmp_path, shared_data):
     import subprocess
     import sys
 
@@ -249,6 +312,26 @@ def test_get_data_reports_absent_spider_databases(tmp_path, shared_data):
     shutil.copytree(shared_data / "spider", data_root / "spider", ignore=shutil.ignore_patterns("database"))
     result = subprocess.run([sys.executable, str(REPO / "scripts" / "get_data.py"), "--data-root", str(data_root),
                              "--only", "spider"], capture_output=True, text=True)
-    assert result.returncode == 1
-    assert "no Spider database" in result.stderr and "--spider-dir DIR" in result.stderr
-    assert "missing data: spider" in result.stderr
+    assert result.returncode == 0, result.stderr
+    assert "1 shipped with mtad (concert_singer" in result.stdout and "--spider-dir DIR" in result.stdout
+    result = subprocess.run([sys.executable, str(REPO / "scripts" / "get_data.py"), "--data-root", str(data_root),
+                             "--only", "spider", "--spider-dir", str(tmp_path / "nonexistent")],
+                            capture_output=True, text=True)
+    assert result.returncode == 1 and "no such directory" in result.stderr
+
+
+def test_a_second_run_of_a_cell_being_written_stops_naming_the_holder(tmp_path, data_args):
+    """One writer per cell: while another run holds the cell, a run of it writes nothing and says
+    who holds it; once free, the same command runs it."""
+    from mtad.runner.lock import cell_lock
+
+    args = [*TINY, "method=sampling", "limit=1", *TASK_ARGS, *data_args]
+    cell = tmp_path / "runs" / "default" / "tiny_llama" / "cnndm" / "sampling" / \
+        "task.article_token_budget=48,task.max_new_tokens=12"  # TASK_ARGS name the cell's overrides folder
+    with cell_lock(cell, "held by this test"):
+        busy = mtad_run(args, tmp_path, check=False)
+    assert busy.returncode == 1 and "is being written by another run" in busy.log
+    assert f"pid {os.getpid()}" in busy.log and "Traceback" not in busy.log
+    assert not (cell / "samples.jsonl").exists() and not (cell / "error.txt").exists()
+    mtad_run(args, tmp_path)
+    assert len((cell / "samples.jsonl").read_text().splitlines()) == 1 and not (cell / ".cell.lock.holder").exists()

@@ -1,6 +1,9 @@
 """The code sandbox: each attack ends as a failed sample, quickly, leaving nothing running."""
 import os
+import shutil
+import sys
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -158,3 +161,40 @@ def test_child_guard_is_a_plain_module(tmp_path):
                         ("subprocess.Popen", ("ls",)), ("ctypes.dlopen", ("libc",))):
         with pytest.raises(PermissionError):
             guard(event, args)
+
+
+def private_venv_python(tmp_path: Path) -> Path:
+    """A venv-style ``bin/python`` link to a world-executable interpreter, inside a folder of mode
+    0700 (a checkout in a ``mktemp -d`` folder, or under /root)."""
+    private = tmp_path / "private"
+    (private / "venv" / "bin").mkdir(parents=True)
+    private.chmod(0o700)
+    link = private / "venv" / "bin" / "python"
+    link.symlink_to("/usr/bin/python3" if Path("/usr/bin/python3").exists() else shutil.which("python3"))
+    return link
+
+
+def test_an_interpreter_inside_a_private_folder_is_not_offered_to_the_sandbox_user(tmp_path, monkeypatch):
+    from mtad.tasks.humaneval import sandbox
+
+    link = private_venv_python(tmp_path)
+    blocked = sandbox._unreachable_parent(link)  # the private folder, or one above it (pytest's own is 0700)
+    assert blocked is not None and (blocked == tmp_path / "private" or blocked in (tmp_path / "private").parents)
+    assert not sandbox._world_executable(link)
+    monkeypatch.setattr(sandbox.sys, "executable", str(link))
+    chosen = sandbox._interpreter(sandbox.UNPRIVILEGED_UID, strict=False)
+    assert chosen != str(link)  # another interpreter the unprivileged user can reach, or none
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the privilege drop happens only when running as root")
+def test_as_root_from_a_private_folder_the_sandbox_still_runs_code_or_says_what_to_change(tmp_path, monkeypatch):
+    from mtad.tasks.humaneval import sandbox
+
+    monkeypatch.setattr(sandbox.sys, "executable", str(private_venv_python(tmp_path)))
+    if sandbox._interpreter(sandbox.UNPRIVILEGED_UID, strict=False) is None:  # no system python either
+        with pytest.raises(sandbox.SandboxUnavailable, match="chmod o\\+x"):
+            sandbox.check_sandbox()
+        return
+    python = sandbox.check_sandbox()
+    assert python != sys.executable
+    assert run_python("print('ok')").stdout == "ok"

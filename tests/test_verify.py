@@ -67,9 +67,9 @@ def write_cell(root: Path, dtype: str, logprob: float, tokens: list[int]) -> Pat
     (cell / "env.json").write_text(json.dumps({"dtype": dtype}))
     (cell / "metrics.json").write_text(json.dumps({"status": "complete", "perplexity": 2 ** -logprob,
                                                    "mean_logprob": logprob, "new_tokens": len(tokens)}))
-    turn = {"token_ids": tokens, "logprob_sum": logprob * len(tokens), "logprob_n": len(tokens),
-            "stats": {"new_tokens": len(tokens)}}
-    (cell / "samples.jsonl").write_text(json.dumps({"id": "e0", "samples": [{"turns": [turn]}]}) + "\n")
+    turn = {"token_ids": tokens, "text": "x", "completion": "x", "logprob_sum": logprob * len(tokens),
+            "logprob_n": len(tokens), "stats": {"new_tokens": len(tokens), "seconds": 1.0, "target_calls": 2}}
+    (cell / "samples.jsonl").write_text(json.dumps({"id": "e0", "samples": [{"turns": [turn], "scores": {}}]}) + "\n")
     return cell
 
 

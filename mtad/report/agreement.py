@@ -18,7 +18,7 @@ anywhere is that each figure is the *same figure up to sampling noise*:
 With m comparisons each is made at confidence 1 − α/m (Bonferroni), so two machines that
 measure the same thing show any disagreement at all with probability at most α (default 5%).
 
-    python -m mtad.report.agreement cells results/runs/table2 /other/results/runs/table2
+    python -m mtad.report.agreement cells results/runs results/local/runs --experiment table2
     python -m mtad.report.agreement claims results/claims/claims.json /other/claims.json
 """
 from __future__ import annotations
@@ -35,7 +35,7 @@ import pandas as pd
 from scipy import stats
 
 from mtad.report import intervals as iv
-from mtad.report.cells import load_cells
+from mtad.report.cells import find_cells, load_cells
 from mtad.report.examples import example_frame, paired
 
 ALPHA = 0.05
@@ -64,18 +64,19 @@ class Agreement:
     note: str = ""
 
 
-def _examples(root: str | Path) -> pd.DataFrame:
-    cells = load_cells(root)
+def _examples(root: str | Path, experiment: str | None = None) -> pd.DataFrame:
+    cells = load_cells(root, experiment=experiment)
     if cells.empty:
-        raise FileNotFoundError(f"no cells under {root}")
+        raise FileNotFoundError(f"no cells under {Path(root) / (experiment or '')}")
     cells = cells[cells["overrides"].fillna("") == ""]
     return example_frame(cells)
 
 
-def compare_cells(root_a: str | Path, root_b: str | Path, alpha: float = ALPHA,
-                  resamples: int = RESAMPLES) -> list[Agreement]:
-    """Every (task, method, figure) both roots measured, paired over the examples both finished."""
-    frames = {"A": _examples(root_a), "B": _examples(root_b)}
+def compare_cells(root_a: str | Path, root_b: str | Path, alpha: float = ALPHA, resamples: int = RESAMPLES,
+                  experiment: str | None = None) -> list[Agreement]:
+    """Every (task, method, figure) both roots measured (of ``experiment``, else of every
+    experiment: keep one per root), paired over the examples both finished."""
+    frames = {"A": _examples(root_a, experiment), "B": _examples(root_b, experiment)}
     keys = sorted(set(map(tuple, frames["A"][["task", "method"]].drop_duplicates().values))
                   & set(map(tuple, frames["B"][["task", "method"]].drop_duplicates().values)))
     plans = []
@@ -99,6 +100,18 @@ def compare_cells(root_a: str | Path, root_b: str | Path, alpha: float = ALPHA,
         out.append(Agreement(what, value(arrays[:half]), value(arrays[half:]), interval.low, interval.high,
                              interval.n, agree, interval.reason or ""))
     return out
+
+
+def exact_summary(root_a: str | Path, root_b: str | Path, experiment: str | None = None) -> str:
+    """How many of A's cells B reproduces exactly (``mtad.report.reproduce``: same tokens and
+    counts, log-probabilities within the dtype's tolerance); expected only on the same CPU type."""
+    from mtad.report.reproduce import compare_cell
+
+    base_a, base_b = Path(root_a) / (experiment or ""), Path(root_b) / (experiment or "")
+    names = [c.relative_to(base_a) for c in find_cells(base_a) if (base_b / c.relative_to(base_a)).is_dir()]
+    same = [n for n in names if not compare_cell(base_a / n, base_b / n, str(n))]
+    return (f"{len(same)} of {len(names)} cells both roots hold reproduce exactly (tokens, counts; "
+            "log-probabilities within the dtype's tolerance); the others are compared statistically below.")
 
 
 def _claim_key(row: dict) -> str:
@@ -159,11 +172,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("a")
     parser.add_argument("b")
     parser.add_argument("--alpha", type=float, default=ALPHA, help="family-wise error rate (default 0.05)")
+    parser.add_argument("--experiment", default=None, help="cells: compare this experiment's cells only")
     parser.add_argument("--json", default=None, help="also write the rows here")
     args = parser.parse_args(argv)
     try:
         if args.kind == "cells":
-            rows = compare_cells(args.a, args.b, args.alpha)
+            rows = compare_cells(args.a, args.b, args.alpha, experiment=args.experiment)
+            print(exact_summary(args.a, args.b, args.experiment))
         else:
             rows = compare_claims(*(json.loads(Path(p).read_text()) for p in (args.a, args.b)), alpha=args.alpha)
     except (FileNotFoundError, KeyError, ValueError) as err:

@@ -18,11 +18,15 @@ line, from a run killed mid-write, is skipped, not cut off).
 """
 from __future__ import annotations
 
-import json
+import logging
 import math
 from pathlib import Path
 
 import pandas as pd
+
+from mtad.runner.records import parse_records
+
+log = logging.getLogger("mtad.report")
 
 IDENTITY = ["experiment", "pair", "task", "method", "overrides", "path"]
 # The headline score of a cell that is not a per-sample field: pass@1 over problems is the mean
@@ -31,16 +35,16 @@ PER_SAMPLE_SCORE = {"pass@1": "passed"}
 
 
 def read_records(samples_path: Path) -> list[dict]:
-    """The whole records of a samples.jsonl (read-only)."""
-    records = []
+    """The valid records of a samples.jsonl (read-only; ``mtad.runner.records.parse_records``):
+    a rejected line (torn, corrupt, failing the schema, a duplicate) is skipped with a warning."""
+    samples_path = Path(samples_path)
     try:
-        with open(samples_path, "rb") as f:
-            for line in f:
-                if not line.endswith(b"\n"):
-                    break  # a torn last line: the run that wrote it was killed
-                records.append(json.loads(line))
+        raw = samples_path.read_bytes()
     except FileNotFoundError:
         return []
+    records, _, rejected = parse_records(raw, samples_path)
+    for number, _, why in rejected:
+        log.warning("%s line %d skipped: %s", samples_path, number, why)
     return records
 
 

@@ -15,11 +15,11 @@ wall-clock figures (tokens/s, seconds, speed-ups), energy and peak memory.
 """
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
 from mtad.report.cells import find_cells
+from mtad.report.examples import read_records
 from mtad.runner.layout import ENV, METRICS, SAMPLES, read_json
 
 EXACT_METRICS = ("status", "examples", "samples", "generations", "new_tokens", "target_calls", "draft_calls",
@@ -38,10 +38,7 @@ MACHINE_FIELDS = ("cpu", "gpus", "torch_threads", "dtype", "versions")
 
 
 def _records(directory: Path) -> dict[str, dict]:
-    path = directory / SAMPLES
-    if not path.exists():
-        return {}
-    return {r["id"]: r for r in (json.loads(line) for line in path.read_text().splitlines() if line.strip())}
+    return {r["id"]: r for r in read_records(directory / SAMPLES)}
 
 
 def tolerance(cell: Path) -> float:

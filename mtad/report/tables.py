@@ -150,7 +150,8 @@ def _int(values: pd.Series) -> str:
 
 
 def _unique(df: pd.DataFrame, column: str) -> str:
-    values = sorted({str(v) for v in df[column] if v is not None and not (isinstance(v, float) and pd.isna(v))})
+    values = sorted({str(int(v)) if isinstance(v, float) and v.is_integer() else str(v) for v in df[column]
+                     if v is not None and not (isinstance(v, float) and pd.isna(v))})
     return ", ".join(values) if values else "unknown"
 
 
@@ -214,8 +215,17 @@ def build_table2(results_root: str | Path = "results/runs", out_dir: str | Path 
                  experiment: str = "table2", pair: str | None = None, name: str | None = None,
                  overrides: str | None = "", allow_mixed_provenance: bool = False) -> tuple[Path, Path]:
     """Write the table (.md, .csv); refuses cells of mixed or dirty code states (``provenance``)."""
-    df = table2(load_cells(results_root, experiment=experiment), experiment=experiment, pair=pair,
-                overrides=overrides)
+    cells = load_cells(results_root, experiment=experiment)
+    if cells.empty:
+        root = Path(results_root)
+        found = sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")) \
+            if root.is_dir() else []
+        raise ValueError(f"no cells of experiment {experiment!r} under {root}; experiments there: {found or 'none'}")
+    if overrides == "" and not (cells["overrides"] == "").any():
+        sets = sorted(set(cells["overrides"]))
+        raise ValueError(f"experiment {experiment!r} has only cells under override folders ({', '.join(sets)}); "
+                         "pass --overrides '<one of them>' or --overrides any")
+    df = table2(cells, experiment=experiment, pair=pair, overrides=overrides)
     code = provenance(df, allow_mixed=allow_mixed_provenance)
     stem = name or (experiment if experiment.startswith("table2") else f"table2_{experiment}")
     return write_table2(df, out_dir, experiment=experiment, name=stem, source=str(results_root), code=code)

@@ -14,6 +14,44 @@ class SettingError(ValueError):
     """A setting that cannot work; the message names it and says how to fix it (one line)."""
 
 
+def check_run_settings(cfg) -> None:
+    """The run-level settings of config.yaml have their types and ranges."""
+    def integer(value):
+        return isinstance(value, int) and not isinstance(value, bool)
+
+    if not integer(cfg.seed):
+        raise SettingError(f"seed must be an integer, got {cfg.seed!r}")
+    if cfg.threads is not None and not (integer(cfg.threads) and cfg.threads >= 1):
+        raise SettingError(f"threads must be a positive integer (torch threads) or null (torch's default), got "
+                           f"{cfg.threads!r}")
+    if not (integer(cfg.warmup_tokens) and cfg.warmup_tokens >= 0):
+        raise SettingError(f"warmup_tokens must be an integer >= 0 (0: no warm-up), got {cfg.warmup_tokens!r}")
+    if not isinstance(cfg.progress, bool):
+        raise SettingError(f"progress must be true or false, got {cfg.progress!r}")
+
+
+def check_override_keys(overrides: list[str]) -> str | None:
+    """Why a command-line ``method.<key>`` or ``task.<key>`` names no setting of the method(s) or
+    task(s) it applies to (the valid keys listed), or None. Checked before Hydra composes, whose
+    own message would not list them."""
+    from mtad.decoding import DECODERS
+    from mtad.tasks import TASKS
+
+    given = dict(o.lstrip("+~").split("=", 1) for o in overrides if "=" in o and not o.startswith("-"))
+    for group, registry, valid_of in (("method", DECODERS, lambda c: c.defaults),
+                                      ("task", TASKS, lambda c: {**c.defaults, "name": None})):
+        named = [n for n in given.get(group, "").split(",") if n in registry]
+        for key in (k.split(".", 2)[1] for k in given if k.startswith(f"{group}.")):
+            # named ones: each must have the key; none named (an experiment's sweep picks): one must
+            wrong = [n for n in named if key not in valid_of(registry[n])] if named else \
+                ([] if any(key in valid_of(c) for c in registry.values()) else [next(iter(registry))])
+            if wrong:
+                n = wrong[0]
+                return (f"{group}.{key}: not a setting of {group} {n!r}; valid: "
+                        f"{', '.join(sorted(k for k in valid_of(registry[n]) if k != 'name'))}")
+    return None
+
+
 def check_limit(value, setting: str = "limit") -> int | None:
     """``limit`` is a positive number of examples, or null for all of them."""
     if value is None:

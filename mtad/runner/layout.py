@@ -44,6 +44,8 @@ def override_dirname(overrides: list[str]) -> str:
             continue
         if key == "task.limit" or (key.startswith("per_task.") and key.endswith(".limit")):
             continue
+        if ".judge." in f".{key}" and key.rsplit(".", 1)[-1] in JUDGE_CONNECTION:
+            continue  # how the judge is reached
         kept.append(f"{key}={value}".replace("/", "_"))
     return ",".join(sorted(kept))
 
@@ -87,21 +89,40 @@ def resolve_cell(cfg, hydra_config) -> Cell:
     return Cell(cfg.experiment_name, names["pair"], names["task"], names["method"], overrides, directory)
 
 
+# How a judge is reached changes no answer and no grade: not part of a cell's identity.
+JUDGE_CONNECTION = ("base_url", "api_key_env", "timeout_s", "retries", "backoff_s")
+
+
 def cell_identity(cfg, cell: Cell, task_options: dict) -> dict:
-    """Everything that decides what the cell generates (not how many examples)."""
+    """Everything that decides what the cell generates and how it is scored (not how many
+    examples, nor how a judge is reached)."""
     from omegaconf import OmegaConf
 
-    return {"experiment": cell.experiment, "pair": {"name": cell.pair, **OmegaConf.to_container(cfg.pair, resolve=True)},
-            "task": {"name": cell.task, **task_options},
-            "method": {"name": cell.method, **OmegaConf.to_container(cfg.method, resolve=True)}, "seed": cfg.seed}
+    return _without_connection(
+        {"experiment": cell.experiment, "pair": {"name": cell.pair, **OmegaConf.to_container(cfg.pair, resolve=True)},
+         "task": {"name": cell.task, **task_options},
+         "method": {"name": cell.method, **OmegaConf.to_container(cfg.method, resolve=True)}, "seed": cfg.seed})
+
+
+def _without_connection(identity: dict) -> dict:
+    identity = json.loads(json.dumps(identity))
+    judge = (identity.get("task") or {}).get("judge")
+    if isinstance(judge, dict):
+        for key in JUDGE_CONNECTION:
+            judge.pop(key, None)
+    return identity
 
 
 def check_identity(directory: Path, identity: dict) -> None:
-    """Refuse a cell directory whose recorded config differs from ``identity``, listing the differences."""
+    """Refuse a cell directory whose recorded config differs from ``identity``, listing the differences
+    (a cell recorded with its judge's connection settings compares without them)."""
     recorded = read_json(Path(directory) / ENV).get("cell")
-    if recorded is None or recorded == json.loads(json.dumps(identity)):
+    if recorded is None:
         return
-    diffs = _diff(recorded, json.loads(json.dumps(identity)))
+    recorded, identity = _without_connection(recorded), _without_connection(identity)
+    if recorded == identity:
+        return
+    diffs = _diff(recorded, identity)
     raise ValueError(f"{directory} holds results of a different config ({'; '.join(diffs)}). Use another "
                      "experiment_name, pass the change as a command-line override (it then gets its own "
                      "directory), or delete that directory to start it again.")

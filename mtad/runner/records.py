@@ -17,40 +17,92 @@ def derive_seed(seed: int, example_id: str, sample_index: int) -> int:
     return int.from_bytes(digest[:8], "little") >> 1
 
 
-def read_finished(samples_path: Path) -> list[dict]:
-    """Records already in samples.jsonl.
+# The record schema: what every reader of samples.jsonl relies on (field -> type).
+RECORD_FIELDS = {"id": str, "samples": list}
+SAMPLE_FIELDS = {"turns": list, "scores": dict}
+TURN_FIELDS = {"token_ids": list, "text": str, "completion": str, "stats": dict, "logprob_sum": (int, float),
+               "logprob_n": int}
+STATS_FIELDS = {"new_tokens": int, "seconds": (int, float), "target_calls": int}
 
-    A torn last line (no newline: the process was killed mid-write) is cut off. A line that
-    ends with a newline but is not a JSON record is corruption, not an interrupted write: it
-    is reported with its line number, moved to ``samples.jsonl.corrupt``, and every valid
-    line, also those after it, is kept (its example runs again).
+
+def _missing_or_mistyped(obj: dict, fields: dict, where: str) -> str | None:
+    for name, kind in fields.items():
+        if name not in obj:
+            return f"{where} lacks {name!r}"
+        if not isinstance(obj[name], kind) or isinstance(obj[name], bool):
+            return f"{where}: {name!r} is {type(obj[name]).__name__}, not {getattr(kind, '__name__', kind)}"
+    return None
+
+
+def record_problem(record) -> str | None:
+    """Why ``record`` is not a valid samples.jsonl record, or None when it is."""
+    if not isinstance(record, dict):
+        return f"a {type(record).__name__}, not a record"
+    problem = _missing_or_mistyped(record, RECORD_FIELDS, "the record")
+    if problem or not record["samples"]:
+        return problem or "the record has no samples"
+    for i, sample in enumerate(record["samples"]):
+        where = f"sample {i}"
+        problem = _missing_or_mistyped(sample, SAMPLE_FIELDS, where) if isinstance(sample, dict) else f"{where} is not an object"
+        if problem or not sample["turns"]:
+            return problem or f"{where} has no turns"
+        for t, turn in enumerate(sample["turns"]):
+            where = f"sample {i} turn {t}"
+            problem = (_missing_or_mistyped(turn, TURN_FIELDS, where) if isinstance(turn, dict) else f"{where} is not an object") \
+                or _missing_or_mistyped(turn["stats"], STATS_FIELDS, f"{where} stats")
+            if problem:
+                return problem
+    return None
+
+
+def parse_records(raw: bytes, where: Path) -> tuple[list[dict], list[bytes], list[tuple[int, bytes, str]]]:
+    """The one reading of a samples.jsonl: (valid records, their lines, rejected (line number, line,
+    why)). A torn last line (no newline: a killed write) is rejected as torn; a line that does not
+    parse or fails the schema, or repeats an example already read, is rejected with the reason."""
+    records, kept, rejected, seen = [], [], [], set()
+    for number, line in enumerate(raw.splitlines(keepends=True), start=1):
+        if not line.endswith(b"\n"):  # only the last line can lack its newline
+            rejected.append((number, line, "torn (an interrupted write)"))
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError as exc:
+            rejected.append((number, line, f"not JSON ({exc})"))
+            continue
+        problem = record_problem(record)
+        if problem is None and record["id"] in seen:
+            problem = f"a second record of example {record['id']!r} (the first is kept)"
+        if problem:
+            rejected.append((number, line, problem))
+            continue
+        seen.add(record["id"])
+        records.append(record)
+        kept.append(line)
+    return records, kept, rejected
+
+
+def read_finished(samples_path: Path) -> list[dict]:
+    """Records already in samples.jsonl, for the run that appends to it.
+
+    A torn last line is cut off. Every other rejected line (corrupt, failing the schema, or a
+    duplicate) is reported with the file and line number and moved to ``samples.jsonl.corrupt``;
+    every valid line, also those after it, is kept (a rejected example runs again).
     """
     samples_path = Path(samples_path)
     if not samples_path.exists():
         return []
-    raw = samples_path.read_bytes()
-    records, kept, corrupt = [], [], []
-    lines = raw.splitlines(keepends=True)
-    for number, line in enumerate(lines, start=1):
-        if not line.endswith(b"\n"):  # only the last line can lack its newline
+    records, kept, rejected = parse_records(samples_path.read_bytes(), samples_path)
+    quarantined = [line for number, line, why in rejected if not why.startswith("torn")]
+    for number, _, why in rejected:
+        if why.startswith("torn"):
             log.warning("cutting a torn last line off %s (an interrupted write)", samples_path)
-            continue
-        try:
-            record = json.loads(line)
-            if not isinstance(record, dict) or "id" not in record:
-                raise ValueError("not a record with an id")
-        except ValueError as exc:
-            log.error("%s line %d is corrupted (%s); it is moved to %s and its example runs again; "
-                      "the %d line(s) after it are kept", samples_path, number, exc,
-                      samples_path.name + ".corrupt", len(lines) - number)
-            corrupt.append(line)
-            continue
-        records.append(record)
-        kept.append(line)
-    if corrupt:
+        else:
+            log.error("%s line %d is rejected: %s; it is moved to %s%s", samples_path, number, why,
+                      samples_path.name + ".corrupt", "" if "second record" in why else " and its example runs again")
+    if quarantined:
         with open(samples_path.with_name(samples_path.name + ".corrupt"), "ab") as f:
-            f.writelines(corrupt)
-    if len(kept) != len(lines):  # only whole records stay, so a rerun appends after them
+            f.writelines(quarantined)
+    if rejected:  # only whole, valid records stay, so a rerun appends after them
         _atomic_write_bytes(samples_path, b"".join(kept))
     return records
 

