@@ -117,8 +117,11 @@ def test_a_failed_rerun_leaves_a_complete_cell_alone(tmp_path, data_args):
     mtad_run([*args, *data_args], tmp_path)
     (cell,) = cell_dirs(tmp_path / "runs")
     before = {name: (cell / name).read_bytes() for name in ("samples.jsonl", "metrics.json", "env.json")}
+    wrong = tmp_path / "wrong" / "cnndm"
+    wrong.mkdir(parents=True)
+    (wrong / "test.jsonl").write_text(json.dumps({"text": "no article"}) + "\n")  # a broken data file
     proc = mtad_run([*args, f"data_root={tmp_path / 'wrong'}", "limit=2"], tmp_path, check=False)
-    assert proc.returncode != 0 and "cnndm data not found" in proc.log
+    assert proc.returncode != 0 and "line 1 lacks field(s)" in proc.log
     assert not (cell / "error.txt").exists()
     assert {name: (cell / name).read_bytes() for name in before} == before
 
@@ -279,27 +282,27 @@ def test_judge_failures_leave_the_cell_incomplete_and_are_judged_again(tmp_path,
 
 
 @pytest.mark.slow
-def test_without_spider_or_cnndm_the_grid_marks_them_missing_and_exits_0(tmp_path, wheel_data):
-    """A fresh machine: a data root with only the wheel datasets (no Spider release, no CNN/DM)."""
+def test_without_spider_questions_the_grid_marks_that_task_missing_and_exits_0(tmp_path, wheel_data):
+    """A data root with HumanEval only: CNN/DM's shipped articles are read, Spider's questions
+    (a wheel not fetched) are missing, with the command that gets them."""
     data_root = tmp_path / "data"
     shutil.copytree(wheel_data / "humaneval", data_root / "humaneval")
     proc = mtad_run(["-m", *TINY, "method=sampling", "task=spider,cnndm,humaneval", "limit=1", "missing_data=mark",
-                     "+per_task.humaneval.max_new_tokens=8", f"data_root={data_root}"], tmp_path, check=False)
+                     "+per_task.humaneval.max_new_tokens=8", "+per_task.cnndm.max_new_tokens=8",
+                     "+per_task.cnndm.article_token_budget=48", f"data_root={data_root}"], tmp_path, check=False)
     assert proc.returncode == 0, proc.log[-3000:]
     from mtad.report.cells import load_cells
     from mtad.report.tables import build_table2
 
     cells = load_cells(tmp_path / "runs").set_index("task")
-    assert cells.loc["humaneval", "status"] == "complete"
-    for task, command in (("spider", "--only spider"), ("cnndm", "--only cnndm")):
-        assert cells.loc[task, "status"] == "missing"
-        assert f"{task} data not found" in cells.loc[task, "missing_reason"]
-        assert f"python scripts/get_data.py --data-root {data_root} {command}" in cells.loc[task, "missing_reason"]
+    assert cells.loc["humaneval", "status"] == "complete" and cells.loc["cnndm", "status"] == "complete"
+    assert cells.loc["spider", "status"] == "missing"
+    assert "spider data not found" in cells.loc["spider", "missing_reason"]
+    assert f"python scripts/get_data.py --data-root {data_root} --only spider" in cells.loc["spider", "missing_reason"]
     md, _ = build_table2(tmp_path / "runs", tmp_path / "tables", experiment="default", overrides=None,
                          allow_mixed_provenance=True)
     text = md.read_text()
-    assert "| spider | sampling | missing |" in text and "| cnndm | sampling | missing |" in text
-    assert "python scripts/get_data.py" in text
+    assert "| spider | sampling | missing |" in text and "python scripts/get_data.py" in text
 
 
 def test_get_data_says_which_spider_databases_ship_and_how_to_get_the_others(tmp_path, shared_data):

@@ -121,8 +121,9 @@ def test_missing_database_names_path_and_command(tmp_path, shared_data):
     for name in ("dev.json", "tables.json"):
         (tmp_path / "spider" / name).write_bytes((shared_data / "spider" / name).read_bytes())
     task = get_task("spider", data_root=tmp_path)
+    assert len(task.examples(limit=45)) == 45  # concert_singer ships with the package
     with pytest.raises(DataMissingError) as err:
-        task.examples(limit=1)
+        task.examples(limit=46)  # question 46 asks pets_1
     message = str(err.value)
-    assert str(tmp_path / "spider" / "database" / "concert_singer" / "concert_singer.sqlite") in message
+    assert str(tmp_path / "spider" / "database" / "pets_1" / "pets_1.sqlite") in message
     assert "scripts/get_data.py" in message and "--spider-dir" in message

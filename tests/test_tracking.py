@@ -89,7 +89,7 @@ def test_wandb_offline_run_directory_has_the_logged_metrics(tmp_path, monkeypatc
     assert any(item.key == "seed" and "7" in item.value_json for item in config_items)
 
 
-def test_failed_cell_still_finishes_the_logger(monkeypatch):
+def test_failed_cell_still_finishes_the_logger(monkeypatch, tmp_path):
     import mtad.run as run
 
     finished = []
@@ -102,12 +102,10 @@ def test_failed_cell_still_finishes_the_logger(monkeypatch):
         raise RuntimeError("model exploded")
 
     monkeypatch.setattr(run.HydraConfig, "get", staticmethod(lambda: None))
-    monkeypatch.setattr(run, "resolve_cell", lambda cfg, hydra_config: run.Cell("e", "p", "t", "m", "", Path("unused")))
+    monkeypatch.setattr(run, "resolve_cell", lambda cfg, hydra_config: run.Cell("e", "p", "t", "m", "", tmp_path / "cell"))
     monkeypatch.setattr(run, "plan_cell", lambda cfg, cell: None)
     monkeypatch.setattr(run, "run_cell", boom)
     monkeypatch.setattr(run.hydra.utils, "instantiate", lambda *a, **k: SpyLogger())
-    monkeypatch.setattr(Path, "mkdir", lambda *a, **k: None)
-    monkeypatch.setattr(Path, "write_text", lambda *a, **k: None)
     with pytest.raises(RuntimeError, match="model exploded"):
         run.run_with_logger(OmegaConf.create({"logger": {}}))
     assert finished == [True]
