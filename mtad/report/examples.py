@@ -42,9 +42,9 @@ def read_records(samples_path: Path) -> list[dict]:
         raw = samples_path.read_bytes()
     except FileNotFoundError:
         return []
-    records, _, rejected = parse_records(raw, samples_path)
-    for number, _, why in rejected:
-        log.warning("%s line %d skipped: %s", samples_path, number, why)
+    records, _, rejected = parse_records(raw)
+    for r in rejected:
+        log.warning("%s line %d skipped: %s", samples_path, r.number, r.why)
     return records
 
 

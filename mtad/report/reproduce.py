@@ -6,8 +6,8 @@ must agree within a relative tolerance set by the cells' dtype (``FLOAT_RTOL``):
 type or BLAS kernel sums in another order, which moves a float64 log-probability by ~1e-14 and
 a float32 one by ~1e-5. In float64 such a change cannot flip a sampling decision in practice
 (it would need a uniform draw within ~1e-15 of a threshold), so a float64 reference reproduces
-its tokens on any x86 CPU; in float32 a decision flips every few hundred draws and the tokens
-diverge after it. A token difference is reported with its first position. Not compared:
+its tokens on any x86 CPU; in float32 the same change (~5e-5 relative over an answer, measured
+between kernels) can flip a sampling or acceptance decision, and the tokens diverge after it. A token difference is reported with its first position. Not compared:
 wall-clock figures (tokens/s, seconds, speed-ups), energy and peak memory.
 
     from mtad.report.reproduce import compare_runs

@@ -6,6 +6,7 @@ import hashlib
 import json
 import logging
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 log = logging.getLogger("mtad.run")
@@ -55,25 +56,37 @@ def record_problem(record) -> str | None:
     return None
 
 
-def parse_records(raw: bytes, where: Path) -> tuple[list[dict], list[bytes], list[tuple[int, bytes, str]]]:
-    """The one reading of a samples.jsonl: (valid records, their lines, rejected (line number, line,
-    why)). A torn last line (no newline: a killed write) is rejected as torn; a line that does not
-    parse or fails the schema, or repeats an example already read, is rejected with the reason."""
+@dataclass(frozen=True)
+class Rejected:
+    """A line of samples.jsonl that is not a finished example."""
+
+    number: int
+    line: bytes
+    why: str
+    kind: str   # "torn" (a killed write, the last line), "corrupt" (unparsable or off-schema), "duplicate"
+
+
+def parse_records(raw: bytes) -> tuple[list[dict], list[bytes], list[Rejected]]:
+    """The one reading of a samples.jsonl: (valid records, their lines, rejected lines). A torn last
+    line (no newline: a killed write), a line that does not parse or fails the schema, and a line
+    repeating an example already read are rejected, each with the reason."""
     records, kept, rejected, seen = [], [], [], set()
     for number, line in enumerate(raw.splitlines(keepends=True), start=1):
         if not line.endswith(b"\n"):  # only the last line can lack its newline
-            rejected.append((number, line, "torn (an interrupted write)"))
+            rejected.append(Rejected(number, line, "torn (an interrupted write)", "torn"))
             continue
         try:
             record = json.loads(line)
         except ValueError as exc:
-            rejected.append((number, line, f"not JSON ({exc})"))
+            rejected.append(Rejected(number, line, f"not JSON ({exc})", "corrupt"))
             continue
         problem = record_problem(record)
-        if problem is None and record["id"] in seen:
-            problem = f"a second record of example {record['id']!r} (the first is kept)"
         if problem:
-            rejected.append((number, line, problem))
+            rejected.append(Rejected(number, line, problem, "corrupt"))
+            continue
+        if record["id"] in seen:
+            rejected.append(Rejected(number, line, f"a second record of example {record['id']!r} (the first is kept)",
+                                     "duplicate"))
             continue
         seen.add(record["id"])
         records.append(record)
@@ -91,14 +104,14 @@ def read_finished(samples_path: Path) -> list[dict]:
     samples_path = Path(samples_path)
     if not samples_path.exists():
         return []
-    records, kept, rejected = parse_records(samples_path.read_bytes(), samples_path)
-    quarantined = [line for number, line, why in rejected if not why.startswith("torn")]
-    for number, _, why in rejected:
-        if why.startswith("torn"):
+    records, kept, rejected = parse_records(samples_path.read_bytes())
+    for r in rejected:
+        if r.kind == "torn":
             log.warning("cutting a torn last line off %s (an interrupted write)", samples_path)
         else:
-            log.error("%s line %d is rejected: %s; it is moved to %s%s", samples_path, number, why,
-                      samples_path.name + ".corrupt", "" if "second record" in why else " and its example runs again")
+            log.error("%s line %d is rejected: %s; it is moved to %s%s", samples_path, r.number, r.why,
+                      samples_path.name + ".corrupt", "" if r.kind == "duplicate" else " and its example runs again")
+    quarantined = [r.line for r in rejected if r.kind != "torn"]
     if quarantined:
         with open(samples_path.with_name(samples_path.name + ".corrupt"), "ab") as f:
             f.writelines(quarantined)
