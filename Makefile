@@ -34,8 +34,9 @@ test: install lint ## lint, then every test (slow ones included): what CI runs
 test-fast: install lint ## lint, then the unit tests (no test marked slow; a few minutes on 2 cores)
 	$(PYTEST) -m "not slow"
 
-lint: install ## pyflakes rules over the package, scripts, tests and notebooks (ruff)
+lint: install ## ruff over the package, scripts, tests and notebooks: pyflakes, pycodestyle (120), import order, format
 	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
 
 # --- the embedded pair's drafts (mtad/models/distill/); resumable: rerun to keep training
 # EMBEDDED_PAIR: the embedded pair and its draft (the better one, measured); OTHER_DRAFT_PAIRS: the

@@ -3,6 +3,7 @@
 A checkout has ``conf/`` beside the package; a wheel installs a copy under
 ``<prefix>/share/mtad/conf`` (pyproject.toml, ``data-files``); ``$MTAD_CONF_DIR`` overrides both.
 """
+
 from __future__ import annotations
 
 import os
@@ -22,8 +23,10 @@ def conf_dir() -> Path:
         if (candidate / "config.yaml").is_file():
             return candidate.resolve()
     looked = ", ".join(str(c) for c in candidates)
-    raise FileNotFoundError(f"mtad configs not found (no config.yaml in {looked}); set MTAD_CONF_DIR to a copy "
-                            "of the repository's conf/ folder" + (" (MTAD_CONF_DIR is set)" if env else ""))
+    raise FileNotFoundError(
+        f"mtad configs not found (no config.yaml in {looked}); set MTAD_CONF_DIR to a copy "
+        "of the repository's conf/ folder" + (" (MTAD_CONF_DIR is set)" if env else "")
+    )
 
 
 def register_code_defaults() -> None:

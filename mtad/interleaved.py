@@ -15,6 +15,7 @@ prompts after that long; the cells are then ``incomplete`` and a rerun continues
     from mtad.interleaved import run_interleaved
     run_interleaved(["experiment=claims"], methods=["sampling", "sps", "mtad", "mmtad"], tasks=["chat", "cnndm"])
 """
+
 from __future__ import annotations
 
 import logging
@@ -54,8 +55,10 @@ def cell_configs(overrides: list[str], methods: list[str], tasks: list[str]) -> 
     for each; composed once per method and once per further task (a compose takes ~0.5 s), since
     the cells of one experiment differ only in their ``task`` and ``method`` nodes."""
     by_method = {m: compose([*overrides, f"task={tasks[0]}", f"method={m}"]) for m in methods}
-    task_nodes = {t: (by_method[methods[0]] if t == tasks[0] else
-                      compose([*overrides, f"task={t}", f"method={methods[0]}"])).task for t in tasks}
+    task_nodes = {
+        t: (by_method[methods[0]] if t == tasks[0] else compose([*overrides, f"task={t}", f"method={methods[0]}"])).task
+        for t in tasks
+    }
     cfgs = {}
     for t in tasks:
         for m in methods:
@@ -88,8 +91,14 @@ class _Cell:
         from mtad.decoding import get_decoder
 
         self.cfg, self.method = cfg, method
-        self.cell = Cell(cfg.experiment_name, cfg.pair.name, task_name, method, "",
-                         cell_directory(cfg.results_root, cfg.experiment_name, cfg.pair.name, task_name, method))
+        self.cell = Cell(
+            cfg.experiment_name,
+            cfg.pair.name,
+            task_name,
+            method,
+            "",
+            cell_directory(cfg.results_root, cfg.experiment_name, cfg.pair.name, task_name, method),
+        )
         options, _ = task_settings(cfg, task_name)
         self.identity = cell_identity(cfg, self.cell, options)
         check_identity(self.cell.directory, self.identity)
@@ -108,23 +117,43 @@ class _Cell:
     def write_env(self, env: dict, wrote: bool, **extra) -> None:
         if wrote and provenance.PROCESS_GIT not in self.git_runs:
             self.git_runs = self.git_runs + [provenance.PROCESS_GIT]  # this process wrote records into the cell
-        write_json(self.cell.directory / ENV,
-                   {**env, "seed": self.cfg.seed, "cell": self.identity, "energy_meter": self.cfg.energy.meter,
-                    "energy_missing_reason": self.energy_reason, "git_runs": self.git_runs,
-                    "config": OmegaConf.to_container(self.cfg, resolve=True), **extra})
+        write_json(
+            self.cell.directory / ENV,
+            {
+                **env,
+                "seed": self.cfg.seed,
+                "cell": self.identity,
+                "energy_meter": self.cfg.energy.meter,
+                "energy_missing_reason": self.energy_reason,
+                "git_runs": self.git_runs,
+                "config": OmegaConf.to_container(self.cfg, resolve=True),
+                **extra,
+            },
+        )
 
     def write_metrics(self, task, example_ids: list[str], env: dict, devices) -> dict:
-        metrics = {"cell": self.cell.name, "experiment": self.cell.experiment, "pair": self.cell.pair,
-                   "task": self.cell.task, "method": self.method, "overrides": "",
-                   **cell_metrics(task, self.records, example_ids), **peak_memory(devices),
-                   "machine": env["machine"], "dtype": env["dtype"], "seed": self.cfg.seed, "finished": _now(),
-                   "timing": "interleaved: every method on a prompt before the next prompt, order rotated"}
+        metrics = {
+            "cell": self.cell.name,
+            "experiment": self.cell.experiment,
+            "pair": self.cell.pair,
+            "task": self.cell.task,
+            "method": self.method,
+            "overrides": "",
+            **cell_metrics(task, self.records, example_ids),
+            **peak_memory(devices),
+            "machine": env["machine"],
+            "dtype": env["dtype"],
+            "seed": self.cfg.seed,
+            "finished": _now(),
+            "timing": "interleaved: every method on a prompt before the next prompt, order rotated",
+        }
         write_json(self.cell.directory / METRICS, metrics)
         return metrics
 
 
-def run_interleaved(overrides: list[str], methods: list[str], tasks: list[str],
-                    max_minutes: float | None = None, progress: bool = True) -> dict:
+def run_interleaved(
+    overrides: list[str], methods: list[str], tasks: list[str], max_minutes: float | None = None, progress: bool = True
+) -> dict:
     """Run ``methods`` x ``tasks`` of the experiment named in ``overrides``; returns a summary
     with the cells' metrics and whether the time limit stopped the run."""
     import torch
@@ -159,28 +188,39 @@ def _run_held(cfgs, methods, tasks, task_objs, examples, max_minutes, progress) 
     meter, energy_reason = make_energy_meter(first.energy.meter, devices)
     for task in task_objs.values():
         task.bind_pair(pair)
-    cells = {key: _Cell(cfg, key[0], key[1], task_objs[key[0]], pair, meter, energy_reason)
-             for key, cfg in cfgs.items()}
-    env = {**provenance.environment_record(devices=devices, models=(pair.target, pair.draft)),
-           "pair_name": getattr(pair, "name", None), "started": _now()}
+    cells = {
+        key: _Cell(cfg, key[0], key[1], task_objs[key[0]], pair, meter, energy_reason) for key, cfg in cfgs.items()
+    }
+    env = {
+        **provenance.environment_record(devices=devices, models=(pair.target, pair.draft)),
+        "pair_name": getattr(pair, "name", None),
+        "started": _now(),
+    }
     for cell in cells.values():
         cell.write_env(env, wrote=False)
 
     plan = schedule(examples)
     pending = [(t, e) for t, e in plan if any(str(e["id"]) not in cells[(t, m)].done for m in methods)]
-    log.info("interleaved %s: %d prompts x %d methods, %d prompts to run", first.experiment_name, len(plan),
-             len(methods), len(pending))
+    log.info(
+        "interleaved %s: %d prompts x %d methods, %d prompts to run",
+        first.experiment_name,
+        len(plan),
+        len(methods),
+        len(pending),
+    )
     if pending and first.warmup_tokens:
         for m in methods:  # untimed: first-call allocations and kernel selection, per decoder
             cells[(pending[0][0], m)].runner.warm_up(pending[0][1])
     reset_peak_memory(devices)
     start, stopped = time.perf_counter(), False
-    for k, (t, example) in enumerate(tqdm(pending, disable=not progress, desc=first.experiment_name,
-                                          dynamic_ncols=True)):
+    for k, (t, example) in enumerate(
+        tqdm(pending, disable=not progress, desc=first.experiment_name, dynamic_ncols=True)
+    ):
         if max_minutes is not None and time.perf_counter() - start > 60 * max_minutes:
             stopped = True
-            log.warning("time limit of %s min reached after %d of %d prompts; rerun to continue", max_minutes,
-                        k, len(pending))
+            log.warning(
+                "time limit of %s min reached after %d of %d prompts; rerun to continue", max_minutes, k, len(pending)
+            )
             break
         for m in rotated(methods, k):
             cell = cells[(t, m)]
@@ -196,5 +236,4 @@ def _run_held(cfgs, methods, tasks, task_objs, examples, max_minutes, progress) 
         ids = [str(e["id"]) for e in examples[t]]
         metrics[(t, m)] = cell.write_metrics(task_objs[t], ids, env, devices)
         cell.write_env(env, wrote=cell.wrote, finished=metrics[(t, m)]["finished"])
-    return {"metrics": metrics, "stopped_by_time_limit": stopped,
-            "minutes": (time.perf_counter() - start) / 60}
+    return {"metrics": metrics, "stopped_by_time_limit": stopped, "minutes": (time.perf_counter() - start) / 60}

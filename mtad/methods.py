@@ -4,6 +4,13 @@ Torch-free, so the report reads it without loading the decoding engine. The impl
 are ``mtad.decoding.DECODERS`` (name -> class; a test keeps the two in step), their rules are
 in ``mtad/decoding/README.md``, their parameters' defaults in each class's ``defaults``.
 """
-LABELS = {"sampling": "sampling", "sps": "SpS", "spectr": "SpecTr", "specinfer": "SpecInfer",
-          "mtad": "MTAD", "mmtad": "MMTAD"}
+
+LABELS = {
+    "sampling": "sampling",
+    "sps": "SpS",
+    "spectr": "SpecTr",
+    "specinfer": "SpecInfer",
+    "mtad": "MTAD",
+    "mmtad": "MMTAD",
+}
 METHODS = tuple(LABELS)  # sampling first: the reference every speed-up divides by

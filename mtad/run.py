@@ -28,6 +28,7 @@ checked before any data or model is loaded and before the cell directory exists.
 run writes ``error.txt`` into its cell unless that cell is complete (its results stand).
 The process exits non-zero when a cell failed or stayed incomplete.
 """
+
 from __future__ import annotations
 
 import logging
@@ -45,11 +46,30 @@ from omegaconf import DictConfig, OmegaConf
 from mtad.runner import provenance  # first: the code state is read when the process loads its code
 from mtad import configs
 from mtad.runner.aggregate import cell_metrics, summary
-from mtad.runner.checks import (SettingError, build_task, check_method, check_override_keys, check_run_settings,
-                                check_writable, explain_os_error, task_settings)
+from mtad.runner.checks import (
+    SettingError,
+    build_task,
+    check_method,
+    check_override_keys,
+    check_run_settings,
+    check_writable,
+    explain_os_error,
+    task_settings,
+)
 from mtad.runner.devices import load_pair_cached, model_devices, peak_memory, reset_peak_memory
-from mtad.runner.layout import (ENV, ERROR, METRICS, SAMPLES, Cell, cell_identity, check_identity, is_complete,
-                                override_dirname, read_json, resolve_cell)
+from mtad.runner.layout import (
+    ENV,
+    ERROR,
+    METRICS,
+    SAMPLES,
+    Cell,
+    cell_identity,
+    check_identity,
+    is_complete,
+    override_dirname,
+    read_json,
+    resolve_cell,
+)
 from mtad.runner.loop import CellRunner, needs_rescoring, rescore
 from mtad.runner import records
 from mtad.runner.lock import CellBusy, cell_lock
@@ -63,8 +83,17 @@ CONF_DIR = str(configs.conf_dir())  # $MTAD_CONF_DIR, the checkout's conf/, or t
 MISSING_DATA_MODES = ("fail", "mark")
 git_commit = provenance.git_commit  # the code state read at start-up
 
-__all__ = ["Cell", "CellIncomplete", "derive_seed", "main", "override_dirname", "read_finished", "run_cell",
-           "check_identity", "git_commit"]
+__all__ = [
+    "Cell",
+    "CellIncomplete",
+    "derive_seed",
+    "main",
+    "override_dirname",
+    "read_finished",
+    "run_cell",
+    "check_identity",
+    "git_commit",
+]
 
 
 class CellIncomplete(RuntimeError):
@@ -74,6 +103,7 @@ class CellIncomplete(RuntimeError):
 @dataclass
 class Plan:
     """A cell's checked settings: everything decided before data or models are touched."""
+
     cell: Cell
     task: object
     limit: int | None
@@ -113,9 +143,14 @@ def run_cell(cfg: DictConfig, plan: Plan, logger) -> dict:
     done_ids = {r["id"] for r in finished}
     pending = [e for e in examples if str(e["id"]) not in done_ids]
     to_rescore = [r for r in needs_rescoring(task, finished) if r["id"] in set(example_ids)]
-    log.info("cell %s: %d examples, %d already done, %d to run%s", cell.name, len(examples),
-             len(examples) - len(pending), len(pending),
-             f", {len(to_rescore)} to score again" if to_rescore else "")
+    log.info(
+        "cell %s: %d examples, %d already done, %d to run%s",
+        cell.name,
+        len(examples),
+        len(examples) - len(pending),
+        len(pending),
+        f", {len(to_rescore)} to score again" if to_rescore else "",
+    )
     if not pending and not to_rescore and is_complete(cell.directory):
         metrics = read_json(cell.directory / METRICS)
         if metrics.get("examples_planned") == len(example_ids):
@@ -124,8 +159,9 @@ def run_cell(cfg: DictConfig, plan: Plan, logger) -> dict:
 
     pair = load_pair_cached(OmegaConf.to_container(cfg.pair, resolve=True))
     task.bind_pair(pair)
-    decoder = get_decoder(cell.method, target=pair.target, draft=pair.draft, decode_path=pair.decode_path,
-                          **plan.method_params)
+    decoder = get_decoder(
+        cell.method, target=pair.target, draft=pair.draft, decode_path=pair.decode_path, **plan.method_params
+    )
     devices = model_devices(pair.target, pair.draft)
     meter, energy_reason = make_energy_meter(cfg.energy.meter, devices)
     if energy_reason:
@@ -134,10 +170,17 @@ def run_cell(cfg: DictConfig, plan: Plan, logger) -> dict:
     git_runs = previous.get("git_runs") or ([previous["git"]] if previous.get("git") else [])
     if (pending or to_rescore) and provenance.PROCESS_GIT not in git_runs:
         git_runs = git_runs + [provenance.PROCESS_GIT]  # this process writes records into the cell
-    env = {**provenance.environment_record(devices=devices, models=(pair.target, pair.draft)),
-           "seed": cfg.seed, "pair_name": getattr(pair, "name", None), "cell": plan.identity,
-           "energy_meter": cfg.energy.meter, "energy_missing_reason": energy_reason, "started": _now(),
-           "config": OmegaConf.to_container(cfg, resolve=True), "git_runs": git_runs}
+    env = {
+        **provenance.environment_record(devices=devices, models=(pair.target, pair.draft)),
+        "seed": cfg.seed,
+        "pair_name": getattr(pair, "name", None),
+        "cell": plan.identity,
+        "energy_meter": cfg.energy.meter,
+        "energy_missing_reason": energy_reason,
+        "started": _now(),
+        "config": OmegaConf.to_container(cfg, resolve=True),
+        "git_runs": git_runs,
+    }
     if not (pending or to_rescore) and previous.get("git"):
         env["git"] = previous["git"]  # nothing generated now: the records' code state stands
     cell.directory.mkdir(parents=True, exist_ok=True)
@@ -155,14 +198,29 @@ def run_cell(cfg: DictConfig, plan: Plan, logger) -> dict:
         record = runner.run_example(example)
         records.append_record(samples_path, record)
         finished.append(record)
-        logger.log_example(example_ids.index(record["id"]),
-                           {"scores": record["samples"][0]["scores"], "new_tokens": record["new_tokens"],
-                            "decode_seconds": record["decode_seconds"]})
+        logger.log_example(
+            example_ids.index(record["id"]),
+            {
+                "scores": record["samples"][0]["scores"],
+                "new_tokens": record["new_tokens"],
+                "decode_seconds": record["decode_seconds"],
+            },
+        )
 
-    metrics = {"cell": cell.name, "experiment": cell.experiment, "pair": cell.pair, "task": cell.task,
-               "method": cell.method, "overrides": cell.overrides,
-               **cell_metrics(task, finished, example_ids), **peak_memory(devices),
-               "machine": env["machine"], "dtype": env["dtype"], "seed": cfg.seed, "finished": _now()}
+    metrics = {
+        "cell": cell.name,
+        "experiment": cell.experiment,
+        "pair": cell.pair,
+        "task": cell.task,
+        "method": cell.method,
+        "overrides": cell.overrides,
+        **cell_metrics(task, finished, example_ids),
+        **peak_memory(devices),
+        "machine": env["machine"],
+        "dtype": env["dtype"],
+        "seed": cfg.seed,
+        "finished": _now(),
+    }
     write_json(cell.directory / METRICS, metrics)
     (cell.directory / ERROR).unlink(missing_ok=True)  # an earlier failure is now resolved
     write_json(cell.directory / ENV, {**env, "finished": metrics["finished"]})
@@ -176,9 +234,17 @@ def run_cell(cfg: DictConfig, plan: Plan, logger) -> dict:
 def mark_missing(cell: Cell, exc: Exception) -> dict:
     """``missing_data=mark``: record that the cell's data is absent (why, and the command that
     gets it) instead of failing; a complete cell is left as it is."""
-    metrics = {"cell": cell.name, "experiment": cell.experiment, "pair": cell.pair, "task": cell.task,
-               "method": cell.method, "overrides": cell.overrides, "status": "missing",
-               "missing_reason": str(exc), "finished": _now()}
+    metrics = {
+        "cell": cell.name,
+        "experiment": cell.experiment,
+        "pair": cell.pair,
+        "task": cell.task,
+        "method": cell.method,
+        "overrides": cell.overrides,
+        "status": "missing",
+        "missing_reason": str(exc),
+        "finished": _now(),
+    }
     if is_complete(cell.directory):
         log.warning("cell %s: data missing (%s); its complete results are left as they are", cell.name, exc)
         return read_json(cell.directory / METRICS)
@@ -207,8 +273,11 @@ def folder_settings(cfg: DictConfig) -> dict[str, Path]:
     from mtad import data
     from mtad.models.gguf_cache import cache_root
 
-    folders = {"results_root": Path(cfg.results_root), "MTAD_CACHE": cache_root(),
-               "data_root (or MTAD_DATA)": data.data_root(cfg.data_root)}
+    folders = {
+        "results_root": Path(cfg.results_root),
+        "MTAD_CACHE": cache_root(),
+        "data_root (or MTAD_DATA)": data.data_root(cfg.data_root),
+    }
     try:
         folders["hydra.run.dir"] = Path(HydraConfig.get().runtime.output_dir)
     except ValueError:
@@ -225,9 +294,13 @@ def run_with_logger(cfg: DictConfig) -> dict:
 
     cell = resolve_cell(cfg, HydraConfig.get())
     plan = plan_cell(cfg, cell)  # bad settings stop here: nothing loaded, nothing written
-    logger = hydra.utils.instantiate(cfg.logger, name=cell.name,
-                                     run_config=OmegaConf.to_container(cfg, resolve=True),
-                                     _recursive_=False, _convert_="all")  # the config is data, not objects
+    logger = hydra.utils.instantiate(
+        cfg.logger,
+        name=cell.name,
+        run_config=OmegaConf.to_container(cfg, resolve=True),
+        _recursive_=False,
+        _convert_="all",
+    )  # the config is data, not objects
     failed = True
     try:
         with cell_lock(cell.directory, cell.name):  # one writer per cell

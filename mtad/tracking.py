@@ -11,6 +11,7 @@ W&B runs offline by default, so no account or network is needed; the run directo
 written under ``dir`` and can be uploaded later with ``wandb sync``. ``WANDB_MODE=online``
 (after ``wandb login``) uploads live; the environment variable wins over the config.
 """
+
 from __future__ import annotations
 
 import math
@@ -51,19 +52,37 @@ class NullLogger:
 class WandbLogger:
     """Weights & Biases run for one cell: config, per-example rows, cell metrics."""
 
-    def __init__(self, project: str, name: str, run_config: Mapping[str, Any] | None = None, mode: str = "offline",
-                 dir: str = ".", group: str | None = None, tags: list[str] | None = None,
-                 entity: str | None = None, job_type: str = "cell"):
+    def __init__(
+        self,
+        project: str,
+        name: str,
+        run_config: Mapping[str, Any] | None = None,
+        mode: str = "offline",
+        dir: str = ".",
+        group: str | None = None,
+        tags: list[str] | None = None,
+        entity: str | None = None,
+        job_type: str = "cell",
+    ):
         import wandb
 
         dir = dir or "outputs"  # no Hydra output dir (e.g. the compose API)
         os.makedirs(dir, exist_ok=True)
         self._wandb = wandb
         self.mode = os.environ.get("WANDB_MODE", mode)
-        self.run = wandb.init(project=project, entity=entity, name=name, group=group, tags=list(tags or []),
-                              job_type=job_type, config=dict(run_config or {}), dir=dir, mode=self.mode,
-                              reinit="finish_previous",
-                              settings=wandb.Settings(silent=True, console="off", save_code=False))
+        self.run = wandb.init(
+            project=project,
+            entity=entity,
+            name=name,
+            group=group,
+            tags=list(tags or []),
+            job_type=job_type,
+            config=dict(run_config or {}),
+            dir=dir,
+            mode=self.mode,
+            reinit="finish_previous",
+            settings=wandb.Settings(silent=True, console="off", save_code=False),
+        )
         self.run_dir = os.path.dirname(self.run.dir)  # .../wandb/<offline-run-...>
         self._rows: list[dict[str, Any]] = []
 

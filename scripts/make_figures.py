@@ -8,6 +8,7 @@
 Figures whose experiment has no cell yet are skipped with the reason (exit status 0); a figure
 that fails to build is an error (exit status 1).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -20,8 +21,11 @@ def main(argv=None) -> int:
     from mtad.report.sweeps import runs_dir
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--results", default=None,
-                    help="the results folder holding runs/ (default: $MTAD_RESULTS, else the checkout's results/)")
+    ap.add_argument(
+        "--results",
+        default=None,
+        help="the results folder holding runs/ (default: $MTAD_RESULTS, else the checkout's results/)",
+    )
     ap.add_argument("--out", default=None, help="where the figures go (default: <results>/figures)")
     ap.add_argument("--table-experiment", default="table2", help="experiment of the Table 2 figures")
     ap.add_argument("--sweep-experiment", default="sweeps", help="experiment of the gamma/W/tau sweeps")
@@ -30,8 +34,10 @@ def main(argv=None) -> int:
     runs = Path(args.results) / "runs" if args.results else runs_dir()
     out = Path(args.out) if args.out else runs.parent / "figures"
     if not runs.is_dir():
-        print(f"no results at {runs}: run an experiment first (e.g. `make reproduce-table2`, `make sweep-gamma`)",
-              file=sys.stderr)
+        print(
+            f"no results at {runs}: run an experiment first (e.g. `make reproduce-table2`, `make sweep-gamma`)",
+            file=sys.stderr,
+        )
         return 1
     written = build_all(runs, out, table_experiment=args.table_experiment, sweep_experiment=args.sweep_experiment)
     for reason in written.pop("skipped"):

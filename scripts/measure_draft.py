@@ -5,6 +5,7 @@ of every task family (see mtad/models/measure.py).
     python scripts/measure_draft.py --pair smollm2_135m_head --compare smollm2_135m --per-family 4
 Writes results/draft/measure.json and measure.md.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,7 +34,10 @@ def draft_file_meta(cfg: dict) -> tuple[str | None, dict]:
     meta = (read_head_meta if spec["source"] == "head" else read_draft_meta)(path)
     ids = meta.pop("head_token_ids", None)
     meta.pop("train_config", None)
-    return os.path.relpath(path.resolve(), ROOT), meta | {"source": spec["source"], "head_size": len(ids) if ids else None}
+    return os.path.relpath(path.resolve(), ROOT), meta | {
+        "source": spec["source"],
+        "head_size": len(ids) if ids else None,
+    }
 
 
 def main(argv=None) -> int:
@@ -43,8 +47,11 @@ def main(argv=None) -> int:
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--pair", default="smollm2_135m_head")
-    ap.add_argument("--compare", default="smollm2_135m", help="comma-separated pairs whose drafts are measured beside, on this "
-                    "pair's target (they must share it)")
+    ap.add_argument(
+        "--compare",
+        default="smollm2_135m",
+        help="comma-separated pairs whose drafts are measured beside, on this pair's target (they must share it)",
+    )
     ap.add_argument("--draft-file", default=None, help="measure this draft file instead of the pair's")
     ap.add_argument("--per-family", type=int, default=4)
     ap.add_argument("--max-new-tokens", type=int, default=48)
@@ -58,28 +65,43 @@ def main(argv=None) -> int:
     configs = {pair.name: pair.config} | {name: pair_config(name) for name in filter(None, args.compare.split(","))}
     for name, cfg in configs.items():
         if cfg["target"] != pair.config["target"]:
-            raise ValueError(f"--compare {name}: its target {cfg['target']} is not {args.pair}'s {pair.config['target']}")
-    drafts = {pair.name: pair.draft} | {name: load_draft_model(cfg, pair.target)[0].requires_grad_(False)
-                                        for name, cfg in configs.items() if name != pair.name}
+            raise ValueError(
+                f"--compare {name}: its target {cfg['target']} is not {args.pair}'s {pair.config['target']}"
+            )
+    drafts = {pair.name: pair.draft} | {
+        name: load_draft_model(cfg, pair.target)[0].requires_grad_(False)
+        for name, cfg in configs.items()
+        if name != pair.name
+    }
     t0 = time.time()
-    result = measure(pair.target, pair.tokenizer, drafts, pair.decode_path, args.per_family, args.max_new_tokens, args.seed)
+    result = measure(
+        pair.target, pair.tokenizer, drafts, pair.decode_path, args.per_family, args.max_new_tokens, args.seed
+    )
     for name, cfg in configs.items():
         result["drafts"][name]["file"], result["drafts"][name]["meta"] = draft_file_meta(cfg)
         result["drafts"][name]["dtype"] = str(drafts[name].dtype)
     result |= {
-        "pair": pair.name, "environment": environment_record([pair.target, *drafts.values()]), "threads": args.threads,
-        "target_dtype": str(pair.target.dtype), "wall_seconds": round(time.time() - t0, 1),
+        "pair": pair.name,
+        "environment": environment_record([pair.target, *drafts.values()]),
+        "threads": args.threads,
+        "target_dtype": str(pair.target.dtype),
+        "wall_seconds": round(time.time() - t0, 1),
         "load_average_1_5_15min_at_end": [round(x, 2) for x in os.getloadavg()],
     }
     described = "; ".join(
-        f"`{name}`: {r['kind']} draft `{r['file']}` ({r['meta'].get('trained_tokens', '?')} training tokens, {r['dtype']})"
-        for name, r in result["drafts"].items())
-    header = [f"# Draft measurement: {result['pair']}", "",
-              f"Drafts of one target, measured side by side on the same prompts and seeds: {described}. Held-out "
-              f"prompts per family: {args.per_family} (subjects never used in training), at most {args.max_new_tokens} "
-              f"new tokens, seed {args.seed}. Machine: {result['environment']['machine']}, decode path "
-              f"{result['decode_path']}, torch threads {args.threads}, target {result['target_dtype']}; load average "
-              f"at the end {result['load_average_1_5_15min_at_end']}."]
+        f"`{name}`: {r['kind']} draft `{r['file']}` "
+        f"({r['meta'].get('trained_tokens', '?')} training tokens, {r['dtype']})"
+        for name, r in result["drafts"].items()
+    )
+    header = [
+        f"# Draft measurement: {result['pair']}",
+        "",
+        f"Drafts of one target, measured side by side on the same prompts and seeds: {described}. Held-out "
+        f"prompts per family: {args.per_family} (subjects never used in training), at most {args.max_new_tokens} "
+        f"new tokens, seed {args.seed}. Machine: {result['environment']['machine']}, decode path "
+        f"{result['decode_path']}, torch threads {args.threads}, target {result['target_dtype']}; load average "
+        f"at the end {result['load_average_1_5_15min_at_end']}.",
+    ]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "measure.json").write_text(json.dumps(result, indent=1) + "\n")

@@ -15,6 +15,7 @@ Timing, energy and memory are not compared: they never reproduce exactly.
 (ATEN_CPU_CAPABILITY, MKL_ENABLE_INSTRUCTIONS): the sums then run in another order, as on
 another CPU type, which shows on one machine what the reference survives.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,19 +32,32 @@ from mtad.report.reproduce import compare_runs, machine_differences  # noqa: E40
 
 EXPERIMENT = "verify"
 # --kernels: torch's vectorised kernels and MKL's code path, forced below the CPU's best
-KERNELS = {"native": {}, "avx2": {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"},
-           "default": {"ATEN_CPU_CAPABILITY": "default", "MKL_ENABLE_INSTRUCTIONS": "SSE4_2"}}
+KERNELS = {
+    "native": {},
+    "avx2": {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"},
+    "default": {"ATEN_CPU_CAPABILITY": "default", "MKL_ENABLE_INSTRUCTIONS": "SSE4_2"},
+}
 
 
 def run_cells(results_root: Path, data_root: str | None, extra: list[str], kernels: str = "native") -> int:
     """The verify experiment in a fresh process (nothing cached from this one)."""
-    command = [sys.executable, "-m", "mtad.run", f"experiment={EXPERIMENT}", f"results_root={results_root}",
-               f"hydra.sweep.dir={results_root}/.hydra"]
+    command = [
+        sys.executable,
+        "-m",
+        "mtad.run",
+        f"experiment={EXPERIMENT}",
+        f"results_root={results_root}",
+        f"hydra.sweep.dir={results_root}/.hydra",
+    ]
     if data_root:
         command.append(f"data_root={data_root}")
     env = {**os.environ, "PYTHONPATH": str(ROOT), **KERNELS[kernels]}
-    print("verify: running", " ".join(command[1:] + extra),
-          f"with {' '.join(f'{k}={v}' for k, v in KERNELS[kernels].items())}" if KERNELS[kernels] else "", flush=True)
+    print(
+        "verify: running",
+        " ".join(command[1:] + extra),
+        f"with {' '.join(f'{k}={v}' for k, v in KERNELS[kernels].items())}" if KERNELS[kernels] else "",
+        flush=True,
+    )
     return subprocess.run(command + extra, cwd=ROOT, env=env).returncode
 
 
@@ -53,8 +67,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data-root", default=None, help="data root (default $MTAD_DATA or ~/.cache/mtad/data)")
     parser.add_argument("--keep", default=None, help="write the rerun here and keep it (default: a temporary folder)")
     parser.add_argument("--reference-only", action="store_true", help="(re)create the reference and stop")
-    parser.add_argument("--kernels", choices=sorted(KERNELS), default="native",
-                        help="rerun with torch/MKL kernels of another instruction set (default: this CPU's best)")
+    parser.add_argument(
+        "--kernels",
+        choices=sorted(KERNELS),
+        default="native",
+        help="rerun with torch/MKL kernels of another instruction set (default: this CPU's best)",
+    )
     parser.add_argument("overrides", nargs="*", help="extra mtad-run overrides (tests: a tiny pair)")
     args = parser.parse_args(argv)
     reference = Path(args.reference)
@@ -65,8 +83,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"verify: reference written to {reference}" if status == 0 else "verify: the reference run failed")
         return status
     if not any(reference.rglob("metrics.json")):
-        print(f"verify: no reference cells under {reference}; create them with `make verify-reference`",
-              file=sys.stderr)
+        print(
+            f"verify: no reference cells under {reference}; create them with `make verify-reference`", file=sys.stderr
+        )
         return 2
     with tempfile.TemporaryDirectory(prefix="mtad-verify-") as tmp:
         rerun = Path(args.keep) if args.keep else Path(tmp) / "runs"
@@ -82,14 +101,19 @@ def main(argv: list[str] | None = None) -> int:
         for line in differences:
             print(f"  {line}", file=sys.stderr)
         if machine:
-            print("verify: the machine or libraries differ from the reference's (exact reproduction is expected "
-                  "only on the same CPU type and library versions):", file=sys.stderr)
+            print(
+                "verify: the machine or libraries differ from the reference's (exact reproduction is expected "
+                "only on the same CPU type and library versions):",
+                file=sys.stderr,
+            )
             for line in machine:
                 print(f"  {line}", file=sys.stderr)
         return 1
-    print(f"verify: OK, {cells} cell(s) reproduce (tokens, block efficiency, acceptance and scores exactly; "
-          "log-probabilities and perplexity within the dtype's tolerance); timing, energy and memory are not "
-          f"compared{'' if args.kernels == 'native' else f'; kernels: {args.kernels}'}")
+    print(
+        f"verify: OK, {cells} cell(s) reproduce (tokens, block efficiency, acceptance and scores exactly; "
+        "log-probabilities and perplexity within the dtype's tolerance); timing, energy and memory are not "
+        f"compared{'' if args.kernels == 'native' else f'; kernels: {args.kernels}'}"
+    )
     for line in machine:
         print(f"  differs from the reference's machine: {line}")
     return 0

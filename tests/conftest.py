@@ -1,4 +1,5 @@
 """Shared pytest fixtures: the evaluation data root and offline settings."""
+
 import os
 from pathlib import Path
 
@@ -62,8 +63,10 @@ def _byte_tokenizer(chat: bool):
     tok.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 0)])
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>")
     if chat:
-        fast.chat_template = ("{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}\n{% endfor %}"
-                              "{% if add_generation_prompt %}<|assistant|>\n{% endif %}")
+        fast.chat_template = (
+            "{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}\n{% endfor %}"
+            "{% if add_generation_prompt %}<|assistant|>\n{% endif %}"
+        )
     return fast
 
 

@@ -1,8 +1,9 @@
 """A local OpenAI-compatible judge stub on 127.0.0.1 (loopback only), bounded and self-stopping.
 
-    from judge_stub import Endpoint, endpoint   # endpoint: a pytest fixture yielding the base URL
-    Endpoint.replies = [("status", 503), ("rating", "Rating: [[6]]")]
+from judge_stub import Endpoint, endpoint   # endpoint: a pytest fixture yielding the base URL
+Endpoint.replies = [("status", 503), ("rating", "Rating: [[6]]")]
 """
+
 import json
 import threading
 import time

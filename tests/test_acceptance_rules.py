@@ -4,8 +4,17 @@ import pytest
 import torch
 from scipy.stats import chisquare
 
-from mtad.decoding.acceptance import (kseq_accept, kseq_beta, kseq_residual, kseq_rho, mmtad_select,
-                                      mtad_accept_length, multi_draft_accept, residual, speculative_accept)
+from mtad.decoding.acceptance import (
+    kseq_accept,
+    kseq_beta,
+    kseq_residual,
+    kseq_rho,
+    mmtad_select,
+    mtad_accept_length,
+    multi_draft_accept,
+    residual,
+    speculative_accept,
+)
 from mtad.decoding.acceptance import _kseq_gain
 from mtad.decoding.logits import logits_to_probs
 
@@ -58,7 +67,10 @@ def test_speculative_accept_output_is_p():
 
 
 def test_speculative_accept_greedy_rule():
-    onehot = lambda i: torch.nn.functional.one_hot(torch.tensor(i), 4).double()
+
+    def onehot(i: int) -> torch.Tensor:
+        return torch.nn.functional.one_hot(torch.tensor(i), 4).double()
+
     p = torch.stack([onehot(1), onehot(2), onehot(3)])
     q = torch.stack([onehot(1), onehot(0)])
     n, tok = speculative_accept(p, q, torch.tensor([1, 0]))
@@ -79,7 +91,10 @@ def test_multi_draft_accept_output_is_p(replacement):
 @pytest.mark.parametrize("k", [1, 2, 4])
 def test_kseq_rho_is_smallest_valid_and_residual_nonnegative(k):
     rho = kseq_rho(P, Q, k)
-    holds = lambda r: float(_kseq_gain(kseq_beta(P, Q, r), k)) <= r + 1e-12
+
+    def holds(r: float) -> bool:
+        return float(_kseq_gain(kseq_beta(P, Q, r), k)) <= r + 1e-12
+
     assert 1.0 <= rho <= k and holds(rho)
     if rho > 1.0 + 1e-6:
         assert not holds(rho - 1e-4), "a smaller ρ also satisfies the condition: ρ* is not the smallest"
@@ -127,6 +142,7 @@ def test_mmtad_deepest_passing_node_with_highest_target_path_probability():
 
 def test_sample_distinct_is_sequential_sampling_without_replacement():
     from mtad.decoding.logits import sample_distinct
+
     w = torch.tensor([0.5, 0.3, 0.2, 0.0])
     g = torch.Generator().manual_seed(3)
     counts = torch.zeros(4, 4)
@@ -145,6 +161,7 @@ def test_sample_distinct_is_sequential_sampling_without_replacement():
 
 def test_sample_follows_probs_and_never_draws_zero_probability():
     from mtad.decoding.logits import sample
+
     probs = torch.tensor([[0.0, 0.6, 0.0, 0.3, 0.1], [1.0, 0, 0, 0, 0]])
     g = torch.Generator().manual_seed(5)
     draws = torch.stack([sample(probs, g) for _ in range(5000)])  # [N, 2]
@@ -163,10 +180,19 @@ def rows(*dists) -> torch.Tensor:
 # drawn from the last draft row (P[1]) instead of the row after the block (P[2]) is a law at
 # TV 0.03 from the exact one, chi2 divergence 0.043: at N = 3000, 64 cells, alpha = 1e-3 the
 # test detects it with probability > 0.999 (noncentral chi-square, noncentrality 129).
-CHAIN_P = rows([0.1, 0.2, 0.3, 0.4], [0.06, 0.04, 0.45, 0.45], [0.03, 0.07, 0.45, 0.45],
-               [0.25, 0.25, 0.25, 0.25], [0.4, 0.3, 0.2, 0.1])
-CHAIN_Q = {"q=p": CHAIN_P, "q!=p": rows([0.3, 0.3, 0.2, 0.2], [0.1, 0.1, 0.4, 0.4], [0.2, 0.1, 0.3, 0.4],
-                                        [0.1, 0.2, 0.3, 0.4], [0.25, 0.25, 0.25, 0.25])}
+CHAIN_P = rows(
+    [0.1, 0.2, 0.3, 0.4],
+    [0.06, 0.04, 0.45, 0.45],
+    [0.03, 0.07, 0.45, 0.45],
+    [0.25, 0.25, 0.25, 0.25],
+    [0.4, 0.3, 0.2, 0.1],
+)
+CHAIN_Q = {
+    "q=p": CHAIN_P,
+    "q!=p": rows(
+        [0.3, 0.3, 0.2, 0.2], [0.1, 0.1, 0.4, 0.4], [0.2, 0.1, 0.3, 0.4], [0.1, 0.2, 0.3, 0.4], [0.25, 0.25, 0.25, 0.25]
+    ),
+}
 
 
 @pytest.mark.parametrize("draft", list(CHAIN_Q))
@@ -174,13 +200,13 @@ def test_speculative_chain_emits_p_including_the_bonus(draft):
     """SpS with γ = 2 run to three tokens over position-indexed p and q rows: the joint law of
     the three emitted tokens is P[0] x P[1] x P[2], bonus tokens included."""
     gamma, q_rows, g = 2, CHAIN_Q[draft], torch.Generator().manual_seed(7)
-    counts = torch.zeros(4 ** 3)
+    counts = torch.zeros(4**3)
     for _ in range(3000):
         emitted = []
         while len(emitted) < 3:
             t = len(emitted)
             tokens = torch.stack([torch.multinomial(q_rows[t + i].float(), 1, generator=g)[0] for i in range(gamma)])
-            n, token = speculative_accept(CHAIN_P[t:t + gamma + 1], q_rows[t:t + gamma], tokens, g)
+            n, token = speculative_accept(CHAIN_P[t : t + gamma + 1], q_rows[t : t + gamma], tokens, g)
             emitted += tokens[:n].tolist() + [token]
         counts[emitted[0] * 16 + emitted[1] * 4 + emitted[2]] += 1
     exact = (CHAIN_P[0][:, None, None] * CHAIN_P[1][None, :, None] * CHAIN_P[2][None, None, :]).flatten()
@@ -203,8 +229,11 @@ def test_multi_draft_accept_when_supports_partly_overlap(replacement):
     g = torch.Generator().manual_seed(11)
     counts = torch.zeros(4)
     for _ in range(6000):
-        cands = (torch.multinomial(PARTIAL_Q.float(), 3, replacement=True, generator=g) if replacement
-                 else sample_distinct(PARTIAL_Q, 3, g)).tolist()
+        cands = (
+            torch.multinomial(PARTIAL_Q.float(), 3, replacement=True, generator=g)
+            if replacement
+            else sample_distinct(PARTIAL_Q, 3, g)
+        ).tolist()
         j, p_res = multi_draft_accept(PARTIAL_P, PARTIAL_Q, cands, replacement, g)
         counts[cands[j] if j >= 0 else torch.multinomial(p_res.float(), 1, generator=g).item()] += 1
     assert counts[3] == 0, "a token outside p's support was emitted"

@@ -1,5 +1,6 @@
 """The statistical reproduction check on synthetic result sets: two machines that measure the
 same thing agree; a machine whose block efficiency or perplexity really differs does not."""
+
 import json
 from pathlib import Path
 
@@ -20,12 +21,26 @@ def write_run(root: Path, seed: int, calls_scale: float = 1.0, logprob_shift: fl
             tokens = 48
             calls = tokens if method == "sampling" else max(1, int(rng.binomial(tokens, 0.45) * calls_scale))
             accepted = 0 if method == "sampling" else tokens - calls
-            stats = {"new_tokens": tokens, "target_calls": calls, "drafted": 0 if method == "sampling" else 4 * calls,
-                     "accepted": accepted, "seconds": 1.0}
-            turn = {"token_ids": [1] * tokens, "text": "x", "completion": "x", "stats": stats,
-                    "logprob_sum": -1.0, "logprob_n": tokens}
-            sample = {"mean_logprob": float(rng.normal(-1.0 + logprob_shift, 0.3)), "scores": {"rougeL": 0.2},
-                      "turns": [turn]}
+            stats = {
+                "new_tokens": tokens,
+                "target_calls": calls,
+                "drafted": 0 if method == "sampling" else 4 * calls,
+                "accepted": accepted,
+                "seconds": 1.0,
+            }
+            turn = {
+                "token_ids": [1] * tokens,
+                "text": "x",
+                "completion": "x",
+                "stats": stats,
+                "logprob_sum": -1.0,
+                "logprob_n": tokens,
+            }
+            sample = {
+                "mean_logprob": float(rng.normal(-1.0 + logprob_shift, 0.3)),
+                "scores": {"rougeL": 0.2},
+                "turns": [turn],
+            }
             lines.append(json.dumps({"id": f"e{i}", "samples": [sample]}))
         (cell / "samples.jsonl").write_text("\n".join(lines) + "\n")
     return root
@@ -50,9 +65,19 @@ def test_a_real_difference_in_block_efficiency_or_perplexity_is_found(tmp_path):
 
 
 def claim(name, estimate, se, verdict="inconclusive", task="chat"):
-    return {"claim": name, "comparison": f"{name} figure", "task": task, "verdict": verdict,
-            "interval": {"estimate": estimate, "low": estimate - 2 * se, "high": estimate + 2 * se,
-                         "standard_error": se, "n": 40}}
+    return {
+        "claim": name,
+        "comparison": f"{name} figure",
+        "task": task,
+        "verdict": verdict,
+        "interval": {
+            "estimate": estimate,
+            "low": estimate - 2 * se,
+            "high": estimate + 2 * se,
+            "standard_error": se,
+            "n": 40,
+        },
+    }
 
 
 def test_claims_agree_within_their_standard_errors_and_machine_figures_are_not_required():

@@ -1,5 +1,6 @@
 """The benchmark's pieces on tiny models: forward costs (a feature head over its target's cache),
 the configs per draft kind, the SpS speed-up the costs predict."""
+
 import pytest
 
 from mtad.bench import default_configs, forward_ms, predicted_sps_speedup
@@ -22,4 +23,4 @@ def test_assisted_generation_only_with_a_model_draft():
 
 def test_predicted_speedup_follows_block_efficiency_and_costs():
     assert predicted_sps_speedup(0.0, 4, 0.0, 10.0, 10.0) == pytest.approx(1.0)
-    assert predicted_sps_speedup(0.8, 4, 1.0, 10.0, 15.0) == pytest.approx((1 - 0.8 ** 5) / 0.2 * 10 / 19)
+    assert predicted_sps_speedup(0.8, 4, 1.0, 10.0, 15.0) == pytest.approx((1 - 0.8**5) / 0.2 * 10 / 19)

@@ -1,4 +1,5 @@
 """`make claims` on the tiny pairs end to end, the interleaved runner, and C5's zero distance."""
+
 import json
 import os
 import subprocess
@@ -16,9 +17,22 @@ REPO = Path(__file__).resolve().parents[1]
 
 def claims(args, tmp_path, check=True):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline"}
-    proc = subprocess.run([sys.executable, "-m", "mtad.report.claims", *args, f"results_root={tmp_path / 'runs'}",
-                           "--out", str(tmp_path / "claims")], cwd=REPO, env=env, capture_output=True, text=True,
-                          timeout=600)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mtad.report.claims",
+            *args,
+            f"results_root={tmp_path / 'runs'}",
+            "--out",
+            str(tmp_path / "claims"),
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     if check and proc.returncode != 0:
         raise AssertionError(f"claims failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
     return proc
@@ -44,18 +58,25 @@ def test_claims_end_to_end_on_a_tiny_pair(tmp_path, shared_data, pair):
         assert claim["claim"] == "C6" or "distance zero" in claim["comparison"] or claim["version"] in VERSIONS
     assert set(by_claim) == {"C1", "C2", "C3", "C4", "C5", "C6"}
     # C3: MTAD against vanilla SpS (1.26x, later version) and the best conventional method (1.42x, v2)
-    assert {(c["comparison"].split(":")[0], c["paper_value"], c["version"]) for c in by_claim["C3"]
-            if c["task"] == "chat"} == {("MTAD / SpS", 1.26, "iclr-final"),
-                                        ("MTAD / best of SpS, SpecTr, SpecInfer", 1.42, "arxiv-v2"),
-                                        ("MMTAD / MTAD", None, "iclr-final")}
+    assert {
+        (c["comparison"].split(":")[0], c["paper_value"], c["version"]) for c in by_claim["C3"] if c["task"] == "chat"
+    } == {
+        ("MTAD / SpS", 1.26, "iclr-final"),
+        ("MTAD / best of SpS, SpecTr, SpecInfer", 1.42, "arxiv-v2"),
+        ("MMTAD / MTAD", None, "iclr-final"),
+    }
     # C5 at the paper's operating point: likelihood rows carry a verdict, distances none (bound not sourced)
     c5 = [c for c in by_claim["C5"] if "γ=4, W=4, τ=0.5" in c["comparison"]]
     assert {c["verdict"] for c in c5 if "E[log p]" in c["comparison"]} <= {"reproduced", "contradicted", "inconclusive"}
-    assert all(c["verdict"] == "no verdict" and "could not be sourced" in c["reason"] for c in c5
-               if c["comparison"].startswith("TV"))
+    assert all(
+        c["verdict"] == "no verdict" and "could not be sourced" in c["reason"]
+        for c in c5
+        if c["comparison"].startswith("TV")
+    )
     # C1 and C3 on both prompt sets, paired over every prompt each method finished
-    assert {(c["task"], c["comparison"].split(":")[0]) for c in by_claim["C1"]} == \
-        {(t, m) for t in ("chat", "cnndm") for m in ("MTAD vs sampling", "MMTAD vs sampling")}
+    assert {(c["task"], c["comparison"].split(":")[0]) for c in by_claim["C1"]} == {
+        (t, m) for t in ("chat", "cnndm") for m in ("MTAD vs sampling", "MMTAD vs sampling")
+    }
     for claim in by_claim["C1"] + by_claim["C3"]:
         interval = claim["interval"]
         assert interval["n"] == (6 if claim["task"] == "chat" else 4)
@@ -92,13 +113,29 @@ def test_interleaved_cells_are_mtad_run_cells_and_resume(tmp_path, shared_data):
     assert json.loads((cell / "metrics.json").read_text())["examples"] == 8
 
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline"}
-    subprocess.run([sys.executable, "-m", "mtad.run", "experiment=claims_tiny", "task=chat", "method=mtad",
-                    f"data_root={shared_data}", f"results_root={tmp_path / 'alone'}", "per_task.chat.limit=8",
-                    f"hydra.run.dir={tmp_path / 'out'}"], cwd=REPO, env=env, check=True, capture_output=True,
-                   timeout=300)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mtad.run",
+            "experiment=claims_tiny",
+            "task=chat",
+            "method=mtad",
+            f"data_root={shared_data}",
+            f"results_root={tmp_path / 'alone'}",
+            "per_task.chat.limit=8",
+            f"hydra.run.dir={tmp_path / 'out'}",
+        ],
+        cwd=REPO,
+        env=env,
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
     alone = records(tmp_path / "alone" / "claims_tiny" / "tiny_llama" / "chat" / "mtad" / "samples.jsonl")
-    assert [r["samples"][0]["turns"][0]["token_ids"] for r in alone] == \
-        [r["samples"][0]["turns"][0]["token_ids"] for r in extended]
+    assert [r["samples"][0]["turns"][0]["token_ids"] for r in alone] == [
+        r["samples"][0]["turns"][0]["token_ids"] for r in extended
+    ]
 
 
 def test_schedule_interleaves_tasks_and_rotates_methods():
@@ -152,11 +189,21 @@ def test_c5_rows_and_noise_floor():
     from mtad.metrics.exactness import noise_floor
     from mtad.report.claims_theory import TheorySettings, approximation_rows
 
-    settings = TheorySettings(runs=40, gammas=(1,), beam_widths=(2,), thresholds=(0.5,), default=(1, 2, 0.5),
-                              operating_thresholds=(0.5,), replacements=(True,))
+    settings = TheorySettings(
+        runs=40,
+        gammas=(1,),
+        beam_widths=(2,),
+        thresholds=(0.5,),
+        default=(1, 2, 0.5),
+        operating_thresholds=(0.5,),
+        replacements=(True,),
+    )
     rows = approximation_rows(settings, resamples=200)
-    assert [(r["point"]["draft"], r["point"]["vocab"], r["point"]["gamma"], r["point"]["operating"]) for r in rows] \
-        == [("q ≠ p", 8, 4, True), ("q = p", 8, 4, True), ("q ≠ p", 16, 1, False)]
+    assert [(r["point"]["draft"], r["point"]["vocab"], r["point"]["gamma"], r["point"]["operating"]) for r in rows] == [
+        ("q ≠ p", 8, 4, True),
+        ("q = p", 8, 4, True),
+        ("q ≠ p", 16, 1, False),
+    ]
     operating, _, grid = rows
     # γ = 1: a block is one token, truncated alike by MTJD and sampling; at γ = 4 MTJD's block-level
     # truncation differs from sampling's, and raises the expected joint log-likelihood
@@ -191,8 +238,13 @@ def test_interleaved_runner_refuses_an_empty_plan():
 
 
 def test_makefile_claims_target_runs_the_module():
-    out = subprocess.run(["make", "-n", "claims", "PY=python", "EXPERIMENT=claims_tiny", "PAIR=tiny_opt"], cwd=REPO,
-                         capture_output=True, text=True, timeout=60).stdout
+    out = subprocess.run(
+        ["make", "-n", "claims", "PY=python", "EXPERIMENT=claims_tiny", "PAIR=tiny_opt"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    ).stdout
     assert "-m mtad.report.claims experiment=claims_tiny pair=tiny_opt" in out
 
 

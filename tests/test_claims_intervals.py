@@ -1,4 +1,5 @@
 """Paired bootstrap intervals and the verdict rule (mtad.report.intervals) on synthetic data."""
+
 import numpy as np
 import pytest
 
@@ -44,8 +45,15 @@ def test_unpaired_resampling_would_be_wider_than_paired():
     tok_a, sec_a, tok_b, sec_b = paired_speeds(rng, n=40, true_ratio=1.3)
     speed_a, speed_b = tok_a / sec_a, tok_b / sec_b  # [n] per-prompt tokens/s
     paired = iv.bootstrap_interval(iv.ratio_of_means, [speed_a, speed_b], resamples=999)
-    unpaired = stats.bootstrap((speed_a, speed_b), iv.ratio_of_means, paired=False, vectorized=True,
-                               n_resamples=999, method="percentile", rng=np.random.default_rng(0))
+    unpaired = stats.bootstrap(
+        (speed_a, speed_b),
+        iv.ratio_of_means,
+        paired=False,
+        vectorized=True,
+        n_resamples=999,
+        method="percentile",
+        rng=np.random.default_rng(0),
+    )
     unpaired_width = unpaired.confidence_interval.high - unpaired.confidence_interval.low
     assert paired.high - paired.low < 0.7 * unpaired_width
 
@@ -69,15 +77,18 @@ def test_a_clear_effect_is_reproduced_or_contradicted_by_direction():
     assert iv.verdict(ci, null=1.0, direction=-1) == iv.CONTRADICTED
 
 
-@pytest.mark.parametrize("low, high, direction, expected", [
-    (0.10, 0.30, +1, iv.REPRODUCED),
-    (0.10, 0.30, -1, iv.CONTRADICTED),
-    (-0.30, -0.10, -1, iv.REPRODUCED),
-    (-0.30, -0.10, +1, iv.CONTRADICTED),
-    (-0.10, 0.20, +1, iv.INCONCLUSIVE),
-    (-0.10, 0.20, -1, iv.INCONCLUSIVE),
-    (0.0, 0.20, +1, iv.INCONCLUSIVE),  # touching "no effect" does not exclude it
-])
+@pytest.mark.parametrize(
+    "low, high, direction, expected",
+    [
+        (0.10, 0.30, +1, iv.REPRODUCED),
+        (0.10, 0.30, -1, iv.CONTRADICTED),
+        (-0.30, -0.10, -1, iv.REPRODUCED),
+        (-0.30, -0.10, +1, iv.CONTRADICTED),
+        (-0.10, 0.20, +1, iv.INCONCLUSIVE),
+        (-0.10, 0.20, -1, iv.INCONCLUSIVE),
+        (0.0, 0.20, +1, iv.INCONCLUSIVE),  # touching "no effect" does not exclude it
+    ],
+)
 def test_verdict_rule_on_hand_made_intervals(low, high, direction, expected):
     ci = iv.Interval(estimate=(low + high) / 2, low=low, high=high, n=10)
     assert iv.verdict(ci, null=0.0, direction=direction) == expected

@@ -1,4 +1,5 @@
 """Intervals in Table 2 and whiskers in the figures, from the committed reference cells."""
+
 from pathlib import Path
 
 import numpy as np
@@ -29,8 +30,11 @@ def test_table2_has_an_interval_per_quality_and_speed_column(cells):
         if row.method == "sampling" or row.examples < MIN_N:
             continue
         for column in ("perplexity", "tokens_per_s", "speedup_vs_sampling", "block_efficiency"):
-            assert getattr(row, f"{column}_low") <= getattr(row, column) <= getattr(row, f"{column}_high"), \
-                (row.task, row.method, column)
+            assert getattr(row, f"{column}_low") <= getattr(row, column) <= getattr(row, f"{column}_high"), (
+                row.task,
+                row.method,
+                column,
+            )
     spider = df[df["task"] == "spider"].set_index("method")
     # a method against itself has no interval; every spider score is 0: a degenerate [0, 0]
     assert np.isnan(spider.loc["sampling", "speedup_vs_sampling_low"])
@@ -73,7 +77,8 @@ def test_figures_draw_whiskers_where_cells_have_intervals(cells):
 def test_no_interval_without_examples():
     from mtad.report.tables import add_intervals
 
-    df = pd.DataFrame({"task": ["t"], "method": ["m"], "pair": ["p"], "machine": ["x"], "path": [None],
-                       "score_name": [None]})
+    df = pd.DataFrame(
+        {"task": ["t"], "method": ["m"], "pair": ["p"], "machine": ["x"], "path": [None], "score_name": [None]}
+    )
     out = add_intervals(df)
     assert out[[f"{c}_low" for c in INTERVAL_COLUMNS]].isna().all().all()

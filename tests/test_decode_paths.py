@@ -1,20 +1,33 @@
 """The fast decode paths (static KV cache, lean forward, torch.compile) against the eager one:
 same seed -> same tokens in float64, caches that grow and roll back, compiles that stay flat."""
+
 import pytest
 import torch
 
 from mtad.decoding import METHODS, get_decoder
 from mtad.decoding.kv import CachedModel
-from mtad.decoding.static_kv import (BUCKETS, CAPACITY_STEP, StaticCachedModel, bucket, cached_model,
-                                     fast_unsupported, resolve_decode_path)
+from mtad.decoding.static_kv import (
+    BUCKETS,
+    CAPACITY_STEP,
+    StaticCachedModel,
+    bucket,
+    cached_model,
+    fast_unsupported,
+    resolve_decode_path,
+)
 from mtad.models.draft import build_draft_from_target
 from tiny_models import biased_llama, tiny_llama, tiny_opt
 
 PROMPT = torch.tensor([[5, 1, 9, 2, 7]])
 VOCAB = 24
-METHOD_PARAMS = {"sampling": {}, "sps": {"gamma": 3}, "spectr": {"gamma": 3, "num_drafts": 3},
-                 "specinfer": {"k_config": (3, 2, 1)}, "mtad": {"gamma": 3, "beam_width": 3},
-                 "mmtad": {"gamma": 3, "beam_width": 3}}
+METHOD_PARAMS = {
+    "sampling": {},
+    "sps": {"gamma": 3},
+    "spectr": {"gamma": 3, "num_drafts": 3},
+    "specinfer": {"k_config": (3, 2, 1)},
+    "mtad": {"gamma": 3, "beam_width": 3},
+    "mmtad": {"gamma": 3, "beam_width": 3},
+}
 
 
 @pytest.fixture(scope="module")
@@ -107,4 +120,7 @@ def test_compiled_path_same_tokens_and_no_recompiles_in_steady_state(llama_pair)
 def test_compiled_path_gives_the_eager_tokens(llama_pair, method):
     target, draft = llama_pair
     for seed in range(2):
-        assert tokens(method, target, draft, "compiled", seed).tokens == tokens(method, target, draft, "eager", seed).tokens
+        assert (
+            tokens(method, target, draft, "compiled", seed).tokens
+            == tokens(method, target, draft, "eager", seed).tokens
+        )

@@ -1,5 +1,6 @@
 """The decoding contract on tiny Llama and OPT models: greedy equality, caches, seeds, EOS,
 MTAD with draft = target, MTAD against exact MTJD, and clear errors."""
+
 import pytest
 import torch
 
@@ -10,16 +11,27 @@ from tiny_models import BUILDERS, tiny_head, tiny_llama
 
 PROMPT = torch.tensor([[5, 1, 9, 2, 7]])
 VOCAB = 24
-METHOD_PARAMS = {"sampling": {}, "sps": {"gamma": 3}, "spectr": {"gamma": 3, "num_drafts": 3},
-                 "specinfer": {"k_config": (3, 2, 1)}, "mtad": {"gamma": 3, "beam_width": 3},
-                 "mmtad": {"gamma": 3, "beam_width": 3}}
+METHOD_PARAMS = {
+    "sampling": {},
+    "sps": {"gamma": 3},
+    "spectr": {"gamma": 3, "num_drafts": 3},
+    "specinfer": {"k_config": (3, 2, 1)},
+    "mtad": {"gamma": 3, "beam_width": 3},
+    "mmtad": {"gamma": 3, "beam_width": 3},
+}
 
 
 # every contract test runs on both decode paths; Llama takes the static cache on "static",
 # OPT has no lean forward and runs eager on both (static_kv.fast_unsupported); and with both
 # draft kinds: a separate model, or a feature head reading the target's hidden states
-PAIRS = [("llama", "eager", "model"), ("llama", "static", "model"), ("opt", "eager", "model"),
-         ("llama", "eager", "head"), ("llama", "static", "head"), ("opt", "eager", "head")]
+PAIRS = [
+    ("llama", "eager", "model"),
+    ("llama", "static", "model"),
+    ("opt", "eager", "model"),
+    ("llama", "eager", "head"),
+    ("llama", "static", "head"),
+    ("opt", "eager", "head"),
+]
 
 
 @pytest.fixture(scope="module", params=PAIRS, ids=lambda p: "-".join(p))
@@ -34,7 +46,9 @@ def pair(request):
 def generate(method, pair, n=16, seed=0, eos=None, **params):
     target, draft, path = pair if len(pair) == 3 else (*pair, "fast")
     decoder = get_decoder(method, target=target, draft=draft, decode_path=path, **{**METHOD_PARAMS[method], **params})
-    return decoder, decoder.generate(PROMPT, max_new_tokens=n, eos_token_id=eos, generator=torch.Generator().manual_seed(seed))
+    return decoder, decoder.generate(
+        PROMPT, max_new_tokens=n, eos_token_id=eos, generator=torch.Generator().manual_seed(seed)
+    )
 
 
 @pytest.mark.parametrize("method", ["sps", "spectr", "specinfer"])
@@ -42,12 +56,17 @@ def test_greedy_equals_greedy_sampling(pair, method):
     _, ref = generate("sampling", pair, n=20, temperature=0)
     _, out = generate(method, pair, n=20, temperature=0)
     assert out.tokens == ref.tokens
-    _, no_repl = generate(method, pair, n=20, temperature=0, **({"replacement": False} if method == "specinfer" else {}))
+    _, no_repl = generate(
+        method, pair, n=20, temperature=0, **({"replacement": False} if method == "specinfer" else {})
+    )
     assert no_repl.tokens == ref.tokens
 
 
-@pytest.mark.parametrize("method,params", [("sps", {}), ("spectr", {}), ("specinfer", {"replacement": True}),
-                                           ("specinfer", {"replacement": False})], ids=str)
+@pytest.mark.parametrize(
+    "method,params",
+    [("sps", {}), ("spectr", {}), ("specinfer", {"replacement": True}), ("specinfer", {"replacement": False})],
+    ids=str,
+)
 @pytest.mark.parametrize("arch", list(BUILDERS))
 def test_greedy_equals_greedy_sampling_when_drafts_are_accepted(arch, method, params):
     """A draft close to the target (its head perturbed): greedy blocks are accepted in part and
@@ -57,8 +76,9 @@ def test_greedy_equals_greedy_sampling_when_drafts_are_accepted(arch, method, pa
     draft = BUILDERS[arch](0, VOCAB, sharpness=2.0)
     with torch.no_grad():
         head = draft.get_output_embeddings().weight
-        head.add_(0.3 * head.std() * torch.randn(head.shape, generator=torch.Generator().manual_seed(1),
-                                                 dtype=head.dtype))
+        head.add_(
+            0.3 * head.std() * torch.randn(head.shape, generator=torch.Generator().manual_seed(1), dtype=head.dtype)
+        )
     pair = (target, draft)
     _, ref = generate("sampling", pair, n=30, temperature=0)
     _, out = generate(method, pair, n=30, temperature=0, **params)
@@ -131,8 +151,10 @@ def test_prompt_encoded_once_and_memory_flat(pair, method):
         assert decoder.draft_lm.tokens_fed <= prompt + s.new_tokens + s.draft_calls * 9
 
 
-@pytest.mark.parametrize("method, params", [("mtad", {}), ("mtad", {"replacement": False}), ("mmtad", {}),
-                                            ("mmtad", {"denominator": "node"})])
+@pytest.mark.parametrize(
+    "method, params",
+    [("mtad", {}), ("mtad", {"replacement": False}), ("mmtad", {}), ("mmtad", {"denominator": "node"})],
+)
 @pytest.mark.parametrize("arch", list(BUILDERS))
 def test_draft_equal_target_accepts_every_block(method, params, arch):
     model = BUILDERS[arch](0, VOCAB, sharpness=2.0)
@@ -151,7 +173,7 @@ def test_eos_inside_an_accepted_block_ends_the_output(method):
     cut = next(i for i in range(2, 16) if free.tokens[i] not in free.tokens[:i])
     eos = free.tokens[cut]
     _, out = generate(method, pair, n=16, seed=1, eos=eos)
-    assert out.tokens == free.tokens[:cut + 1] and out.stats.new_tokens == cut + 1
+    assert out.tokens == free.tokens[: cut + 1] and out.stats.new_tokens == cut + 1
     assert out.stats.accepted <= cut + 1
 
 
@@ -162,8 +184,9 @@ def test_mtad_beam_search_finds_the_exact_best_block():
     model = tiny_llama(2, vocab, sharpness=3.0)
     blocks, probs = exact_block_distribution(model, PROMPT[0] % vocab, gamma, temperature=0)
     best = blocks[int(probs.argmax())].tolist()
-    decoder = get_decoder("mtad", target=model, draft=model, gamma=gamma, beam_width=vocab ** (gamma - 1),
-                          temperature=0, threshold=0.5)
+    decoder = get_decoder(
+        "mtad", target=model, draft=model, gamma=gamma, beam_width=vocab ** (gamma - 1), temperature=0, threshold=0.5
+    )
     assert decoder.generate(PROMPT % vocab, max_new_tokens=gamma).tokens == best
     exact = get_decoder("mtjd_exact", target=model, gamma=gamma, temperature=0)
     assert exact.generate(PROMPT % vocab, max_new_tokens=gamma).tokens == best
@@ -175,10 +198,14 @@ def test_mtad_lowers_block_nll_against_sampling():
     model, draft = tiny_llama(2, vocab, sharpness=3.0), tiny_llama(3, vocab, sharpness=3.0)
     blocks, logp = exact_block_distribution(model, PROMPT[0] % vocab, gamma)
     joint = {tuple(b): float(p.log()) for b, p in zip(blocks.tolist(), logp)}
+
     def mean_logp(method, **params):
         dec = get_decoder(method, target=model, draft=draft, **params)
-        outs = [dec.generate(PROMPT % vocab, gamma, generator=torch.Generator().manual_seed(s)).tokens for s in range(runs)]
+        outs = [
+            dec.generate(PROMPT % vocab, gamma, generator=torch.Generator().manual_seed(s)).tokens for s in range(runs)
+        ]
         return sum(joint[tuple(o)] for o in outs) / runs
+
     assert mean_logp("mtad", gamma=gamma, beam_width=4, threshold=0.1) > mean_logp("sampling")
 
 
@@ -194,8 +221,15 @@ def test_registry_and_errors(pair):
     other_vocab = tiny_llama(1, VOCAB + 1)
     with pytest.raises(ValueError, match="vocabularies differ"):
         get_decoder("sps", target=target, draft=other_vocab)
-    for bad in ({"gamma": 0}, {"beam_width": 0}, {"threshold": 0.0}, {"threshold": 1.5}, {"temperature": -1},
-                {"top_p": 0.0}, {"top_k": -1}):
+    for bad in (
+        {"gamma": 0},
+        {"beam_width": 0},
+        {"threshold": 0.0},
+        {"threshold": 1.5},
+        {"temperature": -1},
+        {"top_p": 0.0},
+        {"top_k": -1},
+    ):
         name = "mtad" if "beam_width" in bad or "threshold" in bad else "sps"
         with pytest.raises(ValueError, match=next(iter(bad))):
             get_decoder(name, target=target, draft=draft, **bad)

@@ -22,6 +22,7 @@ in test_acceptance_rules.py.
 Slow (about a minute per case on a shared 2-core CPU): ``make test`` runs them, ``make test-fast``
 does not.
 """
+
 import pytest
 import torch
 
@@ -48,8 +49,9 @@ def check(counts, probs, label):
     result = chisquare_exactness(counts, probs)
     assert result.impossible == 0, f"{label}: tokens emitted that have zero target probability"
     print(f"\n[exactness] {label}: TV={result.tv:.4f} chi2 p={result.pvalue:.3g} (N={result.runs})")
-    assert result.pvalue > FALSE_ALARM, \
+    assert result.pvalue > FALSE_ALARM, (
         f"{label}: empirical distribution differs from target (p={result.pvalue:.2e}, TV={result.tv:.3f})"
+    )
 
 
 NO_TRUNCATION = {"temperature": 1.0, "top_k": 0, "top_p": 1.0}
@@ -101,8 +103,12 @@ ADVERSARIAL = {
     "one-hot": (torch.zeros(VOCAB), torch.tensor([0, 0, 60.0, 0])),
 }
 # every method meets the one-hot draft; the other cases run on SpS and the no-replacement tree
-ADVERSARIAL_CASES = [(case, *m) for case in ADVERSARIAL for m in LOSSLESS
-                     if case == "one-hot" or m[0] == "sps" or m[1].get("replacement") is False]
+ADVERSARIAL_CASES = [
+    (case, *m)
+    for case in ADVERSARIAL
+    for m in LOSSLESS
+    if case == "one-hot" or m[0] == "sps" or m[1].get("replacement") is False
+]
 
 
 @pytest.mark.parametrize("case,method,params", ADVERSARIAL_CASES, ids=lambda v: str(v))
@@ -116,8 +122,12 @@ def test_lossless_with_adversarial_drafts(method, params, case):
 
 # the same tests with a feature-head draft (its q read from the target's own hidden states):
 # each lossless method once, over the decode paths and both architectures
-HEAD_CASES = [("llama", "static", *LOSSLESS[0]), ("opt", "eager", *LOSSLESS[1]),
-              ("llama", "eager", *LOSSLESS[2]), ("llama", "static", *LOSSLESS[3])]
+HEAD_CASES = [
+    ("llama", "static", *LOSSLESS[0]),
+    ("opt", "eager", *LOSSLESS[1]),
+    ("llama", "eager", *LOSSLESS[2]),
+    ("llama", "static", *LOSSLESS[3]),
+]
 
 
 @pytest.mark.parametrize("arch,path,method,params", HEAD_CASES, ids=lambda v: str(v))

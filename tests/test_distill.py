@@ -1,4 +1,5 @@
 """Draft distillation on tiny random pairs: scoring, batched sampling, losses, the two processes."""
+
 from __future__ import annotations
 
 import json
@@ -13,7 +14,12 @@ from mtad.models.distill import sources
 from mtad.models.distill.corpus import Corpus, make_chunk, sample_answers, score
 from mtad.models.distill.objectives import LOSSES, get_loss, kl_paper, tv_paper
 from mtad.models.distill.training import (
-    choose_head_tokens, collate, draft_head_logprobs, full_to_head_index, make_optimizer, train_step,
+    choose_head_tokens,
+    collate,
+    draft_head_logprobs,
+    full_to_head_index,
+    make_optimizer,
+    train_step,
 )
 from mtad.models.draft import build_draft_from_target
 from mtad.models.tiny import tiny_model, tiny_tokenizer
@@ -47,9 +53,9 @@ def test_scored_records_hold_the_target_topk_at_answer_positions(tiny, records):
         with torch.no_grad():
             logp = torch.log_softmax(target(seq).logits[0].float(), -1)
         P = len(rec["prompt_ids"])
-        expected = logp[P - 1:P - 1 + n].gather(-1, rec["top_ids"].long())
+        expected = logp[P - 1 : P - 1 + n].gather(-1, rec["top_ids"].long())
         assert torch.allclose(expected, rec["top_logprobs"].float(), atol=2e-2)
-        assert torch.equal(logp[P - 1:P - 1 + n].topk(16, -1).indices, rec["top_ids"].long())
+        assert torch.equal(logp[P - 1 : P - 1 + n].topk(16, -1).indices, rec["top_ids"].long())
 
 
 def test_batched_sampling_with_left_padding_equals_one_by_one(tiny):
@@ -65,7 +71,7 @@ def test_batched_sampling_with_left_padding_equals_one_by_one(tiny):
     for _ in range(len(alone[0])):
         with torch.no_grad():
             seq.append(int(target(torch.tensor(seq)[None]).logits[0, -1].argmax()))
-    assert alone[0] == seq[len(prompts[0]):]
+    assert alone[0] == seq[len(prompts[0]) :]
 
 
 def test_scoring_padded_batch_equals_scoring_alone(tiny):
@@ -146,15 +152,18 @@ def test_sources_use_the_tasks_prompt_formats():
 
     tokenizer = tiny_tokenizer()
     article = "The council met on Monday. It voted to open a new park."
-    assert get_task("cnndm").chat_messages({"id": "x", "article": article}, [], tokenizer)[0]["content"] == \
-        sources.summary_request(article)
+    assert get_task("cnndm").chat_messages({"id": "x", "article": article}, [], tokenizer)[0][
+        "content"
+    ] == sources.summary_request(article)
     prompt = 'def f(x):\n    """Double x."""\n'
-    assert get_task("humaneval").chat_messages({"id": "y", "prompt": prompt}, [], tokenizer)[0]["content"] == \
-        sources.code_request(prompt)
+    assert get_task("humaneval").chat_messages({"id": "y", "prompt": prompt}, [], tokenizer)[0][
+        "content"
+    ] == sources.code_request(prompt)
     spider = get_task("spider")
     spider.schema_text = lambda db_id: "CREATE TABLE t (a);"
-    assert spider.chat_messages({"id": "z", "db_id": "d", "question": "How many?"}, [], tokenizer)[0]["content"] == \
-        sources.sql_request("CREATE TABLE t (a);", "How many?")
+    assert spider.chat_messages({"id": "z", "db_id": "d", "question": "How many?"}, [], tokenizer)[0][
+        "content"
+    ] == sources.sql_request("CREATE TABLE t (a);", "How many?")
 
 
 def test_held_out_subjects_never_reach_training():
@@ -164,7 +173,11 @@ def test_held_out_subjects_never_reach_training():
         held = {sources.draw_item(family, rng, held=True).user for _ in range(200)}
         assert not train & held, family
     functions = sources.stdlib_functions()
-    assert functions and any(sources.held_out(f[0]) for f in functions) and not all(sources.held_out(f[0]) for f in functions)
+    assert (
+        functions
+        and any(sources.held_out(f[0]) for f in functions)
+        and not all(sources.held_out(f[0]) for f in functions)
+    )
 
 
 def test_real_sql_is_never_a_spider_dev_question(eval_data_root):
@@ -177,9 +190,22 @@ def test_real_sql_is_never_a_spider_dev_question(eval_data_root):
 
 def test_producer_and_trainer_run_resume_and_pick_an_ab_winner(tiny, tmp_path):
     target, tokenizer = tiny
-    cfg = DistillConfig(workdir=str(tmp_path), layers=[0], head_size=64, chunk_seqs=4, max_new_tokens=8, store_top_k=8,
-                        heldout_per_family=1, heldout_max_new_tokens=8, batch_seqs=2, ab_tokens=30, eval_every_tokens=40, max_minutes=60,
-                        losses=["kl_raw", "tv_paper"], max_chunks=6)
+    cfg = DistillConfig(
+        workdir=str(tmp_path),
+        layers=[0],
+        head_size=64,
+        chunk_seqs=4,
+        max_new_tokens=8,
+        store_top_k=8,
+        heldout_per_family=1,
+        heldout_max_new_tokens=8,
+        batch_seqs=2,
+        ab_tokens=30,
+        eval_every_tokens=40,
+        max_minutes=60,
+        losses=["kl_raw", "tv_paper"],
+        max_chunks=6,
+    )
     produce(cfg, target, tokenizer)
     corpus = Corpus(tmp_path)
     assert len(list(corpus.dir.glob("chunk_*.pt"))) == 6 and (tmp_path / "heldout.pt").is_file()
@@ -224,14 +250,26 @@ def test_head_producer_and_trainer_run_resume_and_write_a_card(tiny, tmp_path):
     from mtad.models.head import load_head
 
     target, tokenizer = tiny
-    cfg = DistillConfig(workdir=str(tmp_path), chunk_seqs=4, max_new_tokens=8, store_top_k=8, heldout_per_family=1,
-                        heldout_max_new_tokens=8, max_chunks=4, mix={"real": 0.5, "target": 0.5}, features=True)
+    cfg = DistillConfig(
+        workdir=str(tmp_path),
+        chunk_seqs=4,
+        max_new_tokens=8,
+        store_top_k=8,
+        heldout_per_family=1,
+        heldout_max_new_tokens=8,
+        max_chunks=4,
+        mix={"real": 0.5, "target": 0.5},
+        features=True,
+    )
     produce(cfg, target, tokenizer)
     corpus = Corpus(tmp_path)
-    assert all(r["features"].shape == (len(r["prompt_ids"]) + len(r["answer_ids"]), target.config.hidden_size)
-               for r in corpus.records)
-    hcfg = HeadTrainConfig(workdir=str(tmp_path), head_size=64, batch_seqs=2, max_train_tokens=60,
-                           eval_every_tokens=40, steps=2)
+    assert all(
+        r["features"].shape == (len(r["prompt_ids"]) + len(r["answer_ids"]), target.config.hidden_size)
+        for r in corpus.records
+    )
+    hcfg = HeadTrainConfig(
+        workdir=str(tmp_path), head_size=64, batch_seqs=2, max_train_tokens=60, eval_every_tokens=40, steps=2
+    )
     HeadTrainer(hcfg, target, special_ids=[tokenizer.eos_token_id]).run()
     state = json.loads((tmp_path / "state.json").read_text())
     assert state["trained_tokens"] >= 60 and 0 < state["head_mass_coverage"] <= 1

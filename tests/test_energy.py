@@ -1,10 +1,18 @@
 """Energy arithmetic on recorded counter sequences: deltas, wrap-around, several devices."""
+
 from pathlib import Path
 
 import pytest
 
-from mtad.metrics.energy import (CounterMeter, MissingMeter, accumulate, counter_delta, make_energy_meter,
-                                 nvml_meter, rapl_meter)
+from mtad.metrics.energy import (
+    CounterMeter,
+    MissingMeter,
+    accumulate,
+    counter_delta,
+    make_energy_meter,
+    nvml_meter,
+    rapl_meter,
+)
 
 RAPL_RANGE = 262143328850  # a real package's max_energy_range_uj
 
@@ -68,14 +76,19 @@ def _fake_rapl(root: Path, packages: dict[str, tuple[str, int, int]]):
 
 
 def test_rapl_meter_reads_packages_only_and_handles_wrap(tmp_path):
-    _fake_rapl(tmp_path, {"intel-rapl:0": ("package-0", RAPL_RANGE - 1_000_000, RAPL_RANGE),
-                          "intel-rapl:1": ("package-1", 5_000_000, RAPL_RANGE),
-                          "intel-rapl:0:0": ("core", 1, RAPL_RANGE),      # part of package-0
-                          "intel-rapl:2": ("psys", 1, RAPL_RANGE)})       # whole platform
+    _fake_rapl(
+        tmp_path,
+        {
+            "intel-rapl:0": ("package-0", RAPL_RANGE - 1_000_000, RAPL_RANGE),
+            "intel-rapl:1": ("package-1", 5_000_000, RAPL_RANGE),
+            "intel-rapl:0:0": ("core", 1, RAPL_RANGE),  # part of package-0
+            "intel-rapl:2": ("psys", 1, RAPL_RANGE),
+        },
+    )  # whole platform
     meter = rapl_meter(tmp_path)
     meter.start()
-    (tmp_path / "intel-rapl:0" / "energy_uj").write_text("2000000\n")   # wrapped: 1 J + 2 J
-    (tmp_path / "intel-rapl:1" / "energy_uj").write_text("9000000\n")   # 4 J
+    (tmp_path / "intel-rapl:0" / "energy_uj").write_text("2000000\n")  # wrapped: 1 J + 2 J
+    (tmp_path / "intel-rapl:1" / "energy_uj").write_text("9000000\n")  # 4 J
     reading = meter.stop()
     assert sorted(reading.per_device) == ["intel-rapl:0:package-0", "intel-rapl:1:package-1"]
     assert reading.joules == pytest.approx(7.0)

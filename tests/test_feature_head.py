@@ -1,5 +1,6 @@
 """The feature-head draft kind: the target's features on every decode path, the head's cache
 against its teacher-forced unroll (what training optimises), rollback, files and training."""
+
 import pytest
 import torch
 
@@ -8,9 +9,12 @@ from mtad.decoding.static_kv import cached_model, resolve_decode_path
 from mtad.models.head import load_head, read_head_meta, save_head
 from tiny_models import BUILDERS, tiny_head
 
-CASES = [pytest.param(arch, path, marks=[pytest.mark.slow] if path == "compiled" else [])
-         for arch in BUILDERS for path in ("eager", "static", "compiled")
-         if path == "eager" or resolve_decode_path(path, BUILDERS[arch](0, vocab=4)) == path]
+CASES = [
+    pytest.param(arch, path, marks=[pytest.mark.slow] if path == "compiled" else [])
+    for arch in BUILDERS
+    for path in ("eager", "static", "compiled")
+    if path == "eager" or resolve_decode_path(path, BUILDERS[arch](0, vocab=4)) == path
+]
 PREFIX = torch.tensor([3, 7, 1, 9, 4])
 PROMPT_IDS = PREFIX[None]
 LEVEL1 = ([5, 2, 5], [-1, -1, -1])  # node -> parent (-1 = the pending token), two levels
@@ -48,7 +52,7 @@ def test_target_features_follow_the_cache(arch, path):
     lm.commit_path([1, 5])
     lm.extend(torch.tensor([11]))
     sequence = torch.cat([PREFIX, torch.tensor([2, 1, 11])])
-    assert torch.allclose(lm.features.buf[:sequence.numel()], hidden(model, sequence), atol=1e-9)
+    assert torch.allclose(lm.features.buf[: sequence.numel()], hidden(model, sequence), atol=1e-9)
     lm.crop(3)
     lm.extend(torch.tensor([6]))
     assert torch.allclose(lm.features.buf[:4], hidden(model, torch.cat([PREFIX[:3], torch.tensor([6])])), atol=1e-9)
@@ -95,11 +99,11 @@ def test_head_rollback_feeds_accepted_tokens_again_with_the_target_features():
     lm.commit_path([1])  # accepted node 1: the head drops it (its input was its own prediction)
     assert lm.committed == lm.exact == PREFIX.numel() and lm.num_nodes == 0
     sequence = torch.cat([PREFIX, torch.tensor([2, 11])])  # accepted token 2, then the bonus 11
-    target_lm.extend(sequence[PREFIX.numel() - 1:-1])  # the target scored the pending token and token 2
-    q = lm.extend(sequence[lm.committed:])[-1]
+    target_lm.extend(sequence[PREFIX.numel() - 1 : -1])  # the target scored the pending token and token 2
+    q = lm.extend(sequence[lm.committed :])[-1]
     with torch.no_grad():
         f_hat = head.unroll(sequence[None], hidden(target, sequence)[None])[0][0]
-    assert torch.allclose(lm.features.buf[:sequence.numel()], f_hat, atol=1e-9)
+    assert torch.allclose(lm.features.buf[: sequence.numel()], f_hat, atol=1e-9)
     assert torch.allclose(q, head.expand_logits(head.head_logits(f_hat[-1])), atol=1e-9)
     # a chain past the target's features: drafted one token at a time, then cropped back to `exact`
     lm.extend(torch.tensor([4]))
@@ -161,10 +165,17 @@ def test_head_training_lowers_the_unrolled_loss():
         with torch.no_grad():
             out = target(input_ids=seq[None], output_hidden_states=True)
         P = 6
-        logprobs = out.logits[0, P - 1:-1].log_softmax(-1)
+        logprobs = out.logits[0, P - 1 : -1].log_softmax(-1)
         top = logprobs.topk(8)
-        records.append({"prompt_ids": seq[:P].int(), "answer_ids": seq[P:].int(), "top_ids": top.indices.int(),
-                        "top_logprobs": top.values.half(), "features": out.hidden_states[-1][0].half()})
+        records.append(
+            {
+                "prompt_ids": seq[:P].int(),
+                "answer_ids": seq[P:].int(),
+                "top_ids": top.indices.int(),
+                "top_logprobs": top.values.half(),
+                "features": out.hidden_states[-1][0].half(),
+            }
+        )
     batch = collate_features(records, max_len=12)  # cuts 2 prompt positions of every record
     assert batch[0].shape == (4, 12) and batch[4].min() == 3
     cfg = HeadTrainConfig(workdir="unused", steps=3, noise=0.0)
@@ -201,11 +212,17 @@ def eagle1_reference_logits(state, target, ids):
         cos, sin = LlamaRotaryEmbedding(cfg)(x, torch.arange(T)[None])
         q, k = apply_rotary_pos_emb(q, k, cos.to(x.dtype), sin.to(x.dtype))
         k, v = k.repeat_interleave(heads // kv_heads, 1), v.repeat_interleave(heads // kv_heads, 1)
-        scores = (q @ k.transpose(-1, -2)) / D ** 0.5 + torch.full((T, T), float("-inf")).triu(1)
+        scores = (q @ k.transpose(-1, -2)) / D**0.5 + torch.full((T, T), float("-inf")).triu(1)
         o = (scores.softmax(-1) @ v).transpose(1, 2).reshape(1, T, H)
         x = x + o @ state["layers.0.self_attn.o_proj.weight"].T
-        h = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + cfg.rms_norm_eps) * state["layers.0.post_attention_layernorm.weight"]
-        mlp = (torch.nn.functional.silu(h @ state["layers.0.mlp.gate_proj.weight"].T) * (h @ state["layers.0.mlp.up_proj.weight"].T))
+        h = (
+            x
+            * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + cfg.rms_norm_eps)
+            * state["layers.0.post_attention_layernorm.weight"]
+        )
+        mlp = torch.nn.functional.silu(h @ state["layers.0.mlp.gate_proj.weight"].T) * (
+            h @ state["layers.0.mlp.up_proj.weight"].T
+        )
         x = x + mlp @ state["layers.0.mlp.down_proj.weight"].T
         return target.get_output_embeddings()(x)[0]
 
@@ -217,19 +234,33 @@ def test_a_head_in_eagles_published_format_loads_through_the_head_kind(tmp_path)
 
     target = BUILDERS["llama"](0, vocab=12, sharpness=2.0)
     cfg = target.config
-    H, I, kv = cfg.hidden_size, cfg.intermediate_size, cfg.num_key_value_heads * (cfg.hidden_size // cfg.num_attention_heads)
+    H, inner, kv = (
+        cfg.hidden_size,
+        cfg.intermediate_size,
+        cfg.num_key_value_heads * (cfg.hidden_size // cfg.num_attention_heads),
+    )
     gen = torch.Generator().manual_seed(3)
-    shapes = {"fc.weight": (H, 2 * H), "fc.bias": (H,), "layers.0.self_attn.q_proj.weight": (H, H),
-              "layers.0.self_attn.k_proj.weight": (kv, H), "layers.0.self_attn.v_proj.weight": (kv, H),
-              "layers.0.self_attn.o_proj.weight": (H, H), "layers.0.mlp.gate_proj.weight": (I, H),
-              "layers.0.mlp.up_proj.weight": (I, H), "layers.0.mlp.down_proj.weight": (H, I),
-              "layers.0.post_attention_layernorm.weight": (H,)}
+    shapes = {
+        "fc.weight": (H, 2 * H),
+        "fc.bias": (H,),
+        "layers.0.self_attn.q_proj.weight": (H, H),
+        "layers.0.self_attn.k_proj.weight": (kv, H),
+        "layers.0.self_attn.v_proj.weight": (kv, H),
+        "layers.0.self_attn.o_proj.weight": (H, H),
+        "layers.0.mlp.gate_proj.weight": (inner, H),
+        "layers.0.mlp.up_proj.weight": (inner, H),
+        "layers.0.mlp.down_proj.weight": (H, inner),
+        "layers.0.post_attention_layernorm.weight": (H,),
+    }
     state = {k: 0.3 * torch.randn(s, generator=gen, dtype=torch.float64) for k, s in shapes.items()}
     state["embed_tokens.weight"] = target.get_input_embeddings().weight.detach().clone()  # EAGLE ships it; unused
     torch.save(state, tmp_path / "pytorch_model.bin")
     (tmp_path / "config.json").write_text(json.dumps(cfg.to_dict() | {"num_hidden_layers": 1}))
-    head, _ = load_draft_model({"draft": {"source": "head", "format": "eagle", "id": str(tmp_path)},
-                                "draft_dtype": "float32"}, target, dtype="float32")
+    head, _ = load_draft_model(
+        {"draft": {"source": "head", "format": "eagle", "id": str(tmp_path)}, "draft_dtype": "float32"},
+        target,
+        dtype="float32",
+    )
     head = head.double()
     ids = PREFIX[None]
     with torch.no_grad():
@@ -238,7 +269,9 @@ def test_a_head_in_eagles_published_format_loads_through_the_head_kind(tmp_path)
     # and it drafts through the engine like any head
     from mtad.decoding import get_decoder
 
-    out = get_decoder("sps", target=target, draft=head, gamma=3).generate(PROMPT_IDS, 12, generator=torch.Generator().manual_seed(0))
+    out = get_decoder("sps", target=target, draft=head, gamma=3).generate(
+        PROMPT_IDS, 12, generator=torch.Generator().manual_seed(0)
+    )
     assert len(out.tokens) == 12 and out.stats.draft_calls > 0
     del state["fc.bias"]
     torch.save(state, tmp_path / "pytorch_model.bin")
@@ -256,14 +289,19 @@ def test_unroll_of_a_left_padded_batch_equals_each_sequence_alone(layers):
     T = long.numel()
     ids = torch.stack([torch.cat([torch.zeros(T - short.numel(), dtype=torch.long), short]), long])
     feats = torch.zeros(2, T, target.config.hidden_size, dtype=torch.float64)
-    feats[0, T - short.numel():], feats[1] = hidden(target, short), hidden(target, long)
+    feats[0, T - short.numel() :], feats[1] = hidden(target, short), hidden(target, long)
     valid = ids.new_ones(2, T, dtype=torch.bool)
-    valid[0, :T - short.numel()] = False
+    valid[0, : T - short.numel()] = False
     with torch.no_grad():
         batched = head.unroll(ids, feats, steps=3, first_row=T - 3, valid=valid)
-        alone = [head.unroll(seq[None], f[None], steps=3) for seq, f in ((short, feats[0, T - short.numel():]), (long, feats[1]))]
+        alone = [
+            head.unroll(seq[None], f[None], steps=3)
+            for seq, f in ((short, feats[0, T - short.numel() :]), (long, feats[1]))
+        ]
     for s in range(2, 4):  # step s is exact from row first_row + s - 2 on (FeatureHead.unroll)
         exact = 3 - (s - 2)
-        assert torch.allclose(batched[s - 1][0, T - exact:], alone[0][s - 1][0, -exact:], atol=1e-9, rtol=0), s
-        assert torch.allclose(batched[s - 1][1, T - exact:], alone[1][s - 1][0, -exact:], atol=1e-9, rtol=0), s
-    assert torch.allclose(batched[0][0, T - short.numel():], alone[0][0][0], atol=1e-9, rtol=0)  # step 1: every real row
+        assert torch.allclose(batched[s - 1][0, T - exact :], alone[0][s - 1][0, -exact:], atol=1e-9, rtol=0), s
+        assert torch.allclose(batched[s - 1][1, T - exact :], alone[1][s - 1][0, -exact:], atol=1e-9, rtol=0), s
+    assert torch.allclose(
+        batched[0][0, T - short.numel() :], alone[0][0][0], atol=1e-9, rtol=0
+    )  # step 1: every real row

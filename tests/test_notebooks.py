@@ -1,5 +1,6 @@
 """The plotting notebooks run headlessly (nbclient) against a small synthetic results tree,
 show a DataFrame and their figures, and are committed without outputs."""
+
 import importlib.util
 from pathlib import Path
 
@@ -22,8 +23,12 @@ def results(tmp_path_factory) -> Path:
 
 
 def test_the_four_notebooks_exist():
-    assert [p.name for p in NOTEBOOKS] == ["01_table2.ipynb", "02_gamma_sweep.ipynb", "03_beam_width_sweep.ipynb",
-                                           "04_threshold_sweep.ipynb"]
+    assert [p.name for p in NOTEBOOKS] == [
+        "01_table2.ipynb",
+        "02_gamma_sweep.ipynb",
+        "03_beam_width_sweep.ipynb",
+        "04_threshold_sweep.ipynb",
+    ]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
@@ -39,8 +44,7 @@ def test_notebook_is_committed_without_outputs(path):
 def test_notebook_runs_on_the_fixture(path, results, monkeypatch):
     monkeypatch.setenv("MTAD_RESULTS", str(results))
     nb = nbformat.read(path, as_version=4)
-    NotebookClient(nb, timeout=180, kernel_name="python3",
-                   resources={"metadata": {"path": str(path.parent)}}).execute()
+    NotebookClient(nb, timeout=180, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
     outputs = [o for cell in nb.cells if cell.cell_type == "code" for o in cell.outputs]
     assert not [o for o in outputs if o.output_type == "error"]
     text = "\n".join(o.get("text", "") for o in outputs if o.output_type == "stream")

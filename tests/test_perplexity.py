@@ -1,4 +1,5 @@
 """Perplexity: one teacher-forced forward equals token-by-token NLL computed by hand."""
+
 import math
 
 import pytest
@@ -11,8 +12,14 @@ from mtad.metrics.perplexity import mean_logprob, perplexity, sample_logprob, sa
 @pytest.fixture(scope="module")
 def model():
     torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=32, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                         num_key_value_heads=1, intermediate_size=32)
+    config = LlamaConfig(
+        vocab_size=32,
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        intermediate_size=32,
+    )
     return LlamaForCausalLM(config).double().eval()
 
 

@@ -1,5 +1,6 @@
 """Provenance that cannot lie: the code state is read once per process, dirty trees are
 recognised by a hash of their diff, and tables refuse cells of mixed or dirty code states."""
+
 import importlib.util
 import json
 import subprocess
@@ -18,8 +19,9 @@ _spec.loader.exec_module(make_results)
 
 
 def git(repo, *args):
-    subprocess.run(["git", "-c", "user.email=t@t", "-c", "user.name=t", *args], cwd=repo, check=True,
-                   capture_output=True)
+    subprocess.run(
+        ["git", "-c", "user.email=t@t", "-c", "user.name=t", *args], cwd=repo, check=True, capture_output=True
+    )
 
 
 @pytest.fixture
@@ -78,7 +80,9 @@ DIRTY = {"commit": "a" * 40, "dirty": True, "diff_sha256": "c" * 64}
 
 def two_cells(root: Path, first: dict, second: dict | tuple) -> None:
     set_git(make_results.write_cell(root, "table2", "cnndm", "sampling"), first)
-    set_git(make_results.write_cell(root, "table2", "cnndm", "sps"), *(second if isinstance(second, tuple) else (second,)))
+    set_git(
+        make_results.write_cell(root, "table2", "cnndm", "sps"), *(second if isinstance(second, tuple) else (second,))
+    )
 
 
 def test_one_clean_commit_is_named_in_the_header(tmp_path):
@@ -87,8 +91,9 @@ def test_one_clean_commit_is_named_in_the_header(tmp_path):
     assert f"- code: commit {'a' * 40} (clean tree)" in md.read_text()
 
 
-@pytest.mark.parametrize("second, named", [(B, "b" * 40), (DIRTY, "+dirty:cccccccccccc"), ((B, A), "b" * 40),
-                                           ({}, "unknown")])
+@pytest.mark.parametrize(
+    "second, named", [(B, "b" * 40), (DIRTY, "+dirty:cccccccccccc"), ((B, A), "b" * 40), ({}, "unknown")]
+)
 def test_mixed_or_dirty_cells_are_refused_unless_allowed(tmp_path, second, named):
     two_cells(tmp_path / "runs", A, second)
     with pytest.raises(ProvenanceError, match="--allow-mixed-provenance") as err:
@@ -101,8 +106,14 @@ def test_mixed_or_dirty_cells_are_refused_unless_allowed(tmp_path, second, named
 @pytest.mark.slow
 def test_make_table_refuses_and_accepts_the_flag(tmp_path):
     two_cells(tmp_path / "runs", A, B)
-    command = ["python", str(REPO / "scripts" / "make_table.py"), "--results", str(tmp_path / "runs"),
-               "--out", str(tmp_path / "tables")]
+    command = [
+        "python",
+        str(REPO / "scripts" / "make_table.py"),
+        "--results",
+        str(tmp_path / "runs"),
+        "--out",
+        str(tmp_path / "tables"),
+    ]
     import sys
 
     command[0] = sys.executable
@@ -117,8 +128,14 @@ def test_missing_cells_carry_no_code_state(tmp_path):
     set_git(make_results.write_cell(root, "table2", "cnndm", "sampling"), A)
     missing = root / "table2" / make_results.PAIR / "spider" / "sampling"
     missing.mkdir(parents=True)
-    (missing / "metrics.json").write_text(json.dumps({"status": "missing", "missing_reason": "spider data not found: "
-                                                      "looked for X. Get it with `python scripts/get_data.py`"}))
+    (missing / "metrics.json").write_text(
+        json.dumps(
+            {
+                "status": "missing",
+                "missing_reason": "spider data not found: looked for X. Get it with `python scripts/get_data.py`",
+            }
+        )
+    )
     cells = load_cells(root)
     assert provenance(cells) == f"commit {'a' * 40} (clean tree)"
     md, _ = build_table2(root, tmp_path / "tables")

@@ -1,5 +1,6 @@
 """No user command touches the committed results: runs of committed experiments write under
 results/local and compare with the reference; only `make results` writes the reference."""
+
 import subprocess
 from pathlib import Path
 
@@ -19,7 +20,9 @@ def test_user_runs_write_under_results_local_and_never_remove_the_reference(targ
     out = dry_run(target)
     assert "results_root=results/local/runs" in out and "rm -rf" not in out
     if target in ("reproduce-table2", "smoke"):
-        assert "--out results/local/tables" in out and "mtad.report.agreement cells results/runs results/local/runs" in out
+        assert (
+            "--out results/local/tables" in out and "mtad.report.agreement cells results/runs results/local/runs" in out
+        )
     if target == "claims":
         assert "--out results/local/claims" in out and "agreement claims results/claims/claims.json" in out
 

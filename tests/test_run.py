@@ -1,4 +1,5 @@
 """mtad-run end to end on the tiny random pair: one cell, resume after a kill, multiruns, errors."""
+
 import json
 import os
 import subprocess
@@ -17,17 +18,30 @@ TASK_ARGS = ["task=cnndm", "task.max_new_tokens=12", "task.article_token_budget=
 def mtad_run(args, tmp_path, check=True, prefix=None, timeout=300, env=None):
     """Run ``python -m mtad.run`` (or ``python -c prefix`` + main) from this checkout with test
     paths; returns the process, with ``log``: its stdout and stderr together."""
-    base = [f"results_root={tmp_path / 'runs'}", f"hydra.run.dir={tmp_path / 'out'}",
-            f"hydra.sweep.dir={tmp_path / 'multirun'}", "progress=false", "warmup_tokens=2", "threads=1"]
+    base = [
+        f"results_root={tmp_path / 'runs'}",
+        f"hydra.run.dir={tmp_path / 'out'}",
+        f"hydra.sweep.dir={tmp_path / 'multirun'}",
+        "progress=false",
+        "warmup_tokens=2",
+        "threads=1",
+    ]
     base = [b for b in base if b.split("=")[0] not in {a.split("=")[0] for a in args}]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline", "WANDB_SILENT": "true",
-           "PYTHONPATH": str(REPO), **(env or {})}  # this checkout's mtad, not an installed one
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "WANDB_MODE": "offline",
+        "WANDB_SILENT": "true",
+        "PYTHONPATH": str(REPO),
+        **(env or {}),
+    }  # this checkout's mtad, not an installed one
     if prefix is None:
         command = [sys.executable, "-m", "mtad.run"]
     else:
         command = [sys.executable, "-c", prefix + "\nimport sys; from mtad.run import main; main()"]
-    proc = subprocess.run(command + list(args) + base, cwd=REPO, env=env, capture_output=True, text=True,
-                          timeout=timeout)
+    proc = subprocess.run(
+        command + list(args) + base, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout
+    )
     proc.log = proc.stdout + proc.stderr
     if check and proc.returncode != 0:
         raise AssertionError(f"mtad-run failed ({proc.returncode}):\n{proc.log[-4000:]}")
@@ -61,7 +75,10 @@ def test_one_cell_writes_samples_metrics_env(tmp_path, data_args):
     assert cell.relative_to(tmp_path / "runs").parts[:4] == ("default", "tiny_llama", "cnndm", "mtad")
     records = lines(cell / "samples.jsonl")
     from mtad.tasks import get_task  # the first two examples, in file order
-    assert [r["id"] for r in records] == [e["id"] for e in get_task("cnndm", data_root=data_args[0].split("=", 1)[1]).examples(limit=2)]
+
+    assert [r["id"] for r in records] == [
+        e["id"] for e in get_task("cnndm", data_root=data_args[0].split("=", 1)[1]).examples(limit=2)
+    ]
     turn = records[0]["samples"][0]["turns"][0]
     assert 1 <= len(turn["token_ids"]) <= 12 and turn["stats"]["new_tokens"] == len(turn["token_ids"])
     assert {"rouge1", "rougeL"} <= set(records[0]["samples"][0]["scores"])
@@ -80,8 +97,16 @@ def test_one_cell_writes_samples_metrics_env(tmp_path, data_args):
     from mtad.runner.provenance import read_git_state
 
     assert env["git"] == read_git_state() and env["git_runs"] == [env["git"]]  # commit, dirty, diff hash
-    assert env["cell"]["method"] == {"name": "mtad", "gamma": 4, "beam_width": 4, "threshold": 0.5,
-                                     "replacement": True, "temperature": 1.0, "top_k": 10, "top_p": 0.9}
+    assert env["cell"]["method"] == {
+        "name": "mtad",
+        "gamma": 4,
+        "beam_width": 4,
+        "threshold": 0.5,
+        "replacement": True,
+        "temperature": 1.0,
+        "top_k": 10,
+        "top_p": 0.9,
+    }
     assert list((tmp_path / "out" / "wandb").glob("offline-run-*/run-*.wandb"))  # logger=wandb, offline
 
 
@@ -116,8 +141,9 @@ def test_resume_after_kill_loses_and_duplicates_nothing(tmp_path, data_args):
     assert [r["id"] for r in resumed] == [r["id"] for r in reference] and len(reference) == 4
     assert len({r["id"] for r in resumed}) == 4
     # per-example seeds: the resumed outputs are the uninterrupted run's, token for token
-    assert [r["samples"][0]["turns"][0]["token_ids"] for r in resumed] == \
-        [r["samples"][0]["turns"][0]["token_ids"] for r in reference]
+    assert [r["samples"][0]["turns"][0]["token_ids"] for r in resumed] == [
+        r["samples"][0]["turns"][0]["token_ids"] for r in reference
+    ]
     assert json.loads((cell / "metrics.json").read_text())["examples"] == 4
     # two code states wrote this cell's records: both are recorded, and a table refuses them
     from mtad.report.cells import load_cells
@@ -131,8 +157,9 @@ def test_resume_after_kill_loses_and_duplicates_nothing(tmp_path, data_args):
 
 @pytest.mark.slow
 def test_multirun_of_two_cells_and_its_table(tmp_path, data_args):
-    mtad_run(["-m", "pair=tiny_llama", "method=sampling,sps", "limit=1", "logger=none", *TASK_ARGS, *data_args],
-             tmp_path)
+    mtad_run(
+        ["-m", "pair=tiny_llama", "method=sampling,sps", "limit=1", "logger=none", *TASK_ARGS, *data_args], tmp_path
+    )
     cells = cell_dirs(tmp_path / "runs")
     assert [c.relative_to(tmp_path / "runs").parts[3] for c in cells] == ["sampling", "sps"]
     assert all((c / "metrics.json").exists() and (c / "env.json").exists() for c in cells)
@@ -140,8 +167,9 @@ def test_multirun_of_two_cells_and_its_table(tmp_path, data_args):
     # the table is built from these cells alone: speed-ups are ratios of their tokens/s
     from mtad.report.tables import build_table2
 
-    md, csv = build_table2(tmp_path / "runs", tmp_path / "tables", experiment="default", overrides=None,
-                           allow_mixed_provenance=True)  # this checkout may hold uncommitted changes
+    md, csv = build_table2(
+        tmp_path / "runs", tmp_path / "tables", experiment="default", overrides=None, allow_mixed_provenance=True
+    )  # this checkout may hold uncommitted changes
     import pandas as pd
 
     table = pd.read_csv(csv).set_index("method")
@@ -158,11 +186,31 @@ def test_speedups_only_against_the_same_task_pair_and_machine():
 
     from mtad.report.tables import add_speedups
 
-    cells = pd.DataFrame([
-        {"experiment": "e", "pair": "p", "task": "t", "machine": "m1", "overrides": "", "method": m, "tokens_per_s": v}
-        for m, v in (("sampling", 10.0), ("sps", 20.0), ("mtad", 30.0))
-    ] + [{"experiment": "e", "pair": "p", "task": "t", "machine": "m2", "overrides": "", "method": "mtad",
-          "tokens_per_s": 99.0}])
+    cells = pd.DataFrame(
+        [
+            {
+                "experiment": "e",
+                "pair": "p",
+                "task": "t",
+                "machine": "m1",
+                "overrides": "",
+                "method": m,
+                "tokens_per_s": v,
+            }
+            for m, v in (("sampling", 10.0), ("sps", 20.0), ("mtad", 30.0))
+        ]
+        + [
+            {
+                "experiment": "e",
+                "pair": "p",
+                "task": "t",
+                "machine": "m2",
+                "overrides": "",
+                "method": "mtad",
+                "tokens_per_s": 99.0,
+            }
+        ]
+    )
     out = add_speedups(cells)
     assert list(out["speedup_vs_sampling"][:3]) == [1.0, 2.0, 3.0]
     assert list(out["speedup_vs_sps"][:3]) == [0.5, 1.0, 1.5]
@@ -174,8 +222,20 @@ def test_failed_cell_does_not_stop_the_multirun(tmp_path, shared_data):
     data_root = tmp_path / "data"  # CNN/DM only: the spider cell fails on its missing data
     data_root.mkdir()
     (data_root / "cnndm").symlink_to(shared_data / "cnndm", target_is_directory=True)
-    proc = mtad_run(["-m", "pair=tiny_llama", "method=sps", "task=cnndm,spider", "limit=1", "logger=wandb",
-                     "task.max_new_tokens=12", f"data_root={data_root}"], tmp_path, check=False)
+    proc = mtad_run(
+        [
+            "-m",
+            "pair=tiny_llama",
+            "method=sps",
+            "task=cnndm,spider",
+            "limit=1",
+            "logger=wandb",
+            "task.max_new_tokens=12",
+            f"data_root={data_root}",
+        ],
+        tmp_path,
+        check=False,
+    )
     assert proc.returncode != 0
     base = tmp_path / "runs" / "default" / "tiny_llama"
     (failed,) = (base / "spider" / "sps").rglob("error.txt")
@@ -185,10 +245,13 @@ def test_failed_cell_does_not_stop_the_multirun(tmp_path, shared_data):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("override, message", [
-    ("method=nonexistent", "Could not find 'method/nonexistent'"),
-    ("method.gamm=3", "method.gamm: not a setting of method 'sps'; valid: gamma, temperature, top_k, top_p"),
-])
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("method=nonexistent", "Could not find 'method/nonexistent'"),
+        ("method.gamm=3", "method.gamm: not a setting of method 'sps'; valid: gamma, temperature, top_k, top_p"),
+    ],
+)
 def test_bad_override_names_the_valid_choices(tmp_path, override, message):
     proc = mtad_run(["pair=tiny_llama", "method=sps", override], tmp_path, check=False)
     assert proc.returncode != 0 and message in proc.log
@@ -205,24 +268,50 @@ def test_judge_connection_settings_are_not_part_of_a_cells_identity(tmp_path):
     from test_configs import compose_cfg
 
     cell = Cell("e", "tiny_llama", "mtbench", "sampling", "", tmp_path)
+
     def identity(*overrides):
         cfg = compose_cfg(["pair=tiny_llama", "task=mtbench", *overrides])
         return cell_identity(cfg, cell, OmegaConf.to_container(cfg.task, resolve=True))
+
     slow, fast = identity("task.judge.timeout_s=300", "task.judge.retries=5"), identity("task.judge.timeout_s=5")
     assert slow == fast and "timeout_s" not in json.dumps(slow)
     assert identity("task.judge.temperature=0.5") != fast  # how it grades is
-    (tmp_path / ENV).write_text(json.dumps({"cell": {**slow, "task": {**slow["task"], "judge": {
-        **slow["task"]["judge"], "timeout_s": 120.0}}}}))  # recorded with its connection settings
+    (tmp_path / ENV).write_text(
+        json.dumps({"cell": {**slow, "task": {**slow["task"], "judge": {**slow["task"]["judge"], "timeout_s": 120.0}}}})
+    )  # recorded with its connection settings
     check_identity(tmp_path, fast)
 
 
 def test_override_dirname_and_seeds():
-    assert override_dirname(["method=mtad", "method.gamma=3", "seed=1", "limit=5", "logger=wandb",
-                             "hydra.run.dir=x", "per_task.cnndm.limit=2", "task.limit=3"]) == "method.gamma=3,seed=1"
+    assert (
+        override_dirname(
+            [
+                "method=mtad",
+                "method.gamma=3",
+                "seed=1",
+                "limit=5",
+                "logger=wandb",
+                "hydra.run.dir=x",
+                "per_task.cnndm.limit=2",
+                "task.limit=3",
+            ]
+        )
+        == "method.gamma=3,seed=1"
+    )
     assert override_dirname(["hydra/launcher=joblib", "energy=none"]) == ""
     # how a judge is reached names no directory; which judge grades does
-    assert override_dirname(["task.judge.timeout_s=5", "task.judge.base_url=http://h:1/v1", "task.judge.retries=1",
-                             "per_task.mtbench.judge.api_key_env=K", "task.judge.model=m"]) == "task.judge.model=m"
+    assert (
+        override_dirname(
+            [
+                "task.judge.timeout_s=5",
+                "task.judge.base_url=http://h:1/v1",
+                "task.judge.retries=1",
+                "per_task.mtbench.judge.api_key_env=K",
+                "task.judge.model=m",
+            ]
+        )
+        == "task.judge.model=m"
+    )
     assert derive_seed(0, "a", 0) == derive_seed(0, "a", 0)
     assert len({derive_seed(0, "a", 0), derive_seed(0, "a", 1), derive_seed(0, "b", 0), derive_seed(1, "a", 0)}) == 4
 
@@ -239,10 +328,28 @@ def test_changed_config_in_the_same_directory_is_refused(tmp_path):
 def test_speed_aggregates_are_ratios_of_totals():
     from mtad.metrics.speed import aggregate_energy, aggregate_speed
 
-    stats = [{"new_tokens": 10, "target_calls": 5, "draft_calls": 20, "drafted": 16, "accepted": 6,
-              "accept_lengths": [2, 1, 3, 0], "tree_nodes": 0, "seconds": 1.0},
-             {"new_tokens": 2, "target_calls": 2, "draft_calls": 8, "drafted": 8, "accepted": 0,
-              "accept_lengths": [0, 0], "tree_nodes": 0, "seconds": 3.0}]
+    stats = [
+        {
+            "new_tokens": 10,
+            "target_calls": 5,
+            "draft_calls": 20,
+            "drafted": 16,
+            "accepted": 6,
+            "accept_lengths": [2, 1, 3, 0],
+            "tree_nodes": 0,
+            "seconds": 1.0,
+        },
+        {
+            "new_tokens": 2,
+            "target_calls": 2,
+            "draft_calls": 8,
+            "drafted": 8,
+            "accepted": 0,
+            "accept_lengths": [0, 0],
+            "tree_nodes": 0,
+            "seconds": 3.0,
+        },
+    ]
     speed = aggregate_speed(stats)
     assert speed["tokens_per_s"] == 12 / 4.0 and speed["block_efficiency"] == 12 / 7
     assert speed["acceptance_rate"] == 6 / 24 and speed["mean_accept_length"] == 1.0
@@ -256,8 +363,12 @@ def test_speed_aggregates_are_ratios_of_totals():
 def test_speedups_on_a_filtered_frame_align_by_position():
     import pandas as pd
     from mtad.report.tables import add_speedups
-    rows = [dict(experiment=e, pair="p", task="t", machine="m", overrides="", method=m, tokens_per_s=v)
-            for e in ("a", "b") for m, v in (("sampling", 10.0), ("sps", 5.0), ("mtad", 20.0))]
+
+    rows = [
+        dict(experiment=e, pair="p", task="t", machine="m", overrides="", method=m, tokens_per_s=v)
+        for e in ("a", "b")
+        for m, v in (("sampling", 10.0), ("sps", 5.0), ("mtad", 20.0))
+    ]
     cells = pd.DataFrame(rows).iloc[3:]  # experiment b only, index 3..5
     out = add_speedups(cells)
     assert out.set_index("method")["speedup_vs_sampling"].to_dict() == {"sampling": 1.0, "sps": 0.5, "mtad": 2.0}
@@ -267,8 +378,10 @@ def test_speedups_on_a_filtered_frame_align_by_position():
 def test_every_method_runs_with_a_feature_head(tmp_path, data_args):
     """The head draft kind through mtad-run: a tiny target whose draft reads its hidden states."""
     methods = ["sampling", "sps", "spectr", "specinfer", "mtad", "mmtad"]
-    mtad_run(["-m", "pair=tiny_llama_head", f"method={','.join(methods)}", "limit=1", "logger=none", *TASK_ARGS,
-              *data_args], tmp_path)
+    mtad_run(
+        ["-m", "pair=tiny_llama_head", f"method={','.join(methods)}", "limit=1", "logger=none", *TASK_ARGS, *data_args],
+        tmp_path,
+    )
     cells = cell_dirs(tmp_path / "runs")
     assert sorted(c.relative_to(tmp_path / "runs").parts[3] for c in cells) == sorted(methods)
     for cell in cells:
@@ -283,8 +396,10 @@ def test_an_unreachable_hub_is_probed_once_and_the_process_runs_offline(monkeypa
     from mtad.runner import offline
 
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+
     def unreachable(*args, **kwargs):
         raise OSError("Name or service not known")
+
     monkeypatch.setattr(socket, "create_connection", unreachable)
     with caplog.at_level("WARNING"):
         assert offline.settle_hub_access() is False

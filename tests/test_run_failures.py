@@ -1,6 +1,7 @@
 """Failures that must not pass as results: bad settings stop before any work, a failed rerun
 leaves a complete cell alone, the judge's failures leave the cell incomplete and are judged
 again, corrupted records are reported, errors are one line naming the setting."""
+
 import json
 import logging
 import os
@@ -33,24 +34,27 @@ def plan(overrides, tmp_path):
     return plan_cell(cfg, resolve_cell(cfg, HydraConfig.get()))
 
 
-@pytest.mark.parametrize("override, message", [
-    ("limit=-1", "limit must be a positive integer"),
-    ("limit=0", "limit must be a positive integer"),
-    ("limit=two", "limit must be a positive integer"),
-    ("limit=2.5", "limit must be a positive integer"),
-    ("+per_task.cnndm.limit=-3", "per_task.cnndm.limit must be a positive integer"),
-    ("method.gamma=0", "gamma must be an int >= 1"),
-    ("method.threshold=1.5", "threshold must be in (0, 1]"),
-    ("task.judge.kind=gpt5", "valid: none, hf, openai"),
-    ("missing_data=skip", "missing_data must be one of fail, mark"),
-    ("task.max_new_tokens=-5", "option max_new_tokens of task 'cnndm' must be > 0"),
-    ("task.article_token_budget=many", "option article_token_budget of task 'cnndm' must be an integer"),
-    ("seed=abc", "seed must be an integer"),
-    ("threads=-1", "threads must be a positive integer"),
-    ("warmup_tokens=-2", "warmup_tokens must be an integer >= 0"),
-    ("progress=maybe", "progress must be true or false"),
-    ("method.replacement=sometimes", "replacement must be true or false"),
-])
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("limit=-1", "limit must be a positive integer"),
+        ("limit=0", "limit must be a positive integer"),
+        ("limit=two", "limit must be a positive integer"),
+        ("limit=2.5", "limit must be a positive integer"),
+        ("+per_task.cnndm.limit=-3", "per_task.cnndm.limit must be a positive integer"),
+        ("method.gamma=0", "gamma must be an int >= 1"),
+        ("method.threshold=1.5", "threshold must be in (0, 1]"),
+        ("task.judge.kind=gpt5", "valid: none, hf, openai"),
+        ("missing_data=skip", "missing_data must be one of fail, mark"),
+        ("task.max_new_tokens=-5", "option max_new_tokens of task 'cnndm' must be > 0"),
+        ("task.article_token_budget=many", "option article_token_budget of task 'cnndm' must be an integer"),
+        ("seed=abc", "seed must be an integer"),
+        ("threads=-1", "threads must be a positive integer"),
+        ("warmup_tokens=-2", "warmup_tokens must be an integer >= 0"),
+        ("progress=maybe", "progress must be true or false"),
+        ("method.replacement=sometimes", "replacement must be true or false"),
+    ],
+)
 def test_bad_settings_are_caught_before_any_work(tmp_path, override, message):
     from mtad.runner.checks import SettingError
 
@@ -60,13 +64,19 @@ def test_bad_settings_are_caught_before_any_work(tmp_path, override, message):
     assert not (tmp_path / "runs").exists()
 
 
-@pytest.mark.parametrize("overrides, message", [
-    (["method=mtad", "method.tau=-1"], "method.tau: not a setting of method 'mtad'; valid: beam_width, gamma, "
-                                      "replacement, temperature, threshold, top_k, top_p"),
-    (["method=mtad,mmtad", "method.denominator=node"], "method.denominator: not a setting of method 'mtad'"),
-    (["task=cnndm", "task.tokens=3"], "task.tokens: not a setting of task 'cnndm'; valid: article_token_budget"),
-    (["+method.nonsense=1"], "method.nonsense: not a setting of method 'sampling'"),
-])
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (
+            ["method=mtad", "method.tau=-1"],
+            "method.tau: not a setting of method 'mtad'; valid: beam_width, gamma, "
+            "replacement, temperature, threshold, top_k, top_p",
+        ),
+        (["method=mtad,mmtad", "method.denominator=node"], "method.denominator: not a setting of method 'mtad'"),
+        (["task=cnndm", "task.tokens=3"], "task.tokens: not a setting of task 'cnndm'; valid: article_token_budget"),
+        (["+method.nonsense=1"], "method.nonsense: not a setting of method 'sampling'"),
+    ],
+)
 def test_unknown_setting_keys_list_the_valid_ones_before_hydra_runs(overrides, message):
     from mtad.runner.checks import check_override_keys
 
@@ -86,12 +96,17 @@ def test_good_settings_pass_the_check(tmp_path):
     assert not (tmp_path / "runs").exists()
 
 
-@pytest.mark.parametrize("extra, message", [
-    (["task.judge.base_url=http://127.0.0.1:9/v1", "task.judge.api_key_env=MTAD_UNSET_JUDGE_KEY"],
-     "MTAD_UNSET_JUDGE_KEY"),
-    (["task.judge.base_url=null"], "judge.base_url"),
-    (["task.judge.kind=hf", "task.judge.model=null"], "the hf judge needs judge.model"),
-])
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (
+            ["task.judge.base_url=http://127.0.0.1:9/v1", "task.judge.api_key_env=MTAD_UNSET_JUDGE_KEY"],
+            "MTAD_UNSET_JUDGE_KEY",
+        ),
+        (["task.judge.base_url=null"], "judge.base_url"),
+        (["task.judge.kind=hf", "task.judge.model=null"], "the hf judge needs judge.model"),
+    ],
+)
 def test_bad_judge_settings_are_caught_before_any_work(tmp_path, monkeypatch, extra, message):
     from mtad.runner.checks import SettingError
 
@@ -103,8 +118,9 @@ def test_bad_judge_settings_are_caught_before_any_work(tmp_path, monkeypatch, ex
 @pytest.mark.slow
 def test_a_bad_limit_stops_the_command_with_one_line(tmp_path):
     # a data root that does not exist: reaching the data would fail differently
-    proc = mtad_run([*TINY, "method=mtad", *TASK_ARGS, f"data_root={tmp_path / 'no-data'}", "limit=-1"],
-                    tmp_path, check=False)
+    proc = mtad_run(
+        [*TINY, "method=mtad", *TASK_ARGS, f"data_root={tmp_path / 'no-data'}", "limit=-1"], tmp_path, check=False
+    )
     assert proc.returncode != 0
     assert "limit must be a positive integer (examples per cell) or null (all), got -1" in proc.log
     assert "Traceback" not in proc.log
@@ -149,9 +165,13 @@ def test_unwritable_results_root_is_one_line_naming_the_setting(tmp_path, data_a
     locked.mkdir()
     locked.chmod(stat.S_IRUSR | stat.S_IXUSR)
     try:
-        proc = mtad_run([*TINY, "method=sampling", "limit=1", *TASK_ARGS, *data_args, f"results_root={locked}/runs"],
-                        tmp_path, check=False, prefix=REFUSE_WRITES_UNDER if os.geteuid() == 0 else None,
-                        env={"MTAD_TEST_LOCKED": str(locked)})
+        proc = mtad_run(
+            [*TINY, "method=sampling", "limit=1", *TASK_ARGS, *data_args, f"results_root={locked}/runs"],
+            tmp_path,
+            check=False,
+            prefix=REFUSE_WRITES_UNDER if os.geteuid() == 0 else None,
+            env={"MTAD_TEST_LOCKED": str(locked)},
+        )
     finally:
         locked.chmod(stat.S_IRWXU)
     assert proc.returncode != 0
@@ -188,16 +208,27 @@ r.load_pair_cached = load_pair_cached
 
 @pytest.mark.slow
 def test_unwritable_cache_names_mtad_cache(tmp_path, data_args):
-    proc = mtad_run([*TINY, "method=sampling", "limit=1", *TASK_ARGS, *data_args], tmp_path, check=False,
-                    prefix=UNWRITABLE_CACHE, env={"MTAD_CACHE": str(tmp_path / "cache")})
+    proc = mtad_run(
+        [*TINY, "method=sampling", "limit=1", *TASK_ARGS, *data_args],
+        tmp_path,
+        check=False,
+        prefix=UNWRITABLE_CACHE,
+        env={"MTAD_CACHE": str(tmp_path / "cache")},
+    )
     assert proc.returncode != 0
     assert "MTAD_CACHE" in proc.log and str(tmp_path / "cache") in proc.log
     assert "Traceback" not in proc.log
 
 
 def valid_record(example_id: str) -> str:
-    turn = {"token_ids": [1, 2], "text": "ab", "completion": "ab", "logprob_sum": -0.5, "logprob_n": 2,
-            "stats": {"new_tokens": 2, "seconds": 0.1, "target_calls": 2}}
+    turn = {
+        "token_ids": [1, 2],
+        "text": "ab",
+        "completion": "ab",
+        "logprob_sum": -0.5,
+        "logprob_n": 2,
+        "stats": {"new_tokens": 2, "seconds": 0.1, "target_calls": 2},
+    }
     return json.dumps({"id": example_id, "samples": [{"turns": [turn], "scores": {}}]}) + "\n"
 
 
@@ -244,8 +275,15 @@ def test_duplicate_records_are_read_once_and_said(tmp_path, caplog):
     assert path.read_text() == valid_record("a") + valid_record("b")
 
 
-JUDGE = ["task=mtbench", "task.max_new_tokens=4", "task.judge.kind=openai", "task.judge.model=judge-model",
-         "task.judge.api_key_env=MTAD_TEST_JUDGE_KEY", "task.judge.retries=1", "task.judge.timeout_s=5"]
+JUDGE = [
+    "task=mtbench",
+    "task.max_new_tokens=4",
+    "task.judge.kind=openai",
+    "task.judge.model=judge-model",
+    "task.judge.api_key_env=MTAD_TEST_JUDGE_KEY",
+    "task.judge.retries=1",
+    "task.judge.timeout_s=5",
+]
 
 
 @pytest.mark.slow
@@ -259,7 +297,10 @@ def test_judge_failures_leave_the_cell_incomplete_and_are_judged_again(tmp_path,
     (cell,) = cell_dirs(tmp_path / "runs")
     metrics = json.loads((cell / "metrics.json").read_text())
     assert metrics["status"] == "incomplete" and "HTTP 503" in metrics["incomplete_reason"]
-    assert "unparsable reply" in metrics["scores"]["judge_missing_reason"] or "HTTP 503" in metrics["scores"]["judge_missing_reason"]
+    assert (
+        "unparsable reply" in metrics["scores"]["judge_missing_reason"]
+        or "HTTP 503" in metrics["scores"]["judge_missing_reason"]
+    )
     assert not (cell / "error.txt").exists()
     assert [auth for _, auth, _ in Endpoint.requests] == ["Bearer sk-stub"] * 2
     generated = lines(cell / "samples.jsonl")
@@ -271,8 +312,9 @@ def test_judge_failures_leave_the_cell_incomplete_and_are_judged_again(tmp_path,
     assert "1 to score again" in second.log
     rejudged = lines(cell / "samples.jsonl")
     assert len(Endpoint.requests) == 2  # the two turns, judged again
-    assert [t["token_ids"] for t in rejudged[0]["samples"][0]["turns"]] == \
-        [t["token_ids"] for t in generated[0]["samples"][0]["turns"]]  # not generated again
+    assert [t["token_ids"] for t in rejudged[0]["samples"][0]["turns"]] == [
+        t["token_ids"] for t in generated[0]["samples"][0]["turns"]
+    ]  # not generated again
     metrics = json.loads((cell / "metrics.json").read_text())
     assert metrics["status"] == "complete" and metrics["scores"]["judge_score"] == 6.0
 
@@ -287,9 +329,22 @@ def test_without_spider_questions_the_grid_marks_that_task_missing_and_exits_0(t
     (a wheel not fetched) are missing, with the command that gets them."""
     data_root = tmp_path / "data"
     shutil.copytree(wheel_data / "humaneval", data_root / "humaneval")
-    proc = mtad_run(["-m", *TINY, "method=sampling", "task=spider,cnndm,humaneval", "limit=1", "missing_data=mark",
-                     "+per_task.humaneval.max_new_tokens=8", "+per_task.cnndm.max_new_tokens=8",
-                     "+per_task.cnndm.article_token_budget=48", f"data_root={data_root}"], tmp_path, check=False)
+    proc = mtad_run(
+        [
+            "-m",
+            *TINY,
+            "method=sampling",
+            "task=spider,cnndm,humaneval",
+            "limit=1",
+            "missing_data=mark",
+            "+per_task.humaneval.max_new_tokens=8",
+            "+per_task.cnndm.max_new_tokens=8",
+            "+per_task.cnndm.article_token_budget=48",
+            f"data_root={data_root}",
+        ],
+        tmp_path,
+        check=False,
+    )
     assert proc.returncode == 0, proc.log[-3000:]
     from mtad.report.cells import load_cells
     from mtad.report.tables import build_table2
@@ -299,8 +354,9 @@ def test_without_spider_questions_the_grid_marks_that_task_missing_and_exits_0(t
     assert cells.loc["spider", "status"] == "missing"
     assert "spider data not found" in cells.loc["spider", "missing_reason"]
     assert f"python scripts/get_data.py --data-root {data_root} --only spider" in cells.loc["spider", "missing_reason"]
-    md, _ = build_table2(tmp_path / "runs", tmp_path / "tables", experiment="default", overrides=None,
-                         allow_mixed_provenance=True)
+    md, _ = build_table2(
+        tmp_path / "runs", tmp_path / "tables", experiment="default", overrides=None, allow_mixed_provenance=True
+    )
     text = md.read_text()
     assert "| spider | sampling | missing |" in text and "python scripts/get_data.py" in text
 
@@ -313,13 +369,27 @@ def test_get_data_says_which_spider_databases_ship_and_how_to_get_the_others(tmp
 
     data_root = tmp_path / "data"  # the questions (as from the wheel), no databases
     shutil.copytree(shared_data / "spider", data_root / "spider", ignore=shutil.ignore_patterns("database"))
-    result = subprocess.run([sys.executable, str(REPO / "scripts" / "get_data.py"), "--data-root", str(data_root),
-                             "--only", "spider"], capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "get_data.py"), "--data-root", str(data_root), "--only", "spider"],
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 0, result.stderr
     assert "1 shipped with mtad (concert_singer" in result.stdout and "--spider-dir DIR" in result.stdout
-    result = subprocess.run([sys.executable, str(REPO / "scripts" / "get_data.py"), "--data-root", str(data_root),
-                             "--only", "spider", "--spider-dir", str(tmp_path / "nonexistent")],
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "scripts" / "get_data.py"),
+            "--data-root",
+            str(data_root),
+            "--only",
+            "spider",
+            "--spider-dir",
+            str(tmp_path / "nonexistent"),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 1 and "no such directory" in result.stderr
 
 
@@ -329,8 +399,15 @@ def test_a_second_run_of_a_cell_being_written_stops_naming_the_holder(tmp_path, 
     from mtad.runner.lock import cell_lock
 
     args = [*TINY, "method=sampling", "limit=1", *TASK_ARGS, *data_args]
-    cell = tmp_path / "runs" / "default" / "tiny_llama" / "cnndm" / "sampling" / \
-        "task.article_token_budget=48,task.max_new_tokens=12"  # TASK_ARGS name the cell's overrides folder
+    cell = (
+        tmp_path
+        / "runs"
+        / "default"
+        / "tiny_llama"
+        / "cnndm"
+        / "sampling"
+        / "task.article_token_budget=48,task.max_new_tokens=12"
+    )  # TASK_ARGS name the cell's overrides folder
     with cell_lock(cell, "held by this test"):
         busy = mtad_run(args, tmp_path, check=False)
     assert busy.returncode == 1 and "is being written by another run" in busy.log

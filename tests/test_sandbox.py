@@ -1,4 +1,5 @@
 """The code sandbox: each attack ends as a failed sample, quickly, leaving nothing running."""
+
 import os
 import shutil
 import sys
@@ -55,8 +56,11 @@ def test_fork_bomb_is_bounded_by_rlimits_alone():
 
 
 def test_subprocess_and_shell_are_refused():
-    for code in ("import subprocess\nsubprocess.run(['true'])", "import os\nos.system('true')",
-                 "import multiprocessing as mp\np = mp.Process(target=print)\np.start()\np.join()"):
+    for code in (
+        "import subprocess\nsubprocess.run(['true'])",
+        "import os\nos.system('true')",
+        "import multiprocessing as mp\np = mp.Process(target=print)\np.start()\np.join()",
+    ):
         result = run(code)
         assert result.status == "failed", code
 
@@ -146,7 +150,9 @@ def test_run_many_keeps_the_input_order():
 
 def test_cpu_limit_before_the_wall_clock_is_a_timeout():
     # the CPU rlimit (1 s) fires well before the wall clock (3 s): still reported as a timeout
-    result = run_python("while True:\n    pass", Limits(timeout_s=3.0, cpu_s=1, memory_mb=512, file_size_mb=0.5, max_procs=32))
+    result = run_python(
+        "while True:\n    pass", Limits(timeout_s=3.0, cpu_s=1, memory_mb=512, file_size_mb=0.5, max_procs=32)
+    )
     assert result.status == "timeout" and "CPU limit" in result.reason, (result.status, result.reason)
 
 
@@ -157,8 +163,12 @@ def test_child_guard_is_a_plain_module(tmp_path):
     guard = sandbox_child.make_guard(str(tmp_path.resolve()))
     guard("open", (str(tmp_path / "out.txt"), "w", 0))  # inside: allowed
     guard("open", ("/etc/hostname", "r", os.O_RDONLY))  # reading outside: allowed
-    for event, args in (("open", ("/tmp/elsewhere.txt", "w", 0)), ("os.remove", ("/tmp/x",)),
-                        ("subprocess.Popen", ("ls",)), ("ctypes.dlopen", ("libc",))):
+    for event, args in (
+        ("open", ("/tmp/elsewhere.txt", "w", 0)),
+        ("os.remove", ("/tmp/x",)),
+        ("subprocess.Popen", ("ls",)),
+        ("ctypes.dlopen", ("libc",)),
+    ):
         with pytest.raises(PermissionError):
             guard(event, args)
 

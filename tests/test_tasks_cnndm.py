@@ -1,4 +1,5 @@
 """CNN/DailyMail: ROUGE on the real articles, truncation to the token budget, prompts."""
+
 import pytest
 
 from mtad.tasks import get_task
@@ -60,8 +61,10 @@ def test_postprocess_stops_at_a_new_article(cnndm):
 
 
 def test_aggregate_means(cnndm):
-    scores = [{"rouge1": 0.5, "rouge2": 0.2, "rougeL": 0.4, "truncated": 0},
-              {"rouge1": 0.3, "rouge2": 0.0, "rougeL": 0.2, "truncated": 1}]
+    scores = [
+        {"rouge1": 0.5, "rouge2": 0.2, "rougeL": 0.4, "truncated": 0},
+        {"rouge1": 0.3, "rouge2": 0.0, "rougeL": 0.2, "truncated": 1},
+    ]
     metrics = cnndm.aggregate(scores, ["a", "b"])
     assert metrics["rougeL"] == pytest.approx(0.3) and metrics["rouge1"] == pytest.approx(0.4)
     assert metrics["truncated"] == 1

@@ -1,4 +1,5 @@
 """HumanEval: canonical solutions pass, wrong ones fail, completion extraction, pass@k."""
+
 from concurrent.futures import ThreadPoolExecutor
 from itertools import combinations
 
@@ -19,8 +20,9 @@ def test_canonical_solutions_all_pass(humaneval):
     assert len(problems) == 164
     # the canonical solution goes through the same extraction a generated completion does
     with ThreadPoolExecutor(max_workers=2) as pool:
-        scores = list(pool.map(lambda p: humaneval.score(p, [humaneval.postprocess(p, p["canonical_solution"])]),
-                               problems))
+        scores = list(
+            pool.map(lambda p: humaneval.score(p, [humaneval.postprocess(p, p["canonical_solution"])]), problems)
+        )
     failed = [p["id"] for p, s in zip(problems, scores) if not s["passed"]]
     assert not failed
     metrics = humaneval.aggregate(scores, [p["id"] for p in problems])
@@ -42,9 +44,11 @@ def test_exit_before_tests_is_a_failure(humaneval):
 def test_chat_style_answer_is_extracted_and_passes(humaneval):
     problem = humaneval.examples(limit=1)[0]
     body = problem["canonical_solution"]
-    answer = (f"Sure! Here is the function:\n\n```python\nfrom typing import List\n\n\n"
-              f"def {problem['entry_point']}(numbers: List[float], threshold: float) -> bool:\n{body}\n\n"
-              f"print({problem['entry_point']}([1.0, 2.0], 0.5))\n```\n\nIt compares every pair.")
+    answer = (
+        f"Sure! Here is the function:\n\n```python\nfrom typing import List\n\n\n"
+        f"def {problem['entry_point']}(numbers: List[float], threshold: float) -> bool:\n{body}\n\n"
+        f"print({problem['entry_point']}([1.0, 2.0], 0.5))\n```\n\nIt compares every pair."
+    )
     completion = humaneval.postprocess(problem, answer)
     assert "print(" not in completion and "Sure" not in completion
     assert humaneval.score(problem, [completion])["passed"] == 1
@@ -58,12 +62,15 @@ def test_prompt_helpers_are_kept(humaneval):
     assert humaneval.score(problem, [humaneval.postprocess(problem, answer)])["passed"] == 1
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("    return 1\n\ndef other():\n    pass\n", "    return 1\n"),
-    ("    return 1\nif __name__ == '__main__':\n    print(f())\n", "    return 1\n"),
-    ("    x = 1\n\n    return x\n```\nDone", "    x = 1\n\n    return x\n"),
-    ("def f(a):\n    return a\n\nassert f(1) == 1\n", "\ndef f(a):\n    return a\n"),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("    return 1\n\ndef other():\n    pass\n", "    return 1\n"),
+        ("    return 1\nif __name__ == '__main__':\n    print(f())\n", "    return 1\n"),
+        ("    x = 1\n\n    return x\n```\nDone", "    x = 1\n\n    return x\n"),
+        ("def f(a):\n    return a\n\nassert f(1) == 1\n", "\ndef f(a):\n    return a\n"),
+    ],
+)
 def test_extract_completion(text, expected):
     assert extract_completion(text, "f") == expected
 

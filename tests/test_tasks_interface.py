@@ -1,4 +1,5 @@
 """Every task through the one interface the runner uses, configured by its conf/task file."""
+
 from pathlib import Path
 
 import pytest
@@ -41,7 +42,9 @@ def test_task_end_to_end_on_real_data(name, eval_data_root, chat_tokenizer, plai
     examples = task.examples(limit=2)
     assert len(examples) == 2 and all(isinstance(e["id"], str) for e in examples)
     fresh = get_task(name, data_root=eval_data_root, **options)  # a new load gives the same examples
-    assert [e["id"] for e in fresh.examples(limit=2)] == [e["id"] for e in examples] and examples is not fresh.examples(limit=2)
+    assert [e["id"] for e in fresh.examples(limit=2)] == [e["id"] for e in examples] and examples is not fresh.examples(
+        limit=2
+    )
     assert task.primary_score in task.scores and task.label, "the task states its headline score and label"
     example = examples[0]
     completions = []
@@ -81,9 +84,14 @@ def test_embedded_target_on_every_task(eval_data_root):
             prompt = task.build_prompt(example, tokenizer, history=tuple(history))
             ids = torch.tensor([prompt])
             with torch.no_grad():
-                out = target.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=24,
-                                      pad_token_id=tokenizer.eos_token_id)
-            new = out[0, len(prompt):].tolist()
+                out = target.generate(
+                    ids,
+                    attention_mask=torch.ones_like(ids),
+                    do_sample=False,
+                    max_new_tokens=24,
+                    pad_token_id=tokenizer.eos_token_id,
+                )
+            new = out[0, len(prompt) :].tolist()
             history.append(task.postprocess(example, tokenizer.decode(new, skip_special_tokens=True)))
             means.append(mean_logprob(*sample_logprob(target, prompt, new)))
         scores = task.score(example, history)

@@ -1,4 +1,5 @@
 """MT-Bench: two turns on the real questions, the second conditioned on the first answer."""
+
 import pytest
 
 from mtad.tasks.mtbench import get_judge
@@ -13,8 +14,16 @@ def mtbench(wheel_data):
 def test_questions(mtbench):
     examples = mtbench.examples()
     assert len(examples) == 80 and all(mtbench.num_turns(e) == 2 for e in examples)
-    assert {e["category"] for e in examples} == {"writing", "roleplay", "reasoning", "math", "coding",
-                                                "extraction", "stem", "humanities"}
+    assert {e["category"] for e in examples} == {
+        "writing",
+        "roleplay",
+        "reasoning",
+        "math",
+        "coding",
+        "extraction",
+        "stem",
+        "humanities",
+    }
     with_reference = {e["category"] for e in examples if e["reference"]}
     assert {"math", "reasoning", "coding"} <= with_reference
 
@@ -24,8 +33,9 @@ def test_second_turn_sees_the_first_answer(mtbench, chat_tokenizer, plain_tokeni
     first_answer = "Aloha! My trip began at the beach."
     for tokenizer in (chat_tokenizer, plain_tokenizer):
         turn1 = tokenizer.decode(mtbench.build_prompt(example, tokenizer), skip_special_tokens=True)
-        turn2 = tokenizer.decode(mtbench.build_prompt(example, tokenizer, history=[first_answer]),
-                                 skip_special_tokens=True)
+        turn2 = tokenizer.decode(
+            mtbench.build_prompt(example, tokenizer, history=[first_answer]), skip_special_tokens=True
+        )
         assert example["turns"][0] in turn1 and example["turns"][1] not in turn1
         assert turn2.index(example["turns"][0]) < turn2.index(first_answer) < turn2.index(example["turns"][1])
     with pytest.raises(ValueError, match="2 turn"):

@@ -1,4 +1,5 @@
 """Spider: execution accuracy on the real dev databases, SQL extraction, prompts."""
+
 import hashlib
 import re
 
@@ -33,8 +34,12 @@ def test_gold_sql_scores_full_execution_accuracy(spider):
 
 def test_wrong_queries_score_zero(spider):
     examples = spider.examples(limit=4)  # concert_singer: "How many singers do we have?" ...
-    wrong = ["SELECT name FROM stadium", "SELECT * FROM concert", "SELECT count(*) FROM stadium WHERE 0",
-             "SELECT Singer_ID FROM singer"]
+    wrong = [
+        "SELECT name FROM stadium",
+        "SELECT * FROM concert",
+        "SELECT count(*) FROM stadium WHERE 0",
+        "SELECT Singer_ID FROM singer",
+    ]
     scores = [spider.score(e, [w]) for e, w in zip(examples, wrong)]
     metrics = spider.aggregate(scores, [e["id"] for e in examples])
     assert metrics["exec_acc"] == 0.0
@@ -63,8 +68,7 @@ def test_database_file_is_not_modified(spider):
 
 def test_slow_query_times_out(spider):
     example = spider.examples(limit=1)[0]
-    endless = ("WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n) "
-               "SELECT count(*) FROM n")
+    endless = "WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n) SELECT count(*) FROM n"
     result = execute_sql(spider.db_path(example["db_id"]), endless, timeout_s=0.3, row_cap=10)
     assert result.status == "timeout"
     fast = get_task("spider", data_root=spider.data_root, timeout_s=0.3)
@@ -93,14 +97,17 @@ def test_rows_compare_as_multisets():
     assert not same_rows([("a", 1)], [(1, "a")])  # column order matters
 
 
-@pytest.mark.parametrize("text, sql", [
-    ("SELECT count(*) FROM singer; SELECT 1", "SELECT count(*) FROM singer"),
-    ("```sql\nSELECT name\nFROM singer;\n```\nThis query lists names.", "SELECT name\nFROM singer"),
-    ("Here is the query: select avg(age) from singer", "select avg(age) from singer"),
-    ("SELECT 1\n\nQuestion: what next?", "SELECT 1"),
-    ("WITH t AS (SELECT 1) SELECT * FROM t;", "WITH t AS (SELECT 1) SELECT * FROM t"),
-    ("I do not know.", "I do not know."),
-])
+@pytest.mark.parametrize(
+    "text, sql",
+    [
+        ("SELECT count(*) FROM singer; SELECT 1", "SELECT count(*) FROM singer"),
+        ("```sql\nSELECT name\nFROM singer;\n```\nThis query lists names.", "SELECT name\nFROM singer"),
+        ("Here is the query: select avg(age) from singer", "select avg(age) from singer"),
+        ("SELECT 1\n\nQuestion: what next?", "SELECT 1"),
+        ("WITH t AS (SELECT 1) SELECT * FROM t;", "WITH t AS (SELECT 1) SELECT * FROM t"),
+        ("I do not know.", "I do not know."),
+    ],
+)
 def test_extract_sql(text, sql):
     assert extract_sql(text) == sql
 

@@ -1,4 +1,5 @@
 """Loggers: the W&B offline run directory holds what was logged; failures still close runs."""
+
 import struct
 import time
 from pathlib import Path
@@ -23,10 +24,10 @@ def read_wandb_records(path: Path) -> list:
         if BLOCK - pos % BLOCK < 7:  # block trailer too small for a header: padding
             pos += BLOCK - pos % BLOCK
             continue
-        _crc, length, kind = struct.unpack("<IHB", data[pos:pos + 7])
+        _crc, length, kind = struct.unpack("<IHB", data[pos : pos + 7])
         if pos + 7 + length > len(data):  # a chunk still being written
             break
-        chunk = data[pos + 7:pos + 7 + length]
+        chunk = data[pos + 7 : pos + 7 + length]
         pos += 7 + length
         if kind == 0 and length == 0:
             break
@@ -102,7 +103,9 @@ def test_failed_cell_still_finishes_the_logger(monkeypatch, tmp_path):
         raise RuntimeError("model exploded")
 
     monkeypatch.setattr(run.HydraConfig, "get", staticmethod(lambda: None))
-    monkeypatch.setattr(run, "resolve_cell", lambda cfg, hydra_config: run.Cell("e", "p", "t", "m", "", tmp_path / "cell"))
+    monkeypatch.setattr(
+        run, "resolve_cell", lambda cfg, hydra_config: run.Cell("e", "p", "t", "m", "", tmp_path / "cell")
+    )
     monkeypatch.setattr(run, "plan_cell", lambda cfg, cell: None)
     monkeypatch.setattr(run, "run_cell", boom)
     monkeypatch.setattr(run.hydra.utils, "instantiate", lambda *a, **k: SpyLogger())

@@ -1,4 +1,5 @@
 """Tree attention and cache rollback through the public forward of Llama and OPT."""
+
 import pytest
 import torch
 
@@ -7,13 +8,17 @@ from tiny_models import BUILDERS
 
 # (arch, decode path): the eager DynamicCache for both, the static cache where the model has a lean forward
 # (compiled cases are slow: torch.compile takes tens of seconds per shape on a small CPU)
-CASES = [pytest.param(arch, path, marks=[pytest.mark.slow] if path == "compiled" else [])
-         for arch in BUILDERS for path in ("eager", "static", "compiled")
-         if path == "eager" or resolve_decode_path(path, BUILDERS[arch](0, vocab=4)) == path]
+CASES = [
+    pytest.param(arch, path, marks=[pytest.mark.slow] if path == "compiled" else [])
+    for arch in BUILDERS
+    for path in ("eager", "static", "compiled")
+    if path == "eager" or resolve_decode_path(path, BUILDERS[arch](0, vocab=4)) == path
+]
 
 
 def make_lm(model, path):
     return cached_model(model, None, path)
+
 
 PREFIX = torch.tensor([3, 7, 1, 9, 4])
 # a tree hanging under the last prefix token: node -> parent (-1 = root), built in two levels
@@ -43,7 +48,9 @@ def test_every_tree_node_matches_its_path_run_alone(arch, path):
         root_alone = model(input_ids=PREFIX[None]).logits[0, -1]
         assert torch.allclose(out1[0], root_alone, atol=1e-10)
         for node in range(len(tokens)):
-            alone = model(input_ids=torch.cat([PREFIX, torch.tensor(path_tokens(tokens, parents, node))])[None]).logits[0, -1]
+            alone = model(input_ids=torch.cat([PREFIX, torch.tensor(path_tokens(tokens, parents, node))])[None]).logits[
+                0, -1
+            ]
             assert torch.allclose(node_logits[node], alone, atol=1e-10), f"{arch}: node {node} differs from its path"
 
 

@@ -1,5 +1,6 @@
 """The reproduction check: a rerun in a fresh process must give the reference's tokens,
 perplexity, block efficiency and acceptance; any difference is reported and fails."""
+
 import json
 import shutil
 import subprocess
@@ -65,16 +66,27 @@ def write_cell(root: Path, dtype: str, logprob: float, tokens: list[int]) -> Pat
     cell = root / "verify" / "pair" / "humaneval" / "sampling"
     cell.mkdir(parents=True)
     (cell / "env.json").write_text(json.dumps({"dtype": dtype}))
-    (cell / "metrics.json").write_text(json.dumps({"status": "complete", "perplexity": 2 ** -logprob,
-                                                   "mean_logprob": logprob, "new_tokens": len(tokens)}))
-    turn = {"token_ids": tokens, "text": "x", "completion": "x", "logprob_sum": logprob * len(tokens),
-            "logprob_n": len(tokens), "stats": {"new_tokens": len(tokens), "seconds": 1.0, "target_calls": 2}}
+    (cell / "metrics.json").write_text(
+        json.dumps(
+            {"status": "complete", "perplexity": 2**-logprob, "mean_logprob": logprob, "new_tokens": len(tokens)}
+        )
+    )
+    turn = {
+        "token_ids": tokens,
+        "text": "x",
+        "completion": "x",
+        "logprob_sum": logprob * len(tokens),
+        "logprob_n": len(tokens),
+        "stats": {"new_tokens": len(tokens), "seconds": 1.0, "target_calls": 2},
+    }
     (cell / "samples.jsonl").write_text(json.dumps({"id": "e0", "samples": [{"turns": [turn], "scores": {}}]}) + "\n")
     return cell
 
 
-@pytest.mark.parametrize("dtype, relative_change, reproduces", [
-    ("float64", 1e-13, True), ("float64", 1e-7, False), ("float32", 1e-7, True), ("float32", 1e-3, False)])
+@pytest.mark.parametrize(
+    "dtype, relative_change, reproduces",
+    [("float64", 1e-13, True), ("float64", 1e-7, False), ("float32", 1e-7, True), ("float32", 1e-3, False)],
+)
 def test_log_probabilities_compare_within_the_dtypes_tolerance(tmp_path, dtype, relative_change, reproduces):
     write_cell(tmp_path / "a", dtype, -0.5, [1, 2, 3])
     write_cell(tmp_path / "b", dtype, -0.5 * (1 + relative_change), [1, 2, 3])

@@ -3,6 +3,7 @@
 float64 so that a chain forward and a tree forward agree to ~1e-15 and greedy ties never
 flip; `sharpness` scales the output head so distributions are far from uniform.
 """
+
 from __future__ import annotations
 
 import torch
@@ -11,16 +12,31 @@ from transformers import LlamaConfig, LlamaForCausalLM, OPTConfig, OPTForCausalL
 
 def tiny_llama(seed: int, vocab: int = 6, sharpness: float = 1.0, layers: int = 2) -> LlamaForCausalLM:
     torch.manual_seed(seed)
-    config = LlamaConfig(vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=layers,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
-                         tie_word_embeddings=False)
+    config = LlamaConfig(
+        vocab_size=vocab,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        tie_word_embeddings=False,
+    )
     return _finish(LlamaForCausalLM(config), sharpness)
 
 
 def tiny_opt(seed: int, vocab: int = 6, sharpness: float = 1.0, layers: int = 2) -> OPTForCausalLM:
     torch.manual_seed(seed)
-    config = OPTConfig(vocab_size=vocab, hidden_size=32, ffn_dim=64, num_hidden_layers=layers, num_attention_heads=4,
-                       max_position_embeddings=512, word_embed_proj_dim=32, tie_word_embeddings=False)
+    config = OPTConfig(
+        vocab_size=vocab,
+        hidden_size=32,
+        ffn_dim=64,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        max_position_embeddings=512,
+        word_embed_proj_dim=32,
+        tie_word_embeddings=False,
+    )
     return _finish(OPTForCausalLM(config), sharpness)
 
 

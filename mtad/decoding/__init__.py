@@ -1,9 +1,10 @@
 """Decoding methods behind one contract (rules and parameters: mtad/decoding/README.md):
 
-    dec = get_decoder(name, target=target_model, draft=draft_model, **params)
-    out = dec.generate(input_ids, max_new_tokens=N, eos_token_id=None, generator=g)
-    out.tokens, out.stats
+dec = get_decoder(name, target=target_model, draft=draft_model, **params)
+out = dec.generate(input_ids, max_new_tokens=N, eos_token_id=None, generator=g)
+out.tokens, out.stats
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -20,8 +21,9 @@ from mtad.decoding.spectr import SpecTr
 from mtad.decoding.sps import SpeculativeSampling
 from mtad.methods import METHODS
 
-DECODERS: dict[str, type[Decoder]] = {cls.name: cls for cls in (
-    Sampling, SpeculativeSampling, SpecTr, SpecInfer, MTAD, MMTAD, MTJDExact)}
+DECODERS: dict[str, type[Decoder]] = {
+    cls.name: cls for cls in (Sampling, SpeculativeSampling, SpecTr, SpecInfer, MTAD, MMTAD, MTJDExact)
+}
 
 # METHODS: the six methods of the study (mtad.methods); mtjd_exact is for tiny vocabularies
 # (tests, analysis).
@@ -38,5 +40,13 @@ def get_decoder(name: str, target: PreTrainedModel, draft: PreTrainedModel | Non
     return DECODERS[name](target=target, draft=draft, **params)
 
 
-__all__ = ["DECODERS", "METHODS", "DecodeOutput", "DecodeStats", "Decoder", "exact_block_distribution",
-           "get_decoder", "list_decoders"]
+__all__ = [
+    "DECODERS",
+    "METHODS",
+    "DecodeOutput",
+    "DecodeStats",
+    "Decoder",
+    "exact_block_distribution",
+    "get_decoder",
+    "list_decoders",
+]

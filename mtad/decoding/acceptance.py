@@ -3,6 +3,7 @@
 Conventions: p is the processed target distribution, q the processed draft distribution,
 both [V] (or [n, V]) float tensors summing to 1. Randomness comes only from `generator`.
 """
+
 from __future__ import annotations
 
 import math
@@ -23,8 +24,9 @@ def residual(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
     return torch.where(mass > 1e-12, excess / mass.clamp_min(1e-30), p)
 
 
-def speculative_accept(p: torch.Tensor, q: torch.Tensor, draft: torch.Tensor,
-                       generator: torch.Generator | None = None) -> tuple[int, int]:
+def speculative_accept(
+    p: torch.Tensor, q: torch.Tensor, draft: torch.Tensor, generator: torch.Generator | None = None
+) -> tuple[int, int]:
     """Speculative sampling (Leviathan/Chen) over a chain of γ draft tokens.
 
     p: [γ+1, V] target at each draft position plus the bonus position; q: [γ, V];
@@ -55,8 +57,13 @@ def _scatter(index: torch.Tensor, values: torch.Tensor, like: torch.Tensor) -> t
     return torch.zeros_like(like).index_put_((index,), values.to(like.dtype))
 
 
-def multi_draft_accept(p: torch.Tensor, q: torch.Tensor, candidates: list[int], replacement: bool = True,
-                       generator: torch.Generator | None = None) -> tuple[int, torch.Tensor]:
+def multi_draft_accept(
+    p: torch.Tensor,
+    q: torch.Tensor,
+    candidates: list[int],
+    replacement: bool = True,
+    generator: torch.Generator | None = None,
+) -> tuple[int, torch.Tensor]:
     """SpecInfer / MCSD verification of one tree node's children.
 
     p, q: [V] at the node; candidates: the children's tokens in order (i.i.d. from q when
@@ -132,8 +139,9 @@ def kseq_residual(p: torch.Tensor, q: torch.Tensor, k: int, rho: float) -> torch
     return (unnorm / mass).to(p.dtype) if mass > 1e-12 else p
 
 
-def kseq_accept(p: torch.Tensor, q: torch.Tensor, candidates: list[int],
-                generator: torch.Generator | None = None) -> tuple[int, torch.Tensor]:
+def kseq_accept(
+    p: torch.Tensor, q: torch.Tensor, candidates: list[int], generator: torch.Generator | None = None
+) -> tuple[int, torch.Tensor]:
     """K-SEQ over k i.i.d. candidates from q (SpecTr). Returns (accepted index or -1, residual)."""
     index, p_s, q_s, cands = _support(p, q, candidates)
     j, p_res = _kseq_accept(p_s, q_s, cands, generator)
@@ -172,8 +180,7 @@ def best_column_denominator(log_q_path: torch.Tensor, depth: torch.Tensor, best_
     return log_q_path[at][depth - 1]
 
 
-def mmtad_select(log_p_path: torch.Tensor, log_q_path: torch.Tensor, depth: torch.Tensor,
-                 threshold: float) -> int:
+def mmtad_select(log_p_path: torch.Tensor, log_q_path: torch.Tensor, depth: torch.Tensor, threshold: float) -> int:
     """MMTAD: among tree nodes with P(path)/Q(path) > τ take the deepest depth, then the
     node with the highest P(path) there. Inputs [N]; returns the node index or -1."""
     passing = (log_p_path.double() - log_q_path.double()) > math.log(threshold)
@@ -181,5 +188,7 @@ def mmtad_select(log_p_path: torch.Tensor, log_q_path: torch.Tensor, depth: torc
         return -1
     deepest = depth[passing].max()
     candidates = passing & (depth == deepest)
-    score = torch.where(candidates, log_p_path.double(), torch.full_like(log_p_path, float("-inf"), dtype=torch.float64))
+    score = torch.where(
+        candidates, log_p_path.double(), torch.full_like(log_p_path, float("-inf"), dtype=torch.float64)
+    )
     return int(score.argmax())

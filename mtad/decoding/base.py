@@ -1,4 +1,5 @@
 """The decoding contract shared by every method: parameters, statistics, the generate loop."""
+
 from __future__ import annotations
 
 import time
@@ -18,6 +19,7 @@ from mtad.models.head import is_feature_head
 @dataclass
 class DecodeStats:
     """Per-sample statistics (mtad/decoding/README.md, "Statistics")."""
+
     new_tokens: int = 0
     target_calls: int = 0
     draft_calls: int = 0
@@ -49,8 +51,10 @@ class DecodeStats:
         return self.new_tokens / self.seconds if self.seconds else 0.0
 
     def as_dict(self) -> dict[str, Any]:
-        derived = {k: getattr(self, k) for k in ("block_efficiency", "acceptance_rate",
-                                                 "mean_accept_length", "tokens_per_second")}
+        derived = {
+            k: getattr(self, k)
+            for k in ("block_efficiency", "acceptance_rate", "mean_accept_length", "tokens_per_second")
+        }
         return {**asdict(self), **derived}
 
 
@@ -63,6 +67,7 @@ class DecodeOutput:
 @dataclass
 class Step:
     """What one iteration (one target forward) produced."""
+
     emitted: list[int]  # accepted draft tokens followed by the one token sampled from p
     accepted: int  # how many of `emitted` came from the draft
     drafted: int  # drafted tokens charged to this iteration (γ, or the tree depth)
@@ -77,12 +82,18 @@ class Decoder:
     `decode_path` (not a method parameter: it never changes what is sampled) picks how the
     models run: eager | static | compiled | fast (static_kv.py).
     """
+
     name: ClassVar[str] = ""
     needs_draft: ClassVar[bool] = True
     defaults: ClassVar[dict[str, Any]] = {}
 
-    def __init__(self, target: PreTrainedModel, draft: PreTrainedModel | None = None, decode_path: str | None = None,
-                 **params: Any):
+    def __init__(
+        self,
+        target: PreTrainedModel,
+        draft: PreTrainedModel | None = None,
+        decode_path: str | None = None,
+        **params: Any,
+    ):
         self._set_params(params)
         if target is None:
             raise ValueError(f"{self.name}: a target model is required")
@@ -135,10 +146,17 @@ class Decoder:
         return logits_to_probs(logits, self.temperature, self.top_k, self.top_p)
 
     # -- the loop -------------------------------------------------------------------
-    def generate(self, input_ids: torch.Tensor, max_new_tokens: int, eos_token_id: int | list[int] | None = None,
-                 generator: torch.Generator | None = None) -> DecodeOutput:
+    def generate(
+        self,
+        input_ids: torch.Tensor,
+        max_new_tokens: int,
+        eos_token_id: int | list[int] | None = None,
+        generator: torch.Generator | None = None,
+    ) -> DecodeOutput:
         if not (isinstance(input_ids, torch.Tensor) and input_ids.dim() == 2 and input_ids.shape[0] == 1):
-            raise ValueError(f"input_ids must be a [1, L] LongTensor, got {getattr(input_ids, 'shape', type(input_ids))}")
+            raise ValueError(
+                f"input_ids must be a [1, L] LongTensor, got {getattr(input_ids, 'shape', type(input_ids))}"
+            )
         if input_ids.shape[1] == 0:
             raise ValueError("input_ids is empty: the prompt needs at least one token")
         if not (isinstance(max_new_tokens, int) and max_new_tokens >= 1):
@@ -147,14 +165,19 @@ class Decoder:
         self.generator = generator
         out_device = model_device(self.target)
         room = input_ids.shape[1] + max_new_tokens  # committed positions a cache may need (trees come on top)
-        self.target_lm = cached_model(self.target, out_device, self.decode_path, room, features=is_feature_head(self.draft))
-        self.draft_lm = (draft_cached_model(self.draft, self.target_lm, out_device, self.decode_path, room)
-                         if self.draft is not None else None)
+        self.target_lm = cached_model(
+            self.target, out_device, self.decode_path, room, features=is_feature_head(self.draft)
+        )
+        self.draft_lm = (
+            draft_cached_model(self.draft, self.target_lm, out_device, self.decode_path, room)
+            if self.draft is not None
+            else None
+        )
         compiles_before = self._compiles()
         prompt = input_ids[0].to(out_device)
         # committed sequence buffer: prompt + generated (+ room for one oversized block)
         self.seq = torch.empty(prompt.numel() + max_new_tokens + 64, dtype=torch.long, device=out_device)
-        self.seq[:prompt.numel()] = prompt
+        self.seq[: prompt.numel()] = prompt
         self.length = prompt.numel()
         stats, tokens = DecodeStats(), []
         sync(out_device)
@@ -165,10 +188,10 @@ class Decoder:
                 self.draft_lm.prefill(prompt[:-1])
             while len(tokens) < max_new_tokens:
                 step = self.step()
-                emitted = step.emitted[:max_new_tokens - len(tokens)]
+                emitted = step.emitted[: max_new_tokens - len(tokens)]
                 for i, tok in enumerate(emitted):
                     if tok in eos:  # tokens after EOS inside a block are dropped, not counted
-                        emitted = emitted[:i + 1]
+                        emitted = emitted[: i + 1]
                         break
                 self._commit(emitted)
                 tokens.extend(emitted)
@@ -194,19 +217,22 @@ class Decoder:
 
     def _compiles(self) -> int:
         """Compilations so far of the bodies these caches run (one body per model, counted once)."""
-        bodies = {id(lm.compiled): lm.compiles for lm in (self.target_lm, self.draft_lm)
-                  if getattr(lm, "compiled", None) is not None}
+        bodies = {
+            id(lm.compiled): lm.compiles
+            for lm in (self.target_lm, self.draft_lm)
+            if getattr(lm, "compiled", None) is not None
+        }
         return sum(bodies.values())
 
     def _commit(self, emitted: list[int]) -> None:
         if self.length + len(emitted) > self.seq.numel():
             self.seq = torch.cat([self.seq, torch.empty_like(self.seq)])
-        self.seq[self.length:self.length + len(emitted)] = torch.tensor(emitted, dtype=torch.long)
+        self.seq[self.length : self.length + len(emitted)] = torch.tensor(emitted, dtype=torch.long)
         self.length += len(emitted)
 
     def uncached(self, lm: CachedModel) -> torch.Tensor:
         """Committed tokens that `lm`'s cache lacks (at least the pending one). [m]"""
-        return self.seq[lm.committed:self.length]
+        return self.seq[lm.committed : self.length]
 
     def step(self) -> Step:
         raise NotImplementedError
@@ -216,5 +242,7 @@ def check_same_vocab(target: PreTrainedModel, draft: PreTrainedModel) -> None:
     """Draft and target must score the same token ids."""
     vt, vd = target.config.vocab_size, draft.config.vocab_size
     if vt != vd:
-        raise ValueError(f"draft and target vocabularies differ (target {vt} tokens, draft {vd}); "
-                         "speculative methods need the same tokenizer on both")
+        raise ValueError(
+            f"draft and target vocabularies differ (target {vt} tokens, draft {vd}); "
+            "speculative methods need the same tokenizer on both"
+        )

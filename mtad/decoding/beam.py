@@ -6,6 +6,7 @@ at temperature 0: beam search) and renormalises the chosen scores into the new w
 Every beam of every step is a node of a tree (W per depth, parent = the beam it extended),
 so each step's W beams are scored by one draft forward with tree attention.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -24,8 +25,16 @@ class BeamTree:
     best_leaf: int  # the final beam with the largest weight
 
 
-def beam_sample(lm: CachedModel, fresh: torch.Tensor, gamma: int, width: int, probs_fn, greedy: bool,
-                replacement: bool, generator: torch.Generator | None) -> BeamTree:
+def beam_sample(
+    lm: CachedModel,
+    fresh: torch.Tensor,
+    gamma: int,
+    width: int,
+    probs_fn,
+    greedy: bool,
+    replacement: bool,
+    generator: torch.Generator | None,
+) -> BeamTree:
     """Run γ steps of beam sampling from the draft; γ draft forwards (the deepest level is
     not forwarded). `fresh` are the committed tokens the draft cache lacks."""
     tree = DraftTree()

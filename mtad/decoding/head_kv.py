@@ -15,6 +15,7 @@ rules as its KV cache. So
   forward with the target's features of the positions just verified. Acceptance rules do not
   change: q is whatever the head proposed.
 """
+
 from __future__ import annotations
 
 import torch
@@ -29,8 +30,9 @@ class HeadCachedModel(StaticCachedModel):
     path still applies to the target), over `source`, the target's CachedModel (built with
     features=True)."""
 
-    def __init__(self, head: FeatureHead, source: CachedModel, out_device: torch.device | None = None,
-                 min_capacity: int = 0):
+    def __init__(
+        self, head: FeatureHead, source: CachedModel, out_device: torch.device | None = None, min_capacity: int = 0
+    ):
         if source.features is None:
             raise ValueError("a feature head needs the target's features: build the target's cache with features=True")
         CachedModel.__init__(self, head, out_device, features=False)
@@ -53,8 +55,13 @@ class HeadCachedModel(StaticCachedModel):
             return self.features.buf[position]
         raise RuntimeError(f"feature head: no feature for position {position} yet (cache holds {self.committed})")
 
-    def extend(self, tokens: torch.Tensor, nodes: torch.Tensor | None = None,
-               parents: list[int] | None = None, keep_last: int = 0) -> torch.Tensor:
+    def extend(
+        self,
+        tokens: torch.Tensor,
+        nodes: torch.Tensor | None = None,
+        parents: list[int] | None = None,
+        keep_last: int = 0,
+    ) -> torch.Tensor:
         if tokens.numel() and nodes is not None and nodes.numel():
             self.extend(tokens)  # a row's input is the previous row's output: chain first, then the tree
             return self.extend(tokens[:0], nodes, parents, keep_last)
@@ -77,8 +84,9 @@ class HeadCachedModel(StaticCachedModel):
         return out
 
     @torch.no_grad()
-    def _model_logits(self, input_ids: torch.Tensor, position_ids: torch.Tensor,
-                      allowed: torch.Tensor | None, keep_last: int) -> tuple[torch.Tensor, torch.Tensor]:
+    def _model_logits(
+        self, input_ids: torch.Tensor, position_ids: torch.Tensor, allowed: torch.Tensor | None, keep_last: int
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         kv, head = self.cache, self.model
         n, start = input_ids.numel(), kv.length
         kv.grow(start + n)
@@ -86,8 +94,15 @@ class HeadCachedModel(StaticCachedModel):
             allowed = torch.ones(n, start + n, dtype=torch.bool).tril(start)  # causal chain
         mask = None if allowed is None else allowed[None, None].to(self.device)
         x = head.model.fuse(input_ids[None].to(self.device), self._rows[None])  # [1, n, H]
-        hidden = run_layers(head.model, x, kv.keys, kv.values, position_ids[None].to(self.device),
-                            torch.arange(start, start + n, device=self.device), mask)  # [n, H]: predicted f
+        hidden = run_layers(
+            head.model,
+            x,
+            kv.keys,
+            kv.values,
+            position_ids[None].to(self.device),
+            torch.arange(start, start + n, device=self.device),
+            mask,
+        )  # [n, H]: predicted f
         kv.length = start + n
         rows = hidden[-keep_last:] if keep_last else hidden
         return head.expand_logits(head.head_logits(rows)), hidden
@@ -101,8 +116,9 @@ class HeadCachedModel(StaticCachedModel):
         self.crop(self.committed)  # accepted nodes are fed again with the target's features
 
 
-def draft_cached_model(draft, target_lm: CachedModel, out_device: torch.device | None, decode_path: str | None,
-                       min_capacity: int = 0) -> CachedModel:
+def draft_cached_model(
+    draft, target_lm: CachedModel, out_device: torch.device | None, decode_path: str | None, min_capacity: int = 0
+) -> CachedModel:
     """The draft's cache: a feature head reads `target_lm`'s features; any other draft runs on its path."""
     if is_feature_head(draft):
         return HeadCachedModel(draft, target_lm, out_device, min_capacity)

@@ -10,6 +10,7 @@ Tree attention uses only the public model forward: a custom 4-D additive attenti
 whatever its storage slot). Llama-family models and OPT (whose learned positions take
 `position_ids` and add their offset internally) both accept these.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -50,7 +51,7 @@ class FeatureStore:
     def keep(self, start: int, tail: torch.Tensor | None) -> None:
         """Slots [0, start) then slots start + tail, moved down to follow them."""
         if tail is not None and tail.numel():
-            self.buf[start:start + tail.numel()] = self.buf[start + tail.to(self.buf.device)]
+            self.buf[start : start + tail.numel()] = self.buf[start + tail.to(self.buf.device)]
 
 
 class CachedModel:
@@ -81,8 +82,9 @@ class CachedModel:
     def num_nodes(self) -> int:
         return len(self.node_parents)
 
-    def _forward(self, input_ids: torch.Tensor, position_ids: torch.Tensor,
-                 allowed: torch.Tensor | None, keep_last: int = 0) -> torch.Tensor:
+    def _forward(
+        self, input_ids: torch.Tensor, position_ids: torch.Tensor, allowed: torch.Tensor | None, keep_last: int = 0
+    ) -> torch.Tensor:
         """Run the new positions through the model (`allowed`: tree mask, None = causal chain)
         and time it; returns logits [n, V] (the last `keep_last` rows if > 0)."""
         start, first_slot = time.perf_counter(), self.seq_length()
@@ -96,8 +98,9 @@ class CachedModel:
         self.tokens_fed += input_ids.numel()
         return logits
 
-    def _model_logits(self, input_ids: torch.Tensor, position_ids: torch.Tensor,
-                      allowed: torch.Tensor | None, keep_last: int) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def _model_logits(
+        self, input_ids: torch.Tensor, position_ids: torch.Tensor, allowed: torch.Tensor | None, keep_last: int
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """The model's own forward on its DynamicCache: logits [n or keep_last, V] and, when
         features are kept, the final hidden states of all n new positions [n, H] (else None)."""
         kwargs = {self._cache_kw: self.cache}
@@ -106,8 +109,13 @@ class CachedModel:
         if keep_last and self._keep_kw:
             kwargs["logits_to_keep"] = keep_last
         mask = None if allowed is None else self._additive_mask(allowed)
-        out = self.model(input_ids=input_ids[None].to(self.device), position_ids=position_ids[None].to(self.device),
-                         attention_mask=mask, use_cache=True, **kwargs)
+        out = self.model(
+            input_ids=input_ids[None].to(self.device),
+            position_ids=position_ids[None].to(self.device),
+            attention_mask=mask,
+            use_cache=True,
+            **kwargs,
+        )
         logits = out.logits[0]
         hidden = out.hidden_states[-1][0] if self.features is not None else None  # after the final norm
         return (logits[-keep_last:] if keep_last else logits), hidden
@@ -117,8 +125,13 @@ class CachedModel:
         if tokens.numel():
             self.extend(tokens, keep_last=1)
 
-    def extend(self, tokens: torch.Tensor, nodes: torch.Tensor | None = None,
-               parents: list[int] | None = None, keep_last: int = 0) -> torch.Tensor:
+    def extend(
+        self,
+        tokens: torch.Tensor,
+        nodes: torch.Tensor | None = None,
+        parents: list[int] | None = None,
+        keep_last: int = 0,
+    ) -> torch.Tensor:
         """Forward committed `tokens` [m] and/or tree `nodes` [k]; returns logits [m+k, V]
         (only the last `keep_last` rows when it is > 0).
 
@@ -146,8 +159,9 @@ class CachedModel:
         committed_end = self.committed + m  # the committed chain after this call
         depths = torch.tensor(self.node_depths[first_new:])
         positions = torch.cat([torch.arange(self.committed, committed_end), committed_end - 1 + depths])
-        logits = self._forward(torch.cat([tokens.to(nodes.device), nodes]), positions,
-                               self._tree_allowed(m, first_new), keep_last)
+        logits = self._forward(
+            torch.cat([tokens.to(nodes.device), nodes]), positions, self._tree_allowed(m, first_new), keep_last
+        )
         self.committed = committed_end
         return logits
 
@@ -169,9 +183,9 @@ class CachedModel:
         k = n - first_new
         allowed = torch.zeros(m + k, c + m + n, dtype=torch.bool)
         allowed[:, :c] = True
-        allowed[:m, c:c + m] = torch.ones(m, m, dtype=torch.bool).tril()
-        allowed[m:, c:c + m] = True
-        allowed[m:, c + m:] = self._ancestors[first_new:]
+        allowed[:m, c : c + m] = torch.ones(m, m, dtype=torch.bool).tril()
+        allowed[m:, c : c + m] = True
+        allowed[m:, c + m :] = self._ancestors[first_new:]
         return allowed
 
     def _additive_mask(self, allowed: torch.Tensor) -> torch.Tensor:

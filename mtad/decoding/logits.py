@@ -5,13 +5,13 @@ acceptance rules compare like with like. Temperature 0 means greedy: the process
 distribution is the one-hot of the argmax, which turns every lossless rule into its
 greedy variant (accept iff the draft token is the argmax; the residual is the argmax).
 """
+
 from __future__ import annotations
 
 import torch
 
 
-def logits_to_probs(logits: torch.Tensor, temperature: float = 1.0, top_k: int = 0,
-                    top_p: float = 1.0) -> torch.Tensor:
+def logits_to_probs(logits: torch.Tensor, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0) -> torch.Tensor:
     """[..., V] logits -> [..., V] float32 probabilities after temperature, top-k, top-p."""
     logits = logits.float()
     if temperature == 0:

@@ -10,6 +10,7 @@ highest P(path); then one token from p at that node. Q is either
   general not an ancestor of the best final beam;
 - ``denominator: node``: each node's own Q(path), the joint ratio of that candidate.
 """
+
 from __future__ import annotations
 
 import torch
@@ -40,7 +41,9 @@ class MMTAD(MultiTokenDecoder):
         p_root, p_nodes = target_node_probs(self.score_probs(logits), fresh.numel())  # [V], [N, V]
         parents = torch.tensor(tree.parents, device=p_root.device)
         p_parent = torch.where((parents < 0)[:, None], p_root[None], p_nodes[parents.clamp_min(0)])  # [N, V]
-        logp_token = p_parent[torch.arange(len(tree), device=p_parent.device), torch.tensor(tree.tokens, device=p_parent.device)].log()  # [N]
+        logp_token = p_parent[
+            torch.arange(len(tree), device=p_parent.device), torch.tensor(tree.tokens, device=p_parent.device)
+        ].log()  # [N]
         logq_token = beams.q_token.log()
         log_p_path, log_q_path = logp_token.clone(), logq_token.clone()
         for i, parent in enumerate(tree.parents):  # parents precede children: one pass accumulates paths

@@ -4,6 +4,7 @@ Draft a γ-token block by beam sampling with q, keep the best final beam, then a
 longest prefix whose joint likelihood ratio r_d = Π p_j(x_j) / Π q_j(x_j) exceeds τ, and
 sample one more token from p. No random draw in the acceptance.
 """
+
 from __future__ import annotations
 
 import torch
@@ -22,6 +23,7 @@ class MultiTokenDecoder(Decoder):
     """Shared by MTAD and MMTAD. At temperature 0 the beams are chosen by beam search and the
     emitted token is the argmax, while the probabilities in the ratio stay at temperature 1
     (a one-hot ratio would be meaningless)."""
+
     defaults = MTAD_PARAMS
 
     @property
@@ -39,8 +41,16 @@ class MultiTokenDecoder(Decoder):
             raise ValueError(f"replacement must be true or false, got {self.replacement!r}")
 
     def draft_beams(self):
-        return beam_sample(self.draft_lm, self.uncached(self.draft_lm), self.gamma, self.beam_width,
-                           self.score_probs, self.greedy, self.replacement, self.generator)
+        return beam_sample(
+            self.draft_lm,
+            self.uncached(self.draft_lm),
+            self.gamma,
+            self.beam_width,
+            self.score_probs,
+            self.greedy,
+            self.replacement,
+            self.generator,
+        )
 
 
 class MTAD(MultiTokenDecoder):
@@ -53,7 +63,7 @@ class MTAD(MultiTokenDecoder):
         draft = torch.tensor([beams.tree.tokens[i] for i in path], device=self.seq.device)  # [γ]
         logq = beams.q_token[path].log()  # [γ]
         fresh = self.uncached(self.target_lm)
-        p = self.score_probs(self.target_lm.extend(torch.cat([fresh, draft]))[-(self.gamma + 1):])  # [γ+1, V]
+        p = self.score_probs(self.target_lm.extend(torch.cat([fresh, draft]))[-(self.gamma + 1) :])  # [γ+1, V]
         logp = p[torch.arange(self.gamma, device=p.device), draft].log()  # [γ]
         n = mtad_accept_length(logp, logq, self.threshold)
         token = self.next_token(p[n])

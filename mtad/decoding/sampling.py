@@ -1,4 +1,5 @@
 """Autoregressive sampling: x_t ~ p(.|x_<t), one target call per token (the baseline)."""
+
 from __future__ import annotations
 
 from mtad.decoding.base import Decoder, Step

@@ -3,6 +3,7 @@
 Lossless: at each node the children are tried in order with min(1, p'/q'), the target
 residual p' <- norm(max(0, p' - q')) shrinking after every rejection.
 """
+
 from __future__ import annotations
 
 import torch
@@ -52,8 +53,9 @@ class SpecInfer(Decoder):
             if not children:  # a leaf: every level accepted, bonus token from p
                 token = int(sample(p, self.generator))
                 break
-            j, p_res = multi_draft_accept(p, tree.q_node[node], [tree.tokens[c] for c in children],
-                                          self.replacement, self.generator)
+            j, p_res = multi_draft_accept(
+                p, tree.q_node[node], [tree.tokens[c] for c in children], self.replacement, self.generator
+            )
             if j < 0:
                 token = int(sample(p_res, self.generator))
                 break

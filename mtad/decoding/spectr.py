@@ -4,6 +4,7 @@ The k sequences share prefixes, so they are stored as a trie and scored by the t
 one tree forward. Walking down, the drafts still alive agree with everything accepted; their
 next tokens are i.i.d. from q given that prefix, which is exactly K-SEQ's setting.
 """
+
 from __future__ import annotations
 
 import torch

@@ -1,4 +1,5 @@
 """Speculative sampling (Leviathan et al. 2023; Chen et al. 2023): lossless."""
+
 from __future__ import annotations
 
 import torch
@@ -33,7 +34,7 @@ class SpeculativeSampling(Decoder):
         base = self.length  # committed tokens; both caches end up holding base + accepted
         draft, q = draft_chain(self, self.draft_lm, self.gamma)  # [γ], [γ, V]
         fresh = self.uncached(self.target_lm)
-        logits = self.target_lm.extend(torch.cat([fresh, draft]))[-(self.gamma + 1):]  # [γ+1, V]
+        logits = self.target_lm.extend(torch.cat([fresh, draft]))[-(self.gamma + 1) :]  # [γ+1, V]
         n, token = speculative_accept(self.probs(logits), q, draft, self.generator)
         # keep the pending token and the accepted drafts; x_{n+1}.. and the bonus are not cached
         self.target_lm.crop(base + n)

@@ -22,6 +22,7 @@ largest bucket run the uncompiled body on the same buffers.
 Only Llama-family models whose forward is the stock one (LlamaForCausalLM, the mtad draft)
 take this path; any other model runs the eager path (`fast_unsupported` says why).
 """
+
 from __future__ import annotations
 
 import time
@@ -62,8 +63,13 @@ def resolve_decode_path(path: str | None, model: PreTrainedModel) -> str:
     return path
 
 
-def cached_model(model: PreTrainedModel, out_device: torch.device | None, decode_path: str | None,
-                 min_capacity: int = 0, features: bool = False) -> CachedModel:
+def cached_model(
+    model: PreTrainedModel,
+    out_device: torch.device | None,
+    decode_path: str | None,
+    min_capacity: int = 0,
+    features: bool = False,
+) -> CachedModel:
     """A CachedModel for `model` on the resolved decode path (`features`: keep hidden states)."""
     path = resolve_decode_path(decode_path, model)
     if path == "eager":
@@ -97,7 +103,7 @@ class StaticKV:
         for name in ("keys", "values"):
             old = getattr(self, name)
             new = old.new_zeros(self.shape)
-            new[..., :self.length, :] = old[..., :self.length, :]
+            new[..., : self.length, :] = old[..., : self.length, :]
             setattr(self, name, new)
 
     def keep(self, start: int, tail: torch.Tensor | None) -> None:
@@ -105,7 +111,7 @@ class StaticKV:
         if tail is not None and tail.numel():
             index = (start + tail).to(self.keys.device)
             for buf in (self.keys, self.values):  # gather first: source and destination overlap
-                buf[..., start:start + tail.numel(), :] = buf.index_select(3, index)
+                buf[..., start : start + tail.numel(), :] = buf.index_select(3, index)
         self.length = start + (0 if tail is None else tail.numel())
 
     # what tests and tools read of a DynamicCache
@@ -119,12 +125,19 @@ class StaticKV:
 
 class _LayerView:
     def __init__(self, kv: StaticKV, index: int):
-        self.keys = kv.keys[index, ..., :kv.length, :]  # [1, kv_heads, length, head_dim]
-        self.values = kv.values[index, ..., :kv.length, :]
+        self.keys = kv.keys[index, ..., : kv.length, :]  # [1, kv_heads, length, head_dim]
+        self.values = kv.values[index, ..., : kv.length, :]
 
 
-def llama_body(model: PreTrainedModel, keys: torch.Tensor, values: torch.Tensor, input_ids: torch.Tensor,
-               position_ids: torch.Tensor, slots: torch.Tensor, allowed: torch.Tensor | None) -> torch.Tensor:
+def llama_body(
+    model: PreTrainedModel,
+    keys: torch.Tensor,
+    values: torch.Tensor,
+    input_ids: torch.Tensor,
+    position_ids: torch.Tensor,
+    slots: torch.Tensor,
+    allowed: torch.Tensor | None,
+) -> torch.Tensor:
     """Decoder layers and final norm over new positions, writing their K/V at `slots`.
 
     input_ids, position_ids: [1, n]; slots: [n]; allowed: bool [1, 1, n, kv] (kv <= capacity:
@@ -133,8 +146,15 @@ def llama_body(model: PreTrainedModel, keys: torch.Tensor, values: torch.Tensor,
     return run_layers(model.model, model.model.embed_tokens(input_ids), keys, values, position_ids, slots, allowed)
 
 
-def run_layers(body, x: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, position_ids: torch.Tensor,
-               slots: torch.Tensor, allowed: torch.Tensor | None) -> torch.Tensor:
+def run_layers(
+    body,
+    x: torch.Tensor,
+    keys: torch.Tensor,
+    values: torch.Tensor,
+    position_ids: torch.Tensor,
+    slots: torch.Tensor,
+    allowed: torch.Tensor | None,
+) -> torch.Tensor:
     """`llama_body` from the layer inputs x [1, n, H] on: body.layers, body.rotary_emb, body.norm."""
     kv_len = allowed.shape[-1] if allowed is not None else int(slots[-1]) + 1
     cos, sin = body.rotary_emb(x, position_ids)  # [1, n, D]
@@ -164,6 +184,7 @@ class CompiledBody:
 
         def backend(gm, example_inputs):
             from torch._inductor.compile_fx import compile_fx
+
             self.compiles += 1
             return compile_fx(gm, example_inputs)
 
@@ -171,8 +192,11 @@ class CompiledBody:
             return llama_body(self.model_ref(), keys, values, input_ids, position_ids, slots, allowed)
 
         # CUDA: capture graphs (launch-bound decoding); CPU: inductor's default code generation
-        self.fn = torch.compile(body, mode="reduce-overhead", dynamic=False) if cuda else \
-            torch.compile(body, backend=backend, dynamic=False)
+        self.fn = (
+            torch.compile(body, mode="reduce-overhead", dynamic=False)
+            if cuda
+            else torch.compile(body, backend=backend, dynamic=False)
+        )
         self.cuda = cuda
 
     def __call__(self, *args) -> torch.Tensor:
@@ -201,8 +225,14 @@ def bucket(n: int) -> int | None:
 class StaticCachedModel(CachedModel):
     """CachedModel on a StaticKV with the lean Llama forward (optionally compiled)."""
 
-    def __init__(self, model: PreTrainedModel, out_device: torch.device | None = None, min_capacity: int = 0,
-                 compiled: bool = False, features: bool = False):
+    def __init__(
+        self,
+        model: PreTrainedModel,
+        out_device: torch.device | None = None,
+        min_capacity: int = 0,
+        compiled: bool = False,
+        features: bool = False,
+    ):
         reason = fast_unsupported(model)
         if reason:
             raise ValueError(f"decode_path static/compiled: {reason}; use decode_path=eager")
@@ -225,8 +255,9 @@ class StaticCachedModel(CachedModel):
         return self.compiled.compile_seconds if self.compiled is not None else 0.0
 
     @torch.no_grad()  # decoding never differentiates; in-place cache writes must not enter autograd
-    def _model_logits(self, input_ids: torch.Tensor, position_ids: torch.Tensor,
-                      allowed: torch.Tensor | None, keep_last: int) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def _model_logits(
+        self, input_ids: torch.Tensor, position_ids: torch.Tensor, allowed: torch.Tensor | None, keep_last: int
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         kv = self.cache
         n, start = input_ids.numel(), kv.length
         width = bucket(n) if self.compiled is not None else None
@@ -236,19 +267,33 @@ class StaticCachedModel(CachedModel):
             if allowed is None and n > 1:
                 allowed = torch.ones(n, start + n, dtype=torch.bool).tril(start)  # causal chain
             mask = None if allowed is None else allowed[None, None].to(device)
-            hidden = llama_body(self.model, kv.keys, kv.values, input_ids[None].to(device),
-                                position_ids[None].to(device), torch.arange(start, start + n, device=device), mask)
+            hidden = llama_body(
+                self.model,
+                kv.keys,
+                kv.values,
+                input_ids[None].to(device),
+                position_ids[None].to(device),
+                torch.arange(start, start + n, device=device),
+                mask,
+            )
         else:  # compiled: fixed shapes; pad rows write scratch slots past the fill pointer
             full = torch.zeros(width, kv.capacity, dtype=torch.bool)
-            full[:n, :start + n] = (torch.ones(n, start + n, dtype=torch.bool).tril(start) if allowed is None
-                                    else allowed)
+            full[:n, : start + n] = (
+                torch.ones(n, start + n, dtype=torch.bool).tril(start) if allowed is None else allowed
+            )
             full[n:, 0] = True  # a pad row must see something (an all-masked row is NaN)
             ids = torch.zeros(width, dtype=torch.long)
             ids[:n] = input_ids
             pos = torch.zeros(width, dtype=torch.long)
             pos[:n] = position_ids
-            hidden = self.compiled(kv.keys, kv.values, ids[None].to(device), pos[None].to(device),
-                                   torch.arange(start, start + width, device=device), full[None, None].to(device))[:n]
+            hidden = self.compiled(
+                kv.keys,
+                kv.values,
+                ids[None].to(device),
+                pos[None].to(device),
+                torch.arange(start, start + width, device=device),
+                full[None, None].to(device),
+            )[:n]
         kv.length = start + n
         return head_logits(self.model, hidden[-keep_last:] if keep_last else hidden), hidden
 

@@ -4,6 +4,7 @@ Node i has a token, a parent (-1 = the last committed token, the root) and a dep
 Because nodes are created, and forwarded, depth by depth in this order, node i is also the
 i-th tree slot of both KV caches (the draft never forwards the deepest level).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field

@@ -15,6 +15,7 @@ Usage::
     meter, reason = make_energy_meter("auto", devices=[torch.device("cuda:0")])
     meter.start(); ...decode...; reading = meter.stop()   # EnergyReading
 """
+
 from __future__ import annotations
 
 import os
@@ -38,8 +39,7 @@ class EnergyReading:
     reason: str | None = None
 
     def as_dict(self) -> dict:
-        return {"meter": self.meter, "joules": self.joules, "per_device": dict(self.per_device),
-                "reason": self.reason}
+        return {"meter": self.meter, "joules": self.joules, "per_device": dict(self.per_device), "reason": self.reason}
 
 
 def counter_delta(start: int, end: int, max_range: int | None) -> int:
@@ -66,8 +66,9 @@ def accumulate(readings: Sequence[int], max_range: int | None) -> int:
     return sum(counter_delta(a, b, max_range) for a, b in zip(readings[:-1], readings[1:]))
 
 
-def window_joules(traces: Mapping[str, Sequence[int]], max_ranges: Mapping[str, int | None],
-                  joules_per_unit: float) -> dict[str, float]:
+def window_joules(
+    traces: Mapping[str, Sequence[int]], max_ranges: Mapping[str, int | None], joules_per_unit: float
+) -> dict[str, float]:
     """Joules per device from each device's recorded counter reads."""
     return {dev: accumulate(reads, max_ranges.get(dev)) * joules_per_unit for dev, reads in traces.items()}
 
@@ -80,8 +81,13 @@ class CounterMeter:
     read and returns the window's energy summed over devices.
     """
 
-    def __init__(self, name: str, read_counters: Callable[[], dict[str, int]], joules_per_unit: float,
-                 max_ranges: Mapping[str, int | None]):
+    def __init__(
+        self,
+        name: str,
+        read_counters: Callable[[], dict[str, int]],
+        joules_per_unit: float,
+        max_ranges: Mapping[str, int | None],
+    ):
         self.name = name
         self.read_counters = read_counters
         self.joules_per_unit = joules_per_unit
@@ -194,8 +200,10 @@ def rapl_meter(root: Path = RAPL_ROOT) -> CounterMeter:
         for d in names.values():
             _read_text(d / "energy_uj")
     except PermissionError as err:
-        raise RuntimeError(f"RAPL counters are not readable ({err.filename}); they are root-only on "
-                           "most kernels: `sudo chmod a+r /sys/class/powercap/intel-rapl:*/energy_uj`") from err
+        raise RuntimeError(
+            f"RAPL counters are not readable ({err.filename}); they are root-only on "
+            "most kernels: `sudo chmod a+r /sys/class/powercap/intel-rapl:*/energy_uj`"
+        ) from err
 
     def read() -> dict[str, int]:
         return {name: int(_read_text(d / "energy_uj")) for name, d in names.items()}

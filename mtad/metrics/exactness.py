@@ -13,6 +13,7 @@ tokens; ``chisquare_exactness`` tests the counts against the exact distribution;
 total-variation distance. Sequences are indexed in ``itertools.product`` order, i.e.
 index = Σ_j x_j · V^(n−1−j), the order of ``exact_block_distribution``'s blocks.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -51,12 +52,20 @@ def sequence_index(tokens, vocab: int) -> int:
     return index
 
 
-def empirical_counts(method: str, target, draft, params: dict, prompt: torch.Tensor, n_tokens: int,
-                     runs: int, decode_path: str | None = None) -> torch.Tensor:
+def empirical_counts(
+    method: str,
+    target,
+    draft,
+    params: dict,
+    prompt: torch.Tensor,
+    n_tokens: int,
+    runs: int,
+    decode_path: str | None = None,
+) -> torch.Tensor:
     """[V^n] counts of the first ``n_tokens`` over ``runs`` generations with seeds 0..runs-1
     (``decode_path``: the decoders' forward path, None for their default)."""
     vocab = target.config.vocab_size
-    counts = torch.zeros(vocab ** n_tokens, dtype=torch.float64)
+    counts = torch.zeros(vocab**n_tokens, dtype=torch.float64)
     decoder = get_decoder(method, target=target, draft=draft, decode_path=decode_path, **params)
     for seed in range(runs):
         out = decoder.generate(prompt, max_new_tokens=n_tokens, generator=torch.Generator().manual_seed(seed))
@@ -98,8 +107,9 @@ def chisquare_exactness(counts: torch.Tensor, probs: torch.Tensor) -> ExactnessT
     elif int(keep.sum()) < 2:
         pvalue = 1.0  # one cell holds all the mass: nothing to test
     else:
-        pvalue = float(chisquare(obs[keep].numpy(), exp[keep].numpy() * obs[keep].sum().item()
-                                 / exp[keep].sum().item()).pvalue)
+        pvalue = float(
+            chisquare(obs[keep].numpy(), exp[keep].numpy() * obs[keep].sum().item() / exp[keep].sum().item()).pvalue
+        )
     return ExactnessTest(pvalue, tv(counts, probs), runs, impossible)
 
 

@@ -1,4 +1,5 @@
 """Perplexity of generated outputs under the target's raw distribution (T = 1, no truncation)."""
+
 from __future__ import annotations
 
 import math
@@ -24,7 +25,7 @@ def sample_logprob(model, prompt_ids: Sequence[int], output_ids: Sequence[int]) 
     start = len(prompt_ids) - 1
     predicting = logits[start : ids.shape[1] - 1]  # [O, V]: the positions that predict the outputs
     logprobs = torch.log_softmax(predicting, dim=-1)  # raw distribution: T = 1, no top-k/top-p
-    targets = ids[0, len(prompt_ids):]  # [O]
+    targets = ids[0, len(prompt_ids) :]  # [O]
     picked = logprobs.gather(1, targets[:, None])[:, 0]  # [O]
     return float(picked.sum()), int(targets.numel())
 
@@ -48,8 +49,9 @@ def perplexity(mean_logprobs: Sequence[float | None]) -> float | None:
 
 
 @torch.no_grad()
-def sample_logprobs(model, prompts: Sequence[Sequence[int]], outputs: Sequence[Sequence[int]],
-                    batch_size: int = 8) -> list[tuple[float, int]]:
+def sample_logprobs(
+    model, prompts: Sequence[Sequence[int]], outputs: Sequence[Sequence[int]], batch_size: int = 8
+) -> list[tuple[float, int]]:
     """``sample_logprob`` for many samples, ``batch_size`` sequences per forward.
 
     Sequences are right-padded (pads come after every real token, so causal attention and

@@ -9,6 +9,7 @@ does), so long and short outputs weigh by their tokens rather than one vote each
 - mean_accept_length = mean of every iteration's accepted length (None without drafts)
 - energy_j_per_token = Σ joules / Σ new tokens         (None if any window lacks a reading)
 """
+
 from __future__ import annotations
 
 from typing import Iterable, Mapping
@@ -21,9 +22,20 @@ def _ratio(numerator: float, denominator: float) -> float | None:
 def aggregate_speed(stats: Iterable[Mapping]) -> dict:
     """Cell totals and ratios from per-generation ``DecodeStats.as_dict()`` records."""
     stats = list(stats)
-    totals = {key: sum(s.get(key, 0) for s in stats)
-              for key in ("new_tokens", "target_calls", "draft_calls", "drafted", "accepted", "tree_nodes", "seconds",
-                          "target_seconds", "draft_seconds")}
+    totals = {
+        key: sum(s.get(key, 0) for s in stats)
+        for key in (
+            "new_tokens",
+            "target_calls",
+            "draft_calls",
+            "drafted",
+            "accepted",
+            "tree_nodes",
+            "seconds",
+            "target_seconds",
+            "draft_seconds",
+        )
+    }
     accept_lengths = [length for s in stats for length in s.get("accept_lengths", [])]
     n = len(stats)
     return {
@@ -53,8 +65,16 @@ def aggregate_energy(readings: Iterable[Mapping], new_tokens: int) -> dict:
     missing = [r for r in readings if r.get("joules") is None]
     if not readings or missing:
         reasons = sorted({r.get("reason") or "no reading" for r in missing}) or ["no decoding window"]
-        return {"energy_meter": readings[0].get("meter") if readings else None, "energy_j": None,
-                "energy_j_per_token": None, "energy_missing_reason": "; ".join(reasons)}
+        return {
+            "energy_meter": readings[0].get("meter") if readings else None,
+            "energy_j": None,
+            "energy_j_per_token": None,
+            "energy_missing_reason": "; ".join(reasons),
+        }
     joules = sum(r["joules"] for r in readings)
-    return {"energy_meter": readings[0].get("meter"), "energy_j": joules,
-            "energy_j_per_token": _ratio(joules, new_tokens), "energy_missing_reason": None}
+    return {
+        "energy_meter": readings[0].get("meter"),
+        "energy_j": joules,
+        "energy_j_per_token": _ratio(joules, new_tokens),
+        "energy_missing_reason": None,
+    }

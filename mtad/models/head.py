@@ -17,6 +17,7 @@ The head's vocabulary is restricted to `head_token_ids` (q = 0 elsewhere, which 
 lossless method exact). Shared with the target and never saved: the token embedding and the
 LM-head rows; the head file holds the fusion, the layer(s) and the norm.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -61,8 +62,13 @@ class HeadBody(nn.Module):
 class FeatureHead(nn.Module):
     """The head over the target's vocabulary; logits only on `head_token_ids` (-inf elsewhere)."""
 
-    def __init__(self, config: LlamaConfig, embed_tokens: nn.Embedding, lm_head_weight: torch.Tensor,
-                 head_token_ids: list[int] | None = None):
+    def __init__(
+        self,
+        config: LlamaConfig,
+        embed_tokens: nn.Embedding,
+        lm_head_weight: torch.Tensor,
+        head_token_ids: list[int] | None = None,
+    ):
         super().__init__()
         self.config = config
         self.vocab_size = config.vocab_size
@@ -105,14 +111,21 @@ class FeatureHead(nn.Module):
         return expand_to_vocabulary(head_logits, self.head_token_ids, self.vocab_size)
 
     # -- teacher-forced forwards (training, measurement)
-    def unroll(self, input_ids: torch.Tensor, features: torch.Tensor, steps: int = 1,
-               first_row: int = 0, valid: torch.Tensor | None = None) -> list[torch.Tensor]:
+    def unroll(
+        self,
+        input_ids: torch.Tensor,
+        features: torch.Tensor,
+        steps: int = 1,
+        first_row: int = 0,
+        valid: torch.Tensor | None = None,
+    ) -> list[torch.Tensor]:
         """Teacher-forced forward, unrolled `steps` times on its own predictions (training-time test).
 
         input_ids [B, T]; features [B, T, H]: the target's f_i at each position (shifted here:
         position i reads f_{i-1}, zeros at 0). valid [B, T]: False on left padding, whose keys
         no real row sees (each pad row sees itself only; positions are relative under rotary, so a
-        left-padded sequence computes what it would alone). Step 1 reads the target's features; step s > 1 reads step s-1's predictions, and its
+        left-padded sequence computes what it would alone). Step 1 reads the target's features; step
+        s > 1 reads step s-1's predictions, and its
         query at position i sees what a head drafting its s-th token sees: the step-1 keys of
         positions <= i-s+1 (committed, true features) and the step-m key of position i-s+m for
         m = 2..s (its own earlier drafts). Steps s > 1 run on rows >= first_row only (the rows a
@@ -165,10 +178,14 @@ def head_config_from_target(target_config, num_layers: int) -> LlamaConfig:
     values = target_config.to_dict()
     if target_config.model_type != "llama":
         heads = values["num_attention_heads"]
-        values = {"vocab_size": values["vocab_size"], "hidden_size": values["hidden_size"],
-                  "intermediate_size": values.get("intermediate_size") or values["ffn_dim"],
-                  "num_attention_heads": heads, "num_key_value_heads": values.get("num_key_value_heads") or heads,
-                  "max_position_embeddings": values.get("max_position_embeddings", 2048)}
+        values = {
+            "vocab_size": values["vocab_size"],
+            "hidden_size": values["hidden_size"],
+            "intermediate_size": values.get("intermediate_size") or values["ffn_dim"],
+            "num_attention_heads": heads,
+            "num_key_value_heads": values.get("num_key_value_heads") or heads,
+            "max_position_embeddings": values.get("max_position_embeddings", 2048),
+        }
     cfg = LlamaConfig.from_dict(values)
     cfg.num_hidden_layers = num_layers
     if hasattr(cfg, "quantization_config"):
@@ -180,8 +197,10 @@ def build_head(target, num_layers: int = 1, head_token_ids: list[int] | None = N
     """A randomly initialised head over `target` (fusion, layers and norm are its own)."""
     width = target.get_output_embeddings().weight.shape[1]
     if width != target.config.hidden_size:  # OPT-350m projects its last hidden state to a smaller width
-        raise ValueError(f"a feature head reads the LM head's input ({width} wide), which is not the target's "
-                         f"hidden size ({target.config.hidden_size}); such targets are not supported")
+        raise ValueError(
+            f"a feature head reads the LM head's input ({width} wide), which is not the target's "
+            f"hidden size ({target.config.hidden_size}); such targets are not supported"
+        )
     cfg = head_config_from_target(target.config, num_layers)
     torch.manual_seed(seed)
     head = FeatureHead(cfg, target.get_input_embeddings(), target.get_output_embeddings().weight, head_token_ids)
@@ -194,7 +213,9 @@ def build_head(target, num_layers: int = 1, head_token_ids: list[int] | None = N
     return head.to(target.dtype).eval()
 
 
-def save_head(head: FeatureHead, path: str | Path, dtype: torch.dtype = torch.bfloat16, extra_meta: dict | None = None) -> Path:
+def save_head(
+    head: FeatureHead, path: str | Path, dtype: torch.dtype = torch.bfloat16, extra_meta: dict | None = None
+) -> Path:
     """Write the head's own parameters (fusion, layers, norm) with its layout in the metadata."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -215,7 +236,9 @@ def load_head(path: str | Path, target, dtype: torch.dtype | None = None) -> Fea
     head = build_head(target, meta["num_layers"], meta["head_token_ids"])
     own, expected = load_file(str(path)), set(head.state_dict())
     if set(own) != expected:
-        raise ValueError(f"head file {path}: missing {sorted(expected - set(own))}, unexpected {sorted(set(own) - expected)}")
+        raise ValueError(
+            f"head file {path}: missing {sorted(expected - set(own))}, unexpected {sorted(set(own) - expected)}"
+        )
     head.load_state_dict({k: v.to(head.dtype) for k, v in own.items()})
     head.meta = meta
     return (head.to(dtype) if dtype is not None else head).eval()
@@ -246,8 +269,10 @@ def load_eagle_head(source: str | Path, target, dtype: torch.dtype | None = None
         folder = Path(snapshot_download(str(source), allow_patterns=["config.json", *EAGLE_WEIGHT_FILES]))
     config = _json.loads((folder / "config.json").read_text())
     if config.get("hidden_size") != target.config.hidden_size:
-        raise ValueError(f"EAGLE head {source}: hidden size {config.get('hidden_size')} is not the target's "
-                         f"{target.config.hidden_size}")
+        raise ValueError(
+            f"EAGLE head {source}: hidden size {config.get('hidden_size')} is not the target's "
+            f"{target.config.hidden_size}"
+        )
     weights = next((folder / name for name in EAGLE_WEIGHT_FILES if (folder / name).is_file()), None)
     if weights is None:
         raise FileNotFoundError(f"EAGLE head {source}: none of {EAGLE_WEIGHT_FILES} in {folder}")
@@ -264,8 +289,9 @@ def load_eagle_head(source: str | Path, target, dtype: torch.dtype | None = None
     ours = {("model." + k): v for k, v in state.items()}
     expected = set(head.state_dict())
     if set(ours) != expected:
-        raise ValueError(f"EAGLE head {source}: missing {sorted(expected - set(ours))}, "
-                         f"unexpected {sorted(set(ours) - expected)}")
+        raise ValueError(
+            f"EAGLE head {source}: missing {sorted(expected - set(ours))}, unexpected {sorted(set(ours) - expected)}"
+        )
     head.load_state_dict({k: v.to(target.dtype) for k, v in ours.items()})
     head = head.to(target.dtype)
     return (head.to(dtype) if dtype is not None else head).eval()

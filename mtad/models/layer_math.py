@@ -8,6 +8,7 @@ through these three steps, so the maths of a layer lives in one place:
     o = attend(layer, q, keys, values, mask)           # SDPA over whatever keys the caller holds
     x = finish_layer(layer, x, o)                      # o_proj + residual, MLP + residual
 """
+
 from __future__ import annotations
 
 import torch
@@ -30,8 +31,9 @@ def attention_inputs(layer, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tenso
 def attend(layer, q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
     """q [B, Hq, n, D] over keys/values [B, Hkv, kv, D] (bool mask [B or 1, 1, n, kv], None = all)
     -> [B, n, Hq * D]."""
-    o = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, scale=layer.self_attn.scaling,
-                                       enable_gqa=True)  # [B, Hq, n, D]
+    o = F.scaled_dot_product_attention(
+        q, keys, values, attn_mask=mask, scale=layer.self_attn.scaling, enable_gqa=True
+    )  # [B, Hq, n, D]
     return o.transpose(1, 2).reshape(q.shape[0], q.shape[2], -1)
 
 

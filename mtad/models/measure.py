@@ -15,6 +15,7 @@ side by side on the same prompts, answers and seeds:
    caches decoding uses) over a 200-token context, median of repeats.
 The goals the drafts are held to are checked here, on these numbers, and written with them.
 """
+
 from __future__ import annotations
 
 import random
@@ -42,7 +43,7 @@ GOALS = {"alpha_chat": 0.65, "alpha_each_family": 0.5, "mmtad_block_efficiency":
 
 
 def draft_kind(draft) -> str:
-    """"head" for a feature head, "layers" for a layer-subset draft, else the model's class."""
+    """ "head" for a feature head, "layers" for a layer-subset draft, else the model's class."""
     if is_feature_head(draft):
         return "head"
     return "layers" if isinstance(draft, LlamaDraftForCausalLM) else type(draft).__name__
@@ -71,9 +72,9 @@ def distribution_match(target, drafts: dict, prompts: list[list[int]], answers: 
         seq = torch.tensor(prompt + answer)[None]
         P, n = len(prompt), len(answer)
         out = target(input_ids=seq, output_hidden_states=True)
-        p_logits = out.logits[0, P - 1: P - 1 + n].float()  # [n, V], predicting the answer
+        p_logits = out.logits[0, P - 1 : P - 1 + n].float()  # [n, V], predicting the answer
         for name, draft in drafts.items():
-            q_logits = teacher_forced_q(draft, seq, out.hidden_states[-1])[P - 1: P - 1 + n].float()
+            q_logits = teacher_forced_q(draft, seq, out.hidden_states[-1])[P - 1 : P - 1 + n].float()
             stats = pair_stats(p_logits, q_logits)
             stats["tv"] = 0.5 * (p_logits.softmax(-1) - q_logits.softmax(-1)).abs().sum(-1)
             for key, val in stats.items():
@@ -93,7 +94,7 @@ def alpha_from_accept_lengths(mean_accepted: float, gamma: int = 4) -> float:
     lo, hi = 0.0, 1.0
     for _ in range(60):
         mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if sum(mid ** i for i in range(1, gamma + 1)) < mean_accepted else (lo, mid)
+        lo, hi = (mid, hi) if sum(mid**i for i in range(1, gamma + 1)) < mean_accepted else (lo, mid)
     return (lo + hi) / 2
 
 
@@ -104,19 +105,25 @@ def totals(stats: list) -> dict:
     return row | {"alpha": None if mean_accepted is None else alpha_from_accept_lengths(mean_accepted)}
 
 
-def decode_family(target, drafts: dict, eos: int, prompts: list[list[int]], max_new: int, seed: int,
-                  decode_path: str = "fast") -> dict:
+def decode_family(
+    target, drafts: dict, eos: int, prompts: list[list[int]], max_new: int, seed: int, decode_path: str = "fast"
+) -> dict:
     """Sampling, then every other method with every draft, on every prompt (same per-prompt seed),
     interleaved; totals per draft and method (each draft's table repeats sampling's row)."""
     stats = {name: {m: [] for m in METHODS} for name in drafts}
     for i, prompt in enumerate(prompts):
         ids = torch.tensor(prompt)[None]
-        runs = [("sampling", None, None)] + [(m, name, d) for name, d in drafts.items() for m in METHODS if m != "sampling"]
+        runs = [("sampling", None, None)] + [
+            (m, name, d) for name, d in drafts.items() for m in METHODS if m != "sampling"
+        ]
         for method, name, draft in runs:
-            dec = get_decoder(method, target=target, draft=draft, decode_path=decode_path, **SAMPLING_PARAMS,
-                              **METHODS[method])
-            out = dec.generate(ids, max_new_tokens=max_new, eos_token_id=eos, generator=torch.Generator().manual_seed(seed + i))
-            for key in ([name] if name else drafts):
+            dec = get_decoder(
+                method, target=target, draft=draft, decode_path=decode_path, **SAMPLING_PARAMS, **METHODS[method]
+            )
+            out = dec.generate(
+                ids, max_new_tokens=max_new, eos_token_id=eos, generator=torch.Generator().manual_seed(seed + i)
+            )
+            for key in [name] if name else drafts:
                 stats[key][method].append(out.stats)
     result = {}
     for name, by_method in stats.items():
@@ -141,16 +148,19 @@ def goals_met(result: dict) -> dict[str, bool]:
     return {
         "alpha_chat": (fam["chat"]["decoding"]["sps"]["alpha"] or 0) >= GOALS["alpha_chat"],
         "alpha_each_family": all((fam[f]["decoding"]["sps"]["alpha"] or 0) >= GOALS["alpha_each_family"] for f in fam),
-        "mmtad_block_efficiency": all(fam[f]["decoding"]["mmtad"]["block_efficiency"] >= GOALS["mmtad_block_efficiency"]
-                                      for f in fam),
-        "mtad_at_least_sps": all(fam[f]["decoding"]["mtad"]["block_efficiency"] >= fam[f]["decoding"]["sps"]["block_efficiency"]
-                                 for f in fam),
+        "mmtad_block_efficiency": all(
+            fam[f]["decoding"]["mmtad"]["block_efficiency"] >= GOALS["mmtad_block_efficiency"] for f in fam
+        ),
+        "mtad_at_least_sps": all(
+            fam[f]["decoding"]["mtad"]["block_efficiency"] >= fam[f]["decoding"]["sps"]["block_efficiency"] for f in fam
+        ),
         "draft_cost_ratio": result["cost"]["draft_over_target"] <= GOALS["draft_cost_ratio"],
     }
 
 
-def measure(target, tokenizer, drafts: dict, decode_path: str = "fast", per_family: int = 4, max_new: int = 48,
-            seed: int = 1234) -> dict:
+def measure(
+    target, tokenizer, drafts: dict, decode_path: str = "fast", per_family: int = 4, max_new: int = 48, seed: int = 1234
+) -> dict:
     """Every draft in `drafts` (name -> model) against `target` on the same held-out prompts.
     Returns {"drafts": {name: {"kind", "families": {f: {"distribution", "decoding"}}, "cost",
     "goals"}}, settings...}."""
@@ -168,25 +178,42 @@ def measure(target, tokenizer, drafts: dict, decode_path: str = "fast", per_fami
         d_ms = step_ms(target, draft)
         per_draft[name]["cost"] = {"target_step_ms": t_ms, "draft_step_ms": d_ms, "draft_over_target": d_ms / t_ms}
         per_draft[name]["goals"] = {"thresholds": GOALS, "met": goals_met(per_draft[name])}
-    return {"per_family": per_family, "max_new_tokens": max_new, "seed": seed, "methods": METHODS,
-            "setting": SAMPLING_PARAMS, "decode_path": decode_path, "drafts": per_draft}
+    return {
+        "per_family": per_family,
+        "max_new_tokens": max_new,
+        "seed": seed,
+        "methods": METHODS,
+        "setting": SAMPLING_PARAMS,
+        "decode_path": decode_path,
+        "drafts": per_draft,
+    }
 
 
 def markdown(result: dict, header: list[str]) -> str:
     drafts = result["drafts"]
     families = list(next(iter(drafts.values()))["families"])
-    lines = header + ["", "## Distribution match (teacher-forced on target answers at the paper's setting)", "",
-                      "| family | draft | positions | argmax agreement | mean TV(p, q) | E[accept] T=1 | E[accept] paper |",
-                      "|---|---|---|---|---|---|---|"]
+    lines = header + [
+        "",
+        "## Distribution match (teacher-forced on target answers at the paper's setting)",
+        "",
+        "| family | draft | positions | argmax agreement | mean TV(p, q) | E[accept] T=1 | E[accept] paper |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for f in families:
         for name, r in drafts.items():
             d = r["families"][f]["distribution"]
-            lines.append(f"| {f} | {name} | {d['positions']} | {d['argmax_agree']:.3f} | {d['tv']:.3f} | "
-                         f"{d['accept_t1']:.3f} | {d['accept_paper']:.3f} |")
-    lines += ["", "## Decoding at the paper's setting (gamma 4; SpecTr 4 drafts; SpecInfer (4, 1, 1, 1); "
-              "MTAD/MMTAD W 4, tau 0.5)", "",
-              "| family | draft | method | block efficiency | acceptance (accepted/drafted) | alpha (per token) | tokens/s | vs sampling |",
-              "|---|---|---|---|---|---|---|---|"]
+            lines.append(
+                f"| {f} | {name} | {d['positions']} | {d['argmax_agree']:.3f} | {d['tv']:.3f} | "
+                f"{d['accept_t1']:.3f} | {d['accept_paper']:.3f} |"
+            )
+    lines += [
+        "",
+        "## Decoding at the paper's setting (gamma 4; SpecTr 4 drafts; SpecInfer (4, 1, 1, 1); "
+        "MTAD/MMTAD W 4, tau 0.5)",
+        "",
+        "| family | draft | method | block efficiency | acceptance (accepted/drafted) | alpha (per token) | tokens/s | vs sampling |",  # noqa: E501 (a table's header row)
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for f in families:
         for i, (name, r) in enumerate(drafts.items()):
             for m, row in r["families"][f]["decoding"].items():
@@ -194,26 +221,48 @@ def markdown(result: dict, header: list[str]) -> str:
                     continue  # one sampling row per family (the same runs)
                 acc = "—" if row["acceptance_rate"] is None else f"{row['acceptance_rate']:.3f}"
                 alpha = "—" if row["alpha"] is None else f"{row['alpha']:.3f}"
-                lines.append(f"| {f} | {'—' if m == 'sampling' else name} | {m} | {row['block_efficiency']:.2f} | {acc} | "
-                             f"{alpha} | {row['tokens_per_s']:.1f} | {row['speedup_vs_sampling']:.2f}x |")
-    lines += ["", "## Cost (fast decode path, one-token forward over a 200-token context)", "",
-              "| draft | target step (ms) | draft step (ms) | draft / target |", "|---|---|---|---|"]
+                lines.append(
+                    f"| {f} | {'—' if m == 'sampling' else name} | {m} | {row['block_efficiency']:.2f} | {acc} | "
+                    f"{alpha} | {row['tokens_per_s']:.1f} | {row['speedup_vs_sampling']:.2f}x |"
+                )
+    lines += [
+        "",
+        "## Cost (fast decode path, one-token forward over a 200-token context)",
+        "",
+        "| draft | target step (ms) | draft step (ms) | draft / target |",
+        "|---|---|---|---|",
+    ]
     for name, r in drafts.items():
         c = r["cost"]
-        lines.append(f"| {name} | {c['target_step_ms']:.1f} | {c['draft_step_ms']:.1f} | {c['draft_over_target']:.1%} |")
+        lines.append(
+            f"| {name} | {c['target_step_ms']:.1f} | {c['draft_step_ms']:.1f} | {c['draft_over_target']:.1%} |"
+        )
     th = GOALS
-    names = {"alpha_chat": ("sps alpha on chat", f">= {th['alpha_chat']}"),
-             "alpha_each_family": ("sps alpha on every family", f">= {th['alpha_each_family']}"),
-             "mmtad_block_efficiency": ("mmtad block efficiency on every family", f">= {th['mmtad_block_efficiency']}"),
-             "mtad_at_least_sps": ("mtad block efficiency >= sps's on every family", "—"),
-             "draft_cost_ratio": ("draft step / target step", f"<= {th['draft_cost_ratio']}")}
-    lines += ["", "## Goals", "", "| goal | threshold | " + " | ".join(drafts) + " |",
-              "|---|---|" + "---|" * len(drafts)]
+    names = {
+        "alpha_chat": ("sps alpha on chat", f">= {th['alpha_chat']}"),
+        "alpha_each_family": ("sps alpha on every family", f">= {th['alpha_each_family']}"),
+        "mmtad_block_efficiency": ("mmtad block efficiency on every family", f">= {th['mmtad_block_efficiency']}"),
+        "mtad_at_least_sps": ("mtad block efficiency >= sps's on every family", "—"),
+        "draft_cost_ratio": ("draft step / target step", f"<= {th['draft_cost_ratio']}"),
+    }
+    lines += [
+        "",
+        "## Goals",
+        "",
+        "| goal | threshold | " + " | ".join(drafts) + " |",
+        "|---|---|" + "---|" * len(drafts),
+    ]
     for key, (label, threshold) in names.items():
-        lines.append(f"| {label} | {threshold} | " + " | ".join("yes" if r["goals"]["met"][key] else "no"
-                                                          for r in drafts.values()) + " |")
-    lines += ["", "alpha = the per-token acceptance probability that gives sps's observed mean accepted length "
-              "(sum_{i<=4} alpha^i); E[accept] = sum_x min(p', q') is its teacher-forced estimate (for a head: of "
-              "the first drafted token). Block efficiency and acceptance are counts, free of machine load; tokens/s "
-              "depends on the machine and its load."]
+        lines.append(
+            f"| {label} | {threshold} | "
+            + " | ".join("yes" if r["goals"]["met"][key] else "no" for r in drafts.values())
+            + " |"
+        )
+    lines += [
+        "",
+        "alpha = the per-token acceptance probability that gives sps's observed mean accepted length "
+        "(sum_{i<=4} alpha^i); E[accept] = sum_x min(p', q') is its teacher-forced estimate (for a head: of "
+        "the first drafted token). Block efficiency and acceptance are counts, free of machine load; tokens/s "
+        "depends on the machine and its load.",
+    ]
     return "\n".join(lines) + "\n"

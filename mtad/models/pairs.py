@@ -1,8 +1,9 @@
 """Target/draft pairs: read `conf/pair/<name>.yaml`, load both models and one tokenizer.
 
-    pair = load_pair("smollm2_135m", device="cpu", target_dtype="bfloat16")
-    pair.target, pair.draft, pair.tokenizer, pair.eos_token_id, pair.name, pair.config, pair.decode_path
+pair = load_pair("smollm2_135m", device="cpu", target_dtype="bfloat16")
+pair.target, pair.draft, pair.tokenizer, pair.eos_token_id, pair.name, pair.config, pair.decode_path
 """
+
 from __future__ import annotations
 
 import copy
@@ -34,7 +35,9 @@ def pair_config(name_or_cfg: str | Mapping, **overrides) -> dict:
     if isinstance(name_or_cfg, str):
         path = pair_conf_dir() / f"{name_or_cfg}.yaml"
         if not path.is_file():
-            raise KeyError(f"unknown pair {name_or_cfg!r}; valid pairs: {', '.join(list_pairs())} (in {pair_conf_dir()})")
+            raise KeyError(
+                f"unknown pair {name_or_cfg!r}; valid pairs: {', '.join(list_pairs())} (in {pair_conf_dir()})"
+            )
         from omegaconf import OmegaConf
 
         cfg = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
@@ -42,7 +45,11 @@ def pair_config(name_or_cfg: str | Mapping, **overrides) -> dict:
         try:
             from omegaconf import DictConfig, OmegaConf
 
-            cfg = OmegaConf.to_container(name_or_cfg, resolve=True) if isinstance(name_or_cfg, DictConfig) else copy.deepcopy(dict(name_or_cfg))
+            cfg = (
+                OmegaConf.to_container(name_or_cfg, resolve=True)
+                if isinstance(name_or_cfg, DictConfig)
+                else copy.deepcopy(dict(name_or_cfg))
+            )
         except ImportError:  # pragma: no cover
             cfg = copy.deepcopy(dict(name_or_cfg))
     for key, value in overrides.items():
@@ -57,7 +64,9 @@ def pair_config(name_or_cfg: str | Mapping, **overrides) -> dict:
     from mtad.decoding.static_kv import DECODE_PATHS
 
     if cfg.get("decode_path", "fast") not in DECODE_PATHS:
-        raise ValueError(f"pair {cfg.get('name')!r}: decode_path must be one of {DECODE_PATHS}, got {cfg['decode_path']!r}")
+        raise ValueError(
+            f"pair {cfg.get('name')!r}: decode_path must be one of {DECODE_PATHS}, got {cfg['decode_path']!r}"
+        )
     for part in ("target", "draft"):
         source = (cfg.get(part) or {}).get("source")
         if source not in SOURCES:
@@ -111,7 +120,9 @@ def load_target_and_tokenizer(cfg: dict, device: str | None = None, dtype: str |
         from .tiny import tiny_model, tiny_tokenizer
 
         tokenizer = tiny_tokenizer(spec.get("tokenizer", "default"))
-        model = tiny_model(spec.get("family", "llama"), len(tokenizer), int(spec.get("seed", 0)), **spec.get("overrides", {})).to(torch_dtype)
+        model = tiny_model(
+            spec.get("family", "llama"), len(tokenizer), int(spec.get("seed", 0)), **spec.get("overrides", {})
+        ).to(torch_dtype)
     else:
         raise ValueError(f"target.source {spec['source']!r} is not valid for a target")
     return _place(model, cfg).eval(), tokenizer
@@ -130,7 +141,8 @@ def load_draft_model(cfg: dict, target, dtype: str | None = None):
         path = path if path.is_absolute() else ASSETS_DIR / path
         if not path.is_file():
             raise FileNotFoundError(
-                f"draft file {path} not found; build it with `make draft` (scripts/distill_draft.py --pair {cfg['name']}) "
+                f"draft file {path} not found; build it with `make draft` "
+                f"(scripts/distill_draft.py --pair {cfg['name']}) "
                 f"and export it with `scripts/distill_draft.py --pair {cfg['name']} --export`"
             )
         return load_draft(path, target, dtype=torch_dtype).to(next(target.parameters()).device), None
@@ -148,7 +160,8 @@ def load_draft_model(cfg: dict, target, dtype: str | None = None):
         if not path.is_file():
             raise FileNotFoundError(
                 f"feature head file {path} not found; train it with `make draft PAIR={cfg['name']}` "
-                f"(scripts/distill_draft.py produce|train|export --pair {cfg['name']})")
+                f"(scripts/distill_draft.py produce|train|export --pair {cfg['name']})"
+            )
         return load_head(path, target, dtype=torch_dtype).to(device), None
     if spec["source"] == "hub":
         model = AutoModelForCausalLM.from_pretrained(spec["id"], **_hub_kwargs(cfg, torch_dtype))
@@ -158,7 +171,9 @@ def load_draft_model(cfg: dict, target, dtype: str | None = None):
         from .tiny import tiny_model, tiny_tokenizer
 
         tokenizer = tiny_tokenizer(spec.get("tokenizer", "default"))
-        model = tiny_model(spec.get("family", "llama"), len(tokenizer), int(spec.get("seed", 1)), **spec.get("overrides", {})).to(torch_dtype)
+        model = tiny_model(
+            spec.get("family", "llama"), len(tokenizer), int(spec.get("seed", 1)), **spec.get("overrides", {})
+        ).to(torch_dtype)
         return _place(model, cfg).eval(), tokenizer
     raise ValueError(f"draft.source {spec['source']!r} is not valid for a draft")
 

@@ -6,6 +6,7 @@ random-weight configs whose `vocab_size` is that tokenizer's size. A larger
 `initializer_range` than the default makes the random next-token distributions peaked and
 different between seeds, which is what tests of acceptance rules want.
 """
+
 from __future__ import annotations
 
 import functools
@@ -53,8 +54,10 @@ def _tokenizer_json(variant: str) -> str:
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=VOCAB_SIZE[variant], special_tokens=SPECIAL_TOKENS,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False,
+        vocab_size=VOCAB_SIZE[variant],
+        special_tokens=SPECIAL_TOKENS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
     )
     tok.train_from_iterator(CORPUS[variant], trainer=trainer)
     return tok.to_str()
@@ -67,30 +70,57 @@ def tiny_tokenizer(variant: str = "default"):
 
     return PreTrainedTokenizerFast(
         tokenizer_object=Tokenizer.from_str(_tokenizer_json(variant)),
-        bos_token="<|im_start|>", eos_token="<|im_end|>", pad_token="<|endoftext|>", unk_token=None,
+        bos_token="<|im_start|>",
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+        unk_token=None,
         chat_template=CHAT_TEMPLATE,
     )
 
 
-def tiny_model(family: str, vocab_size: int, seed: int, hidden_size: int = 32, num_layers: int = 2,
-               initializer_range: float = 0.3, **extra):
+def tiny_model(
+    family: str,
+    vocab_size: int,
+    seed: int,
+    hidden_size: int = 32,
+    num_layers: int = 2,
+    initializer_range: float = 0.3,
+    **extra,
+):
     """A seeded random-weight causal LM of the given family ("llama" or "opt")."""
     from transformers import LlamaConfig, LlamaForCausalLM, OPTConfig, OPTForCausalLM
 
     if family == "llama":
         config = LlamaConfig(
-            vocab_size=vocab_size, hidden_size=hidden_size, intermediate_size=2 * hidden_size,
-            num_hidden_layers=num_layers, num_attention_heads=4, num_key_value_heads=2,
-            max_position_embeddings=1024, initializer_range=initializer_range,
-            bos_token_id=1, eos_token_id=2, pad_token_id=0, tie_word_embeddings=False, **extra,
+            vocab_size=vocab_size,
+            hidden_size=hidden_size,
+            intermediate_size=2 * hidden_size,
+            num_hidden_layers=num_layers,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            max_position_embeddings=1024,
+            initializer_range=initializer_range,
+            bos_token_id=1,
+            eos_token_id=2,
+            pad_token_id=0,
+            tie_word_embeddings=False,
+            **extra,
         )
         cls = LlamaForCausalLM
     elif family == "opt":
         config = OPTConfig(
-            vocab_size=vocab_size, hidden_size=hidden_size, ffn_dim=2 * hidden_size,
-            num_hidden_layers=num_layers, num_attention_heads=4, word_embed_proj_dim=hidden_size,
-            max_position_embeddings=1024, init_std=initializer_range,
-            bos_token_id=1, eos_token_id=2, pad_token_id=0, **extra,
+            vocab_size=vocab_size,
+            hidden_size=hidden_size,
+            ffn_dim=2 * hidden_size,
+            num_hidden_layers=num_layers,
+            num_attention_heads=4,
+            word_embed_proj_dim=hidden_size,
+            max_position_embeddings=1024,
+            init_std=initializer_range,
+            bos_token_id=1,
+            eos_token_id=2,
+            pad_token_id=0,
+            **extra,
         )
         cls = OPTForCausalLM
     else:

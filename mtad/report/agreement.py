@@ -21,6 +21,7 @@ measure the same thing show any disagreement at all with probability at most α 
     python -m mtad.report.agreement cells results/runs results/local/runs --experiment table2
     python -m mtad.report.agreement claims results/claims/claims.json /other/claims.json
 """
+
 from __future__ import annotations
 
 import argparse
@@ -43,10 +44,14 @@ RESAMPLES = 4999
 # figure -> (per-example columns, statistic on machine A's then B's columns)
 FIGURES = {
     "mean_logprob": (["mean_logprob"], lambda a, b, axis=-1: np.mean(a, axis) - np.mean(b, axis)),
-    "block_efficiency": (["new_tokens", "target_calls"],
-                         lambda na, da, nb, db, axis=-1: iv.rate(na, da, axis) - iv.rate(nb, db, axis)),
-    "acceptance_rate": (["accepted", "drafted"],
-                        lambda na, da, nb, db, axis=-1: iv.rate(na, da, axis) - iv.rate(nb, db, axis)),
+    "block_efficiency": (
+        ["new_tokens", "target_calls"],
+        lambda na, da, nb, db, axis=-1: iv.rate(na, da, axis) - iv.rate(nb, db, axis),
+    ),
+    "acceptance_rate": (
+        ["accepted", "drafted"],
+        lambda na, da, nb, db, axis=-1: iv.rate(na, da, axis) - iv.rate(nb, db, axis),
+    ),
     "score": (["score"], lambda a, b, axis=-1: np.mean(a, axis) - np.mean(b, axis)),
 }
 MACHINE_CLAIMS = ("C3", "C4")  # tokens/s and energy: properties of the machine, not of the method
@@ -54,13 +59,13 @@ MACHINE_CLAIMS = ("C3", "C4")  # tokens/s and energy: properties of the machine,
 
 @dataclass
 class Agreement:
-    what: str                  # "<task>/<method>: <figure>" or "<claim> <comparison> (<task>)"
+    what: str  # "<task>/<method>: <figure>" or "<claim> <comparison> (<task>)"
     a: float | None
     b: float | None
-    low: float | None          # interval of a − b (cells) or of the allowed difference (claims)
+    low: float | None  # interval of a − b (cells) or of the allowed difference (claims)
     high: float | None
     n: int
-    agree: bool | None         # None: not comparable (no data on one side, or a machine figure)
+    agree: bool | None  # None: not comparable (no data on one side, or a machine figure)
     note: str = ""
 
 
@@ -72,13 +77,20 @@ def _examples(root: str | Path, experiment: str | None = None) -> pd.DataFrame:
     return example_frame(cells)
 
 
-def compare_cells(root_a: str | Path, root_b: str | Path, alpha: float = ALPHA, resamples: int = RESAMPLES,
-                  experiment: str | None = None) -> list[Agreement]:
+def compare_cells(
+    root_a: str | Path,
+    root_b: str | Path,
+    alpha: float = ALPHA,
+    resamples: int = RESAMPLES,
+    experiment: str | None = None,
+) -> list[Agreement]:
     """Every (task, method, figure) both roots measured (of ``experiment``, else of every
     experiment: keep one per root), paired over the examples both finished."""
     frames = {"A": _examples(root_a, experiment), "B": _examples(root_b, experiment)}
-    keys = sorted(set(map(tuple, frames["A"][["task", "method"]].drop_duplicates().values))
-                  & set(map(tuple, frames["B"][["task", "method"]].drop_duplicates().values)))
+    keys = sorted(
+        set(map(tuple, frames["A"][["task", "method"]].drop_duplicates().values))
+        & set(map(tuple, frames["B"][["task", "method"]].drop_duplicates().values))
+    )
     plans = []
     for task, method in keys:
         sides = {s: f[(f["task"] == task) & (f["method"] == method)].assign(method=s) for s, f in frames.items()}
@@ -92,13 +104,27 @@ def compare_cells(root_a: str | Path, root_b: str | Path, alpha: float = ALPHA, 
     out = []
     for what, columns, statistic, arrays in plans:
         half = len(arrays) // 2
-        value = (lambda xs: float(np.mean(xs[0]))) if len(columns) == 1 else \
-            (lambda xs: float(np.sum(xs[0]) / np.sum(xs[1])))
-        interval = iv.bootstrap_interval(statistic, arrays, confidence=confidence, resamples=resamples,
-                                         method="percentile")
+        value = (
+            (lambda xs: float(np.mean(xs[0])))
+            if len(columns) == 1
+            else (lambda xs: float(np.sum(xs[0]) / np.sum(xs[1])))
+        )
+        interval = iv.bootstrap_interval(
+            statistic, arrays, confidence=confidence, resamples=resamples, method="percentile"
+        )
         agree = interval.contains(0.0) if interval.available else None
-        out.append(Agreement(what, value(arrays[:half]), value(arrays[half:]), interval.low, interval.high,
-                             interval.n, agree, interval.reason or ""))
+        out.append(
+            Agreement(
+                what,
+                value(arrays[:half]),
+                value(arrays[half:]),
+                interval.low,
+                interval.high,
+                interval.n,
+                agree,
+                interval.reason or "",
+            )
+        )
     return out
 
 
@@ -110,8 +136,10 @@ def exact_summary(root_a: str | Path, root_b: str | Path, experiment: str | None
     base_a, base_b = Path(root_a) / (experiment or ""), Path(root_b) / (experiment or "")
     names = [c.relative_to(base_a) for c in find_cells(base_a) if (base_b / c.relative_to(base_a)).is_dir()]
     same = [n for n in names if not compare_cell(base_a / n, base_b / n, str(n))]
-    return (f"{len(same)} of {len(names)} cells both roots hold reproduce exactly (tokens, counts; "
-            "log-probabilities within the dtype's tolerance); the others are compared statistically below.")
+    return (
+        f"{len(same)} of {len(names)} cells both roots hold reproduce exactly (tokens, counts; "
+        "log-probabilities within the dtype's tolerance); the others are compared statistically below."
+    )
 
 
 def _claim_key(row: dict) -> str:
@@ -143,22 +171,37 @@ def compare_claims(report_a: dict, report_b: dict, alpha: float = ALPHA) -> list
         else:
             agree, low, high = None, None, None
         machine = ra["claim"] in MACHINE_CLAIMS
-        out.append(Agreement(key, ea, eb, low, high, min(ia.get("n") or 0, ib.get("n") or 0),
-                             None if machine else agree,
-                             ("a property of the machine: not required to agree; " if machine else "") + verdicts))
+        out.append(
+            Agreement(
+                key,
+                ea,
+                eb,
+                low,
+                high,
+                min(ia.get("n") or 0, ib.get("n") or 0),
+                None if machine else agree,
+                ("a property of the machine: not required to agree; " if machine else "") + verdicts,
+            )
+        )
     return out
 
 
 def to_markdown(rows: list[Agreement], label_a: str, label_b: str, alpha: float = ALPHA) -> str:
     compared = [r for r in rows if r.agree is not None]
     failed = [r for r in compared if not r.agree]
-    lines = [f"Agreement of `{label_a}` (A) and `{label_b}` (B): {len(compared) - len(failed)} of {len(compared)} "
-             f"figures agree (each at confidence 1 − {alpha:g}/{max(len(compared), 1)}, Bonferroni).", "",
-             "| figure | A | B | n | allowed A − B | agree | note |", "|---|---|---|---|---|---|---|"]
+    lines = [
+        f"Agreement of `{label_a}` (A) and `{label_b}` (B): {len(compared) - len(failed)} of {len(compared)} "
+        f"figures agree (each at confidence 1 − {alpha:g}/{max(len(compared), 1)}, Bonferroni).",
+        "",
+        "| figure | A | B | n | allowed A − B | agree | note |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         span = "–" if r.low is None else f"[{r.low:+.4g}, {r.high:+.4g}]"
-        lines.append(f"| {r.what} | {_num(r.a)} | {_num(r.b)} | {r.n} | {span} | "
-                     f"{'–' if r.agree is None else ('yes' if r.agree else '**no**')} | {r.note} |")
+        lines.append(
+            f"| {r.what} | {_num(r.a)} | {_num(r.b)} | {r.n} | {span} | "
+            f"{'–' if r.agree is None else ('yes' if r.agree else '**no**')} | {r.note} |"
+        )
     return "\n".join(lines) + "\n"
 
 

@@ -35,6 +35,7 @@ provenance     git_commit, git_dirty, git_diff_sha256 (the code state of the cel
 config         param.<name> for every method hyperparameter (param.gamma, param.threshold,
                ...), max_new_tokens (the task's token limit)
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -56,7 +57,9 @@ def primary_score(task: str, scores: dict) -> tuple[str | None, float | None]:
     if task_class is None or task_class.primary_score not in scores:
         return None, None
     value = scores[task_class.primary_score]
-    return task_class.primary_score, float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+    return task_class.primary_score, float(value) if isinstance(value, int | float) and not isinstance(
+        value, bool
+    ) else None
 
 
 def find_cells(root: str | Path) -> list[Path]:
@@ -109,7 +112,11 @@ def cell_row(root: Path, directory: Path) -> dict:
         row.setdefault(key, env.get(key))
     row["devices"] = ",".join(env.get("devices", [])) or None
     git = env.get("git") or {}
-    row["git_commit"], row["git_dirty"], row["git_diff_sha256"] = git.get("commit"), git.get("dirty"), git.get("diff_sha256")
+    row["git_commit"], row["git_dirty"], row["git_diff_sha256"] = (
+        git.get("commit"),
+        git.get("dirty"),
+        git.get("diff_sha256"),
+    )
     row["provenance"] = cell_provenance(env)
     return row
 

@@ -25,6 +25,7 @@ The rows, their figures and the paper version each figure comes from are ``mtad.
 Every interval is a paired bootstrap over prompts (``mtad.report.intervals``); the verdict rule
 is written at the top of the report. Output: ``results/claims/<name>.md`` and ``.json``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,8 +42,15 @@ import pandas as pd
 from mtad.interleaved import compose, run_interleaved  # first: it reads the code state at start-up
 from mtad.report import intervals as iv
 from mtad.report.cells import load_cells
-from mtad.report.claims_theory import (APPROXIMATORS, NO_BOUND, ExactnessSettings, TheorySettings,
-                                       approximation_rows, exactness_rows, zero_distance_check)
+from mtad.report.claims_theory import (
+    APPROXIMATORS,
+    NO_BOUND,
+    ExactnessSettings,
+    TheorySettings,
+    approximation_rows,
+    exactness_rows,
+    zero_distance_check,
+)
 from mtad.report.examples import example_frame, paired
 from mtad.methods import LABELS
 from mtad.report.paper import VERSIONS, PaperClaim, claims_of, methods_needed
@@ -50,7 +58,7 @@ from mtad.tasks import TASKS
 
 log = logging.getLogger("mtad.claims")
 
-DEFAULT_METHODS = tuple(methods_needed())   # every method some claim compares
+DEFAULT_METHODS = tuple(methods_needed())  # every method some claim compares
 PAPER_TASKS = tuple(name for name, task in TASKS.items() if task.primary_score)  # the tasks with a score
 
 
@@ -59,9 +67,9 @@ class ClaimsSettings:
     """The ``claims:`` section of an experiment (every key optional; these are the defaults)."""
 
     methods: list = field(default_factory=lambda: list(DEFAULT_METHODS))
-    tasks: list | None = None          # set: the experiment is run (interleaved) before the report
-    max_minutes: float | None = None   # stop starting prompts after this long (a rerun continues)
-    zero_score_evidence: str | None = None   # experiment whose cells speak for paper tasks not run here
+    tasks: list | None = None  # set: the experiment is run (interleaved) before the report
+    max_minutes: float | None = None  # stop starting prompts after this long (a rerun continues)
+    zero_score_evidence: str | None = None  # experiment whose cells speak for paper tasks not run here
     confidence: float = iv.CONFIDENCE
     resamples: int = iv.RESAMPLES
     interval: str = "BCa"
@@ -76,38 +84,42 @@ class ClaimsSettings:
         unknown = sorted(set(section) - set(cls.__dataclass_fields__))
         if unknown:
             raise ValueError(f"unknown key(s) {unknown} under claims:; valid: {sorted(cls.__dataclass_fields__)}")
-        theory = TheorySettings(**{k: tuple(v) if isinstance(v, list) else v
-                                   for k, v in (section.pop("theory", None) or {}).items()})
+        theory = TheorySettings(
+            **{k: tuple(v) if isinstance(v, list) else v for k, v in (section.pop("theory", None) or {}).items()}
+        )
         exact = section.pop("exactness", None) or {}
         if "cases" in exact:
-            exact["cases"] = tuple((c["method"], {k: tuple(v) if isinstance(v, list) else v
-                                                  for k, v in c.get("params", {}).items()}) for c in exact["cases"])
+            exact["cases"] = tuple(
+                (c["method"], {k: tuple(v) if isinstance(v, list) else v for k, v in c.get("params", {}).items()})
+                for c in exact["cases"]
+            )
         return cls(**section, theory=theory, exactness=ExactnessSettings(**exact))
 
 
 # ----------------------------------------------------------------------------- one claim row
 @dataclass
 class Claim:
-    claim: str             # "C1" ... "C6"
-    comparison: str        # e.g. "MTAD vs sampling: PPL ratio − 1"
-    task: str              # the prompts ("chat", "cnndm", ...) or "tiny model"
-    paper: str             # the paper's figure, as text
+    claim: str  # "C1" ... "C6"
+    comparison: str  # e.g. "MTAD vs sampling: PPL ratio − 1"
+    task: str  # the prompts ("chat", "cnndm", ...) or "tiny model"
+    paper: str  # the paper's figure, as text
     paper_value: float | None
-    unit: str              # "relative" (−0.21 = −21%), "ratio" (1.42×), "tv", "pvalue", "logprob"
+    unit: str  # "relative" (−0.21 = −21%), "ratio" (1.42×), "tv", "pvalue", "logprob"
     null: float | None
     direction: int | None  # +1: the paper claims above null; −1: below
     interval: iv.Interval | None = None
     verdict: str = iv.NOT_MEASURABLE
     reason: str | None = None
-    beside: dict = field(default_factory=dict)   # e.g. the block-efficiency ratio next to a speed ratio
-    source: str = ""       # the experiment whose cells gave it
-    version: str = ""      # the paper version the figure and the statement come from (paper.VERSIONS)
+    beside: dict = field(default_factory=dict)  # e.g. the block-efficiency ratio next to a speed ratio
+    source: str = ""  # the experiment whose cells gave it
+    version: str = ""  # the paper version the figure and the statement come from (paper.VERSIONS)
 
     @classmethod
     def of(cls, paper_claim: PaperClaim, comparison: str, task: str, source: str) -> "Claim":
         c = paper_claim
-        return cls(c.claim, comparison, task, c.paper, c.figure, c.unit, c.null, c.direction, source=source,
-                   version=c.version)
+        return cls(
+            c.claim, comparison, task, c.paper, c.figure, c.unit, c.null, c.direction, source=source, version=c.version
+        )
 
     def finish(self) -> "Claim":
         if self.reason and (self.interval is None or self.interval.estimate is None):
@@ -120,16 +132,20 @@ class Claim:
         d = asdict(self)
         d["interval"] = self.interval.as_dict() if self.interval else None
         d["detectable_effect"] = iv.detectable_effect(self.interval) if self.interval else None
-        d["paper_inside_interval"] = self.interval.contains(self.paper_value) \
-            if self.interval is not None and self.paper_value is not None else None
+        d["paper_inside_interval"] = (
+            self.interval.contains(self.paper_value)
+            if self.interval is not None and self.paper_value is not None
+            else None
+        )
         d["beside"] = {k: (v.as_dict() if isinstance(v, iv.Interval) else v) for k, v in self.beside.items()}
         d["version_label"] = VERSIONS[self.version].label if self.version in VERSIONS else self.version
         return d
 
 
 def _boot(settings: ClaimsSettings, statistic, arrays) -> iv.Interval:
-    return iv.bootstrap_interval(statistic, arrays, confidence=settings.confidence, resamples=settings.resamples,
-                                 method=settings.interval)
+    return iv.bootstrap_interval(
+        statistic, arrays, confidence=settings.confidence, resamples=settings.resamples, method=settings.interval
+    )
 
 
 def _pairs(frame: pd.DataFrame, task: str, methods: list[str], columns: list[str]) -> pd.DataFrame:
@@ -163,8 +179,9 @@ def perplexity_claims(frame, tasks, settings, source) -> list[Claim]:
             if wide.empty:
                 claim.reason = f"no prompt finished by both {method} and {base}"
             else:
-                claim.interval = _boot(settings, iv.perplexity_change,
-                                       [wide[f"{method}.mean_logprob"], wide[f"{base}.mean_logprob"]])
+                claim.interval = _boot(
+                    settings, iv.perplexity_change, [wide[f"{method}.mean_logprob"], wide[f"{base}.mean_logprob"]]
+                )
             claims.append(claim.finish())
     return claims
 
@@ -192,15 +209,18 @@ def quality_claims(frame, cells, tasks, settings, source) -> list[Claim]:
                 claim.reason = _score_reason(cells, task) or f"no task score recorded for {task}"
             elif (scored["score"] == 0).all():
                 n = scored.groupby("method")["id"].nunique()
-                claim.reason = (f"the target scores 0 on every example for every method "
-                                f"({', '.join(f'{LABELS.get(m, m)} {n.get(m, 0)}' for m in methods_here)} examples)")
+                claim.reason = (
+                    f"the target scores 0 on every example for every method "
+                    f"({', '.join(f'{LABELS.get(m, m)} {n.get(m, 0)}' for m in methods_here)} examples)"
+                )
             else:
                 wide = _pairs(frame, task, [method, base], ["score"])
                 if wide.empty:
                     claim.reason = f"no example scored for both {method} and {base}"
                 else:
-                    claim.interval = _boot(settings, iv.relative_change, [wide[f"{method}.score"],
-                                                                          wide[f"{base}.score"]])
+                    claim.interval = _boot(
+                        settings, iv.relative_change, [wide[f"{method}.score"], wide[f"{base}.score"]]
+                    )
                     if claim.interval.estimate is None:
                         claim.reason = f"{base} scores 0 on these examples: no relative change"
             claims.append(claim.finish())
@@ -214,8 +234,9 @@ def speed_claims(frame, tasks, settings, source, timing) -> list[Claim]:
     for task in tasks:
         for paper_claim in claims_of("speed"):
             methods = [paper_claim.method, *paper_claim.baselines]
-            claim = Claim.of(paper_claim, f"{LABELS[paper_claim.method]} / {_against(paper_claim)}: tokens/s ratio",
-                             task, source)
+            claim = Claim.of(
+                paper_claim, f"{LABELS[paper_claim.method]} / {_against(paper_claim)}: tokens/s ratio", task, source
+            )
             wide = _pairs(frame, task, methods, ["new_tokens", "seconds", "target_calls"])
             missing = _not_run(frame, task, methods)
             if missing:
@@ -225,7 +246,8 @@ def speed_claims(frame, tasks, settings, source, timing) -> list[Claim]:
             else:
                 claim.interval = _boot(settings, iv.rate_over_best, _columns(wide, methods, ["new_tokens", "seconds"]))
                 claim.beside["block_efficiency_ratio"] = _boot(
-                    settings, iv.rate_over_best, _columns(wide, methods, ["new_tokens", "target_calls"]))
+                    settings, iv.rate_over_best, _columns(wide, methods, ["new_tokens", "target_calls"])
+                )
                 claim.beside["timing"] = timing
             claims.append(claim.finish())
     return claims
@@ -243,10 +265,15 @@ def energy_claims(frame, cells, tasks, settings, source) -> list[Claim]:
     for task in tasks:
         for paper_claim in claims_of("energy"):
             methods = [paper_claim.method, *paper_claim.baselines]
-            claim = Claim.of(paper_claim, f"{_against(paper_claim)} / {LABELS[paper_claim.method]}: energy per "
-                                          "token ratio", task, source)
-            wide = _pairs(frame.assign(energy_j=frame["energy_j"].astype(float)), task, methods,
-                          ["energy_j", "new_tokens"])
+            claim = Claim.of(
+                paper_claim,
+                f"{_against(paper_claim)} / {LABELS[paper_claim.method]}: energy per token ratio",
+                task,
+                source,
+            )
+            wide = _pairs(
+                frame.assign(energy_j=frame["energy_j"].astype(float)), task, methods, ["energy_j", "new_tokens"]
+            )
             missing = _not_run(frame, task, methods)
             if missing:
                 claim.reason = f"not run here: {', '.join(missing)} (add it to claims.methods)"
@@ -254,7 +281,9 @@ def energy_claims(frame, cells, tasks, settings, source) -> list[Claim]:
                 reason = _energy_reason(cells[cells["task"] == task])
                 claim.reason = f"no energy counter: {reason}" if reason else "no prompt with an energy reading for all"
             else:
-                claim.interval = _boot(settings, iv.lowest_over_rate, _columns(wide, methods, ["energy_j", "new_tokens"]))
+                claim.interval = _boot(
+                    settings, iv.lowest_over_rate, _columns(wide, methods, ["energy_j", "new_tokens"])
+                )
             claims.append(claim.finish())
     return claims
 
@@ -272,34 +301,98 @@ def theory_claims(settings: ClaimsSettings) -> tuple[list[Claim], dict]:
         if point["draft"] == "q ≠ p" and (point["vocab"], point["gamma"]) not in blocks_done:
             blocks_done.add((point["vocab"], point["gamma"]))
             gain = row["exact"]["mtjd_logp"] - row["exact"]["sampling_logp"]
-            claims.append(Claim(
-                "C5", f"exact MTJD − sampling: E[log p] of a {point['gamma']}-token block, V={point['vocab']} "
-                      "(both enumerated)", "tiny model", "MTJD lowers perplexity", None, "logprob", 0.0, +1,
-                iv.Interval(gain, gain, gain, method="exact"), source="tiny model", version="arxiv-v2").finish())
+            claims.append(
+                Claim(
+                    "C5",
+                    f"exact MTJD − sampling: E[log p] of a {point['gamma']}-token block, V={point['vocab']} "
+                    "(both enumerated)",
+                    "tiny model",
+                    "MTJD lowers perplexity",
+                    None,
+                    "logprob",
+                    0.0,
+                    +1,
+                    iv.Interval(gain, gain, gain, method="exact"),
+                    source="tiny model",
+                    version="arxiv-v2",
+                ).finish()
+            )
         for method in APPROXIMATORS:
             measured = row["methods"][method]
-            claims.append(Claim(
-                "C5", f"{LABELS[method]} − sampling: E[log p] of the first γ tokens; {label}", "tiny model",
-                "lowers perplexity", None, "logprob", 0.0, +1, iv.Interval(**measured["logp_gain"]),
-                source="tiny model", version="arxiv-v2" if method == "mtad" else "iclr-final").finish())
+            claims.append(
+                Claim(
+                    "C5",
+                    f"{LABELS[method]} − sampling: E[log p] of the first γ tokens; {label}",
+                    "tiny model",
+                    "lowers perplexity",
+                    None,
+                    "logprob",
+                    0.0,
+                    +1,
+                    iv.Interval(**measured["logp_gain"]),
+                    source="tiny model",
+                    version="arxiv-v2" if method == "mtad" else "iclr-final",
+                ).finish()
+            )
         if point["draft"] == "q ≠ p" and point["replacement"]:
             for method in APPROXIMATORS:
-                claims.append(Claim(
-                    "C5", f"TV({LABELS[method]}, MTJD) − TV(sampling, MTJD); {label}", "tiny model",
-                    "bounded error (form not sourced)", None, "tv", None, None,
-                    iv.Interval(**row["methods"][method]["tv_gain"]), verdict=iv.NO_VERDICT, reason=NO_BOUND,
-                    source="tiny model", version="iclr-final" if method == "mmtad" else "arxiv-v2"))
-    claims.append(Claim("C5", f"distance zero where the maths says so (q = p, W = 1, τ = 0.01, no truncation): "
-                              f"chi-square p = {check['pvalue']:.3g}", "tiny model", "0 (exact)", None, "pvalue", None,
-                        None, iv.Interval(check["pvalue"], n=check["runs"]), check["verdict"], source="tiny model"))
+                claims.append(
+                    Claim(
+                        "C5",
+                        f"TV({LABELS[method]}, MTJD) − TV(sampling, MTJD); {label}",
+                        "tiny model",
+                        "bounded error (form not sourced)",
+                        None,
+                        "tv",
+                        None,
+                        None,
+                        iv.Interval(**row["methods"][method]["tv_gain"]),
+                        verdict=iv.NO_VERDICT,
+                        reason=NO_BOUND,
+                        source="tiny model",
+                        version="iclr-final" if method == "mmtad" else "arxiv-v2",
+                    )
+                )
+    claims.append(
+        Claim(
+            "C5",
+            f"distance zero where the maths says so (q = p, W = 1, τ = 0.01, no truncation): "
+            f"chi-square p = {check['pvalue']:.3g}",
+            "tiny model",
+            "0 (exact)",
+            None,
+            "pvalue",
+            None,
+            None,
+            iv.Interval(check["pvalue"], n=check["runs"]),
+            check["verdict"],
+            source="tiny model",
+        )
+    )
     for row in exact:
         params = ", ".join(f"{k}={v}" for k, v in row["params"].items())
-        claims.append(Claim("C6", f"{row['method']} ({params}) reproduces p: chi-square p = {row['pvalue']:.3g}",
-                            "tiny model", "exact (lossless)", None, "pvalue", None, None,
-                            iv.Interval(row["pvalue"], n=row["runs"]), row["verdict"], source="tiny model"))
-    detail = {"approximation": rows, "zero_distance_check": check, "exactness": exact,
-              "theory_settings": _jsonable(asdict(settings.theory)),
-              "exactness_settings": _jsonable(asdict(settings.exactness))}
+        claims.append(
+            Claim(
+                "C6",
+                f"{row['method']} ({params}) reproduces p: chi-square p = {row['pvalue']:.3g}",
+                "tiny model",
+                "exact (lossless)",
+                None,
+                "pvalue",
+                None,
+                None,
+                iv.Interval(row["pvalue"], n=row["runs"]),
+                row["verdict"],
+                source="tiny model",
+            )
+        )
+    detail = {
+        "approximation": rows,
+        "zero_distance_check": check,
+        "exactness": exact,
+        "theory_settings": _jsonable(asdict(settings.theory)),
+        "exactness_settings": _jsonable(asdict(settings.exactness)),
+    }
     return claims, detail
 
 
@@ -313,15 +406,21 @@ def build_report(results_root, experiment: str, pair: str, settings: ClaimsSetti
     cells = load_cells(results_root, experiment=experiment)
     cells = cells[cells["pair"] == pair] if "pair" in cells else cells
     if cells.empty:
-        raise ValueError(f"no cells of experiment {experiment!r} and pair {pair!r} under {results_root}; run it "
-                         f"first (`make claims`, or `mtad-run experiment={experiment} pair={pair}`)")
+        raise ValueError(
+            f"no cells of experiment {experiment!r} and pair {pair!r} under {results_root}; run it "
+            f"first (`make claims`, or `mtad-run experiment={experiment} pair={pair}`)"
+        )
     cells = cells[cells["overrides"] == ""]
     frame = example_frame(cells)
     tasks = [t for t in (settings.tasks or _ordered_tasks(cells)) if t in set(cells["task"])]
-    timing = "interleaved within each prompt" if "timing" in cells and cells["timing"].notna().any() \
+    timing = (
+        "interleaved within each prompt"
+        if "timing" in cells and cells["timing"].notna().any()
         else "one cell after another (not interleaved)"
-    claims = (perplexity_claims(frame, tasks, settings, experiment)
-              + quality_claims(frame, cells, [t for t in tasks if t in PAPER_TASKS], settings, experiment))
+    )
+    claims = perplexity_claims(frame, tasks, settings, experiment) + quality_claims(
+        frame, cells, [t for t in tasks if t in PAPER_TASKS], settings, experiment
+    )
     evidence_tasks = [t for t in PAPER_TASKS if t not in tasks]
     if settings.zero_score_evidence and evidence_tasks:
         other = load_cells(results_root, experiment=settings.zero_score_evidence)
@@ -335,11 +434,20 @@ def build_report(results_root, experiment: str, pair: str, settings: ClaimsSetti
     if theory:
         theory_rows, detail = theory_claims(settings)
         claims += theory_rows
-    return {"experiment": experiment, "pair": pair, "results_root": str(results_root),
-            "built": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "rule": iv.VERDICT_RULE, "confidence": settings.confidence, "resamples": settings.resamples,
-            "interval_method": settings.interval, "timing": timing, "design": design(cells, frame, tasks),
-            "claims": [c.as_dict() for c in claims], "theory": detail}
+    return {
+        "experiment": experiment,
+        "pair": pair,
+        "results_root": str(results_root),
+        "built": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "rule": iv.VERDICT_RULE,
+        "confidence": settings.confidence,
+        "resamples": settings.resamples,
+        "interval_method": settings.interval,
+        "timing": timing,
+        "design": design(cells, frame, tasks),
+        "claims": [c.as_dict() for c in claims],
+        "theory": detail,
+    }
 
 
 def _ordered_tasks(cells: pd.DataFrame) -> list[str]:
@@ -353,18 +461,29 @@ def design(cells: pd.DataFrame, frame: pd.DataFrame, tasks: list[str]) -> dict:
     for task in tasks:
         rows = cells[cells["task"] == task]
         per_task[task] = {
-            "examples_per_method": {m: int(frame[(frame["task"] == task) & (frame["method"] == m)]["id"].nunique())
-                                    for m in sorted(set(rows["method"]))},
+            "examples_per_method": {
+                m: int(frame[(frame["task"] == task) & (frame["method"] == m)]["id"].nunique())
+                for m in sorted(set(rows["method"]))
+            },
             "examples_planned": _int_or_none(rows.get("examples_planned", pd.Series(dtype=float)).max()),
             "max_new_tokens": _int_or_none(rows.get("max_new_tokens", pd.Series(dtype=float)).max()),
-            "status": sorted(set(rows["status"]))}
+            "status": sorted(set(rows["status"])),
+        }
     commits = sorted({c for c in cells.get("git_commit", []) if isinstance(c, str)})
-    return {"tasks": per_task, "machine": _values(cells, "machine"), "dtype": _values(cells, "dtype"),
-            "seed": _values(cells, "seed"), "commits": commits, "threads": _values(cells, "torch_threads")}
+    return {
+        "tasks": per_task,
+        "machine": _values(cells, "machine"),
+        "dtype": _values(cells, "dtype"),
+        "seed": _values(cells, "seed"),
+        "commits": commits,
+        "threads": _values(cells, "torch_threads"),
+    }
 
 
 def _values(cells, column) -> list:
-    return sorted({str(v) for v in cells.get(column, []) if v is not None and not (isinstance(v, float) and math.isnan(v))})
+    return sorted(
+        {str(v) for v in cells.get(column, []) if v is not None and not (isinstance(v, float) and math.isnan(v))}
+    )
 
 
 def _int_or_none(value) -> int | None:
@@ -406,11 +525,15 @@ def main(argv: list[str] | None = None) -> int:
         experiment, pair = cfg.experiment_name, cfg.pair.name
         stopped = False
         if settings.tasks and not args.report_only:
-            summary = run_interleaved(overrides, settings.methods, settings.tasks, settings.max_minutes,
-                                      progress=bool(cfg.progress))
+            summary = run_interleaved(
+                overrides, settings.methods, settings.tasks, settings.max_minutes, progress=bool(cfg.progress)
+            )
             stopped = summary["stopped_by_time_limit"]
-            log.info("prompts ran for %.1f min%s", summary["minutes"],
-                     " (time limit reached: rerun to continue)" if stopped else "")
+            log.info(
+                "prompts ran for %.1f min%s",
+                summary["minutes"],
+                " (time limit reached: rerun to continue)" if stopped else "",
+            )
         experiment_only = [o for o in overrides if o.split("=", 1)[0] == "experiment"]
         default_pair = compose(experiment_only).pair.name if any(o.startswith("pair=") for o in overrides) else pair
         name = args.name or report_name(experiment, pair, default_pair)
@@ -420,8 +543,10 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     md, js = write_report(report, args.out, name)
     print(md.read_text())
-    print(f"wrote {md} and {js}" + ("; the time limit stopped the run: rerun `make claims` to continue" if stopped
-                                     else ""))
+    print(
+        f"wrote {md} and {js}"
+        + ("; the time limit stopped the run: rerun `make claims` to continue" if stopped else "")
+    )
     return 0
 
 

@@ -1,15 +1,17 @@
 """The claims report (``mtad.report.claims.build_report``) as Markdown: rule, table, details."""
+
 from __future__ import annotations
 
 from mtad.report.paper import CITATION, VERSIONS
 
 THEORY_STATEMENT = (
     "Both versions state that MTJD, sampling several tokens from their joint distribution, lowers perplexity, "
-    "and that MTAD (the later version: and MMTAD) approximates exact MTJD \"with a bounded error\". Which "
+    'and that MTAD (the later version: and MMTAD) approximates exact MTJD "with a bounded error". Which '
     "distance that bound is about, its form in γ, W, τ and q, and its assumptions could not be sourced "
     "(mtad/decoding/README.md), so the distances below carry no verdict. What is tested is what MTJD is for: "
     "the expected raw target joint log-likelihood of the first γ tokens emitted, E[log p(x_1..x_γ)], higher "
-    "than sampling's (verdict on the interval of the difference).")
+    "than sampling's (verdict on the interval of the difference)."
+)
 
 
 def fmt(value, unit: str) -> str:
@@ -59,66 +61,96 @@ def _beside(claim: dict) -> str:
 
 def to_markdown(report: dict) -> str:
     design = report["design"]
-    lines = [f"# Claims of the paper, tested — experiment `{report['experiment']}`, pair `{report['pair']}`", "",
-             f"Paper: {CITATION}. Versions whose figures are tested (each row names its own):", "",
-             *[f"- **{v.label}**: {v.states}" for v in VERSIONS.values()], "",
-             f"**Verdict rule.** {report['rule']}", "",
-             f"- intervals: {int(100 * report['confidence'])}% paired bootstrap over prompts "
-             f"({report['interval_method']}, {report['resamples']} resamples; percentile where BCa is undefined); "
-             f"every method ran on the same prompts with the same per-sample seeds",
-             f"- timings: {report['timing']}; block efficiency (tokens per target call) is beside every speed "
-             "ratio because it is free of machine load",
-             "- detectable effect: the smallest true effect this sample detects with 80% power at 95% confidence "
-             "(normal approximation, 2.8 bootstrap standard errors)",
-             f"- machine: {', '.join(design['machine']) or 'unknown'}; dtype: {', '.join(design['dtype']) or '?'}; "
-             f"torch threads: {', '.join(design['threads']) or '?'}; seed: {', '.join(design['seed']) or '?'}; "
-             f"commit(s): {', '.join(c[:10] for c in design['commits']) or 'unknown'}",
-             *[f"- prompts `{task}`: " + ", ".join(f"{m} {n}" for m, n in t["examples_per_method"].items())
-               + f" of {t['examples_planned']} planned, ≤ {t['max_new_tokens']} new tokens"
-               + ("" if t["status"] == ["complete"] else f" (cells: {', '.join(t['status'])})")
-               for task, t in design["tasks"].items()],
-             f"- built {report['built']} from `{report['results_root']}/{report['experiment']}`", "",
-             "| claim | comparison | prompts | paper | paper version | ours, 95% CI | n | verdict | "
-             "paper's figure in CI | detectable effect | beside |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"# Claims of the paper, tested — experiment `{report['experiment']}`, pair `{report['pair']}`",
+        "",
+        f"Paper: {CITATION}. Versions whose figures are tested (each row names its own):",
+        "",
+        *[f"- **{v.label}**: {v.states}" for v in VERSIONS.values()],
+        "",
+        f"**Verdict rule.** {report['rule']}",
+        "",
+        f"- intervals: {int(100 * report['confidence'])}% paired bootstrap over prompts "
+        f"({report['interval_method']}, {report['resamples']} resamples; percentile where BCa is undefined); "
+        f"every method ran on the same prompts with the same per-sample seeds",
+        f"- timings: {report['timing']}; block efficiency (tokens per target call) is beside every speed "
+        "ratio because it is free of machine load",
+        "- detectable effect: the smallest true effect this sample detects with 80% power at 95% confidence "
+        "(normal approximation, 2.8 bootstrap standard errors)",
+        f"- machine: {', '.join(design['machine']) or 'unknown'}; dtype: {', '.join(design['dtype']) or '?'}; "
+        f"torch threads: {', '.join(design['threads']) or '?'}; seed: {', '.join(design['seed']) or '?'}; "
+        f"commit(s): {', '.join(c[:10] for c in design['commits']) or 'unknown'}",
+        *[
+            f"- prompts `{task}`: "
+            + ", ".join(f"{m} {n}" for m, n in t["examples_per_method"].items())
+            + f" of {t['examples_planned']} planned, ≤ {t['max_new_tokens']} new tokens"
+            + ("" if t["status"] == ["complete"] else f" (cells: {', '.join(t['status'])})")
+            for task, t in design["tasks"].items()
+        ],
+        f"- built {report['built']} from `{report['results_root']}/{report['experiment']}`",
+        "",
+        "| claim | comparison | prompts | paper | paper version | ours, 95% CI | n | verdict | "
+        "paper's figure in CI | detectable effect | beside |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for claim in report["claims"]:
         claim = {**claim, "_experiment": report["experiment"]}
         interval = claim["interval"] or {}
         inside = {True: "yes", False: "no", None: "–"}[claim["paper_inside_interval"]]
         version = claim.get("version_label") or "–"
-        lines.append(f"| {claim['claim']} | {claim['comparison']} | {claim['task']} | {claim['paper']} | {version} | "
-                     f"{fmt_interval(interval, claim['unit'])} | {interval.get('n') or '–'} | **{claim['verdict']}** | "
-                     f"{inside} | {fmt_effect(claim['detectable_effect'], claim['unit'])} | {_beside(claim)} |")
+        lines.append(
+            f"| {claim['claim']} | {claim['comparison']} | {claim['task']} | {claim['paper']} | {version} | "
+            f"{fmt_interval(interval, claim['unit'])} | {interval.get('n') or '–'} | **{claim['verdict']}** | "
+            f"{inside} | {fmt_effect(claim['detectable_effect'], claim['unit'])} | {_beside(claim)} |"
+        )
     theory = report.get("theory") or {}
     if theory:
-        lines += ["", "## C5 — MTAD and MMTAD against exact multi-token joint decoding (tiny models)", "",
-                  THEORY_STATEMENT, "", _theory_setting(theory), "",
-                  "| point | E[log p]: sampling | exact MTJD | MTAD, 95% CI | MMTAD, 95% CI | TV(sampling, MTJD) | "
-                  "TV(MTAD, MTJD) | TV(MMTAD, MTJD) | noise floor | verdict MTAD / MMTAD |",
-                  "|---|---|---|---|---|---|---|---|---|---|"]
+        lines += [
+            "",
+            "## C5 — MTAD and MMTAD against exact multi-token joint decoding (tiny models)",
+            "",
+            THEORY_STATEMENT,
+            "",
+            _theory_setting(theory),
+            "",
+            "| point | E[log p]: sampling | exact MTJD | MTAD, 95% CI | MMTAD, 95% CI | TV(sampling, MTJD) | "
+            "TV(MTAD, MTJD) | TV(MMTAD, MTJD) | noise floor | verdict MTAD / MMTAD |",
+            "|---|---|---|---|---|---|---|---|---|---|",
+        ]
         for row in theory["approximation"]:
             e, m = row["exact"], row["methods"]
             star = " (paper's point)" if row["point"]["operating"] else ""
-            lines.append(f"| {row['label']}{star} | {fmt(e['sampling_logp'], 'logprob')} | "
-                         f"{fmt(e['mtjd_logp'], 'logprob')} | {fmt_interval(m['mtad']['logp'], 'logprob')} | "
-                         f"{fmt_interval(m['mmtad']['logp'], 'logprob')} | {e['tv_sampling_mtjd']:.3f} | "
-                         f"{_tv(m['mtad']['tv_mtjd'])} | {_tv(m['mmtad']['tv_mtjd'])} | {e['noise_floor']:.3f} | "
-                         f"{m['mtad']['verdict']} / {m['mmtad']['verdict']} |")
+            lines.append(
+                f"| {row['label']}{star} | {fmt(e['sampling_logp'], 'logprob')} | "
+                f"{fmt(e['mtjd_logp'], 'logprob')} | {fmt_interval(m['mtad']['logp'], 'logprob')} | "
+                f"{fmt_interval(m['mmtad']['logp'], 'logprob')} | {e['tv_sampling_mtjd']:.3f} | "
+                f"{_tv(m['mtad']['tv_mtjd'])} | {_tv(m['mmtad']['tv_mtjd'])} | {e['noise_floor']:.3f} | "
+                f"{m['mtad']['verdict']} / {m['mmtad']['verdict']} |"
+            )
         check = theory["zero_distance_check"]
-        lines += ["", f"Zero distance where the maths says so: with q = p, W = 1 and no truncation the single beam is "
-                  f"drawn from p itself and every block is accepted for any τ < 1, so MTAD's first γ = {check['gamma']} "
-                  f"tokens follow exact MTJD; chi-square over {check['runs']} runs: p = {check['pvalue']:.3g}, "
-                  f"TV = {check['tv']:.3f} (**{check['verdict']}** at α = {check['alpha']}).",
-                  "", "## C6 — the baselines are exact (tiny model)", "",
-                  "The first tokens of each lossless method against the target's enumerated distribution (the "
-                  "chi-square test of the exactness tests; cells expecting < 5 draws pooled). Verdict: reproduced "
-                  "when the test does not reject at α.", "",
-                  "| method | parameters | processing | tokens | runs | chi-square p | TV | α | verdict |",
-                  "|---|---|---|---|---|---|---|---|---|"]
+        lines += [
+            "",
+            f"Zero distance where the maths says so: with q = p, W = 1 and no truncation the single beam is "
+            f"drawn from p itself and every block is accepted for any τ < 1, so MTAD's first γ = {check['gamma']} "
+            f"tokens follow exact MTJD; chi-square over {check['runs']} runs: p = {check['pvalue']:.3g}, "
+            f"TV = {check['tv']:.3f} (**{check['verdict']}** at α = {check['alpha']}).",
+            "",
+            "## C6 — the baselines are exact (tiny model)",
+            "",
+            "The first tokens of each lossless method against the target's enumerated distribution (the "
+            "chi-square test of the exactness tests; cells expecting < 5 draws pooled). Verdict: reproduced "
+            "when the test does not reject at α.",
+            "",
+            "| method | parameters | processing | tokens | runs | chi-square p | TV | α | verdict |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
         for row in theory["exactness"]:
             params = ", ".join(f"{k}={v}" for k, v in row["params"].items())
             processing = ", ".join(f"{k} {v}" for k, v in row["processing"].items())
-            lines.append(f"| {row['method']} | {params} | {processing} | {row['tokens']} | {row['runs']} | "
-                         f"{row['pvalue']:.3g} | {row['tv']:.3f} | {row['alpha']} | {row['verdict']} |")
+            lines.append(
+                f"| {row['method']} | {params} | {processing} | {row['tokens']} | {row['runs']} | "
+                f"{row['pvalue']:.3g} | {row['tv']:.3f} | {row['alpha']} | {row['verdict']} |"
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -128,12 +160,14 @@ def _tv(interval: dict) -> str:
 
 def _theory_setting(theory: dict) -> str:
     s = theory["theory_settings"]
-    return (f"Target: a random 2-layer Llama over V tokens; draft q ≠ p: another seed of it; prompt of 3 tokens; "
-            f"{theory['approximation'][0]['runs'] if theory['approximation'] else '?'} seeded runs per method and "
-            f"point. Sampling setting temperature 1, top-k {s['top_k']}, top-p {s['top_p']}: applied per token by "
-            "MTAD, MMTAD and sampling, and to whole blocks by exact MTJD (without truncation MTJD would be the law "
-            "of sampling itself). E[log p] is the raw target log-probability of the first γ tokens emitted, in "
-            "nats: exact for sampling and MTJD (enumerated), the mean over runs with a percentile bootstrap "
-            "interval for MTAD and MMTAD. TV values are plug-in distances over the runs, biased upwards by about "
-            "the noise floor (the distance an exact sampler shows with as many runs). Verdict: the interval of "
-            "E[log p] minus sampling's against 0 (the paper: higher).")
+    return (
+        f"Target: a random 2-layer Llama over V tokens; draft q ≠ p: another seed of it; prompt of 3 tokens; "
+        f"{theory['approximation'][0]['runs'] if theory['approximation'] else '?'} seeded runs per method and "
+        f"point. Sampling setting temperature 1, top-k {s['top_k']}, top-p {s['top_p']}: applied per token by "
+        "MTAD, MMTAD and sampling, and to whole blocks by exact MTJD (without truncation MTJD would be the law "
+        "of sampling itself). E[log p] is the raw target log-probability of the first γ tokens emitted, in "
+        "nats: exact for sampling and MTJD (enumerated), the mean over runs with a percentile bootstrap "
+        "interval for MTAD and MMTAD. TV values are plug-in distances over the runs, biased upwards by about "
+        "the noise floor (the distance an exact sampler shows with as many runs). Verdict: the interval of "
+        "E[log p] minus sampling's against 0 (the paper: higher)."
+    )

@@ -25,6 +25,7 @@ of token-by-token sampling, which is why V must be large enough for top-k to cut
 C6: each lossless method's first two tokens against the enumerated target distribution, the
 chi-square test of ``tests/test_decoding_exact.py``, reported with its p-value.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -35,8 +36,15 @@ import torch
 from mtad.decoding.mtjd_exact import exact_block_distribution, joint_block_logprobs
 from mtad.decoding.logits import logits_to_probs
 from mtad.decoding.sampling import SAMPLING_PARAMS
-from mtad.metrics.exactness import (chisquare_exactness, draws_from_counts, empirical_counts, noise_floor,
-                                    sequence_probs, tv, tv_of_draws)
+from mtad.metrics.exactness import (
+    chisquare_exactness,
+    draws_from_counts,
+    empirical_counts,
+    noise_floor,
+    sequence_probs,
+    tv,
+    tv_of_draws,
+)
 from mtad.report import intervals as iv
 
 PROMPT = torch.tensor([[1, 3, 2]])  # [1, L]
@@ -47,17 +55,19 @@ NO_BOUND = "no verdict: the paper's bound could not be sourced"
 
 @dataclass(frozen=True)
 class TheoryPoint:
-    draft: str          # "q ≠ p" (another random model) or "q = p"
+    draft: str  # "q ≠ p" (another random model) or "q = p"
     vocab: int
     gamma: int
     beam_width: int
     threshold: float
     replacement: bool
-    operating: bool     # the paper's operating point (γ = 4, W = 4, τ ∈ {0.5, 0.3})
+    operating: bool  # the paper's operating point (γ = 4, W = 4, τ ∈ {0.5, 0.3})
 
     def label(self) -> str:
-        return (f"{self.draft}, V={self.vocab}, γ={self.gamma}, W={self.beam_width}, τ={self.threshold}, "
-                f"{'with' if self.replacement else 'without'} replacement")
+        return (
+            f"{self.draft}, V={self.vocab}, γ={self.gamma}, W={self.beam_width}, τ={self.threshold}, "
+            f"{'with' if self.replacement else 'without'} replacement"
+        )
 
 
 @dataclass
@@ -70,7 +80,7 @@ class TheorySettings:
     top_k: int = SAMPLING_PARAMS["top_k"]
     top_p: float = SAMPLING_PARAMS["top_p"]
     operating_vocab: int = 8
-    operating: tuple = (4, 4)             # (γ, W)
+    operating: tuple = (4, 4)  # (γ, W)
     operating_thresholds: tuple = (0.5, 0.3)
     replacements: tuple = (True, False)
     grid_vocab: int = 16
@@ -78,16 +88,22 @@ class TheorySettings:
     beam_widths: tuple = (1, 2, 4)
     thresholds: tuple = (0.1, 0.5, 0.9)
     default: tuple = (2, 4, 0.5)
-    vocab: int = 4                         # the zero-distance check's vocabulary
+    vocab: int = 4  # the zero-distance check's vocabulary
 
     def points(self) -> list[TheoryPoint]:
         (g_op, w_op), v_op = self.operating, self.operating_vocab
-        points = [TheoryPoint("q ≠ p", v_op, g_op, w_op, t, r, True)
-                  for t in self.operating_thresholds for r in self.replacements]
+        points = [
+            TheoryPoint("q ≠ p", v_op, g_op, w_op, t, r, True)
+            for t in self.operating_thresholds
+            for r in self.replacements
+        ]
         points.append(TheoryPoint("q = p", v_op, g_op, w_op, self.operating_thresholds[0], True, True))
         g0, w0, t0 = self.default
-        grid = [(g, w0, t0) for g in self.gammas] + [(g0, w, t0) for w in self.beam_widths] + \
-            [(g0, w0, t) for t in self.thresholds]
+        grid = (
+            [(g, w0, t0) for g in self.gammas]
+            + [(g0, w, t0) for w in self.beam_widths]
+            + [(g0, w0, t) for t in self.thresholds]
+        )
         points += [TheoryPoint("q ≠ p", self.grid_vocab, g, w, t, True, False) for g, w, t in dict.fromkeys(grid)]
         return points
 
@@ -99,9 +115,12 @@ class ExactnessSettings:
     vocab: int = 4
     tokens: int = 2
     processing: dict = field(default_factory=lambda: {"temperature": 1.0, "top_k": 3, "top_p": 0.9})
-    cases: tuple = (("sps", {"gamma": 2}), ("spectr", {"gamma": 2, "num_drafts": 3}),
-                    ("specinfer", {"k_config": (3, 2), "replacement": True}),
-                    ("specinfer", {"k_config": (3, 2), "replacement": False}))
+    cases: tuple = (
+        ("sps", {"gamma": 2}),
+        ("spectr", {"gamma": 2, "num_drafts": 3}),
+        ("specinfer", {"k_config": (3, 2), "replacement": True}),
+        ("specinfer", {"k_config": (3, 2), "replacement": False}),
+    )
 
 
 def tiny_pair(vocab: int):
@@ -111,19 +130,21 @@ def tiny_pair(vocab: int):
 
 
 def _interval(statistic, arrays, confidence, resamples) -> dict:
-    return iv.bootstrap_interval(statistic, arrays, method="percentile", resamples=resamples,
-                                 confidence=confidence).as_dict()
+    return iv.bootstrap_interval(
+        statistic, arrays, method="percentile", resamples=resamples, confidence=confidence
+    ).as_dict()
 
 
-def approximation_row(point: TheoryPoint, settings: TheorySettings, confidence: float = iv.CONFIDENCE,
-                      resamples: int = 2000) -> dict:
+def approximation_row(
+    point: TheoryPoint, settings: TheorySettings, confidence: float = iv.CONFIDENCE, resamples: int = 2000
+) -> dict:
     """Joint log-likelihoods and distances to exact MTJD at one point (keys in the module doc)."""
     target, other = tiny_pair(point.vocab)
     draft = target if point.draft == "q = p" else other
     processing = {"temperature": 1.0, "top_k": settings.top_k, "top_p": settings.top_p}
     _, logp = joint_block_logprobs(target, PROMPT[0], point.gamma)  # [N] raw joint log p of every block
     logp = logp.double()
-    mtjd = logits_to_probs(logp, **processing).double()   # [N] exact MTJD: truncation over whole blocks
+    mtjd = logits_to_probs(logp, **processing).double()  # [N] exact MTJD: truncation over whole blocks
     sampling = sequence_probs(target, PROMPT, point.gamma, processing)  # [N] token-by-token sampling
     logp_np, mtjd_np = logp.numpy(), mtjd.numpy()
     sampling_logp = float((sampling * logp).sum())
@@ -131,29 +152,53 @@ def approximation_row(point: TheoryPoint, settings: TheorySettings, confidence: 
     # carry the same finite-sample bias, and their difference does not
     rng = np.random.default_rng(0)
     sampling_draws = rng.choice(len(sampling), size=settings.runs, p=(sampling / sampling.sum()).numpy())
-    row = {"point": point.__dict__, "label": point.label(), "runs": settings.runs,
-           "exact": {"mtjd_logp": float((mtjd * logp).sum()), "sampling_logp": sampling_logp,
-                     "tv_sampling_mtjd": tv(sampling, mtjd), "noise_floor": noise_floor(mtjd_np, settings.runs)},
-           "methods": {}}
-    params = {"gamma": point.gamma, "beam_width": point.beam_width, "threshold": point.threshold,
-              "replacement": point.replacement, **processing}
+    row = {
+        "point": point.__dict__,
+        "label": point.label(),
+        "runs": settings.runs,
+        "exact": {
+            "mtjd_logp": float((mtjd * logp).sum()),
+            "sampling_logp": sampling_logp,
+            "tv_sampling_mtjd": tv(sampling, mtjd),
+            "noise_floor": noise_floor(mtjd_np, settings.runs),
+        },
+        "methods": {},
+    }
+    params = {
+        "gamma": point.gamma,
+        "beam_width": point.beam_width,
+        "threshold": point.threshold,
+        "replacement": point.replacement,
+        **processing,
+    }
     for method in APPROXIMATORS:
         draws = draws_from_counts(empirical_counts(method, target, draft, params, PROMPT, point.gamma, settings.runs))
         logp_draws = logp_np[draws]
-        gain = iv.bootstrap_interval(lambda x, axis=-1: np.mean(x, axis=axis) - sampling_logp, [logp_draws],
-                                     method="percentile", resamples=resamples, confidence=confidence)
+        gain = iv.bootstrap_interval(
+            lambda x, axis=-1: np.mean(x, axis=axis) - sampling_logp,
+            [logp_draws],
+            method="percentile",
+            resamples=resamples,
+            confidence=confidence,
+        )
         row["methods"][method] = {
             "logp": _interval(iv.mean, [logp_draws], confidence, resamples),
             "logp_gain": gain.as_dict(),
             "verdict": iv.verdict(gain, 0.0, +1),
             "tv_mtjd": _interval(lambda d, axis=-1: tv_of_draws(d, mtjd_np, axis), [draws], confidence, resamples),
-            "tv_gain": _interval(lambda a, b, axis=-1: tv_of_draws(a, mtjd_np, axis) - tv_of_draws(b, mtjd_np, axis),
-                                 [draws, sampling_draws], confidence, resamples)}
+            "tv_gain": _interval(
+                lambda a, b, axis=-1: tv_of_draws(a, mtjd_np, axis) - tv_of_draws(b, mtjd_np, axis),
+                [draws, sampling_draws],
+                confidence,
+                resamples,
+            ),
+        }
     return row
 
 
-def approximation_rows(settings: TheorySettings, confidence: float = iv.CONFIDENCE,
-                       resamples: int = 2000) -> list[dict]:
+def approximation_rows(
+    settings: TheorySettings, confidence: float = iv.CONFIDENCE, resamples: int = 2000
+) -> list[dict]:
     """One C5 row per point of ``settings.points()``."""
     return [approximation_row(p, settings, confidence, resamples) for p in settings.points()]
 
@@ -167,9 +212,16 @@ def zero_distance_check(settings: TheorySettings, alpha: float) -> dict:
     counts = empirical_counts("mtad", target, target, params, PROMPT, gamma, settings.runs)
     _, mtjd = exact_block_distribution(target, PROMPT[0], gamma, **NO_TRUNCATION)
     test = chisquare_exactness(counts, mtjd.double())
-    return {"gamma": gamma, "beam_width": 1, "threshold": 0.01, "draft": "q = p", "processing": "none",
-            **test.as_dict(), "alpha": alpha,
-            "verdict": iv.REPRODUCED if test.pvalue > alpha else iv.CONTRADICTED}
+    return {
+        "gamma": gamma,
+        "beam_width": 1,
+        "threshold": 0.01,
+        "draft": "q = p",
+        "processing": "none",
+        **test.as_dict(),
+        "alpha": alpha,
+        "verdict": iv.REPRODUCED if test.pvalue > alpha else iv.CONTRADICTED,
+    }
 
 
 def exactness_rows(settings: ExactnessSettings) -> list[dict]:
@@ -178,12 +230,19 @@ def exactness_rows(settings: ExactnessSettings) -> list[dict]:
     probs = sequence_probs(target, PROMPT, settings.tokens, settings.processing)
     rows = []
     for method, params in settings.cases:
-        counts = empirical_counts(method, target, draft, {**params, **settings.processing}, PROMPT,
-                                  settings.tokens, settings.runs)
+        counts = empirical_counts(
+            method, target, draft, {**params, **settings.processing}, PROMPT, settings.tokens, settings.runs
+        )
         test = chisquare_exactness(counts, probs)
-        rows.append({"method": method, "params": {k: list(v) if isinstance(v, tuple) else v for k, v in params.items()},
-                     "processing": dict(settings.processing), "tokens": settings.tokens, **test.as_dict(),
-                     "alpha": settings.alpha,
-                     "verdict": iv.REPRODUCED if test.pvalue > settings.alpha else iv.CONTRADICTED})
+        rows.append(
+            {
+                "method": method,
+                "params": {k: list(v) if isinstance(v, tuple) else v for k, v in params.items()},
+                "processing": dict(settings.processing),
+                "tokens": settings.tokens,
+                **test.as_dict(),
+                "alpha": settings.alpha,
+                "verdict": iv.REPRODUCED if test.pvalue > settings.alpha else iv.CONTRADICTED,
+            }
+        )
     return rows
-

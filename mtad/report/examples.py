@@ -16,6 +16,7 @@ samples        samples of the example
 Nothing is filled in: a missing value stays None/NaN. The file is only read (a torn last
 line, from a run killed mid-write, is skipped, not cut off).
 """
+
 from __future__ import annotations
 
 import logging
@@ -68,19 +69,38 @@ def example_row(record: dict, score_name: str | None) -> dict:
     def total(key):
         return sum(t["stats"].get(key, 0) for t in turns)
 
-    return {"id": str(record["id"]), "samples": len(samples),
-            "mean_logprob": _mean(s.get("mean_logprob") for s in samples),
-            "score": _mean(sample_score(s.get("scores") or {}, score_name) for s in samples),
-            "new_tokens": total("new_tokens"), "seconds": total("seconds"), "target_calls": total("target_calls"),
-            "drafted": total("drafted"), "accepted": total("accepted"),
-            "energy_j": None if not joules or any(j is None for j in joules) else float(sum(joules))}
+    return {
+        "id": str(record["id"]),
+        "samples": len(samples),
+        "mean_logprob": _mean(s.get("mean_logprob") for s in samples),
+        "score": _mean(sample_score(s.get("scores") or {}, score_name) for s in samples),
+        "new_tokens": total("new_tokens"),
+        "seconds": total("seconds"),
+        "target_calls": total("target_calls"),
+        "drafted": total("drafted"),
+        "accepted": total("accepted"),
+        "energy_j": None if not joules or any(j is None for j in joules) else float(sum(joules)),
+    }
 
 
 def cell_examples(path: str | Path, score_name: str | None = None) -> pd.DataFrame:
     """One row per finished example of the cell at ``path`` (columns in the module doc)."""
     rows = [example_row(r, score_name) for r in read_records(Path(path) / "samples.jsonl")]
-    return pd.DataFrame(rows, columns=["id", "samples", "mean_logprob", "score", "new_tokens", "seconds",
-                                       "target_calls", "drafted", "accepted", "energy_j"])
+    return pd.DataFrame(
+        rows,
+        columns=[
+            "id",
+            "samples",
+            "mean_logprob",
+            "score",
+            "new_tokens",
+            "seconds",
+            "target_calls",
+            "drafted",
+            "accepted",
+            "energy_j",
+        ],
+    )
 
 
 def example_frame(cells: pd.DataFrame) -> pd.DataFrame:

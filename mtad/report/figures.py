@@ -17,6 +17,7 @@ Every planned cell (the experiment's Hydra grid in conf/) is drawn: a missing on
 "missing" slot (bars) or a grey x on the axis (sweeps), never silently left out. Each figure
 ends with a caption line naming pair, machine, dtype and sample counts.
 """
+
 from __future__ import annotations
 
 import math
@@ -36,16 +37,28 @@ from mtad.report.sweeps import baseline_cells, caption, sweep_frame, table2_fram
 from mtad.tasks import TASKS
 
 METHOD_STYLE = {  # one colour and marker per method in every figure (tab10 + distinct markers)
-    "sampling": ("#7f7f7f", "o"), "sps": ("#1f77b4", "s"), "spectr": ("#2ca02c", "^"),
-    "specinfer": ("#9467bd", "v"), "mtad": ("#d62728", "D"), "mmtad": ("#ff7f0e", "P")}
-PARAM_LABELS = {"gamma": "draft length γ (tokens)", "beam_width": "beam width W (beams)",
-                "threshold": "acceptance threshold τ"}
+    "sampling": ("#7f7f7f", "o"),
+    "sps": ("#1f77b4", "s"),
+    "spectr": ("#2ca02c", "^"),
+    "specinfer": ("#9467bd", "v"),
+    "mtad": ("#d62728", "D"),
+    "mmtad": ("#ff7f0e", "P"),
+}
+PARAM_LABELS = {
+    "gamma": "draft length γ (tokens)",
+    "beam_width": "beam width W (beams)",
+    "threshold": "acceptance threshold τ",
+}
 PARAM_SYMBOLS = {"gamma": "γ", "beam_width": "W", "threshold": "τ"}
-YLABELS = {"speedup_vs_sampling": "speed-up over sampling (×)", "speedup_vs_sps": "speed-up over SpS (×)",
-           "acceptance_rate": "acceptance rate (accepted / drafted)",
-           "mean_accept_length": "accepted length (draft tokens per block)",
-           "block_efficiency": "block efficiency (tokens per target call)",
-           "perplexity": "perplexity of output under p (lower = better)", "tokens_per_s": "speed (tokens/s)"}
+YLABELS = {
+    "speedup_vs_sampling": "speed-up over sampling (×)",
+    "speedup_vs_sps": "speed-up over SpS (×)",
+    "acceptance_rate": "acceptance rate (accepted / drafted)",
+    "mean_accept_length": "accepted length (draft tokens per block)",
+    "block_efficiency": "block efficiency (tokens per target call)",
+    "perplexity": "perplexity of output under p (lower = better)",
+    "tokens_per_s": "speed (tokens/s)",
+}
 MISSING_COLOR = "#9a9a9a"
 FIGURE_NAMES = ("table2_speedup", "table2_quality_speed", "sweep_gamma", "sweep_beam_width", "sweep_threshold")
 
@@ -115,22 +128,38 @@ def speedup_bars(cells: pd.DataFrame, experiment: str = "table2", pair: str | No
                 x = i + (j - (len(methods) - 1) / 2) * width
                 value = float(row[column]) if column in row and _finite(row[column]) else math.nan
                 if row["missing"] or not _finite(value):
-                    reason = row["status"] if row["missing"] else "no SpS cell" if column == "speedup_vs_sps" \
+                    reason = (
+                        row["status"]
+                        if row["missing"]
+                        else "no SpS cell"
+                        if column == "speedup_vs_sps"
                         else "no sampling cell"
+                    )
                     _missing_bar(ax, x, width, top, reason)
                     continue
                 ax.bar(x, value, width * 0.92, color=color, edgecolor="black", linewidth=0.4)
                 bar_top = _error_bar(ax, x, value, _interval(row, column))
                 efficiency = row.get("block_efficiency")
                 if _finite(efficiency):
-                    ax.text(x, bar_top + top * 0.012, f"{efficiency:.2f}", ha="center", va="bottom", fontsize=7,
-                            rotation=90, bbox={"facecolor": "white", "edgecolor": "none", "pad": 0.6})
+                    ax.text(
+                        x,
+                        bar_top + top * 0.012,
+                        f"{efficiency:.2f}",
+                        ha="center",
+                        va="bottom",
+                        fontsize=7,
+                        rotation=90,
+                        bbox={"facecolor": "white", "edgecolor": "none", "pad": 0.6},
+                    )
         ax.axhline(1.0, color="black", linewidth=0.8, linestyle="--")
         ax.set_ylim(0, top)
         ax.set_ylabel(YLABELS[column])
         ax.grid(axis="y", alpha=0.3)
-    axes[0].set_title("numbers on bars: block efficiency (tokens per target call); dashed line: no speed-up; "
-                      "whiskers: 95% bootstrap interval (cells with ≥ 3 examples)", fontsize=9)
+    axes[0].set_title(
+        "numbers on bars: block efficiency (tokens per target call); dashed line: no speed-up; "
+        "whiskers: 95% bootstrap interval (cells with ≥ 3 examples)",
+        fontsize=9,
+    )
     axes[-1].set_xticks(range(len(tasks)), [_task_label(t) for t in tasks])
     axes[-1].set_xlabel("task")
     handles = [Patch(facecolor=_style(m)[0], edgecolor="black", label=_label(m)) for m in methods]
@@ -143,8 +172,17 @@ def speedup_bars(cells: pd.DataFrame, experiment: str = "table2", pair: str | No
 def _missing_bar(ax, x: float, width: float, top: float, reason: str) -> None:
     # full height, so the slot never reads as a value
     ax.bar(x, top * 0.84, width * 0.92, facecolor="none", edgecolor=MISSING_COLOR, hatch="///", linewidth=0.6)
-    ax.text(x, top * 0.42, f"missing ({reason})", rotation=90, ha="center", va="center", fontsize=7.5,
-            color="#333333", bbox={"facecolor": "white", "edgecolor": "none", "pad": 1.0})
+    ax.text(
+        x,
+        top * 0.42,
+        f"missing ({reason})",
+        rotation=90,
+        ha="center",
+        va="center",
+        fontsize=7.5,
+        color="#333333",
+        bbox={"facecolor": "white", "edgecolor": "none", "pad": 1.0},
+    )
 
 
 def quality_vs_speed(cells: pd.DataFrame, experiment: str = "table2", pair: str | None = None) -> Figure:
@@ -165,10 +203,24 @@ def quality_vs_speed(cells: pd.DataFrame, experiment: str = "table2", pair: str 
                     absent.append(_label(row.method) + (f" ({row.status})" if row.missing else ""))
                     continue
                 color, marker = _style(row.method)
-                ax.plot(row.tokens_per_s, y, linestyle="none", marker=marker, markersize=9, color=color,
-                        markeredgecolor="black", markeredgewidth=0.5)
-                _error_bars_2d(ax, row.tokens_per_s, y, _interval(row._asdict(), "tokens_per_s"),
-                               _interval(row._asdict(), column), color)
+                ax.plot(
+                    row.tokens_per_s,
+                    y,
+                    linestyle="none",
+                    marker=marker,
+                    markersize=9,
+                    color=color,
+                    markeredgecolor="black",
+                    markeredgewidth=0.5,
+                )
+                _error_bars_2d(
+                    ax,
+                    row.tokens_per_s,
+                    y,
+                    _interval(row._asdict(), "tokens_per_s"),
+                    _interval(row._asdict(), column),
+                    color,
+                )
                 plotted += 1
             if absent:
                 _missing_note(ax, column, absent, rows, plotted)
@@ -178,11 +230,25 @@ def quality_vs_speed(cells: pd.DataFrame, experiment: str = "table2", pair: str 
         axes[0, i].set_title(_task_label(task))
         axes[0, i].set_ylabel(YLABELS["perplexity"] if i == 0 else "perplexity")
         axes[1, i].set_ylabel(_score_label(task, score_name))
-    handles = [Line2D([], [], linestyle="none", marker=_style(m)[1], color=_style(m)[0], markeredgecolor="black",
-                      markersize=8, label=_label(m)) for m in methods]
+    handles = [
+        Line2D(
+            [],
+            [],
+            linestyle="none",
+            marker=_style(m)[1],
+            color=_style(m)[0],
+            markeredgecolor="black",
+            markersize=8,
+            label=_label(m),
+        )
+        for m in methods
+    ]
     fig.legend(handles=handles, loc="outside right upper", fontsize=9, frameon=False)
-    _add_caption(fig, caption(frame) + " · whiskers: 95% bootstrap intervals over examples (cells with ≥ 3)",
-                 f"Quality against speed per task — experiment {experiment}")
+    _add_caption(
+        fig,
+        caption(frame) + " · whiskers: 95% bootstrap intervals over examples (cells with ≥ 3)",
+        f"Quality against speed per task — experiment {experiment}",
+    )
     return fig
 
 
@@ -196,9 +262,16 @@ def _missing_note(ax, column: str, absent: list[str], rows: pd.DataFrame, plotte
         text = f"no {what} for any method" + (": " + "; ".join(sorted(reasons)) if reasons else "")
         ax.set_xticks([])
         ax.set_yticks([])
-    ax.text(0.03, 0.97, textwrap.fill(text, 34, replace_whitespace=False) if not plotted else text,
-            transform=ax.transAxes, va="top", fontsize=7.5, color="#333333",
-            bbox={"facecolor": "white", "edgecolor": MISSING_COLOR})
+    ax.text(
+        0.03,
+        0.97,
+        textwrap.fill(text, 34, replace_whitespace=False) if not plotted else text,
+        transform=ax.transAxes,
+        va="top",
+        fontsize=7.5,
+        color="#333333",
+        bbox={"facecolor": "white", "edgecolor": MISSING_COLOR},
+    )
 
 
 def _score_name(task: str, rows: pd.DataFrame) -> str | None:
@@ -209,8 +282,15 @@ def _score_name(task: str, rows: pd.DataFrame) -> str | None:
 
 
 # ----------------------------------------------------------------------------- sweeps
-def sweep_figure(cells: pd.DataFrame, sweep: str, panels: tuple[str, ...], experiment: str = "sweeps",
-                 pair: str | None = None, task: str | None = None, methods: list[str] | None = None) -> Figure:
+def sweep_figure(
+    cells: pd.DataFrame,
+    sweep: str,
+    panels: tuple[str, ...],
+    experiment: str = "sweeps",
+    pair: str | None = None,
+    task: str | None = None,
+    methods: list[str] | None = None,
+) -> Figure:
     """One panel per metric in ``panels`` against the swept parameter, one line per method;
     planned but missing points as grey x marks on the x axis."""
     frame = sweep_frame(cells, sweep, experiment=experiment, pair=pair, task=task, methods=methods)
@@ -226,34 +306,67 @@ def sweep_figure(cells: pd.DataFrame, sweep: str, panels: tuple[str, ...], exper
     for ax, column in zip(axes, panels):
         for method, rows in frame.groupby("method", sort=False):
             color, marker = _style(method)
-            y = rows[column].map(lambda v: float(v) if _finite(v) else math.nan) if column in rows \
+            y = (
+                rows[column].map(lambda v: float(v) if _finite(v) else math.nan)
+                if column in rows
                 else pd.Series(math.nan, index=rows.index)
+            )
             y[rows["missing"]] = math.nan  # NaN breaks the line: no segment drawn across a missing cell
-            ax.plot(rows["value"], y, marker=marker, color=color, label=_label(method),
-                    markeredgecolor="black", markeredgewidth=0.4)
+            ax.plot(
+                rows["value"],
+                y,
+                marker=marker,
+                color=color,
+                label=_label(method),
+                markeredgecolor="black",
+                markeredgewidth=0.4,
+            )
             for x, value, row_intervals in zip(rows["value"], y, (intervals.get(i, {}) for i in rows.index)):
                 if _finite(value) and column in row_intervals:
                     _error_bar(ax, x, value, row_intervals[column], color=color)
-            _missing_marks(ax, rows["value"][y.isna()], color, offset_pt=6.0 * (list(methods).index(method)
-                                                                                 - (len(methods) - 1) / 2))
+            _missing_marks(
+                ax,
+                rows["value"][y.isna()],
+                color,
+                offset_pt=6.0 * (list(methods).index(method) - (len(methods) - 1) / 2),
+            )
         _reference_lines(ax, column, baselines)
         ax.set_xticks(values)
         ax.set_xlabel(PARAM_LABELS.get(param, param))
         ax.set_ylabel(YLABELS.get(column, column))
         ax.grid(alpha=0.3)
-    handles = [Line2D([], [], color=_style(m)[0], marker=_style(m)[1], markeredgecolor="black", label=_label(m))
-               for m in dict.fromkeys(frame["method"])]
-    handles += [Line2D([], [], color="black", linestyle="--", label="sampling (reference)"),
-                Line2D([], [], color=MISSING_COLOR, marker="x", markeredgewidth=2, linestyle="none",
-                       label="× on x axis: missing\n(method's colour)")]
+    handles = [
+        Line2D([], [], color=_style(m)[0], marker=_style(m)[1], markeredgecolor="black", label=_label(m))
+        for m in dict.fromkeys(frame["method"])
+    ]
+    handles += [
+        Line2D([], [], color="black", linestyle="--", label="sampling (reference)"),
+        Line2D(
+            [],
+            [],
+            color=MISSING_COLOR,
+            marker="x",
+            markeredgewidth=2,
+            linestyle="none",
+            label="× on x axis: missing\n(method's colour)",
+        ),
+    ]
     fig.legend(handles=handles, loc="outside right upper", fontsize=9, frameon=False)
-    where = f"{frame['pair'].iloc[0]} on {_task_label(frame['task'].iloc[0])}" \
-        if len(frame) and isinstance(frame["pair"].iloc[0], str) else "no cells yet"
+    where = (
+        f"{frame['pair'].iloc[0]} on {_task_label(frame['task'].iloc[0])}"
+        if len(frame) and isinstance(frame["pair"].iloc[0], str)
+        else "no cells yet"
+    )
     gaps = frame[frame["missing"]]
-    listed = "; ".join(f"{_label(m)} {PARAM_SYMBOLS.get(param, param)}={', '.join(_num(v) for v in g['value'])}"
-                       for m, g in gaps.groupby("method", sort=False))
-    text = caption(frame, baselines) + (f" · missing: {listed}" if listed else "") + \
-        " · whiskers: 95% bootstrap intervals over examples (cells with ≥ 3)"
+    listed = "; ".join(
+        f"{_label(m)} {PARAM_SYMBOLS.get(param, param)}={', '.join(_num(v) for v in g['value'])}"
+        for m, g in gaps.groupby("method", sort=False)
+    )
+    text = (
+        caption(frame, baselines)
+        + (f" · missing: {listed}" if listed else "")
+        + " · whiskers: 95% bootstrap intervals over examples (cells with ≥ 3)"
+    )
     _add_caption(fig, text, f"{PARAM_LABELS.get(param, param).split(' (')[0]} sweep — {where}")
     return fig
 
@@ -269,8 +382,18 @@ def _missing_marks(ax, xs, color: str, offset_pt: float = 0.0) -> None:
     transform = blended_transform_factory(ax.transData, ax.transAxes)  # x in data, y in axes fraction
     # methods missing at the same x sit side by side, offset_pt points apart
     transform = transform + ScaledTranslation(offset_pt / 72, 0, ax.figure.dpi_scale_trans)
-    (marks,) = ax.plot(list(xs), [0.0] * len(xs), linestyle="none", marker="x", color=color, markersize=9,
-                       markeredgewidth=2, transform=transform, clip_on=False, zorder=5)
+    (marks,) = ax.plot(
+        list(xs),
+        [0.0] * len(xs),
+        linestyle="none",
+        marker="x",
+        color=color,
+        markersize=9,
+        markeredgewidth=2,
+        transform=transform,
+        clip_on=False,
+        zorder=5,
+    )
     marks.set_in_layout(False)  # drawn over the spine; must not take room from the axes
 
 
@@ -279,13 +402,21 @@ def _reference_lines(ax, column: str, baselines: pd.DataFrame) -> None:
     if column.startswith("speedup_vs_") or column == "block_efficiency":  # sampling: 1 token per target call
         ax.axhline(1.0, color="black", linestyle="--", linewidth=0.9)
     if column == "perplexity":
-        sampling = baselines[baselines["method"] == "sampling"]["perplexity"].dropna() \
-            if "perplexity" in baselines else []
+        sampling = (
+            baselines[baselines["method"] == "sampling"]["perplexity"].dropna() if "perplexity" in baselines else []
+        )
         if len(sampling):
             ax.axhline(float(sampling.iloc[0]), color="black", linestyle="--", linewidth=0.9)
         else:
-            ax.text(0.02, 0.98, "sampling cell missing: no reference", transform=ax.transAxes, va="top",
-                    fontsize=7, color="#555555")
+            ax.text(
+                0.02,
+                0.98,
+                "sampling cell missing: no reference",
+                transform=ax.transAxes,
+                va="top",
+                fontsize=7,
+                color="#555555",
+            )
 
 
 SWEEP_PANELS = ("speedup_vs_sampling", "block_efficiency", "acceptance_rate", "perplexity")
@@ -307,12 +438,19 @@ def threshold_sweep(cells: pd.DataFrame, methods: list[str] | None = None, **kwa
     subject), plus MMTAD when any of its τ cells exists (conf/sweep/threshold.yaml plans both)."""
     if methods is None:
         experiment = kwargs.get("experiment", "sweeps")
-        swept = cells[(cells.get("experiment") == experiment) & (cells.get("method") == "mmtad") &
-                      cells.get("overrides", pd.Series(dtype=str)).astype(str).str.startswith("method.threshold=")] \
-            if len(cells) else cells
+        swept = (
+            cells[
+                (cells.get("experiment") == experiment)
+                & (cells.get("method") == "mmtad")
+                & cells.get("overrides", pd.Series(dtype=str)).astype(str).str.startswith("method.threshold=")
+            ]
+            if len(cells)
+            else cells
+        )
         methods = ["mtad"] + (["mmtad"] if len(swept) else [])
-    return sweep_figure(cells, "threshold", ("mean_accept_length", "speedup_vs_sampling", "perplexity"),
-                        methods=methods, **kwargs)
+    return sweep_figure(
+        cells, "threshold", ("mean_accept_length", "speedup_vs_sampling", "perplexity"), methods=methods, **kwargs
+    )
 
 
 # ----------------------------------------------------------------------------- intervals
@@ -330,8 +468,16 @@ def _error_bar(ax, x: float, value: float, interval, color: str = "black") -> fl
     low, high = (interval.low, interval.high) if hasattr(interval, "low") else interval
     if low is None or high is None:
         return value
-    ax.errorbar([x], [value], yerr=[[max(0.0, value - low)], [max(0.0, high - value)]], fmt="none", ecolor=color,
-                elinewidth=0.9, capsize=2.5, zorder=4)
+    ax.errorbar(
+        [x],
+        [value],
+        yerr=[[max(0.0, value - low)], [max(0.0, high - value)]],
+        fmt="none",
+        ecolor=color,
+        elinewidth=0.9,
+        capsize=2.5,
+        zorder=4,
+    )
     return max(value, high)
 
 
@@ -351,8 +497,11 @@ def sweep_intervals(frame: pd.DataFrame, baselines: pd.DataFrame) -> dict:
 
     if "path" not in frame:
         return {}
-    base = {m: cell_examples(p) for m, p in zip(baselines.get("method", []), baselines.get("path", []))
-            if isinstance(p, str)}
+    base = {
+        m: cell_examples(p)
+        for m, p in zip(baselines.get("method", []), baselines.get("path", []))
+        if isinstance(p, str)
+    }
     out = {}
     for i, row in frame.iterrows():
         if row.get("missing") or not isinstance(row.get("path"), str):
@@ -373,17 +522,23 @@ def save_figure(fig: Figure, name: str, out_dir: str | Path) -> list[Path]:
     return paths
 
 
-def build_all(results_root: str | Path = "results/runs", out_dir: str | Path = "results/figures",
-              table_experiment: str = "table2", sweep_experiment: str = "sweeps") -> dict[str, list[Path]]:
+def build_all(
+    results_root: str | Path = "results/runs",
+    out_dir: str | Path = "results/figures",
+    table_experiment: str = "table2",
+    sweep_experiment: str = "sweeps",
+) -> dict[str, list[Path]]:
     """Every figure whose experiment has at least one cell under ``results_root``; the others are
     reported under the key ``skipped`` with the reason (no figure full of nothing is written)."""
     cells = load_cells(results_root)
     have = set(cells["experiment"]) if "experiment" in cells else set()
-    jobs = {"table2_speedup": (table_experiment, lambda: speedup_bars(cells, experiment=table_experiment)),
-            "table2_quality_speed": (table_experiment, lambda: quality_vs_speed(cells, experiment=table_experiment)),
-            "sweep_gamma": (sweep_experiment, lambda: gamma_sweep(cells, experiment=sweep_experiment)),
-            "sweep_beam_width": (sweep_experiment, lambda: beam_width_sweep(cells, experiment=sweep_experiment)),
-            "sweep_threshold": (sweep_experiment, lambda: threshold_sweep(cells, experiment=sweep_experiment))}
+    jobs = {
+        "table2_speedup": (table_experiment, lambda: speedup_bars(cells, experiment=table_experiment)),
+        "table2_quality_speed": (table_experiment, lambda: quality_vs_speed(cells, experiment=table_experiment)),
+        "sweep_gamma": (sweep_experiment, lambda: gamma_sweep(cells, experiment=sweep_experiment)),
+        "sweep_beam_width": (sweep_experiment, lambda: beam_width_sweep(cells, experiment=sweep_experiment)),
+        "sweep_threshold": (sweep_experiment, lambda: threshold_sweep(cells, experiment=sweep_experiment)),
+    }
     written, skipped = {}, []
     for name, (experiment, make) in jobs.items():
         if experiment not in have:

@@ -16,6 +16,7 @@ axes, so each must reduce along ``axis`` only). Intervals are BCa (bias-correcte
 accelerated) by default; where BCa is undefined (e.g. every resample equal) they fall back to
 the percentile interval, and the method used is recorded.
 """
+
 from __future__ import annotations
 
 import math
@@ -28,19 +29,24 @@ from scipy import stats
 
 CONFIDENCE = 0.95
 RESAMPLES = 9999
-MIN_N = 3   # fewer prompts than this: no interval is given (a 2-point bootstrap is [min, max])
+MIN_N = 3  # fewer prompts than this: no interval is given (a 2-point bootstrap is [min, max])
 POWER = 0.80
 
-REPRODUCED, CONTRADICTED, INCONCLUSIVE, NOT_MEASURABLE = ("reproduced", "contradicted", "inconclusive",
-                                                          "not measurable here")
-NO_VERDICT = "no verdict"   # measured, but the paper's statement to test it against is not known
+REPRODUCED, CONTRADICTED, INCONCLUSIVE, NOT_MEASURABLE = (
+    "reproduced",
+    "contradicted",
+    "inconclusive",
+    "not measurable here",
+)
+NO_VERDICT = "no verdict"  # measured, but the paper's statement to test it against is not known
 VERDICT_RULE = (
-    "**reproduced**: the 95% confidence interval excludes \"no effect\" on the side the paper claims; "
-    "**contradicted**: it excludes \"no effect\" on the opposite side; **inconclusive**: it contains "
-    "\"no effect\"; **not measurable here**: this machine or model cannot measure it (the reason is given); "
+    '**reproduced**: the 95% confidence interval excludes "no effect" on the side the paper claims; '
+    '**contradicted**: it excludes "no effect" on the opposite side; **inconclusive**: it contains '
+    '"no effect"; **not measurable here**: this machine or model cannot measure it (the reason is given); '
     "**no verdict**: measured, but the paper's statement it would be tested against could not be sourced. "
     "The verdict is about the direction of the effect; the paper's figure is shown beside ours, and "
-    "whether it lies inside our interval is stated separately.")
+    "whether it lies inside our interval is stated separately."
+)
 
 
 @dataclass(frozen=True)
@@ -53,8 +59,8 @@ class Interval:
     n: int = 0
     confidence: float = CONFIDENCE
     standard_error: float | None = None
-    method: str | None = None    # "BCa", "percentile", or "degenerate" (every resample equal)
-    reason: str | None = None    # why there is no estimate or no interval
+    method: str | None = None  # "BCa", "percentile", or "degenerate" (every resample equal)
+    reason: str | None = None  # why there is no estimate or no interval
 
     @property
     def available(self) -> bool:
@@ -117,9 +123,16 @@ def perplexity_change(logprob_a, logprob_b, axis=-1):
 
 
 # ----------------------------------------------------------------------------- intervals
-def bootstrap_interval(statistic: Callable, samples: Sequence, *, confidence: float = CONFIDENCE,
-                       resamples: int = RESAMPLES, method: str = "BCa", seed: int = 0,
-                       min_n: int = MIN_N) -> Interval:
+def bootstrap_interval(
+    statistic: Callable,
+    samples: Sequence,
+    *,
+    confidence: float = CONFIDENCE,
+    resamples: int = RESAMPLES,
+    method: str = "BCa",
+    seed: int = 0,
+    min_n: int = MIN_N,
+) -> Interval:
     """The statistic on ``samples`` (equal-length arrays, one value per prompt, paired by position)
     and its paired bootstrap interval. Deterministic for a given ``seed``."""
     arrays = [np.asarray(s, dtype=float) for s in samples]
@@ -142,15 +155,24 @@ def bootstrap_interval(statistic: Callable, samples: Sequence, *, confidence: fl
         low, high = (float(v) for v in result.confidence_interval)
         if math.isfinite(low) and math.isfinite(high):
             return Interval(estimate, low, high, n, confidence, _finite_or_none(result.standard_error), how)
-    return Interval(estimate, n=n, confidence=confidence,
-                    reason="undefined on some resamples (a zero denominator): no interval")
+    return Interval(
+        estimate, n=n, confidence=confidence, reason="undefined on some resamples (a zero denominator): no interval"
+    )
 
 
 def _scipy_bootstrap(statistic, arrays, confidence, resamples, how, seed):
     with warnings.catch_warnings(), np.errstate(divide="ignore", invalid="ignore"):
         warnings.simplefilter("ignore")  # degenerate data: handled by the caller from the NaN interval
-        return stats.bootstrap(arrays, statistic, paired=True, vectorized=True, n_resamples=resamples,
-                               confidence_level=confidence, method=how, rng=np.random.default_rng(seed))
+        return stats.bootstrap(
+            arrays,
+            statistic,
+            paired=True,
+            vectorized=True,
+            n_resamples=resamples,
+            confidence_level=confidence,
+            method=how,
+            rng=np.random.default_rng(seed),
+        )
 
 
 def _finite_or_none(value) -> float | None:

@@ -6,70 +6,118 @@ version makes. ``CLAIMS`` is the table the claims report iterates (``mtad.report
 C5 (approximation of exact MTJD) and C6 (the baselines are exact) are computed on enumerable
 tiny models (``mtad.report.claims_theory``) and have no figure.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-CITATION = ("Qin et al., \"Optimized Multi-Token Joint Decoding with Auxiliary Model for LLM Inference\", "
-            "arXiv 2407.09722, ICLR 2025")
+CITATION = (
+    'Qin et al., "Optimized Multi-Token Joint Decoding with Auxiliary Model for LLM Inference", '
+    "arXiv 2407.09722, ICLR 2025"
+)
 
 
 @dataclass(frozen=True)
 class PaperVersion:
     key: str
-    label: str     # how the report names it
-    states: str    # what its abstract states, in short
+    label: str  # how the report names it
+    states: str  # what its abstract states, in short
 
 
 VERSIONS = {
     "arxiv-v2": PaperVersion(
-        "arxiv-v2", "arXiv v2/v3 (MTAD; Llama-2 and OPT 13B–70B)",
+        "arxiv-v2",
+        "arXiv v2/v3 (MTAD; Llama-2 and OPT 13B–70B)",
         "MTAD lowers perplexity by 21.2% against single-token sampling and improves downstream performance; "
         "it is 1.42× faster and uses 1.54× less energy than conventional speculative decoding methods; MTAD "
-        "approximates exact MTJD with a bounded error. The same abstract is on the ICLR 2025 poster page."),
+        "approximates exact MTJD with a bounded error. The same abstract is on the ICLR 2025 poster page.",
+    ),
     "iclr-final": PaperVersion(
-        "iclr-final", "ICLR 2025 camera-ready (MTAD and MMTAD)",
+        "iclr-final",
+        "ICLR 2025 camera-ready (MTAD and MMTAD)",
         "MTAD and MMTAD approximate exact MTJD with a bounded error; downstream performance +43% against "
         "single-token sampling; MTAD is 1.26× faster and uses 23.6% less energy than vanilla speculative "
-        "decoding; MMTAD (tree verification of every beam) improves efficiency further."),
+        "decoding; MMTAD (tree verification of every beam) improves efficiency further.",
+    ),
 }
-CONVENTIONAL = ("sps", "spectr", "specinfer")   # "conventional speculative decoding methods": the best of them
+CONVENTIONAL = ("sps", "spectr", "specinfer")  # "conventional speculative decoding methods": the best of them
 
 
 @dataclass(frozen=True)
 class PaperClaim:
     """One row of the report: ``method`` against ``baselines`` (several: the best of them)."""
 
-    claim: str               # "C1" ... "C4"
-    kind: str                # perplexity | quality | speed | energy
+    claim: str  # "C1" ... "C4"
+    kind: str  # perplexity | quality | speed | energy
     method: str
     baselines: tuple
-    paper: str               # the paper's words, as the report prints them
-    figure: float | None     # on the row's scale (None: the version states a direction only)
-    version: str             # key of VERSIONS
-    unit: str                # "relative" (−0.21 = −21%) or "ratio" (1.42×)
+    paper: str  # the paper's words, as the report prints them
+    figure: float | None  # on the row's scale (None: the version states a direction only)
+    version: str  # key of VERSIONS
+    unit: str  # "relative" (−0.21 = −21%) or "ratio" (1.42×)
     null: float
-    direction: int           # +1: the paper claims above null; −1: below
+    direction: int  # +1: the paper claims above null; −1: below
 
 
 CLAIMS = (
     PaperClaim("C1", "perplexity", "mtad", ("sampling",), "−21.2%", -0.212, "arxiv-v2", "relative", 0.0, -1),
-    PaperClaim("C1", "perplexity", "mmtad", ("sampling",), "lower (no separate figure)", None, "iclr-final",
-               "relative", 0.0, -1),
-    PaperClaim("C2", "quality", "mtad", ("sampling",), "+43% (average over tasks)", 0.43, "iclr-final",
-               "relative", 0.0, +1),
-    PaperClaim("C2", "quality", "mmtad", ("sampling",), "higher (no separate figure)", None, "iclr-final",
-               "relative", 0.0, +1),
+    PaperClaim(
+        "C1",
+        "perplexity",
+        "mmtad",
+        ("sampling",),
+        "lower (no separate figure)",
+        None,
+        "iclr-final",
+        "relative",
+        0.0,
+        -1,
+    ),
+    PaperClaim(
+        "C2", "quality", "mtad", ("sampling",), "+43% (average over tasks)", 0.43, "iclr-final", "relative", 0.0, +1
+    ),
+    PaperClaim(
+        "C2", "quality", "mmtad", ("sampling",), "higher (no separate figure)", None, "iclr-final", "relative", 0.0, +1
+    ),
     PaperClaim("C3", "speed", "mtad", ("sps",), "1.26× over vanilla SpS", 1.26, "iclr-final", "ratio", 1.0, +1),
-    PaperClaim("C3", "speed", "mtad", CONVENTIONAL, "1.42× over conventional speculative decoding", 1.42,
-               "arxiv-v2", "ratio", 1.0, +1),
-    PaperClaim("C3", "speed", "mmtad", ("mtad",), "faster (no separate figure)", None, "iclr-final", "ratio",
-               1.0, +1),
+    PaperClaim(
+        "C3",
+        "speed",
+        "mtad",
+        CONVENTIONAL,
+        "1.42× over conventional speculative decoding",
+        1.42,
+        "arxiv-v2",
+        "ratio",
+        1.0,
+        +1,
+    ),
+    PaperClaim("C3", "speed", "mmtad", ("mtad",), "faster (no separate figure)", None, "iclr-final", "ratio", 1.0, +1),
     # energy rows: the baseline's joules per token over MTAD's; "23.6% less" is 1 / (1 − 0.236) = 1.31×
-    PaperClaim("C4", "energy", "mtad", ("sps",), "23.6% less than vanilla SpS (1.31×)", 1 / (1 - 0.236),
-               "iclr-final", "ratio", 1.0, +1),
-    PaperClaim("C4", "energy", "mtad", CONVENTIONAL, "1.54× less than conventional speculative decoding", 1.54,
-               "arxiv-v2", "ratio", 1.0, +1),
+    PaperClaim(
+        "C4",
+        "energy",
+        "mtad",
+        ("sps",),
+        "23.6% less than vanilla SpS (1.31×)",
+        1 / (1 - 0.236),
+        "iclr-final",
+        "ratio",
+        1.0,
+        +1,
+    ),
+    PaperClaim(
+        "C4",
+        "energy",
+        "mtad",
+        CONVENTIONAL,
+        "1.54× less than conventional speculative decoding",
+        1.54,
+        "arxiv-v2",
+        "ratio",
+        1.0,
+        +1,
+    ),
 )
 
 

@@ -7,12 +7,14 @@ type or BLAS kernel sums in another order, which moves a float64 log-probability
 a float32 one by ~1e-5. In float64 such a change cannot flip a sampling decision in practice
 (it would need a uniform draw within ~1e-15 of a threshold), so a float64 reference reproduces
 its tokens on any x86 CPU; in float32 the same change (~5e-5 relative over an answer, measured
-between kernels) can flip a sampling or acceptance decision, and the tokens diverge after it. A token difference is reported with its first position. Not compared:
+between kernels) can flip a sampling or acceptance decision, and the tokens diverge after it. A
+token difference is reported with its first position. Not compared:
 wall-clock figures (tokens/s, seconds, speed-ups), energy and peak memory.
 
     from mtad.report.reproduce import compare_runs
     differences = compare_runs("results/verify", "/tmp/rerun")   # [] when everything matches
 """
+
 from __future__ import annotations
 
 import math
@@ -22,9 +24,22 @@ from mtad.report.cells import find_cells
 from mtad.report.examples import read_records
 from mtad.runner.layout import ENV, METRICS, SAMPLES, read_json
 
-EXACT_METRICS = ("status", "examples", "samples", "generations", "new_tokens", "target_calls", "draft_calls",
-                 "drafted", "accepted", "tree_nodes", "block_efficiency", "acceptance_rate", "mean_accept_length",
-                 "scores")
+EXACT_METRICS = (
+    "status",
+    "examples",
+    "samples",
+    "generations",
+    "new_tokens",
+    "target_calls",
+    "draft_calls",
+    "drafted",
+    "accepted",
+    "tree_nodes",
+    "block_efficiency",
+    "acceptance_rate",
+    "mean_accept_length",
+    "scores",
+)
 CLOSE_METRICS = ("perplexity", "mean_logprob")
 EXACT_TURN_FIELDS = ("token_ids", "text", "completion", "logprob_n", "prompt_tokens")
 CLOSE_TURN_FIELDS = ("logprob_sum",)
@@ -81,17 +96,25 @@ def compare_cell(reference: Path, candidate: Path, name: str) -> list[str]:
                 where = f"{name}: example {example_id} sample {s} turn {t}"
                 for key in EXACT_TURN_FIELDS:
                     if ref_turn.get(key) != new_turn.get(key):
-                        at = f" from token {first_difference(ref_turn[key], new_turn[key])}" \
-                            if key == "token_ids" and ref_turn.get(key) and new_turn.get(key) else ""
-                        out.append(f"{where}: {key} differs{at} ({_short(ref_turn.get(key))} -> "
-                                   f"{_short(new_turn.get(key))})")
+                        at = (
+                            f" from token {first_difference(ref_turn[key], new_turn[key])}"
+                            if key == "token_ids" and ref_turn.get(key) and new_turn.get(key)
+                            else ""
+                        )
+                        out.append(
+                            f"{where}: {key} differs{at} ({_short(ref_turn.get(key))} -> {_short(new_turn.get(key))})"
+                        )
                 for key in CLOSE_TURN_FIELDS:
                     if not close(ref_turn.get(key), new_turn.get(key), rtol):
-                        out.append(f"{where}: {key} differs beyond rtol {rtol:g} ({ref_turn.get(key)!r} -> "
-                                   f"{new_turn.get(key)!r})")
+                        out.append(
+                            f"{where}: {key} differs beyond rtol {rtol:g} ({ref_turn.get(key)!r} -> "
+                            f"{new_turn.get(key)!r})"
+                        )
                 for key in EXACT_STATS:
                     if ref_turn["stats"].get(key) != new_turn["stats"].get(key):
-                        out.append(f"{where}: stats.{key} {ref_turn['stats'].get(key)!r} -> {new_turn['stats'].get(key)!r}")
+                        out.append(
+                            f"{where}: stats.{key} {ref_turn['stats'].get(key)!r} -> {new_turn['stats'].get(key)!r}"
+                        )
     return out
 
 

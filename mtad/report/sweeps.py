@@ -12,6 +12,7 @@ finished metrics.json is a row with ``missing=True`` and its ``status`` ("not ru
 "failed"), never dropped. Speed-ups are tokens/s over the base ``sampling``/``sps`` cell (no
 overrides) of the same experiment, pair, task and machine.
 """
+
 from __future__ import annotations
 
 import math
@@ -29,8 +30,18 @@ REPO = Path(__file__).resolve().parents[2]
 # sweep name (conf/sweep/<name>.yaml) -> the method parameter it varies
 SWEEP_PARAMS = {"gamma": "gamma", "beam_width": "beam_width", "threshold": "threshold"}
 BASELINES = ("sampling", "sps")
-METRIC_COLUMNS = ("tokens_per_s", "speedup_vs_sampling", "speedup_vs_sps", "block_efficiency", "acceptance_rate",
-                  "mean_accept_length", "perplexity", "score", "examples", "samples")
+METRIC_COLUMNS = (
+    "tokens_per_s",
+    "speedup_vs_sampling",
+    "speedup_vs_sps",
+    "block_efficiency",
+    "acceptance_rate",
+    "mean_accept_length",
+    "perplexity",
+    "score",
+    "examples",
+    "samples",
+)
 
 
 def _is_missing(value) -> bool:
@@ -83,30 +94,41 @@ def _choose(df: pd.DataFrame, column: str, wanted: str | None, what: str) -> str
 
 
 # ----------------------------------------------------------------------------- Table 2
-def table2_frame(cells: pd.DataFrame, experiment: str = "table2", pair: str | None = None,
-                 tasks: list[str] | None = None, methods: list[str] | None = None) -> pd.DataFrame:
+def table2_frame(
+    cells: pd.DataFrame,
+    experiment: str = "table2",
+    pair: str | None = None,
+    tasks: list[str] | None = None,
+    methods: list[str] | None = None,
+) -> pd.DataFrame:
     """Table 2's rows (``mtad.report.tables.table2``) plus one ``missing`` row per planned
     (task, method) that has no finished cell. Tasks/methods default to the experiment's grid
     in conf/ joined with whatever the cells hold."""
     grid = planned_grid(experiment)
     in_experiment = cells[cells["experiment"] == experiment] if "experiment" in cells else cells.iloc[0:0]
     if in_experiment.empty and not grid:
-        raise ValueError(f"no cells of experiment {experiment!r} and no conf/experiment/{experiment}.yaml; "
-                         f"found experiments: {_unique(cells.get('experiment', []))}")
+        raise ValueError(
+            f"no cells of experiment {experiment!r} and no conf/experiment/{experiment}.yaml; "
+            f"found experiments: {_unique(cells.get('experiment', []))}"
+        )
     tasks = tasks or _ordered(set(grid.get("task", [])) | set(in_experiment.get("task", [])), TASK_ORDER)
     methods = methods or _ordered(set(grid.get("method", [])) | set(in_experiment.get("method", [])), METHOD_ORDER)
-    finished = in_experiment[in_experiment["status"].isin(["complete", "incomplete"])] \
-        if "status" in in_experiment else in_experiment
-    rows = table2(finished, experiment=experiment, pair=pair) \
-        if not finished.empty else pd.DataFrame()
-    status = {(r.task, r.method): r.status for r in in_experiment.itertuples()
-              if getattr(r, "overrides", "") == ""}
+    finished = (
+        in_experiment[in_experiment["status"].isin(["complete", "incomplete"])]
+        if "status" in in_experiment
+        else in_experiment
+    )
+    rows = table2(finished, experiment=experiment, pair=pair) if not finished.empty else pd.DataFrame()
+    status = {(r.task, r.method): r.status for r in in_experiment.itertuples() if getattr(r, "overrides", "") == ""}
     frame = pd.DataFrame(list(product(tasks, methods)), columns=["task", "method"])
     frame = frame.merge(rows, on=["task", "method"], how="left") if not rows.empty else frame
     frame["missing"] = frame["tokens_per_s"].isna() if "tokens_per_s" in frame else True
-    frame["status"] = [s if not m else status.get((t, me), "not run")
-                       for t, me, m, s in zip(frame["task"], frame["method"], frame["missing"],
-                                              frame.get("status", [None] * len(frame)))]
+    frame["status"] = [
+        s if not m else status.get((t, me), "not run")
+        for t, me, m, s in zip(
+            frame["task"], frame["method"], frame["missing"], frame.get("status", [None] * len(frame))
+        )
+    ]
     frame["experiment"] = experiment
     return frame
 
@@ -137,9 +159,11 @@ def add_baseline_speedups(df: pd.DataFrame, cells: pd.DataFrame, context: str = 
     df = df.copy()
     keys = ["experiment", "pair", "task", "machine"]
     base_cells = _baselines(cells, context)
-    for baseline, column, target in (("sampling", "tokens_per_s", "sampling_tokens_per_s"),
-                                     ("sps", "tokens_per_s", "sps_tokens_per_s"),
-                                     ("sampling", "perplexity", "sampling_perplexity")):
+    for baseline, column, target in (
+        ("sampling", "tokens_per_s", "sampling_tokens_per_s"),
+        ("sps", "tokens_per_s", "sps_tokens_per_s"),
+        ("sampling", "perplexity", "sampling_perplexity"),
+    ):
         df[target] = matching_values(df, base_cells[base_cells["method"] == baseline], keys, column)
     for baseline in BASELINES:
         tokens_per_s = df["tokens_per_s"].astype(float).values if "tokens_per_s" in df else float("nan")
@@ -151,17 +175,26 @@ def sweep_context(df: pd.DataFrame, key: str, context: str | None) -> str:
     """The other overrides the swept cells share ("" for a plain ``make sweep-*``)."""
     if context is not None:
         return context
-    found = sorted({without_key(o, key) for o in df["overrides"]
-                    if any(part.split("=", 1)[0] == key for part in o.split(","))})
+    found = sorted(
+        {without_key(o, key) for o in df["overrides"] if any(part.split("=", 1)[0] == key for part in o.split(","))}
+    )
     if len(found) > 1 and "" not in found:
-        raise ValueError(f"cells swept over {key} were run with different other overrides {found}; "
-                         "choose one with context=...")
+        raise ValueError(
+            f"cells swept over {key} were run with different other overrides {found}; choose one with context=..."
+        )
     return found[0] if len(found) == 1 else ""
 
 
-def sweep_frame(cells: pd.DataFrame, sweep: str, experiment: str = "sweeps", pair: str | None = None,
-                task: str | None = None, methods: list[str] | None = None, values: list | None = None,
-                context: str | None = None) -> pd.DataFrame:
+def sweep_frame(
+    cells: pd.DataFrame,
+    sweep: str,
+    experiment: str = "sweeps",
+    pair: str | None = None,
+    task: str | None = None,
+    methods: list[str] | None = None,
+    values: list | None = None,
+    context: str | None = None,
+) -> pd.DataFrame:
     """One row per planned (method, value) of ``conf/sweep/<sweep>.yaml`` under ``experiment``:
     the cell's metrics, ``value`` (the swept parameter), speed-ups over the sampling/SpS cells
     and ``missing``. Cells count when their overrides are ``context`` (the other overrides they
@@ -176,8 +209,10 @@ def sweep_frame(cells: pd.DataFrame, sweep: str, experiment: str = "sweeps", pai
     values = list(values or grid.get(key) or [])
     df = cells[cells["experiment"] == experiment] if "experiment" in cells else cells.iloc[0:0]
     if df.empty and not (methods and values):
-        raise ValueError(f"no cells of experiment {experiment!r} and no grid for sweep {sweep!r} in "
-                         f"conf/experiment/{experiment}.yaml + conf/sweep/{sweep}.yaml")
+        raise ValueError(
+            f"no cells of experiment {experiment!r} and no grid for sweep {sweep!r} in "
+            f"conf/experiment/{experiment}.yaml + conf/sweep/{sweep}.yaml"
+        )
     swept = df
     if not df.empty:
         pair = _choose(df, "pair", pair, f"experiment {experiment!r}")
@@ -209,8 +244,11 @@ def baseline_cells(cells: pd.DataFrame, frame: pd.DataFrame) -> pd.DataFrame:
     if frame.empty or "experiment" not in cells or not isinstance(frame["pair"].iloc[0], str):
         return cells.iloc[0:0]
     first = frame.iloc[0]
-    same = cells[(cells["experiment"] == first["experiment"]) & (cells["pair"] == first["pair"]) &
-                 (cells["task"] == first["task"])]
+    same = cells[
+        (cells["experiment"] == first["experiment"])
+        & (cells["pair"] == first["pair"])
+        & (cells["task"] == first["task"])
+    ]
     return _baselines(same, first["context"])
 
 
@@ -225,16 +263,20 @@ def caption(frame: pd.DataFrame, cells: pd.DataFrame | None = None) -> str:
     k of n planned cells (j missing)`` from the rows of a table2/sweep frame (and its cells)."""
     present = frame[~frame["missing"]]
     source = pd.concat([present, cells]) if cells is not None and not cells.empty else present
-    parts = [f"pair {_fmt_set(source.get('pair', []))}", f"machine {_fmt_set(source.get('machine', []))}",
-             f"dtype {_fmt_set(source.get('dtype', []))}"]
+    parts = [
+        f"pair {_fmt_set(source.get('pair', []))}",
+        f"machine {_fmt_set(source.get('machine', []))}",
+        f"dtype {_fmt_set(source.get('dtype', []))}",
+    ]
     for task, group in source.groupby("task", sort=False) if "task" in source else []:
         examples = _range(group.get("examples"))
         samples = _range(group.get("samples"))
         limit = _range(group.get("max_new_tokens"))
         parts.append(f"{task}: {examples} examples ({samples} samples) per cell, ≤{limit} new tokens")
     n_missing = int(frame["missing"].sum())
-    parts.append(f"{len(frame) - n_missing} of {len(frame)} planned cells" +
-                 (f" ({n_missing} missing)" if n_missing else ""))
+    parts.append(
+        f"{len(frame) - n_missing} of {len(frame)} planned cells" + (f" ({n_missing} missing)" if n_missing else "")
+    )
     return " · ".join(parts)
 
 

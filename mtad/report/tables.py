@@ -8,6 +8,7 @@ the same prompts, settings and hardware measured in the same sweep.
     df = table2(load_cells("results/runs"), experiment="table2")
     write_table2(df, "results/tables")   # table2.md (with a header) and table2.csv
 """
+
 from __future__ import annotations
 
 from datetime import datetime, timezone
@@ -22,17 +23,65 @@ from mtad.tasks import TASKS
 
 METHOD_ORDER = list(METHODS)
 TASK_ORDER = list(TASKS)
-COLUMNS = ["task", "method", "score_name", "score", "perplexity", "tokens_per_s", "speedup_vs_sampling",
-           "speedup_vs_sps", "block_efficiency", "acceptance_rate", "mean_accept_length", "energy_j_per_token",
-           "examples", "samples", "generations", "new_tokens", "max_new_tokens", "status", "machine", "dtype", "pair", "seed",
-           "energy_missing_reason", "score_missing_reason", "missing_reason", "incomplete_reason", "provenance"]
-HEADERS = {"score_name": "score", "score": "value", "perplexity": "PPL", "tokens_per_s": "tokens/s",
-           "speedup_vs_sampling": "speed-up vs sampling", "speedup_vs_sps": "speed-up vs SpS",
-           "block_efficiency": "block eff.", "acceptance_rate": "accept rate", "mean_accept_length": "mean accepted",
-           "energy_j_per_token": "J/token", "examples": "examples", "samples": "samples"}
-MD_COLUMNS = ["task", "method", "score_name", "score", "perplexity", "tokens_per_s", "speedup_vs_sampling",
-              "speedup_vs_sps", "block_efficiency", "acceptance_rate", "mean_accept_length", "energy_j_per_token",
-              "examples", "samples"]
+COLUMNS = [
+    "task",
+    "method",
+    "score_name",
+    "score",
+    "perplexity",
+    "tokens_per_s",
+    "speedup_vs_sampling",
+    "speedup_vs_sps",
+    "block_efficiency",
+    "acceptance_rate",
+    "mean_accept_length",
+    "energy_j_per_token",
+    "examples",
+    "samples",
+    "generations",
+    "new_tokens",
+    "max_new_tokens",
+    "status",
+    "machine",
+    "dtype",
+    "pair",
+    "seed",
+    "energy_missing_reason",
+    "score_missing_reason",
+    "missing_reason",
+    "incomplete_reason",
+    "provenance",
+]
+HEADERS = {
+    "score_name": "score",
+    "score": "value",
+    "perplexity": "PPL",
+    "tokens_per_s": "tokens/s",
+    "speedup_vs_sampling": "speed-up vs sampling",
+    "speedup_vs_sps": "speed-up vs SpS",
+    "block_efficiency": "block eff.",
+    "acceptance_rate": "accept rate",
+    "mean_accept_length": "mean accepted",
+    "energy_j_per_token": "J/token",
+    "examples": "examples",
+    "samples": "samples",
+}
+MD_COLUMNS = [
+    "task",
+    "method",
+    "score_name",
+    "score",
+    "perplexity",
+    "tokens_per_s",
+    "speedup_vs_sampling",
+    "speedup_vs_sps",
+    "block_efficiency",
+    "acceptance_rate",
+    "mean_accept_length",
+    "energy_j_per_token",
+    "examples",
+    "samples",
+]
 
 
 def _order(values, preferred):
@@ -61,8 +110,9 @@ def add_speedups(cells: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
-def table2(cells: pd.DataFrame, experiment: str = "table2", pair: str | None = None,
-           overrides: str | None = "") -> pd.DataFrame:
+def table2(
+    cells: pd.DataFrame, experiment: str = "table2", pair: str | None = None, overrides: str | None = ""
+) -> pd.DataFrame:
     """One row per (task, method) of the experiment's cells with these ``overrides``
     ("" = the base cells; None = whatever single override set the cells have)."""
     df = cells[cells["experiment"] == experiment]
@@ -73,8 +123,11 @@ def table2(cells: pd.DataFrame, experiment: str = "table2", pair: str | None = N
     if pair is not None:
         df = df[df["pair"] == pair]
     if df.empty:
-        raise ValueError(f"no cells of experiment {experiment!r}" + (f" and pair {pair!r}" if pair else "") +
-                         f"; found experiments: {sorted(set(cells['experiment']))}")
+        raise ValueError(
+            f"no cells of experiment {experiment!r}"
+            + (f" and pair {pair!r}" if pair else "")
+            + f"; found experiments: {sorted(set(cells['experiment']))}"
+        )
     pairs = sorted(set(df["pair"]))
     if len(pairs) > 1:
         raise ValueError(f"experiment {experiment!r} has several pairs {pairs}; choose one with pair=...")
@@ -118,14 +171,17 @@ def provenance(cells: pd.DataFrame, allow_mixed: bool = False) -> str:
     clean = [s for s in by_state if s != "unknown" and "+dirty" not in s]
     if len(by_state) == 1 and clean:
         return f"commit {clean[0]} (clean tree)"
-    described = "; ".join(f"{state}: {', '.join(names[:4])}{' ...' if len(names) > 4 else ''}"
-                          for state, names in sorted(by_state.items()))
+    described = "; ".join(
+        f"{state}: {', '.join(names[:4])}{' ...' if len(names) > 4 else ''}"
+        for state, names in sorted(by_state.items())
+    )
     if not allow_mixed:
         raise ProvenanceError(
             "the cells do not come from one commit with a clean tree, so the table would not describe "
             f"any version of the code ({described}). Rerun them from one clean commit, or pass "
             "--allow-mixed-provenance (make table TABLE_ARGS=--allow-mixed-provenance) to build it anyway "
-            "with every code state listed in its header")
+            "with every code state listed in its header"
+        )
     return f"MIXED code states, built with --allow-mixed-provenance: {described}"
 
 
@@ -150,8 +206,13 @@ def _int(values: pd.Series) -> str:
 
 
 def _unique(df: pd.DataFrame, column: str) -> str:
-    values = sorted({str(int(v)) if isinstance(v, float) and v.is_integer() else str(v) for v in df[column]
-                     if v is not None and not (isinstance(v, float) and pd.isna(v))})
+    values = sorted(
+        {
+            str(int(v)) if isinstance(v, float) and v.is_integer() else str(v)
+            for v in df[column]
+            if v is not None and not (isinstance(v, float) and pd.isna(v))
+        }
+    )
     return ", ".join(values) if values else "unknown"
 
 
@@ -164,21 +225,29 @@ def _reasons(df: pd.DataFrame, column: str) -> str:
     return "; ".join(f"{', '.join(sorted(set(tasks)))}: {reason}" for reason, tasks in by_task.items())
 
 
-def to_markdown(df: pd.DataFrame, experiment: str, notes: list[str] = (), source: str = "results/runs",
-                code: str | None = None) -> str:
-    counts = "; ".join(f"{task}: {_int(g['examples'])} examples, {_int(g['samples'])} samples, "
-                       f"{_int(g['generations'])} generations of ≤{_fmt(g['max_new_tokens'].iloc[0], 'm')} new tokens"
-                       for task, g in df.groupby("task", sort=False))
-    lines = [f"# Table 2 — experiment `{experiment}`", "",
-             *([f"- code: {code}"] if code else []),
-             f"- machine: {_unique(df, 'machine')}", f"- dtype: {_unique(df, 'dtype')}",
-             f"- pair: {_unique(df, 'pair')}", f"- seed: {_unique(df, 'seed')}",
-             f"- sample counts per cell: {counts}",
-             "- speed-up: tokens/s over the `sampling` (resp. `sps`) cell of the same task, pair and machine;"
-             " J/token `missing` where no energy counter was readable",
-             f"- {INTERVAL_NOTE}",
-             f"- built: {datetime.now(timezone.utc).isoformat(timespec='seconds')} from {source}/{experiment}",
-             *[f"- {note}" for note in notes]]
+def to_markdown(
+    df: pd.DataFrame, experiment: str, notes: list[str] = (), source: str = "results/runs", code: str | None = None
+) -> str:
+    counts = "; ".join(
+        f"{task}: {_int(g['examples'])} examples, {_int(g['samples'])} samples, "
+        f"{_int(g['generations'])} generations of ≤{_fmt(g['max_new_tokens'].iloc[0], 'm')} new tokens"
+        for task, g in df.groupby("task", sort=False)
+    )
+    lines = [
+        f"# Table 2 — experiment `{experiment}`",
+        "",
+        *([f"- code: {code}"] if code else []),
+        f"- machine: {_unique(df, 'machine')}",
+        f"- dtype: {_unique(df, 'dtype')}",
+        f"- pair: {_unique(df, 'pair')}",
+        f"- seed: {_unique(df, 'seed')}",
+        f"- sample counts per cell: {counts}",
+        "- speed-up: tokens/s over the `sampling` (resp. `sps`) cell of the same task, pair and machine;"
+        " J/token `missing` where no energy counter was readable",
+        f"- {INTERVAL_NOTE}",
+        f"- built: {datetime.now(timezone.utc).isoformat(timespec='seconds')} from {source}/{experiment}",
+        *[f"- {note}" for note in notes],
+    ]
     if _reasons(df, "energy_missing_reason"):
         lines.append(f"- energy missing: {_reasons(df, 'energy_missing_reason')}")
     if _reasons(df, "score_missing_reason"):
@@ -190,7 +259,10 @@ def to_markdown(df: pd.DataFrame, experiment: str, notes: list[str] = (), source
     lines.append("")
     incomplete = df[df["status"] != "complete"]
     if not incomplete.empty:
-        lines += ["- **not complete:** " + ", ".join(f"{r.task}/{r.method} ({r.status})" for r in incomplete.itertuples()), ""]
+        lines += [
+            "- **not complete:** " + ", ".join(f"{r.task}/{r.method} ({r.status})" for r in incomplete.itertuples()),
+            "",
+        ]
     lines.append("| " + " | ".join(HEADERS.get(c, c) for c in MD_COLUMNS) + " |")
     lines.append("|" + "|".join("---" for _ in MD_COLUMNS) + "|")
     for row in df.itertuples(index=False):
@@ -201,8 +273,15 @@ def to_markdown(df: pd.DataFrame, experiment: str, notes: list[str] = (), source
     return "\n".join(lines) + "\n"
 
 
-def write_table2(df: pd.DataFrame, out_dir: str | Path, experiment: str = "table2", name: str = "table2",
-                 notes: list[str] = (), source: str = "results/runs", code: str | None = None) -> tuple[Path, Path]:
+def write_table2(
+    df: pd.DataFrame,
+    out_dir: str | Path,
+    experiment: str = "table2",
+    name: str = "table2",
+    notes: list[str] = (),
+    source: str = "results/runs",
+    code: str | None = None,
+) -> tuple[Path, Path]:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     md, csv = out_dir / f"{name}.md", out_dir / f"{name}.csv"
@@ -211,20 +290,29 @@ def write_table2(df: pd.DataFrame, out_dir: str | Path, experiment: str = "table
     return md, csv
 
 
-def build_table2(results_root: str | Path = "results/runs", out_dir: str | Path = "results/tables",
-                 experiment: str = "table2", pair: str | None = None, name: str | None = None,
-                 overrides: str | None = "", allow_mixed_provenance: bool = False) -> tuple[Path, Path]:
+def build_table2(
+    results_root: str | Path = "results/runs",
+    out_dir: str | Path = "results/tables",
+    experiment: str = "table2",
+    pair: str | None = None,
+    name: str | None = None,
+    overrides: str | None = "",
+    allow_mixed_provenance: bool = False,
+) -> tuple[Path, Path]:
     """Write the table (.md, .csv); refuses cells of mixed or dirty code states (``provenance``)."""
     cells = load_cells(results_root, experiment=experiment)
     if cells.empty:
         root = Path(results_root)
-        found = sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")) \
-            if root.is_dir() else []
+        found = (
+            sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")) if root.is_dir() else []
+        )
         raise ValueError(f"no cells of experiment {experiment!r} under {root}; experiments there: {found or 'none'}")
     if overrides == "" and not (cells["overrides"] == "").any():
         sets = sorted(set(cells["overrides"]))
-        raise ValueError(f"experiment {experiment!r} has only cells under override folders ({', '.join(sets)}); "
-                         "pass --overrides '<one of them>' or --overrides any")
+        raise ValueError(
+            f"experiment {experiment!r} has only cells under override folders ({', '.join(sets)}); "
+            "pass --overrides '<one of them>' or --overrides any"
+        )
     df = table2(cells, experiment=experiment, pair=pair, overrides=overrides)
     code = provenance(df, allow_mixed=allow_mixed_provenance)
     stem = name or (experiment if experiment.startswith("table2") else f"table2_{experiment}")
@@ -237,8 +325,10 @@ def build_table2(results_root: str | Path = "results/runs", out_dir: str | Path 
 INTERVAL_COLUMNS = ["score", "perplexity", "tokens_per_s", "speedup_vs_sampling", "speedup_vs_sps", "block_efficiency"]
 INTERVAL_BOUNDS = [f"{c}_{end}" for c in INTERVAL_COLUMNS for end in ("low", "high")]
 INTERVAL_RESAMPLES = 2000
-INTERVAL_NOTE = ("[low, high]: 95% bootstrap interval over the cell's examples (BCa; speed-ups paired by example with "
-                 "the baseline cell); none below 3 examples")
+INTERVAL_NOTE = (
+    "[low, high]: 95% bootstrap interval over the cell's examples (BCa; speed-ups paired by example with "
+    "the baseline cell); none below 3 examples"
+)
 
 
 def cell_intervals(examples: pd.DataFrame, baselines: dict[str, pd.DataFrame] | None = None) -> dict:
@@ -265,8 +355,9 @@ def cell_intervals(examples: pd.DataFrame, baselines: dict[str, pd.DataFrame] | 
         columns = ["id", "new_tokens", "seconds"]
         both = examples[columns].merge(base[columns], on="id", how="inner", suffixes=("", "_base")).sort_values("id")
         if len(both):
-            out[f"speedup_vs_{name}"] = boot(iv.ratio_of_rates, [both["new_tokens"], both["seconds"],
-                                                                  both["new_tokens_base"], both["seconds_base"]])
+            out[f"speedup_vs_{name}"] = boot(
+                iv.ratio_of_rates, [both["new_tokens"], both["seconds"], both["new_tokens_base"], both["seconds_base"]]
+            )
     return out
 
 
@@ -280,14 +371,22 @@ def add_intervals(df: pd.DataFrame) -> pd.DataFrame:
         df[bound] = float("nan")
     if "path" not in df:
         return df
-    rows = {i: cell_examples(row.path, row.score_name if isinstance(row.score_name, str) else None)
-            for i, row in zip(df.index, df.itertuples(index=False)) if isinstance(row.path, str)}
+    rows = {
+        i: cell_examples(row.path, row.score_name if isinstance(row.score_name, str) else None)
+        for i, row in zip(df.index, df.itertuples(index=False))
+        if isinstance(row.path, str)
+    }
     for i, row in zip(df.index, df.itertuples(index=False)):
         if i not in rows:
             continue
         same = df[(df["task"] == row.task) & (df["pair"] == row.pair) & (df["machine"] == row.machine)]
-        baselines = {b: rows[j] for b in ("sampling", "sps") if b != row.method
-                     for j in same.index[same["method"] == b] if j in rows}
+        baselines = {
+            b: rows[j]
+            for b in ("sampling", "sps")
+            if b != row.method
+            for j in same.index[same["method"] == b]
+            if j in rows
+        }
         for column, interval in cell_intervals(rows[i], baselines).items():
             if interval.available:
                 df.loc[i, f"{column}_low"], df.loc[i, f"{column}_high"] = interval.low, interval.high

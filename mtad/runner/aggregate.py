@@ -1,4 +1,5 @@
 """A cell's metrics from its records: task scores, perplexity, speed, acceptance and energy."""
+
 from __future__ import annotations
 
 import math
@@ -27,11 +28,15 @@ def cell_metrics(task, records: list[dict], limit_ids: list[str]) -> dict:
         reasons.append(f"{len(limit_ids) - len(done)} of {len(limit_ids)} examples not generated")
     if unscored:
         first_id, first = next(iter(unscored.items()))
-        reasons.append(f"{len(unscored)} example(s) not scored, the next run scores them again "
-                       f"(example {first_id}: {first[0]})")
+        reasons.append(
+            f"{len(unscored)} example(s) not scored, the next run scores them again (example {first_id}: {first[0]})"
+        )
     return {
-        "status": status, "incomplete_reason": "; ".join(reasons) or None,
-        "examples": len(done), "examples_planned": len(limit_ids), "examples_unscored": len(unscored),
+        "status": status,
+        "incomplete_reason": "; ".join(reasons) or None,
+        "examples": len(done),
+        "examples_planned": len(limit_ids),
+        "examples_unscored": len(unscored),
         "samples": sum(len(r["samples"]) for r in done),
         "scores": scores,
         "perplexity": float(perplexity(mean_logprobs)) if mean_logprobs else None,

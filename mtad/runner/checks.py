@@ -3,6 +3,7 @@
 A bad ``limit``, method parameter, task option or judge setting, or an unwritable results
 folder, fails here with one line that names the setting; nothing has been written yet.
 """
+
 from __future__ import annotations
 
 import errno
@@ -16,14 +17,16 @@ class SettingError(ValueError):
 
 def check_run_settings(cfg) -> None:
     """The run-level settings of config.yaml have their types and ranges."""
+
     def integer(value):
         return isinstance(value, int) and not isinstance(value, bool)
 
     if not integer(cfg.seed):
         raise SettingError(f"seed must be an integer, got {cfg.seed!r}")
     if cfg.threads is not None and not (integer(cfg.threads) and cfg.threads >= 1):
-        raise SettingError(f"threads must be a positive integer (torch threads) or null (torch's default), got "
-                           f"{cfg.threads!r}")
+        raise SettingError(
+            f"threads must be a positive integer (torch threads) or null (torch's default), got {cfg.threads!r}"
+        )
     if not (integer(cfg.warmup_tokens) and cfg.warmup_tokens >= 0):
         raise SettingError(f"warmup_tokens must be an integer >= 0 (0: no warm-up), got {cfg.warmup_tokens!r}")
     if not isinstance(cfg.progress, bool):
@@ -38,17 +41,24 @@ def check_override_keys(overrides: list[str]) -> str | None:
     from mtad.tasks import TASKS
 
     given = dict(o.lstrip("+~").split("=", 1) for o in overrides if "=" in o and not o.startswith("-"))
-    for group, registry, valid_of in (("method", DECODERS, lambda c: c.defaults),
-                                      ("task", TASKS, lambda c: {**c.defaults, "name": None})):
+    for group, registry, valid_of in (
+        ("method", DECODERS, lambda c: c.defaults),
+        ("task", TASKS, lambda c: {**c.defaults, "name": None}),
+    ):
         named = [n for n in given.get(group, "").split(",") if n in registry]
         for key in (k.split(".", 2)[1] for k in given if k.startswith(f"{group}.")):
             # named ones: each must have the key; none named (an experiment's sweep picks): one must
-            wrong = [n for n in named if key not in valid_of(registry[n])] if named else \
-                ([] if any(key in valid_of(c) for c in registry.values()) else [next(iter(registry))])
+            wrong = (
+                [n for n in named if key not in valid_of(registry[n])]
+                if named
+                else ([] if any(key in valid_of(c) for c in registry.values()) else [next(iter(registry))])
+            )
             if wrong:
                 n = wrong[0]
-                return (f"{group}.{key}: not a setting of {group} {n!r}; valid: "
-                        f"{', '.join(sorted(k for k in valid_of(registry[n]) if k != 'name'))}")
+                return (
+                    f"{group}.{key}: not a setting of {group} {n!r}; valid: "
+                    f"{', '.join(sorted(k for k in valid_of(registry[n]) if k != 'name'))}"
+                )
     return None
 
 
@@ -73,8 +83,9 @@ def task_settings(cfg, task_name: str) -> tuple[dict, int | None]:
     options = OmegaConf.to_container(cfg.task, resolve=True) or {}
     per_task = OmegaConf.to_container(cfg.per_task, resolve=True).get(task_name) or {}
     options.update(per_task)
-    limit = check_limit(options.pop("limit", None),
-                        f"per_task.{task_name}.limit" if "limit" in per_task else "task.limit")
+    limit = check_limit(
+        options.pop("limit", None), f"per_task.{task_name}.limit" if "limit" in per_task else "task.limit"
+    )
     if cfg.limit is not None:
         limit = check_limit(cfg.limit, "limit")
     return options, limit
@@ -108,8 +119,9 @@ def check_writable(path: Path, setting: str) -> None:
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent
     if not os.access(existing, os.W_OK | os.X_OK):
-        raise SettingError(f"cannot write to {existing} (needed for {path}): permission denied; "
-                           f"point {setting} to a writable folder")
+        raise SettingError(
+            f"cannot write to {existing} (needed for {path}): permission denied; point {setting} to a writable folder"
+        )
 
 
 def explain_os_error(exc: OSError, settings: dict[str, Path]) -> SettingError | None:
@@ -122,8 +134,12 @@ def explain_os_error(exc: OSError, settings: dict[str, Path]) -> SettingError | 
         for setting, folder in settings.items():
             folder = Path(folder).expanduser().absolute()
             if path == folder or folder in path.parents:
-                return SettingError(f"cannot write {path}: {exc.strerror}; it lies under {folder}, "
-                                    f"set by {setting}: point it to a writable folder")
+                return SettingError(
+                    f"cannot write {path}: {exc.strerror}; it lies under {folder}, "
+                    f"set by {setting}: point it to a writable folder"
+                )
     where = f" {path}" if path else ""
-    return SettingError(f"cannot access{where}: {exc.strerror} (settings that choose folders: "
-                        f"{', '.join(f'{k}={v}' for k, v in settings.items())})")
+    return SettingError(
+        f"cannot access{where}: {exc.strerror} (settings that choose folders: "
+        f"{', '.join(f'{k}={v}' for k, v in settings.items())})"
+    )

@@ -1,5 +1,6 @@
 """Models and devices: one loaded pair per process, the devices a model spans, CUDA
 synchronisation around timed windows, and peak memory."""
+
 from __future__ import annotations
 
 import json
@@ -29,8 +30,11 @@ def model_devices(*models) -> list:
             continue
         device_map = getattr(model, "hf_device_map", None)
         if device_map:
-            devices.update(torch.device(d if not isinstance(d, int) else f"cuda:{d}") for d in device_map.values()
-                           if d not in ("disk",))
+            devices.update(
+                torch.device(d if not isinstance(d, int) else f"cuda:{d}")
+                for d in device_map.values()
+                if d not in ("disk",)
+            )
         else:
             devices.update(p.device for p in model.parameters())
     return sorted(devices, key=str)

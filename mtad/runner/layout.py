@@ -5,6 +5,7 @@ A cell is ``<results_root>/<experiment>/<pair>/<task>/<method>[/<overrides>]/`` 
 ``<overrides>`` holds the command-line overrides that change what is generated (e.g.
 ``method.gamma=3``); settings that do not (``limit``, paths, loggers) never name a directory.
 """
+
 from __future__ import annotations
 
 import json
@@ -16,8 +17,24 @@ SAMPLES, METRICS, ENV, ERROR = "samples.jsonl", "metrics.json", "env.json", "err
 IDENTITY_PARTS = ("experiment", "pair", "task", "method")  # the directory levels below results_root
 
 # Override keys that do not change what a cell generates: they never name a directory.
-NEUTRAL_KEYS = {"experiment", "pair", "task", "method", "sweep", "logger", "energy", "hydra", "experiment_name",
-                "limit", "data_root", "results_root", "progress", "warmup_tokens", "threads", "missing_data"}
+NEUTRAL_KEYS = {
+    "experiment",
+    "pair",
+    "task",
+    "method",
+    "sweep",
+    "logger",
+    "energy",
+    "hydra",
+    "experiment_name",
+    "limit",
+    "data_root",
+    "results_root",
+    "progress",
+    "warmup_tokens",
+    "threads",
+    "missing_data",
+}
 NEUTRAL_PREFIXES = ("logger.", "energy.", "hydra.", "hydra/")
 
 
@@ -50,8 +67,9 @@ def override_dirname(overrides: list[str]) -> str:
     return ",".join(sorted(kept))
 
 
-def cell_directory(results_root: str | Path, experiment: str, pair: str, task: str, method: str,
-                   overrides: str = "") -> Path:
+def cell_directory(
+    results_root: str | Path, experiment: str, pair: str, task: str, method: str, overrides: str = ""
+) -> Path:
     directory = Path(results_root) / experiment / pair / task / method
     return directory / overrides if overrides else directory
 
@@ -61,7 +79,7 @@ def parse_cell_directory(results_root: str | Path, directory: str | Path) -> dic
     parts = Path(directory).relative_to(results_root).parts
     if len(parts) < len(IDENTITY_PARTS):
         raise ValueError(f"{directory} is not <experiment>/<pair>/<task>/<method>[/<overrides>] under {results_root}")
-    return {**dict(zip(IDENTITY_PARTS, parts)), "overrides": "/".join(parts[len(IDENTITY_PARTS):])}
+    return {**dict(zip(IDENTITY_PARTS, parts)), "overrides": "/".join(parts[len(IDENTITY_PARTS) :])}
 
 
 def read_json(path: Path) -> dict:
@@ -84,8 +102,9 @@ def resolve_cell(cfg, hydra_config) -> Cell:
     if missing:
         raise ValueError(f"no {', '.join(missing)} chosen; pick one, e.g. method=mtad task=cnndm")
     overrides = override_dirname(list(hydra_config.overrides.task))
-    directory = cell_directory(cfg.results_root, cfg.experiment_name, names["pair"], names["task"], names["method"],
-                               overrides)
+    directory = cell_directory(
+        cfg.results_root, cfg.experiment_name, names["pair"], names["task"], names["method"], overrides
+    )
     return Cell(cfg.experiment_name, names["pair"], names["task"], names["method"], overrides, directory)
 
 
@@ -99,9 +118,14 @@ def cell_identity(cfg, cell: Cell, task_options: dict) -> dict:
     from omegaconf import OmegaConf
 
     return _without_connection(
-        {"experiment": cell.experiment, "pair": {"name": cell.pair, **OmegaConf.to_container(cfg.pair, resolve=True)},
-         "task": {"name": cell.task, **task_options},
-         "method": {"name": cell.method, **OmegaConf.to_container(cfg.method, resolve=True)}, "seed": cfg.seed})
+        {
+            "experiment": cell.experiment,
+            "pair": {"name": cell.pair, **OmegaConf.to_container(cfg.pair, resolve=True)},
+            "task": {"name": cell.task, **task_options},
+            "method": {"name": cell.method, **OmegaConf.to_container(cfg.method, resolve=True)},
+            "seed": cfg.seed,
+        }
+    )
 
 
 def _without_connection(identity: dict) -> dict:
@@ -123,12 +147,16 @@ def check_identity(directory: Path, identity: dict) -> None:
     if recorded == identity:
         return
     diffs = _diff(recorded, identity)
-    raise ValueError(f"{directory} holds results of a different config ({'; '.join(diffs)}). Use another "
-                     "experiment_name, pass the change as a command-line override (it then gets its own "
-                     "directory), or delete that directory to start it again.")
+    raise ValueError(
+        f"{directory} holds results of a different config ({'; '.join(diffs)}). Use another "
+        "experiment_name, pass the change as a command-line override (it then gets its own "
+        "directory), or delete that directory to start it again."
+    )
 
 
 def _diff(old: Any, new: Any, path: str = "") -> list[str]:
     if isinstance(old, dict) and isinstance(new, dict):
-        return [d for k in sorted(set(old) | set(new)) for d in _diff(old.get(k), new.get(k), f"{path}.{k}".lstrip("."))]
+        return [
+            d for k in sorted(set(old) | set(new)) for d in _diff(old.get(k), new.get(k), f"{path}.{k}".lstrip("."))
+        ]
     return [] if old == new else [f"{path}: {old!r} -> {new!r}"]

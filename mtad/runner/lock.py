@@ -5,6 +5,7 @@ holder exits, however it ends; the holder writes who it is beside it. A second r
 same cell does not wait: it stops at once with a message naming the holder (its finished
 examples are kept, so running it again later continues where the holder stopped).
 """
+
 from __future__ import annotations
 
 import os
@@ -36,11 +37,15 @@ def cell_lock(directory: Path, name: str):
             holder = (directory / HOLDER).read_text().strip()
         except OSError:
             holder = "a process that did not say who it is"
-        raise CellBusy(f"cell {name} is being written by another run ({holder}); let it finish or stop it, then "
-                       "run again: finished examples are kept") from None
+        raise CellBusy(
+            f"cell {name} is being written by another run ({holder}); let it finish or stop it, then "
+            "run again: finished examples are kept"
+        ) from None
     try:
-        (directory / HOLDER).write_text(f"pid {os.getpid()} on {socket.gethostname()}, since "
-                                        f"{datetime.now(timezone.utc).isoformat(timespec='seconds')}\n")
+        (directory / HOLDER).write_text(
+            f"pid {os.getpid()} on {socket.gethostname()}, since "
+            f"{datetime.now(timezone.utc).isoformat(timespec='seconds')}\n"
+        )
         yield
     finally:
         (directory / HOLDER).unlink(missing_ok=True)

@@ -1,5 +1,6 @@
 """The per-example loop of one cell: generate every sample and turn, score, record; and
 score again the recorded answers a task could not score before (a judge that failed)."""
+
 from __future__ import annotations
 
 import logging
@@ -27,8 +28,9 @@ class CellRunner:
         input_ids = self.torch.tensor([prompt_ids], dtype=self.torch.long, device=self.gen_device)  # [1, L]
         sync(self.devices)
         self.meter.start()
-        out = self.decoder.generate(input_ids, max_new_tokens=max_new_tokens, eos_token_id=self.pair.eos_token_id,
-                                    generator=generator)
+        out = self.decoder.generate(
+            input_ids, max_new_tokens=max_new_tokens, eos_token_id=self.pair.eos_token_id, generator=generator
+        )
         sync(self.devices)
         energy = self.meter.stop()
         return out, energy.as_dict()
@@ -36,9 +38,12 @@ class CellRunner:
     def warm_up(self, example: dict) -> None:
         prompt = self.task.build_prompt(example, self.pair.tokenizer, history=())
         generator = self.torch.Generator(device=self.gen_device).manual_seed(0)
-        self.decoder.generate(self.torch.tensor([prompt], dtype=self.torch.long, device=self.gen_device),
-                              max_new_tokens=max(1, int(self.cfg.warmup_tokens)),
-                              eos_token_id=self.pair.eos_token_id, generator=generator)
+        self.decoder.generate(
+            self.torch.tensor([prompt], dtype=self.torch.long, device=self.gen_device),
+            max_new_tokens=max(1, int(self.cfg.warmup_tokens)),
+            eos_token_id=self.pair.eos_token_id,
+            generator=generator,
+        )
 
     def run_sample(self, example: dict, sample_index: int) -> dict:
         from mtad.metrics.perplexity import sample_logprob
@@ -51,22 +56,33 @@ class CellRunner:
             out, energy = self.generate(prompt, self.task.max_new_tokens, generator)
             text = self.pair.tokenizer.decode(out.tokens, skip_special_tokens=True)
             logprob_sum, logprob_n = sample_logprob(self.pair.target, prompt, out.tokens)
-            turns.append({"turn": turn, "prompt_tokens": len(prompt), "text": text,
-                          "completion": self.task.postprocess(example, text), "token_ids": list(out.tokens),
-                          "stats": out.stats.as_dict(), "energy": energy,
-                          "logprob_sum": float(logprob_sum), "logprob_n": int(logprob_n)})
+            turns.append(
+                {
+                    "turn": turn,
+                    "prompt_tokens": len(prompt),
+                    "text": text,
+                    "completion": self.task.postprocess(example, text),
+                    "token_ids": list(out.tokens),
+                    "stats": out.stats.as_dict(),
+                    "energy": energy,
+                    "logprob_sum": float(logprob_sum),
+                    "logprob_n": int(logprob_n),
+                }
+            )
             history.append(text)
         n = sum(t["logprob_n"] for t in turns)
         mean_logprob = sum(t["logprob_sum"] for t in turns) / n if n else None
         scores = self.task.score(example, [t["completion"] for t in turns])  # one sample, every turn
-        return {"sample": sample_index, "seed": seed, "turns": turns, "mean_logprob": mean_logprob,
-                "scores": scores}
+        return {"sample": sample_index, "seed": seed, "turns": turns, "mean_logprob": mean_logprob, "scores": scores}
 
     def run_example(self, example: dict) -> dict:
         samples = [self.run_sample(example, i) for i in range(self.task.samples_per_example)]
-        return {"id": str(example["id"]), "samples": samples,
-                "new_tokens": sum(t["stats"]["new_tokens"] for s in samples for t in s["turns"]),
-                "decode_seconds": sum(t["stats"]["seconds"] for s in samples for t in s["turns"])}
+        return {
+            "id": str(example["id"]),
+            "samples": samples,
+            "new_tokens": sum(t["stats"]["new_tokens"] for s in samples for t in s["turns"]),
+            "decode_seconds": sum(t["stats"]["seconds"] for s in samples for t in s["turns"]),
+        }
 
 
 def needs_rescoring(task, records: list[dict]) -> list[dict]:

@@ -5,6 +5,7 @@ print them; one short probe instead, and when the hub cannot be reached the proc
 ``HF_HUB_OFFLINE=1`` and says so once. Local paths, the packaged model and cached files work
 the same either way. A user's own ``HF_HUB_OFFLINE`` is left as it is.
 """
+
 from __future__ import annotations
 
 import logging
@@ -28,6 +29,9 @@ def settle_hub_access(timeout_s: float = 3.0) -> bool:
         constants = sys.modules.get("huggingface_hub.constants")
         if constants is not None:  # imported already: its flag was read at import
             constants.HF_HUB_OFFLINE = True
-        log.warning("the Hugging Face hub is unreachable (%s): running offline (HF_HUB_OFFLINE=1); local "
-                    "paths, the packaged model and cached files are used", exc)
+        log.warning(
+            "the Hugging Face hub is unreachable (%s): running offline (HF_HUB_OFFLINE=1); local "
+            "paths, the packaged model and cached files are used",
+            exc,
+        )
         return False

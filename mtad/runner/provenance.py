@@ -5,6 +5,7 @@ when this module is first imported, i.e. when the process loads its code; every 
 process writes records that state, even if the checkout changes while it runs. Results
 under ``results/`` are outputs, not code: they never make the tree dirty.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -44,7 +45,11 @@ def read_git_state() -> dict:
         except OSError:
             pass
     dirty = bool(diff) or bool(names)
-    return {"commit": head.stdout.decode().strip(), "dirty": dirty, "diff_sha256": digest.hexdigest() if dirty else None}
+    return {
+        "commit": head.stdout.decode().strip(),
+        "dirty": dirty,
+        "diff_sha256": digest.hexdigest() if dirty else None,
+    }
 
 
 PROCESS_GIT = read_git_state()  # read once, when the process loads this code
@@ -80,16 +85,26 @@ def environment_record(models=(), devices=None) -> dict:
     dtypes = sorted({str(p.dtype).replace("torch.", "") for m in models for p in list(m.parameters())[:1]})
     try:
         import hydra
+
         hydra_version = hydra.__version__
     except ImportError:
         hydra_version = None
     return {
         "machine": f"{len(gpus)}x {gpus[0]}" if gpus else f"{cpu} ({os.cpu_count()} CPUs)",
-        "cpu": cpu, "cpu_count": os.cpu_count(), "gpus": gpus,
-        "devices": [str(d) for d in devices], "dtype": ",".join(dtypes), "torch_threads": torch.get_num_threads(),
-        "platform": platform.platform(), "python": sys.version.split()[0],
-        "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
-                     "hydra": hydra_version, "cuda": torch.version.cuda},
+        "cpu": cpu,
+        "cpu_count": os.cpu_count(),
+        "gpus": gpus,
+        "devices": [str(d) for d in devices],
+        "dtype": ",".join(dtypes),
+        "torch_threads": torch.get_num_threads(),
+        "platform": platform.platform(),
+        "python": sys.version.split()[0],
+        "versions": {
+            "torch": torch.__version__,
+            "transformers": transformers.__version__,
+            "hydra": hydra_version,
+            "cuda": torch.version.cuda,
+        },
         "git": git_commit(),
     }
 

@@ -1,5 +1,6 @@
 """``samples.jsonl``: one JSON line per finished example, appended and fsynced, and the
 per-sample seeds that make a resumed cell generate what an uninterrupted one would."""
+
 from __future__ import annotations
 
 import hashlib
@@ -21,8 +22,14 @@ def derive_seed(seed: int, example_id: str, sample_index: int) -> int:
 # The record schema: what every reader of samples.jsonl relies on (field -> type).
 RECORD_FIELDS = {"id": str, "samples": list}
 SAMPLE_FIELDS = {"turns": list, "scores": dict}
-TURN_FIELDS = {"token_ids": list, "text": str, "completion": str, "stats": dict, "logprob_sum": (int, float),
-               "logprob_n": int}
+TURN_FIELDS = {
+    "token_ids": list,
+    "text": str,
+    "completion": str,
+    "stats": dict,
+    "logprob_sum": (int, float),
+    "logprob_n": int,
+}
 STATS_FIELDS = {"new_tokens": int, "seconds": (int, float), "target_calls": int}
 
 
@@ -44,13 +51,20 @@ def record_problem(record) -> str | None:
         return problem or "the record has no samples"
     for i, sample in enumerate(record["samples"]):
         where = f"sample {i}"
-        problem = _missing_or_mistyped(sample, SAMPLE_FIELDS, where) if isinstance(sample, dict) else f"{where} is not an object"
+        problem = (
+            _missing_or_mistyped(sample, SAMPLE_FIELDS, where)
+            if isinstance(sample, dict)
+            else f"{where} is not an object"
+        )
         if problem or not sample["turns"]:
             return problem or f"{where} has no turns"
         for t, turn in enumerate(sample["turns"]):
             where = f"sample {i} turn {t}"
-            problem = (_missing_or_mistyped(turn, TURN_FIELDS, where) if isinstance(turn, dict) else f"{where} is not an object") \
-                or _missing_or_mistyped(turn["stats"], STATS_FIELDS, f"{where} stats")
+            problem = (
+                _missing_or_mistyped(turn, TURN_FIELDS, where)
+                if isinstance(turn, dict)
+                else f"{where} is not an object"
+            ) or _missing_or_mistyped(turn["stats"], STATS_FIELDS, f"{where} stats")
             if problem:
                 return problem
     return None
@@ -63,7 +77,7 @@ class Rejected:
     number: int
     line: bytes
     why: str
-    kind: str   # "torn" (a killed write, the last line), "corrupt" (unparsable or off-schema), "duplicate"
+    kind: str  # "torn" (a killed write, the last line), "corrupt" (unparsable or off-schema), "duplicate"
 
 
 def parse_records(raw: bytes) -> tuple[list[dict], list[bytes], list[Rejected]]:
@@ -85,8 +99,9 @@ def parse_records(raw: bytes) -> tuple[list[dict], list[bytes], list[Rejected]]:
             rejected.append(Rejected(number, line, problem, "corrupt"))
             continue
         if record["id"] in seen:
-            rejected.append(Rejected(number, line, f"a second record of example {record['id']!r} (the first is kept)",
-                                     "duplicate"))
+            rejected.append(
+                Rejected(number, line, f"a second record of example {record['id']!r} (the first is kept)", "duplicate")
+            )
             continue
         seen.add(record["id"])
         records.append(record)
@@ -109,8 +124,14 @@ def read_finished(samples_path: Path) -> list[dict]:
         if r.kind == "torn":
             log.warning("cutting a torn last line off %s (an interrupted write)", samples_path)
         else:
-            log.error("%s line %d is rejected: %s; it is moved to %s%s", samples_path, r.number, r.why,
-                      samples_path.name + ".corrupt", "" if r.kind == "duplicate" else " and its example runs again")
+            log.error(
+                "%s line %d is rejected: %s; it is moved to %s%s",
+                samples_path,
+                r.number,
+                r.why,
+                samples_path.name + ".corrupt",
+                "" if r.kind == "duplicate" else " and its example runs again",
+            )
     quarantined = [r.line for r in rejected if r.kind != "torn"]
     if quarantined:
         with open(samples_path.with_name(samples_path.name + ".corrupt"), "ab") as f:
@@ -129,8 +150,9 @@ def append_record(samples_path: Path, record: dict) -> None:
 
 def rewrite_records(samples_path: Path, records: list[dict]) -> None:
     """Replace samples.jsonl with ``records`` in one atomic step (after re-scoring some)."""
-    _atomic_write_bytes(Path(samples_path),
-                        b"".join((json.dumps(r, ensure_ascii=False) + "\n").encode("utf-8") for r in records))
+    _atomic_write_bytes(
+        Path(samples_path), b"".join((json.dumps(r, ensure_ascii=False) + "\n").encode("utf-8") for r in records)
+    )
 
 
 def write_json(path: Path, data: dict) -> None:

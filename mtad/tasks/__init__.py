@@ -1,4 +1,5 @@
 """Evaluation tasks: a registry of name -> Task class (see base.Task for the interface)."""
+
 from __future__ import annotations
 
 from mtad.tasks.base import Task
@@ -8,8 +9,7 @@ from mtad.tasks.humaneval import HumanEvalTask
 from mtad.tasks.mtbench import MTBenchTask
 from mtad.tasks.spider import SpiderTask
 
-TASKS: dict[str, type[Task]] = {cls.name: cls for cls in (SpiderTask, CnnDmTask, MTBenchTask, HumanEvalTask,
-                                                     ChatTask)}
+TASKS: dict[str, type[Task]] = {cls.name: cls for cls in (SpiderTask, CnnDmTask, MTBenchTask, HumanEvalTask, ChatTask)}
 
 
 def list_tasks() -> list[str]:

@@ -1,4 +1,5 @@
 """The task interface: examples, prompts, completion extraction, scores and their aggregation."""
+
 from __future__ import annotations
 
 import os
@@ -28,9 +29,13 @@ def check_option(task: str, name: str, value: Any, default: Any) -> None:
     if value is None or default is None or isinstance(default, dict | list | str):
         return
     kind = "a boolean" if isinstance(default, bool) else "an integer" if isinstance(default, int) else "a number"
-    ok = isinstance(value, bool) if isinstance(default, bool) else \
-        (isinstance(value, int) and not isinstance(value, bool)) if isinstance(default, int) else \
-        (isinstance(value, int | float) and not isinstance(value, bool))
+    ok = (
+        isinstance(value, bool)
+        if isinstance(default, bool)
+        else (isinstance(value, int) and not isinstance(value, bool))
+        if isinstance(default, int)
+        else (isinstance(value, int | float) and not isinstance(value, bool))
+    )
     if not ok:
         raise ValueError(f"option {name} of task {task!r} must be {kind}, got {value!r}")
     if name in POSITIVE_OPTIONS and not value > 0:
@@ -128,8 +133,10 @@ class Task(ABC):
         special tokens (BOS).
         """
         if len(history) >= self.num_turns(example):
-            raise ValueError(f"{self.name} example {example['id']} has {self.num_turns(example)} turn(s); "
-                             f"got {len(history)} previous answers")
+            raise ValueError(
+                f"{self.name} example {example['id']} has {self.num_turns(example)} turn(s); "
+                f"got {len(history)} previous answers"
+            )
         if getattr(tokenizer, "chat_template", None):
             messages = self.chat_messages(example, list(history), tokenizer)
             text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)

@@ -6,6 +6,7 @@ MT-Bench or HumanEval. There is no reference answer, so there is no task score: 
 this task measure the output's perplexity under the target, speed and acceptance only. Short
 prompts and many of them make these comparisons cheap per prompt (little prefill).
 """
+
 from __future__ import annotations
 
 import random

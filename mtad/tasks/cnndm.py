@@ -1,4 +1,5 @@
 """CNN/DailyMail summarisation scored with ROUGE-1/2/L (rouge-score, stemming on)."""
+
 from __future__ import annotations
 
 import json
@@ -10,8 +11,8 @@ from mtad.tasks.base import Score, Task, count_of, mean_of
 
 ROUGE_TYPES = ("rouge1", "rouge2", "rougeL")
 OFFLINE_HINT = "", " (offline add --cnndm-jsonl FILE, a JSONL with fields article, highlights)"
-PACKAGED = "cnndm/specbench_cnndm_80.jsonl"   # 80 test articles (Spec-Bench), shipped with the package
-HUB = "hub"   # --cnndm-jsonl hub: the full test split from the Hugging Face hub
+PACKAGED = "cnndm/specbench_cnndm_80.jsonl"  # 80 test articles (Spec-Bench), shipped with the package
+HUB = "hub"  # --cnndm-jsonl hub: the full test split from the Hugging Face hub
 
 
 def data_file(root=None, file: str | None = None) -> Path:
@@ -29,7 +30,8 @@ def data_file(root=None, file: str | None = None) -> Path:
         return candidates[0]
     if len(candidates) > 1:
         raise data.DataMissingError(
-            f"several CNN/DM files in {base}: {[c.name for c in candidates]}; set the task option `file`")
+            f"several CNN/DM files in {base}: {[c.name for c in candidates]}; set the task option `file`"
+        )
     return data.packaged(PACKAGED) or data.require(base / "test.jsonl", "cnndm", *OFFLINE_HINT)
 
 
@@ -107,8 +109,10 @@ class CnnDmTask(Task):
     scores = {"rouge1": Score("ROUGE-1 F1"), "rouge2": Score("ROUGE-2 F1"), "rougeL": Score("ROUGE-L F1")}
     primary_score = "rougeL"
     defaults = {"limit": None, "max_new_tokens": 128, "article_token_budget": 1024, "file": None}
-    fetch_options = {"cnndm_jsonl": "a CNN/DM JSONL (fields article, highlights), or `hub` for the full test split "
-                                    "from the Hugging Face hub (default: the 80 articles shipped with mtad)"}
+    fetch_options = {
+        "cnndm_jsonl": "a CNN/DM JSONL (fields article, highlights), or `hub` for the full test split "
+        "from the Hugging Face hub (default: the 80 articles shipped with mtad)"
+    }
 
     @classmethod
     def fetch_data(cls, root: Path, force: bool = False, cnndm_jsonl=None, **sources) -> str:
@@ -116,7 +120,9 @@ class CnnDmTask(Task):
         there, else the packaged 80 articles (nothing to fetch)."""
         path = write_articles(root, cnndm_jsonl)
         count = sum(1 for _ in open(path, encoding="utf-8"))
-        shipped = " (shipped with mtad; the full test split: --cnndm-jsonl hub)" if path == data.packaged(PACKAGED) else ""
+        shipped = (
+            " (shipped with mtad; the full test split: --cnndm-jsonl hub)" if path == data.packaged(PACKAGED) else ""
+        )
         return f"{count} articles in {path}{shipped}"
 
     def __init__(self, data_root=None, **options):
@@ -138,8 +144,10 @@ class CnnDmTask(Task):
         return tokenizer.decode(ids[:kept], skip_special_tokens=True)
 
     def chat_messages(self, example, history, tokenizer):
-        request = ("Summarize the following news article in a few sentences.\n\n"
-                   f"Article:\n{self.article_text(example, tokenizer)}")
+        request = (
+            "Summarize the following news article in a few sentences.\n\n"
+            f"Article:\n{self.article_text(example, tokenizer)}"
+        )
         return [{"role": "user", "content": request}]
 
     def plain_prompt(self, example, history, tokenizer):
@@ -160,10 +168,12 @@ class CnnDmTask(Task):
 
     def aggregate(self, example_scores, example_ids):
         result = {name: mean_of(example_scores, name) for name in ROUGE_TYPES}
-        result.update({
-            "examples": len(example_scores),
-            "truncated": count_of(example_scores, "truncated"),
-            "truncation_unknown": sum(1 for s in example_scores if s.get("truncated") is None),
-            "article_token_budget": int(self.options["article_token_budget"]),
-        })
+        result.update(
+            {
+                "examples": len(example_scores),
+                "truncated": count_of(example_scores, "truncated"),
+                "truncation_unknown": sum(1 for s in example_scores if s.get("truncated") is None),
+                "article_token_budget": int(self.options["article_token_budget"]),
+            }
+        )
         return result

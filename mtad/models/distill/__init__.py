@@ -8,6 +8,7 @@ draft (`training`) or a feature head (`head_training`).
 - `head_training`: the same for a feature head, unrolled on its own predictions;
 - `pipeline`: the producer and trainer loops (resumable, checkpointed).
 """
+
 from .objectives import LOSSES, pair_stats
 from .head_training import HeadTrainConfig, HeadTrainer
 from .pipeline import DistillConfig, Trainer, produce

@@ -13,6 +13,7 @@ is ever kept.
 A chunk is one file `corpus/chunk_<producer>_<n>.pt` written atomically; the trainer picks
 up new chunks while it runs (`Corpus.refresh`).
 """
+
 from __future__ import annotations
 
 import inspect
@@ -34,8 +35,9 @@ SAMPLING_SETTINGS = [(1.0, 0, 1.0), PAPER_SETTING, (0.7, 0, 1.0)]
 
 def encode(tokenizer, item: Item, max_prompt: int = 512) -> list[int]:
     """The item's user turn through the chat template (what the tasks feed the models)."""
-    ids = tokenizer.apply_chat_template([{"role": "user", "content": item.user}], add_generation_prompt=True,
-                                        return_dict=True)["input_ids"]
+    ids = tokenizer.apply_chat_template(
+        [{"role": "user", "content": item.user}], add_generation_prompt=True, return_dict=True
+    )["input_ids"]
     return list(ids[-max_prompt:])
 
 
@@ -51,8 +53,9 @@ def cache_argument(model) -> str:
 
 
 @torch.no_grad()
-def sample_answers(model, prompts: list[list[int]], max_new: int, setting: tuple, eos: int, seed: int,
-                   logits_of=None) -> list[list[int]]:
+def sample_answers(
+    model, prompts: list[list[int]], max_new: int, setting: tuple, eos: int, seed: int, logits_of=None
+) -> list[list[int]]:
     """Batched sampling from `model` (target or draft) with left padding and one KV cache.
 
     Returns each answer's ids up to and including EOS. `logits_of(model, out)` maps a forward's
@@ -63,12 +66,14 @@ def sample_answers(model, prompts: list[list[int]], max_new: int, setting: tuple
     ids = torch.full((B, P), eos, dtype=torch.long)
     mask = torch.zeros(B, P, dtype=torch.long)
     for b, p in enumerate(prompts):
-        ids[b, P - len(p):] = torch.tensor(p)
-        mask[b, P - len(p):] = 1
+        ids[b, P - len(p) :] = torch.tensor(p)
+        mask[b, P - len(p) :] = 1
     gen = torch.Generator().manual_seed(seed)
     positions = (mask.cumsum(-1) - 1).clamp_min(0)  # [B, P]: left padding must not shift positions
     cache_kw = {cache_argument(model): DynamicCache(config=model.config)}  # filled in place by each forward
-    out = model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, logits_to_keep=1, **cache_kw)
+    out = model(
+        input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, logits_to_keep=1, **cache_kw
+    )
     answers = [[] for _ in range(B)]
     done = torch.zeros(B, dtype=torch.bool)
     for _ in range(max_new):
@@ -82,14 +87,19 @@ def sample_answers(model, prompts: list[list[int]], max_new: int, setting: tuple
             break
         mask = torch.cat([mask, torch.ones(B, 1, dtype=torch.long)], dim=1)
         positions = positions[:, -1:] + 1
-        out = model(input_ids=nxt[:, None], attention_mask=mask, position_ids=positions, use_cache=True,
-                    logits_to_keep=1, **cache_kw)
+        out = model(
+            input_ids=nxt[:, None],
+            attention_mask=mask,
+            position_ids=positions,
+            use_cache=True,
+            logits_to_keep=1,
+            **cache_kw,
+        )
     return answers
 
 
 @torch.no_grad()
-def score(target, prompts: list[list[int]], answers: list[list[int]], top_k: int,
-          features: bool = False) -> list[dict]:
+def score(target, prompts: list[list[int]], answers: list[list[int]], top_k: int, features: bool = False) -> list[dict]:
     """One teacher-forced target forward over right-padded prompt + answer; top-K log-probs at the
     answer positions only (the LM head runs on those rows alone). `features`: also keep the
     target's final hidden state at every position ([P + n, H], fp16), what a feature head reads."""
@@ -103,11 +113,17 @@ def score(target, prompts: list[list[int]], answers: list[list[int]], top_k: int
     hidden = target.model(input_ids=ids, attention_mask=mask, use_cache=False).last_hidden_state  # [B, T, H]
     records = []
     for b, (p, a) in enumerate(zip(prompts, answers)):
-        rows = hidden[b, len(p) - 1: len(p) - 1 + len(a)]  # [n, H]: position P-1+j predicts answer token j
+        rows = hidden[b, len(p) - 1 : len(p) - 1 + len(a)]  # [n, H]: position P-1+j predicts answer token j
         logprobs = torch.log_softmax(target.lm_head(rows).float(), dim=-1)  # [n, V]
         top = logprobs.topk(top_k, dim=-1)
-        records.append({"prompt_ids": torch.tensor(p, dtype=torch.int32), "answer_ids": torch.tensor(a, dtype=torch.int32),
-                        "top_ids": top.indices.to(torch.int32), "top_logprobs": top.values.to(torch.float16)})
+        records.append(
+            {
+                "prompt_ids": torch.tensor(p, dtype=torch.int32),
+                "answer_ids": torch.tensor(a, dtype=torch.int32),
+                "top_ids": top.indices.to(torch.int32),
+                "top_logprobs": top.values.to(torch.float16),
+            }
+        )
         if features:
             records[-1]["features"] = hidden[b, : len(p) + len(a)].to(torch.float16).clone()  # [P + n, H]
     return records
@@ -121,7 +137,7 @@ def target_mass(target, records: list[dict]) -> torch.Tensor:
     for r in records:
         seq = torch.cat([r["prompt_ids"], r["answer_ids"]]).long()[None]
         P, n = len(r["prompt_ids"]), len(r["answer_ids"])
-        mass += torch.softmax(target(seq).logits[0, P - 1: P - 1 + n].float(), -1).sum(0).double()
+        mass += torch.softmax(target(seq).logits[0, P - 1 : P - 1 + n].float(), -1).sum(0).double()
     return mass
 
 
@@ -170,9 +186,18 @@ class Corpus:
         return sum(len(r["answer_ids"]) for r in self.records)
 
 
-def make_chunk(items: list[Item], kind: str, target, tokenizer, draft=None, max_new: int = 128,
-               top_k: int = 32, seed: int = 0, setting: tuple | None = None,
-               features: bool = False) -> tuple[list[dict], dict]:
+def make_chunk(
+    items: list[Item],
+    kind: str,
+    target,
+    tokenizer,
+    draft=None,
+    max_new: int = 128,
+    top_k: int = 32,
+    seed: int = 0,
+    setting: tuple | None = None,
+    features: bool = False,
+) -> tuple[list[dict], dict]:
     """Answer (or take the real answers of) `items`, score them with the target; records + timing."""
     t0 = time.perf_counter()
     eos = tokenizer.eos_token_id
@@ -192,8 +217,14 @@ def make_chunk(items: list[Item], kind: str, target, tokenizer, draft=None, max_
         r.update(family=it.family, kind=kind, setting=setting)
     t2 = time.perf_counter()
     n = sum(len(a) for a in answers)
-    return records, {"kind": kind, "tokens": n, "sample_s": t1 - t0, "score_s": t2 - t1, "setting": setting,
-                     "families": sorted({it.family for it in items})}
+    return records, {
+        "kind": kind,
+        "tokens": n,
+        "sample_s": t1 - t0,
+        "score_s": t2 - t1,
+        "setting": setting,
+        "families": sorted({it.family for it in items}),
+    }
 
 
 def draw_batch(rng: random.Random, draw, size: int, families: dict[str, float], real: bool) -> list[Item]:

@@ -14,6 +14,7 @@ f the target's feature at the same position; noise on the input features (unifor
 their RMS) keeps the head robust to its own imperfect predictions. Batches are balanced over
 the task families as for the layer draft.
 """
+
 from __future__ import annotations
 
 import json
@@ -93,8 +94,9 @@ def collate_features(records: list[dict], max_len: int) -> tuple:
     return ids, features, valid, torch.cat(rows), torch.cat(cols), top_ids, top_lp
 
 
-def head_loss(head: FeatureHead, batch: tuple, index: torch.Tensor, cfg: HeadTrainConfig,
-              generator: torch.Generator | None = None) -> tuple[torch.Tensor, list[float]]:
+def head_loss(
+    head: FeatureHead, batch: tuple, index: torch.Tensor, cfg: HeadTrainConfig, generator: torch.Generator | None = None
+) -> tuple[torch.Tensor, list[float]]:
     """The unrolled loss of one batch and each step's KL (for the log)."""
     ids, features, valid, rows, cols, top_ids, top_lp = batch
     rms = features.pow(2).mean(-1, keepdim=True).sqrt()
@@ -106,9 +108,9 @@ def head_loss(head: FeatureHead, batch: tuple, index: torch.Tensor, cfg: HeadTra
         logq = torch.log_softmax(head.head_logits(f_hat[rows, cols]).float(), dim=-1)  # [N, |head|]
         kl = kl_paper(logq, top_ids, top_lp, index)
         on = valid.clone()
-        on[:, :first + s] &= s == 0  # step s+1 is exact from row first + s on
+        on[:, : first + s] &= s == 0  # step s+1 is exact from row first + s on
         reg = F.smooth_l1_loss(f_hat[on], features[on])
-        total = total + cfg.step_decay ** s * (kl + cfg.reg_weight * reg)
+        total = total + cfg.step_decay**s * (kl + cfg.reg_weight * reg)
         kls.append(float(kl.detach()))
     return total, kls
 
@@ -156,8 +158,9 @@ class HeadTrainer:
         self.state = {"step": 0, "trained_tokens": 0, "runs": []}
 
     def _optimizer(self, head: FeatureHead) -> torch.optim.Optimizer:
-        return torch.optim.AdamW([p for p in head.parameters() if p.requires_grad], lr=self.cfg.lr,
-                                 betas=(0.9, 0.95), weight_decay=0.0)
+        return torch.optim.AdamW(
+            [p for p in head.parameters() if p.requires_grad], lr=self.cfg.lr, betas=(0.9, 0.95), weight_decay=0.0
+        )
 
     def build_or_resume(self) -> None:
         ckpt = self.workdir / "checkpoint.pt"
@@ -184,13 +187,21 @@ class HeadTrainer:
         self.optimizer = self._optimizer(self.head)
 
     def checkpoint(self) -> None:
-        saved = {"num_layers": self.head.num_layers, "head_token_ids": self.head.head_ids,
-                 "head": self.head.state_dict(), "optimizer": self.optimizer.state_dict(), "state": self.state}
+        saved = {
+            "num_layers": self.head.num_layers,
+            "head_token_ids": self.head.head_ids,
+            "head": self.head.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "state": self.state,
+        }
         path = self.workdir / "checkpoint.pt"
         torch.save(saved, path.with_suffix(".tmp"))
         path.with_suffix(".tmp").replace(path)
-        meta = {"trained_tokens": self.state["trained_tokens"], "steps": self.state["step"],
-                "train_config": asdict(self.cfg) | {"workdir": None}}
+        meta = {
+            "trained_tokens": self.state["trained_tokens"],
+            "steps": self.state["step"],
+            "train_config": asdict(self.cfg) | {"workdir": None},
+        }
         save_head(self.head, self.workdir / "head.safetensors", extra_meta=meta)
         (self.workdir / "state.json").write_text(json.dumps(self.state, indent=1))
 
@@ -198,12 +209,21 @@ class HeadTrainer:
         from .pipeline import _append
 
         stats = evaluate_head(self.head, heldout, max_len=self.cfg.max_len)
-        row = {"arm": "head", "loss": "kl_paper+ttt", "trained_tokens": self.state["trained_tokens"],
-               "step": self.state["step"], "corpus_tokens": self.corpus.answer_tokens, "time": time.time()} | stats
+        row = {
+            "arm": "head",
+            "loss": "kl_paper+ttt",
+            "trained_tokens": self.state["trained_tokens"],
+            "step": self.state["step"],
+            "corpus_tokens": self.corpus.answer_tokens,
+            "time": time.time(),
+        } | stats
         _append(self.workdir / "curve.jsonl", row)
-        log.info("eval at %d tokens: accept@1 %s, mean accept@1..4 %s", self.state["trained_tokens"],
-                 {f: round(s["accept_paper"], 3) for f, s in stats.items()},
-                 [round(stats["mean"][f"accept_paper@{s}"], 3) for s in range(1, 5)])
+        log.info(
+            "eval at %d tokens: accept@1 %s, mean accept@1..4 %s",
+            self.state["trained_tokens"],
+            {f: round(s["accept_paper"], 3) for f, s in stats.items()},
+            [round(stats["mean"][f"accept_paper@{s}"], 3) for s in range(1, 5)],
+        )
 
     def run(self) -> None:
         from .pipeline import _append, _stop_event, load_heldout
@@ -220,8 +240,11 @@ class HeadTrainer:
         last_ckpt = last_refresh = window_start = time.time()
         window_tokens, by_family, kls = 0, self.corpus.by_family(), []
         next_eval = self.state["trained_tokens"] + cfg.eval_every_tokens
-        while (not stop.is_set() and (time.time() - t_start) / 60 < cfg.max_minutes
-               and self.state["trained_tokens"] < cfg.max_train_tokens):
+        while (
+            not stop.is_set()
+            and (time.time() - t_start) / 60 < cfg.max_minutes
+            and self.state["trained_tokens"] < cfg.max_train_tokens
+        ):
             if time.time() - last_refresh > 30 or len(self.corpus.records) < 4 * cfg.batch_seqs:
                 if self.corpus.refresh() == 0 and len(self.corpus.records) < 4 * cfg.batch_seqs:
                     time.sleep(5)  # a fresh work dir: wait for the producer's first chunks
@@ -245,10 +268,23 @@ class HeadTrainer:
             if self.state["step"] % 20 == 0:
                 rate = window_tokens / (time.time() - window_start)
                 mean_kls = [round(sum(k[s] for k in kls) / len(kls), 4) for s in range(cfg.steps)]
-                _append(self.workdir / "rates.jsonl", {"process": "train", "time": time.time(), "step": self.state["step"],
-                                                       "trained_tokens_per_s": rate, "kl_per_step": mean_kls})
-                log.info("step %d tokens %d %.0f tok/s KL per unrolled step %s", self.state["step"],
-                         self.state["trained_tokens"], rate, mean_kls)
+                _append(
+                    self.workdir / "rates.jsonl",
+                    {
+                        "process": "train",
+                        "time": time.time(),
+                        "step": self.state["step"],
+                        "trained_tokens_per_s": rate,
+                        "kl_per_step": mean_kls,
+                    },
+                )
+                log.info(
+                    "step %d tokens %d %.0f tok/s KL per unrolled step %s",
+                    self.state["step"],
+                    self.state["trained_tokens"],
+                    rate,
+                    mean_kls,
+                )
                 window_tokens, window_start, kls = 0, time.time(), []
             if self.state["trained_tokens"] >= next_eval:
                 self.evaluate(heldout)
@@ -258,9 +294,6 @@ class HeadTrainer:
                 last_ckpt = time.time()
         self.checkpoint()
         self.evaluate(heldout)
-
-
-
 
 
 # ----------------------------------------------------------------------------- design choices
@@ -276,8 +309,9 @@ def with_vocabulary(head: FeatureHead, target, head_token_ids: list[int] | None)
     return other.to(head.dtype).eval()
 
 
-def vocabulary_sweep(head: FeatureHead, target, heldout: dict, mass: torch.Tensor, sizes: list[int],
-                     special_ids: list[int] = ()) -> list[dict]:
+def vocabulary_sweep(
+    head: FeatureHead, target, heldout: dict, mass: torch.Tensor, sizes: list[int], special_ids: list[int] = ()
+) -> list[dict]:
     """Held-out acceptance per draft position and the fast-path step cost of the head read
     through the `sizes` most probable tokens of the corpus (0 = the full vocabulary)."""
     from ..measure import step_ms
@@ -287,22 +321,29 @@ def vocabulary_sweep(head: FeatureHead, target, heldout: dict, mass: torch.Tenso
         ids = choose_head_tokens(mass, size, list(special_ids)) if size else None
         variant = with_vocabulary(head, target, ids)
         stats = evaluate_head(variant, heldout)
-        rows.append({"vocabulary": size or head.vocab_size,
-                     "mass_coverage": float(mass[ids].sum() / mass.sum()) if ids else 1.0,
-                     "accept_paper": {s: stats["mean"][f"accept_paper@{s}"] for s in range(1, 5)},
-                     "by_family": {f: stats[f]["accept_paper"] for f in stats if f != "mean"},
-                     "step_ms": step_ms(target, variant), "target_step_ms": target_ms})
+        rows.append(
+            {
+                "vocabulary": size or head.vocab_size,
+                "mass_coverage": float(mass[ids].sum() / mass.sum()) if ids else 1.0,
+                "accept_paper": {s: stats["mean"][f"accept_paper@{s}"] for s in range(1, 5)},
+                "by_family": {f: stats[f]["accept_paper"] for f in stats if f != "mean"},
+                "step_ms": step_ms(target, variant),
+                "target_step_ms": target_ms,
+            }
+        )
         log.info("vocabulary %s: %s", size, rows[-1])
     return rows
 
 
-def layers_ab(cfg: HeadTrainConfig, target, corpus: Corpus, heldout: dict, layers: tuple[int, ...], tokens: int,
-              ids: list[int]) -> dict:
+def layers_ab(
+    cfg: HeadTrainConfig, target, corpus: Corpus, heldout: dict, layers: tuple[int, ...], tokens: int, ids: list[int]
+) -> dict:
     """Heads of each depth in `layers`, from scratch on identical batches for `tokens` answer
     tokens: held-out acceptance per draft position and trained tokens/s."""
     heads = {n: build_head(target, n, ids, seed=cfg.seed).float() for n in layers}
-    optimizers = {n: torch.optim.AdamW(h.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=0.0)
-                  for n, h in heads.items()}
+    optimizers = {
+        n: torch.optim.AdamW(h.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=0.0) for n, h in heads.items()
+    }
     index, rng, seconds = full_to_head_index(heads[layers[0]]), random.Random(cfg.seed), {n: 0.0 for n in layers}
     by_family, trained, step = corpus.by_family(), 0, 0
     while trained < tokens:
@@ -323,12 +364,23 @@ def layers_ab(cfg: HeadTrainConfig, target, corpus: Corpus, heldout: dict, layer
     out = {"tokens": trained, "corpus_tokens": corpus.answer_tokens, "arms": {}}
     for n, head in heads.items():
         stats = evaluate_head(head, heldout)
-        out["arms"][n] = {"accept_paper": {s: stats["mean"][f"accept_paper@{s}"] for s in range(1, 5)},
-                          "by_family": {f: stats[f]["accept_paper"] for f in stats if f != "mean"},
-                          "trained_tokens_per_s": trained / seconds[n]}
+        out["arms"][n] = {
+            "accept_paper": {s: stats["mean"][f"accept_paper@{s}"] for s in range(1, 5)},
+            "by_family": {f: stats[f]["accept_paper"] for f in stats if f != "mean"},
+            "trained_tokens_per_s": trained / seconds[n],
+        }
         log.info("layers %d after %d tokens: %s", n, trained, out["arms"][n])
     return out
 
 
-__all__ = ["FAMILY_WEIGHTS", "HeadTrainConfig", "HeadTrainer", "collate_features", "evaluate_head", "head_loss",
-           "layers_ab", "vocabulary_sweep", "with_vocabulary"]
+__all__ = [
+    "FAMILY_WEIGHTS",
+    "HeadTrainConfig",
+    "HeadTrainer",
+    "collate_features",
+    "evaluate_head",
+    "head_loss",
+    "layers_ab",
+    "vocabulary_sweep",
+    "with_vocabulary",
+]

@@ -13,6 +13,7 @@ they ask it to match:
 - ``tv_paper``: 1 - sum min(p', q') (the acceptance itself, q' processed the same way) plus
   0.1 * kl_paper: TV alone has no gradient towards a token p' wants but q' has cut off.
 """
+
 from __future__ import annotations
 
 import torch

@@ -9,6 +9,7 @@
   statistics per family to `curve.jsonl` and throughput to `rates.jsonl`.
 Both stop at `max_minutes` or SIGTERM and continue where they stopped when started again.
 """
+
 from __future__ import annotations
 
 import json
@@ -25,8 +26,16 @@ import torch
 from ..draft import build_draft_from_target, load_draft, save_draft
 from .corpus import PAPER_SETTING, Corpus, draw_batch, make_chunk, target_mass
 from .sources import FAMILIES, draw_item
-from .training import (FAMILY_WEIGHTS, Arm, choose_head_tokens, collate, evaluate, full_to_head_index, sample_batch,
-                       train_step)
+from .training import (
+    FAMILY_WEIGHTS,
+    Arm,
+    choose_head_tokens,
+    collate,
+    evaluate,
+    full_to_head_index,
+    sample_batch,
+    train_step,
+)
 
 log = logging.getLogger(__name__)
 
@@ -88,8 +97,17 @@ def make_heldout(cfg: DistillConfig, target, tokenizer) -> None:
     records = []
     for i, family in enumerate(FAMILIES):
         items = [draw_item(family, rng, held=True) for _ in range(cfg.heldout_per_family)]
-        recs, _ = make_chunk(items, "target", target, tokenizer, max_new=cfg.heldout_max_new_tokens,
-                             top_k=cfg.store_top_k, seed=10**6 + i, setting=PAPER_SETTING, features=cfg.features)
+        recs, _ = make_chunk(
+            items,
+            "target",
+            target,
+            tokenizer,
+            max_new=cfg.heldout_max_new_tokens,
+            top_k=cfg.store_top_k,
+            seed=10**6 + i,
+            setting=PAPER_SETTING,
+            features=cfg.features,
+        )
         records += recs
     torch.save({"records": records}, path)
 
@@ -129,14 +147,30 @@ def produce(cfg: DistillConfig, target, tokenizer, name: str = "p0") -> None:
         real_families = {"sql": 0.5, "code": 0.5}
         families = real_families if kind == "real" else FAMILY_WEIGHTS
         items = draw_batch(rng, draw_item, cfg.chunk_seqs, families, real=kind == "real")
-        records, meta = make_chunk(items, kind, target, tokenizer, draft=draft, max_new=cfg.max_new_tokens,
-                                   top_k=cfg.store_top_k, seed=cfg.seed * 1_000_003 + n, features=cfg.features)
+        records, meta = make_chunk(
+            items,
+            kind,
+            target,
+            tokenizer,
+            draft=draft,
+            max_new=cfg.max_new_tokens,
+            top_k=cfg.store_top_k,
+            seed=cfg.seed * 1_000_003 + n,
+            features=cfg.features,
+        )
         corpus.write(f"{name}_{n:05d}", records, meta)
         n += 1
         meta.update(chunk=n, time=time.time(), tokens_per_s=meta["tokens"] / (meta["sample_s"] + meta["score_s"]))
         _append(workdir / "rates.jsonl", {"process": "produce"} | meta)
-        log.info("chunk %d (%s): %d tokens, sample %.1fs, score %.1fs -> %.0f tok/s", n, kind, meta["tokens"],
-                 meta["sample_s"], meta["score_s"], meta["tokens_per_s"])
+        log.info(
+            "chunk %d (%s): %d tokens, sample %.1fs, score %.1fs -> %.0f tok/s",
+            n,
+            kind,
+            meta["tokens"],
+            meta["sample_s"],
+            meta["score_s"],
+            meta["tokens_per_s"],
+        )
 
 
 # ----------------------------------------------------------------------------- trainer
@@ -170,37 +204,61 @@ class Trainer:
             saved = torch.load(ckpt, weights_only=False)
             self.state = saved["state"]
             for arm_saved in saved["arms"]:
-                arm = Arm(arm_saved["name"], build_draft_from_target(self.target, saved["layers"], saved["head"]).float(),
-                          self.cfg.lr, arm_saved["loss"])
+                arm = Arm(
+                    arm_saved["name"],
+                    build_draft_from_target(self.target, saved["layers"], saved["head"]).float(),
+                    self.cfg.lr,
+                    arm_saved["loss"],
+                )
                 arm.draft.load_state_dict(arm_saved["draft"], strict=False)
                 arm.optimizer.load_state_dict(arm_saved["optimizer"])
                 for group in arm.optimizer.param_groups:  # this run's learning rate, not the saved one
                     group["lr"] = self.cfg.lr
                 self.arms.append(arm)
-            log.info("resumed at step %d, %d trained tokens, arms %s", self.state["step"],
-                     self.state["trained_tokens"], [a.name for a in self.arms])
+            log.info(
+                "resumed at step %d, %d trained tokens, arms %s",
+                self.state["step"],
+                self.state["trained_tokens"],
+                [a.name for a in self.arms],
+            )
             return
         base = Arm("base", self._new_draft(), self.cfg.lr, self.cfg.losses[0])
         losses = [self.state["winner"]] if self.state["winner"] else self.cfg.losses
-        self.arms = [base.fork(loss, loss, self.cfg.lr) for loss in losses] if len(losses) > 1 else [
-            Arm(losses[0], base.draft, self.cfg.lr, losses[0])]
+        self.arms = (
+            [base.fork(loss, loss, self.cfg.lr) for loss in losses]
+            if len(losses) > 1
+            else [Arm(losses[0], base.draft, self.cfg.lr, losses[0])]
+        )
 
     def checkpoint(self) -> None:
         lead = self.arms[0].draft
         saved = {
             "layers": list(lead.config.draft_source_layers),
             "head": list(lead.config.draft_head_token_ids) if lead.is_restricted else None,
-            "arms": [{"name": a.name, "loss": a.loss, "optimizer": a.optimizer.state_dict(),
-                      "draft": {k: v for k, v in a.draft.state_dict().items()
-                                if k in {n for n, p in a.draft.named_parameters() if p.requires_grad}}}
-                     for a in self.arms],
+            "arms": [
+                {
+                    "name": a.name,
+                    "loss": a.loss,
+                    "optimizer": a.optimizer.state_dict(),
+                    "draft": {
+                        k: v
+                        for k, v in a.draft.state_dict().items()
+                        if k in {n for n, p in a.draft.named_parameters() if p.requires_grad}
+                    },
+                }
+                for a in self.arms
+            ],
             "state": self.state,
         }
         path = self.workdir / "checkpoint.pt"
         torch.save(saved, path.with_suffix(".tmp"))
         path.with_suffix(".tmp").replace(path)
         if len(self.arms) == 1:  # the producer samples on-policy from this file
-            meta = {"trained_tokens": self.state["trained_tokens"], "steps": self.state["step"], "loss": self.arms[0].loss}
+            meta = {
+                "trained_tokens": self.state["trained_tokens"],
+                "steps": self.state["step"],
+                "loss": self.arms[0].loss,
+            }
             save_draft(lead, self.workdir / "draft.safetensors", extra_meta=meta)  # written atomically
         (self.workdir / "state.json").write_text(json.dumps(self.state, indent=1))
 
@@ -211,11 +269,21 @@ class Trainer:
     def evaluate(self, heldout) -> None:
         for arm in self.arms:
             stats = evaluate(arm.draft, heldout)
-            row = {"arm": arm.name, "loss": arm.loss, "trained_tokens": self.state["trained_tokens"],
-                   "step": self.state["step"], "corpus_tokens": self.corpus.answer_tokens, "time": time.time()} | stats
+            row = {
+                "arm": arm.name,
+                "loss": arm.loss,
+                "trained_tokens": self.state["trained_tokens"],
+                "step": self.state["step"],
+                "corpus_tokens": self.corpus.answer_tokens,
+                "time": time.time(),
+            } | stats
             _append(self.workdir / "curve.jsonl", row)
-            log.info("eval %s at %d tokens: %s", arm.name, self.state["trained_tokens"],
-                     {f: round(s["accept_paper"], 4) for f, s in stats.items()})
+            log.info(
+                "eval %s at %d tokens: %s",
+                arm.name,
+                self.state["trained_tokens"],
+                {f: round(s["accept_paper"], 4) for f, s in stats.items()},
+            )
 
     def finish_ab(self, heldout) -> None:
         """Keep the arm with the highest mean held-out acceptance at the paper's setting."""
@@ -223,8 +291,12 @@ class Trainer:
         winner = max(results, key=lambda a: results[a]["mean"]["accept_paper"])
         ab = {"tokens_per_arm": self.state["trained_tokens"], "winner": winner, "results": results}
         (self.workdir / "ab.json").write_text(json.dumps(ab, indent=1))
-        log.info("A/B at %d tokens per arm: %s -> %s", self.state["trained_tokens"],
-                 {a: round(r["mean"]["accept_paper"], 4) for a, r in results.items()}, winner)
+        log.info(
+            "A/B at %d tokens per arm: %s -> %s",
+            self.state["trained_tokens"],
+            {a: round(r["mean"]["accept_paper"], 4) for a, r in results.items()},
+            winner,
+        )
         self.arms = [a for a in self.arms if a.name == winner]
         self.state["winner"] = winner
 
@@ -242,8 +314,11 @@ class Trainer:
         last_ckpt = last_refresh = window_start = time.time()
         window_tokens, by_family = 0, self.corpus.by_family()
         next_eval = self.state["trained_tokens"] + cfg.eval_every_tokens
-        while (not stop.is_set() and (time.time() - t_start) / 60 < cfg.max_minutes
-               and self.state["trained_tokens"] < cfg.max_train_tokens):
+        while (
+            not stop.is_set()
+            and (time.time() - t_start) / 60 < cfg.max_minutes
+            and self.state["trained_tokens"] < cfg.max_train_tokens
+        ):
             if time.time() - last_refresh > 30 or len(self.corpus.records) < 4 * cfg.batch_seqs:
                 if self.corpus.refresh() == 0 and len(self.corpus.records) < 4 * cfg.batch_seqs:
                     time.sleep(5)
@@ -259,11 +334,24 @@ class Trainer:
             window_tokens += n * len(self.arms)
             if self.state["step"] % 20 == 0:
                 rate = window_tokens / (time.time() - window_start)
-                _append(self.workdir / "rates.jsonl", {"process": "train", "time": time.time(), "arms": len(self.arms),
-                                                       "trained_tokens_per_s": rate, "step": self.state["step"],
-                                                       "losses": {a.name: sum(a.losses[-20:]) / 20 for a in self.arms}})
-                log.info("step %d tokens %d %.0f tok/s losses %s", self.state["step"], self.state["trained_tokens"], rate,
-                         {a.name: round(sum(a.losses[-20:]) / 20, 4) for a in self.arms})
+                _append(
+                    self.workdir / "rates.jsonl",
+                    {
+                        "process": "train",
+                        "time": time.time(),
+                        "arms": len(self.arms),
+                        "trained_tokens_per_s": rate,
+                        "step": self.state["step"],
+                        "losses": {a.name: sum(a.losses[-20:]) / 20 for a in self.arms},
+                    },
+                )
+                log.info(
+                    "step %d tokens %d %.0f tok/s losses %s",
+                    self.state["step"],
+                    self.state["trained_tokens"],
+                    rate,
+                    {a.name: round(sum(a.losses[-20:]) / 20, 4) for a in self.arms},
+                )
                 window_tokens, window_start = 0, time.time()
             if len(self.arms) > 1 and self.state["trained_tokens"] >= cfg.ab_tokens:
                 self.finish_ab(heldout)

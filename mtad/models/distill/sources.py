@@ -17,6 +17,7 @@ the draft for on-policy data). Families and their sources:
 Held-out items come from a deterministic 1-in-5 split of subjects (topics, passages,
 schemas, functions), so held-out measurement never sees a training subject.
 """
+
 from __future__ import annotations
 
 import ast
@@ -108,17 +109,24 @@ SCHEMAS = SQL_TABLES + [  # the chat prompts' tables and more
 ]
 
 MORE_SQL_QUESTIONS = [
-    "How many {table} are there?", "What is the maximum and minimum {c2}?", "Find the {c1} with the smallest {c2}.",
-    "List the {c1} and {c2} of all {table}.", "How many different {c1} values are there?",
-    "Show the {c1} whose {c2} is above the average.", "Return the total {c2} for each {c1}, ordered by the total.",
-    "Which {c1} appears most often?", "List the top 3 {table} by {c2}.",
+    "How many {table} are there?",
+    "What is the maximum and minimum {c2}?",
+    "Find the {c1} with the smallest {c2}.",
+    "List the {c1} and {c2} of all {table}.",
+    "How many different {c1} values are there?",
+    "Show the {c1} whose {c2} is above the average.",
+    "Return the total {c2} for each {c1}, ordered by the total.",
+    "Which {c1} appears most often?",
+    "List the top 3 {table} by {c2}.",
 ]
 
 
 def schema_text(table: str, cols: list[str], other: tuple | None = None) -> str:
     tables = [(table, cols)] + ([other] if other else [])
-    return "\n".join(f"CREATE TABLE {t} (\n  " + ",\n  ".join(c + (" INTEGER PRIMARY KEY" if c == "id" else "")
-                                                          for c in cs) + "\n);" for t, cs in tables)
+    return "\n".join(
+        f"CREATE TABLE {t} (\n  " + ",\n  ".join(c + (" INTEGER PRIMARY KEY" if c == "id" else "") for c in cs) + "\n);"
+        for t, cs in tables
+    )
 
 
 def sql_request(schema: str, question: str) -> str:
@@ -184,16 +192,18 @@ def stdlib_functions() -> tuple[tuple[str, str, str], ...]:
             if not body or node.end_lineno - node.lineno > 40:
                 continue
             doc_end = node.body[0].end_lineno
-            prompt = "\n".join(lines[node.lineno - 1: doc_end]) + "\n"
-            whole = "\n".join(lines[node.lineno - 1: node.end_lineno])
+            prompt = "\n".join(lines[node.lineno - 1 : doc_end]) + "\n"
+            whole = "\n".join(lines[node.lineno - 1 : node.end_lineno])
             out.append((f"{path.stem}.{node.name}", prompt, whole))
     return tuple(out)
 
 
 def code_request(prompt: str) -> str:
     """The HumanEval task's request (mtad.tasks.humaneval)."""
-    return ("Complete the following Python function. Reply with the whole function in one "
-            f"```python code block.\n\n```python\n{prompt}```")
+    return (
+        "Complete the following Python function. Reply with the whole function in one "
+        f"```python code block.\n\n```python\n{prompt}```"
+    )
 
 
 # ----------------------------------------------------------------------------- drawing items

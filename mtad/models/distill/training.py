@@ -4,6 +4,7 @@ The trainer runs in its own process (one core) beside the producer (`pipeline.pr
 another core); they share only the on-disk corpus. Batches are balanced over the task
 families so that no family's data volume decides what the draft learns.
 """
+
 from __future__ import annotations
 
 import copy
@@ -55,8 +56,14 @@ def collate(records: list[dict]) -> tuple:
         P, n = len(r["prompt_ids"]), len(r["answer_ids"])
         rows.append(torch.full((n,), b))
         cols.append(torch.arange(P - 1, P - 1 + n))  # the logits at P-1+j predict answer token j
-    return (ids, mask, torch.cat(rows), torch.cat(cols), torch.cat([r["top_ids"].long() for r in records]),
-            torch.cat([r["top_logprobs"] for r in records]))
+    return (
+        ids,
+        mask,
+        torch.cat(rows),
+        torch.cat(cols),
+        torch.cat([r["top_ids"].long() for r in records]),
+        torch.cat([r["top_logprobs"] for r in records]),
+    )
 
 
 def draft_head_logprobs(draft, ids, mask, rows, cols) -> torch.Tensor:
@@ -77,8 +84,14 @@ def make_optimizer(draft, lr: float) -> torch.optim.Optimizer:
     return torch.optim.AdamW(trainable_parameters(draft), lr=lr, betas=(0.9, 0.98), weight_decay=0.0)
 
 
-def train_step(draft, optimizer, batch: tuple, head_index: torch.Tensor, loss_name: str = "kl_raw",
-               autocast_dtype: torch.dtype | None = None) -> float:
+def train_step(
+    draft,
+    optimizer,
+    batch: tuple,
+    head_index: torch.Tensor,
+    loss_name: str = "kl_raw",
+    autocast_dtype: torch.dtype | None = None,
+) -> float:
     """One AdamW step on `batch` (from `collate`); float32 unless `autocast_dtype` (bf16 pays only
     on CPUs with AMX)."""
     ids, mask, rows, cols, top_ids, top_lp = batch
@@ -119,8 +132,10 @@ def evaluate(draft, heldout: dict[str, list[dict]]) -> dict:
             count += len(rows)
         out[family] = {k: v / max(count, 1) for k, v in sums.items()} | {"positions": count}
     families = [f for f in out if out[f]["positions"]]
-    out["mean"] = {k: sum(out[f][k] for f in families) / max(len(families), 1)
-                   for k in ("argmax_agree", "accept_t1", "accept_paper")}
+    out["mean"] = {
+        k: sum(out[f][k] for f in families) / max(len(families), 1)
+        for k in ("argmax_agree", "accept_t1", "accept_paper")
+    }
     return out
 
 

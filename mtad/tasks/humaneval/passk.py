@@ -1,4 +1,5 @@
 """pass@k with the unbiased estimator of Chen et al. (2021), HumanEval."""
+
 from __future__ import annotations
 
 from collections import defaultdict

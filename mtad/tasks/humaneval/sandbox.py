@@ -17,6 +17,7 @@ unknown to the program's text) after the program finishes, so ``sys.exit(0)`` or
 before the tests ran is a failure. This is a guard for evaluation runs, not a security boundary
 against a determined attacker (use a container or VM for untrusted code at scale).
 """
+
 from __future__ import annotations
 
 import functools
@@ -106,8 +107,10 @@ def _check_sandbox_works(python: str, uid: int | None) -> None:
         shutil.rmtree(workdir, ignore_errors=True)
         shutil.rmtree(outdir, ignore_errors=True)
     if not result.passed:
-        raise RuntimeError(f"the code sandbox cannot run an empty program with {python} as uid "
-                           f"{uid if uid is not None else os.getuid()}: {result.reason}\n{result.stderr}")
+        raise RuntimeError(
+            f"the code sandbox cannot run an empty program with {python} as uid "
+            f"{uid if uid is not None else os.getuid()}: {result.reason}\n{result.stderr}"
+        )
 
 
 class SandboxUnavailable(RuntimeError):
@@ -123,10 +126,16 @@ def check_sandbox() -> str:
         _check_sandbox_works(python, uid)
     except (RuntimeError, OSError) as exc:
         blocked = _unreachable_parent(Path(sys.executable))
-        hint = (f"; {blocked} (on the way to {sys.executable}) is closed to other users: `chmod o+x {blocked}`, "
-                "or put the checkout in a folder others may enter" if blocked else "")
-        raise SandboxUnavailable(f"the HumanEval code sandbox cannot run a program as uid "
-                                 f"{uid if uid is not None else os.getuid()} ({exc}){hint}") from None
+        hint = (
+            f"; {blocked} (on the way to {sys.executable}) is closed to other users: `chmod o+x {blocked}`, "
+            "or put the checkout in a folder others may enter"
+            if blocked
+            else ""
+        )
+        raise SandboxUnavailable(
+            f"the HumanEval code sandbox cannot run a program as uid "
+            f"{uid if uid is not None else os.getuid()} ({exc}){hint}"
+        ) from None
     return python
 
 
@@ -138,16 +147,40 @@ def run_many(codes: list[str], limits: Limits = Limits(), workers: int = 2, **kw
 
 def _run_child(python: str, workdir: Path, outdir: Path, limits: Limits, uid: int | None, guard: bool) -> SandboxResult:
     token = secrets.token_hex(16)
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(workdir), "TMPDIR": str(workdir), "LANG": "C.UTF-8",
-           "PYTHONHASHSEED": "0"}
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(workdir),
+        "TMPDIR": str(workdir),
+        "LANG": "C.UTF-8",
+        "PYTHONHASHSEED": "0",
+    }
     fsize = max(1, int(limits.file_size_mb * 1024 * 1024))
-    argv = [python, "-I", "-B", "-c", CHILD_SOURCE, str(int(limits.cpu_s)), str(limits.memory_mb * 1024 * 1024),
-            str(fsize), str(limits.max_procs), str(int(guard))]
+    argv = [
+        python,
+        "-I",
+        "-B",
+        "-c",
+        CHILD_SOURCE,
+        str(int(limits.cpu_s)),
+        str(limits.memory_mb * 1024 * 1024),
+        str(fsize),
+        str(limits.max_procs),
+        str(int(guard)),
+    ]
     ids = {"user": uid, "group": UNPRIVILEGED_GID, "extra_groups": []} if uid is not None else {}
     start = time.monotonic()
     with open(outdir / "stdout", "wb") as out, open(outdir / "stderr", "wb") as err:
-        proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=out, stderr=err, cwd=workdir, env=env,
-                                start_new_session=True, close_fds=True, **ids)
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=out,
+            stderr=err,
+            cwd=workdir,
+            env=env,
+            start_new_session=True,
+            close_fds=True,
+            **ids,
+        )
         try:
             proc.stdin.write((token + "\n").encode())
             proc.stdin.close()
@@ -238,9 +271,11 @@ def _sandbox_uid(drop_privileges: bool) -> int | None:
 
 @functools.lru_cache(maxsize=1)
 def _warn_running_as_root() -> None:
-    log.warning("code sandbox: no Python interpreter is executable by uid %d, so generated code runs as "
-                "root (RLIMIT_NPROC does not bind root; the audit guard and the other limits still do)",
-                UNPRIVILEGED_UID)
+    log.warning(
+        "code sandbox: no Python interpreter is executable by uid %d, so generated code runs as "
+        "root (RLIMIT_NPROC does not bind root; the audit guard and the other limits still do)",
+        UNPRIVILEGED_UID,
+    )
 
 
 def _interpreter(uid: int | None, strict: bool = True) -> str | None:

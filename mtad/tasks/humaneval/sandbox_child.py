@@ -5,34 +5,72 @@ GUARD`` in a fresh directory holding ``program.py``; the first line of stdin is 
 that is printed only after the program ran to its end. It imports nothing from ``mtad`` (it
 runs as another user, in isolated mode, from its source text alone).
 """
+
 import os
 import resource
 import sys
 
 WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 # audit events refused outright: process creation, signals, rlimit changes, sockets, ...
-DENIED = {"os.system", "os.fork", "os.forkpty", "os.exec", "os.posix_spawn", "os.spawn",
-          "subprocess.Popen", "os.kill", "os.killpg", "signal.pthread_kill", "resource.setrlimit",
-          "resource.prlimit", "socket.connect", "socket.bind", "socket.sendto", "socket.sendmsg",
-          "os.setuid", "os.chroot", "pty.spawn"}
+DENIED = {
+    "os.system",
+    "os.fork",
+    "os.forkpty",
+    "os.exec",
+    "os.posix_spawn",
+    "os.spawn",
+    "subprocess.Popen",
+    "os.kill",
+    "os.killpg",
+    "signal.pthread_kill",
+    "resource.setrlimit",
+    "resource.prlimit",
+    "socket.connect",
+    "socket.bind",
+    "socket.sendto",
+    "socket.sendmsg",
+    "os.setuid",
+    "os.chroot",
+    "pty.spawn",
+}
 # audit events whose path arguments must lie inside the sandbox directory
-PATH_EVENTS = {"os.remove", "os.rename", "os.rmdir", "os.mkdir", "os.chmod", "os.chown", "os.link",
-               "os.symlink", "os.truncate", "os.utime", "os.mkfifo", "os.mknod", "shutil.rmtree",
-               "os.listxattr", "os.setxattr", "os.removexattr"}
+PATH_EVENTS = {
+    "os.remove",
+    "os.rename",
+    "os.rmdir",
+    "os.mkdir",
+    "os.chmod",
+    "os.chown",
+    "os.link",
+    "os.symlink",
+    "os.truncate",
+    "os.utime",
+    "os.mkfifo",
+    "os.mknod",
+    "shutil.rmtree",
+    "os.listxattr",
+    "os.setxattr",
+    "os.removexattr",
+}
 
 
 def set_limits(cpu_s: int, memory: int, file_size: int, procs: int) -> None:
     # CPU: soft < hard, so the kernel sends SIGXCPU at the limit (reported as a CPU timeout);
     # with soft == hard it sends SIGKILL instead, which reads as an unexplained kill.
     resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s + 1))
-    for what, value in ((resource.RLIMIT_AS, memory), (resource.RLIMIT_FSIZE, file_size),
-                        (resource.RLIMIT_NPROC, procs), (resource.RLIMIT_CORE, 0)):
+    for what, value in (
+        (resource.RLIMIT_AS, memory),
+        (resource.RLIMIT_FSIZE, file_size),
+        (resource.RLIMIT_NPROC, procs),
+        (resource.RLIMIT_CORE, 0),
+    ):
         resource.setrlimit(what, (value, value))
 
 
 def make_guard(root: str):
     """An audit hook (PEP 578; Python code cannot remove it) that refuses the DENIED events,
     ctypes, and writes or path changes outside ``root``."""
+
     def inside(path) -> bool:
         if isinstance(path, int):
             return True
@@ -48,13 +86,15 @@ def make_guard(root: str):
         if event == "open":
             path, mode, flags = args
             writes = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
-                isinstance(flags, int) and flags & WRITE_FLAGS)
+                isinstance(flags, int) and flags & WRITE_FLAGS
+            )
             if writes and not inside(path):
                 raise PermissionError(f"sandbox: write outside the sandbox directory: {path!r}")
         elif event in PATH_EVENTS:
             for arg in args:
                 if isinstance(arg, (str, bytes, os.PathLike)) and not inside(arg):
                     raise PermissionError(f"sandbox: {event} outside the sandbox directory: {arg!r}")
+
     return guard
 
 
@@ -75,6 +115,7 @@ def main(argv: list[str]) -> None:
         os._exit(3)
     except BaseException:
         import traceback
+
         traceback.print_exc()
         sys.stderr.flush()
         os._exit(1)

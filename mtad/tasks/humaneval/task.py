@@ -1,4 +1,5 @@
 """HumanEval: complete a Python function; pass@k from sandboxed execution of the unit tests."""
+
 from __future__ import annotations
 
 import re
@@ -65,8 +66,7 @@ def extract_completion(text: str, entry_point: str) -> str:
 
 def program(problem: dict, completion: str) -> str:
     """Prompt + completion + the problem's tests + the call that runs them."""
-    return (f"{problem['prompt']}{completion}\n\n{problem['test']}\n\n"
-            f"check({problem['entry_point']})\n")
+    return f"{problem['prompt']}{completion}\n\n{problem['test']}\n\ncheck({problem['entry_point']})\n"
 
 
 class HumanEvalTask(Task):
@@ -81,15 +81,22 @@ class HumanEvalTask(Task):
         match = re.fullmatch(r"pass@(\d+)", name)
         return Score(f"pass@{match.group(1)} (fraction)") if match else None
 
-    defaults = {"limit": None, "max_new_tokens": 512, "samples_per_example": 1, "k": [1],
-                "timeout_s": 10.0, "memory_mb": 1024}
+    defaults = {
+        "limit": None,
+        "max_new_tokens": 512,
+        "samples_per_example": 1,
+        "k": [1],
+        "timeout_s": 10.0,
+        "memory_mb": 1024,
+    }
 
     def __init__(self, data_root=None, **options):
         super().__init__(data_root, **options)
         ks = [int(k) for k in self.options["k"]]
         if any(k < 1 for k in ks) or max(ks) > self.samples_per_example:
-            raise ValueError(f"humaneval: every k in {ks} must be in [1, samples_per_example="
-                             f"{self.samples_per_example}]")
+            raise ValueError(
+                f"humaneval: every k in {ks} must be in [1, samples_per_example={self.samples_per_example}]"
+            )
         self.ks = ks
 
     @property
@@ -106,8 +113,10 @@ class HumanEvalTask(Task):
         check_sandbox()
 
     def chat_messages(self, example, history, tokenizer):
-        request = ("Complete the following Python function. Reply with the whole function in one "
-                   f"```python code block.\n\n```python\n{example['prompt']}```")
+        request = (
+            "Complete the following Python function. Reply with the whole function in one "
+            f"```python code block.\n\n```python\n{example['prompt']}```"
+        )
         return [{"role": "user", "content": request}]
 
     def plain_prompt(self, example, history, tokenizer):
@@ -123,6 +132,11 @@ class HumanEvalTask(Task):
 
     def aggregate(self, example_scores, example_ids):
         result = pass_at_k_by_problem([s["passed"] for s in example_scores], example_ids, self.ks)
-        result.update({"samples": len(example_scores), "timeout": count_of(example_scores, "timeout"),
-                       "passed_samples": count_of(example_scores, "passed")})
+        result.update(
+            {
+                "samples": len(example_scores),
+                "timeout": count_of(example_scores, "timeout"),
+                "passed_samples": count_of(example_scores, "passed"),
+            }
+        )
         return result

@@ -10,6 +10,7 @@ A judge that cannot rate an answer (HTTP error, DNS failure, timeout, unparsable
 ``error``; the task records it and the runner marks the cell incomplete and re-judges on
 the next run.
 """
+
 from __future__ import annotations
 
 import json
@@ -33,8 +34,17 @@ NEED_REFERENCE = ("math", "reasoning", "coding")  # FastChat's NEED_REF_CATS for
 #   connection errors, 429 and 5xx are retried), waiting backoff_s * 2**attempt between them. The
 #   defaults give up on a dead or hung endpoint within a minute (2 x 25 s + 1 s); a slow judge
 #   model may need a longer timeout_s. How the judge is reached is not part of a cell's identity.
-DEFAULTS = {"kind": "none", "model": None, "base_url": None, "api_key_env": "OPENAI_API_KEY",
-            "max_new_tokens": 512, "temperature": 0.0, "timeout_s": 25.0, "retries": 2, "backoff_s": 1.0}
+DEFAULTS = {
+    "kind": "none",
+    "model": None,
+    "base_url": None,
+    "api_key_env": "OPENAI_API_KEY",
+    "max_new_tokens": 512,
+    "temperature": 0.0,
+    "timeout_s": 25.0,
+    "retries": 2,
+    "backoff_s": 1.0,
+}
 
 log = logging.getLogger("mtad.judge")
 
@@ -77,12 +87,18 @@ def judge_messages(prompts: Mapping[str, dict], example: dict, answers: list[str
         if reference:
             fields["ref_answer_1"] = reference[0]
     else:
-        fields = {"question_1": questions[0], "question_2": questions[1],
-                  "answer_1": answers[0], "answer_2": answers[1]}
+        fields = {
+            "question_1": questions[0],
+            "question_2": questions[1],
+            "answer_1": answers[0],
+            "answer_2": answers[1],
+        }
         if reference:
             fields.update(ref_answer_1=reference[0], ref_answer_2=reference[1])
-    return [{"role": "system", "content": prompt["system_prompt"]},
-            {"role": "user", "content": prompt["prompt_template"].format(**fields)}]
+    return [
+        {"role": "system", "content": prompt["system_prompt"]},
+        {"role": "user", "content": prompt["prompt_template"].format(**fields)},
+    ]
 
 
 class Judge(ABC):
@@ -119,11 +135,18 @@ class HFJudge(Judge):
 
     kind = "hf"
 
-    def __init__(self, model=None, tokenizer=None, max_new_tokens: int = 512,
-                 generate_fn: Callable[[list[dict]], str] | None = None):
+    def __init__(
+        self,
+        model=None,
+        tokenizer=None,
+        max_new_tokens: int = 512,
+        generate_fn: Callable[[list[dict]], str] | None = None,
+    ):
         if generate_fn is None and (model is None or tokenizer is None):
-            raise ValueError("the hf judge needs a model and its tokenizer (judge.model: a local path or "
-                             "hub id, or pass model=/tokenizer= objects, e.g. a pair's target)")
+            raise ValueError(
+                "the hf judge needs a model and its tokenizer (judge.model: a local path or "
+                "hub id, or pass model=/tokenizer= objects, e.g. a pair's target)"
+            )
         if isinstance(model, (str, os.PathLike)):
             from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -147,10 +170,14 @@ class HFJudge(Judge):
 
         ids = torch.tensor([self.prompt_ids(messages)], device=self.model.device)  # [1, L]
         with torch.no_grad():
-            out = self.model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False,
-                                      max_new_tokens=self.max_new_tokens,
-                                      pad_token_id=self.tokenizer.pad_token_id or self.tokenizer.eos_token_id)
-        return self.tokenizer.decode(out[0, ids.shape[1]:], skip_special_tokens=True)
+            out = self.model.generate(
+                ids,
+                attention_mask=torch.ones_like(ids),
+                do_sample=False,
+                max_new_tokens=self.max_new_tokens,
+                pad_token_id=self.tokenizer.pad_token_id or self.tokenizer.eos_token_id,
+            )
+        return self.tokenizer.decode(out[0, ids.shape[1] :], skip_special_tokens=True)
 
 
 class JudgeCallError(RuntimeError):
@@ -173,11 +200,26 @@ class OpenAIJudge(Judge):
 
     kind = "openai"
 
-    def __init__(self, base_url: str, model: str, api_key_env: str | None = "OPENAI_API_KEY",
-                 max_new_tokens: int = 512, temperature: float = 0.0, timeout_s: float = DEFAULTS["timeout_s"],
-                 retries: int = DEFAULTS["retries"], backoff_s: float = DEFAULTS["backoff_s"]):
-        check_openai_settings({"base_url": base_url, "model": model, "api_key_env": api_key_env,
-                               "timeout_s": timeout_s, "retries": retries})
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        api_key_env: str | None = "OPENAI_API_KEY",
+        max_new_tokens: int = 512,
+        temperature: float = 0.0,
+        timeout_s: float = DEFAULTS["timeout_s"],
+        retries: int = DEFAULTS["retries"],
+        backoff_s: float = DEFAULTS["backoff_s"],
+    ):
+        check_openai_settings(
+            {
+                "base_url": base_url,
+                "model": model,
+                "api_key_env": api_key_env,
+                "timeout_s": timeout_s,
+                "retries": retries,
+            }
+        )
         import httpx
 
         self.url = base_url.rstrip("/") + "/chat/completions"
@@ -189,8 +231,12 @@ class OpenAIJudge(Judge):
         self.client = httpx.Client(headers=headers, timeout=httpx.Timeout(self.timeout_s), follow_redirects=False)
 
     def complete(self, messages):
-        body = {"model": self.model, "messages": messages, "temperature": self.temperature,
-                "max_tokens": self.max_new_tokens}
+        body = {
+            "model": self.model,
+            "messages": messages,
+            "temperature": self.temperature,
+            "max_tokens": self.max_new_tokens,
+        }
         for attempt in range(self.retries):
             try:
                 return self._call_with_deadline(body)
@@ -199,9 +245,15 @@ class OpenAIJudge(Judge):
                     raise
                 if attempt == self.retries - 1:
                     raise JudgeCallError(f"{exc} (after {self.retries} attempts)", retryable=True) from exc
-                wait = self.backoff_s * 2 ** attempt
-                log.warning("judge %s: attempt %d of %d failed (%s); retrying in %g s", self.url, attempt + 1,
-                            self.retries, exc, wait)
+                wait = self.backoff_s * 2**attempt
+                log.warning(
+                    "judge %s: attempt %d of %d failed (%s); retrying in %g s",
+                    self.url,
+                    attempt + 1,
+                    self.retries,
+                    exc,
+                    wait,
+                )
             time.sleep(wait)
         raise AssertionError("unreachable")
 
@@ -221,8 +273,10 @@ class OpenAIJudge(Judge):
 
         threading.Thread(target=call, name="mtad-judge-request", daemon=True).start()
         if not finished.wait(self.timeout_s):
-            raise JudgeCallError(f"judge endpoint {self.url} timed out: no complete reply within "
-                                 f"{self.timeout_s:g} s (judge.timeout_s)", retryable=True)
+            raise JudgeCallError(
+                f"judge endpoint {self.url} timed out: no complete reply within {self.timeout_s:g} s (judge.timeout_s)",
+                retryable=True,
+            )
         if "error" in outcome:
             raise outcome["error"]
         return outcome["reply"]
@@ -241,18 +295,22 @@ class OpenAIJudge(Judge):
         except httpx.TimeoutException as exc:
             raise JudgeCallError(f"judge endpoint {self.url} timed out ({type(exc).__name__})", retryable=True) from exc
         except httpx.TransportError as exc:  # DNS failure, refused connection, reset, ...
-            raise JudgeCallError(f"could not connect to the judge endpoint {self.url}: "
-                                 f"{type(exc).__name__}: {exc}", retryable=True) from exc
+            raise JudgeCallError(
+                f"could not connect to the judge endpoint {self.url}: {type(exc).__name__}: {exc}", retryable=True
+            ) from exc
         text = content.decode("utf-8", errors="replace")
         if response.status_code != 200:
             retryable = response.status_code == 429 or response.status_code >= 500
-            raise JudgeCallError(f"judge endpoint {self.url} answered HTTP {response.status_code}: "
-                                 f"{_snippet(text)}", retryable=retryable)
+            raise JudgeCallError(
+                f"judge endpoint {self.url} answered HTTP {response.status_code}: {_snippet(text)}", retryable=retryable
+            )
         try:
             reply = json.loads(text)["choices"][0]["message"]["content"]
         except (ValueError, KeyError, IndexError, TypeError) as exc:
-            raise JudgeCallError(f"unparsable reply from the judge endpoint {self.url} (expected a chat "
-                                 f"completion): {_snippet(text)}", retryable=False) from exc
+            raise JudgeCallError(
+                f"unparsable reply from the judge endpoint {self.url} (expected a chat completion): {_snippet(text)}",
+                retryable=False,
+            ) from exc
         return reply or ""
 
 
@@ -265,15 +323,19 @@ def check_openai_settings(cfg: Mapping[str, Any]) -> None:
     """Configuration errors of the openai judge, caught before any generation."""
     base_url, model = cfg.get("base_url"), cfg.get("model")
     if not base_url or not model:
-        raise ValueError("the openai judge needs judge.base_url (e.g. https://api.openai.com/v1) and judge.model "
-                         f"(got base_url={base_url!r}, model={model!r})")
+        raise ValueError(
+            "the openai judge needs judge.base_url (e.g. https://api.openai.com/v1) and judge.model "
+            f"(got base_url={base_url!r}, model={model!r})"
+        )
     if not re.match(r"^https?://[^/\s]+", str(base_url)):
         raise ValueError(f"judge.base_url must be an http:// or https:// URL, got {base_url!r}")
     key_env = cfg.get("api_key_env")
     if key_env and not os.environ.get(key_env):
-        raise ValueError(f"the openai judge reads its API key from the environment variable {key_env} "
-                         f"(judge.api_key_env), which is not set; export it, or set judge.api_key_env: null "
-                         "for an endpoint that needs no key")
+        raise ValueError(
+            f"the openai judge reads its API key from the environment variable {key_env} "
+            f"(judge.api_key_env), which is not set; export it, or set judge.api_key_env: null "
+            "for an endpoint that needs no key"
+        )
     if not float(cfg.get("timeout_s", 1)) > 0:
         raise ValueError(f"judge.timeout_s must be > 0 seconds, got {cfg.get('timeout_s')!r}")
     retries = cfg.get("retries", 1)
@@ -299,8 +361,12 @@ def judge_config(cfg: Mapping[str, Any] | None, require_model: bool = False) -> 
     return merged
 
 
-def get_judge(cfg: Mapping[str, Any] | None = None, model=None, tokenizer=None,
-              generate_fn: Callable[[list[dict]], str] | None = None) -> Judge:
+def get_judge(
+    cfg: Mapping[str, Any] | None = None,
+    model=None,
+    tokenizer=None,
+    generate_fn: Callable[[list[dict]], str] | None = None,
+) -> Judge:
     """Build the judge named by ``cfg['kind']``; ``model``/``tokenizer`` objects (e.g. a loaded pair's
     target) or ``generate_fn`` take precedence over ``cfg['model']`` for the ``hf`` kind."""
     cfg = judge_config(cfg)
@@ -308,8 +374,18 @@ def get_judge(cfg: Mapping[str, Any] | None = None, model=None, tokenizer=None,
         return NoJudge()
     if cfg["kind"] == "hf":
         if model is None and generate_fn is None and cfg["model"] == "target":
-            raise ValueError("judge.model: target means the pair's target model; pass it as "
-                             "get_judge(cfg, model=target, tokenizer=tokenizer) (or task.set_judge)")
+            raise ValueError(
+                "judge.model: target means the pair's target model; pass it as "
+                "get_judge(cfg, model=target, tokenizer=tokenizer) (or task.set_judge)"
+            )
         return HFJudge(model if model is not None else cfg["model"], tokenizer, cfg["max_new_tokens"], generate_fn)
-    return OpenAIJudge(cfg["base_url"], cfg["model"], cfg["api_key_env"], cfg["max_new_tokens"],
-                       cfg["temperature"], cfg["timeout_s"], cfg["retries"], cfg["backoff_s"])
+    return OpenAIJudge(
+        cfg["base_url"],
+        cfg["model"],
+        cfg["api_key_env"],
+        cfg["max_new_tokens"],
+        cfg["temperature"],
+        cfg["timeout_s"],
+        cfg["retries"],
+        cfg["backoff_s"],
+    )

