@@ -133,7 +133,7 @@ BENCH_ARGS ?=
 bench: install ## every method on the eager and fast paths vs HF generate (eager, static+compile) and assisted generation; verification-cost curve (<10 min) -> results/bench/
 	$(PY) scripts/bench.py --pair $(EMBEDDED_PAIR) $(BENCH_ARGS)
 
-# --- the paper's claims (mtad/report/claims.py): 95% intervals and verdicts -> results/claims/
+# --- the paper's claims (mtad/experiments/claims.py runs, mtad/report/claims.py reports): 95% intervals and verdicts -> results/claims/
 # EXPERIMENT=claims (default here) runs the interleaved claims experiment first; any other
 # experiment (table2, table2_full) is read from its finished cells. PAIR= picks another pair.
 PAIR ?=
@@ -144,7 +144,7 @@ claims: install ## every claim of the paper with a 95% interval and a verdict (e
 	@if [ "$(filter claims%,$(EXPERIMENT))" ]; then \
 	  $(PY) scripts/get_data.py --only cnndm $(DATA_ARGS) || echo "warning: CNN/DailyMail could not be fetched; the run will stop"; \
 	  $(if $(AT_REFERENCE),$(call reset_if_committed,$(CLAIMS_DIR));) fi
-	$(PY) -m mtad.report.claims experiment=$(EXPERIMENT) $(if $(PAIR),pair=$(PAIR)) results_root=$(RESULTS) --out $(CLAIMS_OUT) $(OVERRIDES)
+	$(PY) -m mtad.experiments.claims experiment=$(EXPERIMENT) $(if $(PAIR),pair=$(PAIR)) results_root=$(RESULTS) --out $(CLAIMS_OUT) $(OVERRIDES)
 	@$(if $(AT_REFERENCE),true,if [ -f results/claims/$(EXPERIMENT).json ] && [ -z "$(PAIR)" ]; then \
 	  $(PY) -m mtad.report.agreement claims results/claims/$(EXPERIMENT).json $(CLAIMS_OUT)/$(EXPERIMENT).json || true; fi)
 

@@ -47,4 +47,17 @@ def register_code_defaults() -> None:
             store.store(group=group, name=name, node=node)
 
 
-register_code_defaults()
+def setup() -> Path:
+    """What every entry point that composes configs does first: the code defaults registered
+    (``register_code_defaults``) and the config root found (``conf_dir``)."""
+    register_code_defaults()
+    return conf_dir()
+
+
+def compose(overrides: list[str]):
+    """The runner's config (conf/config.yaml) with Hydra overrides, as ``mtad-run`` composes it."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    with initialize_config_dir(config_dir=str(setup()), version_base="1.3"):
+        return hydra_compose("config", overrides=list(overrides))

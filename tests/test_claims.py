@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from mtad.interleaved import rotated, schedule
+from mtad.experiments.interleaved import rotated, schedule
 from mtad.report.paper import VERSIONS
 
 REPO = Path(__file__).resolve().parents[1]
@@ -21,7 +21,7 @@ def claims(args, tmp_path, check=True):
         [
             sys.executable,
             "-m",
-            "mtad.report.claims",
+            "mtad.experiments.claims",
             *args,
             f"results_root={tmp_path / 'runs'}",
             "--out",
@@ -164,7 +164,7 @@ def _mtad_vs_exact_mtjd(draft_seed: int | None, runs: int = 300):
     from mtad.decoding.mtjd_exact import exact_block_distribution
     from mtad.metrics.exactness import chisquare_exactness, empirical_counts
     from mtad.models.tiny import tiny_model
-    from mtad.report.claims_theory import NO_TRUNCATION, PROMPT
+    from mtad.experiments.theory import NO_TRUNCATION, PROMPT
 
     target = tiny_model("llama", 4, seed=0)
     draft = target if draft_seed is None else tiny_model("llama", 4, seed=draft_seed)
@@ -187,7 +187,7 @@ def test_c5_rows_and_noise_floor():
     import numpy as np
 
     from mtad.metrics.exactness import noise_floor
-    from mtad.report.claims_theory import TheorySettings, approximation_rows
+    from mtad.experiments.theory import TheorySettings, approximation_rows
 
     settings = TheorySettings(
         runs=40,
@@ -221,7 +221,7 @@ def test_c5_rows_and_noise_floor():
 def test_c5_likelihood_verdict_comes_out_either_way():
     """The same test reproduces where MTAD favours blocks of high joint p (q = p) and contradicts where
     it accepts nearly every block of a poor draft (W = 1, τ = 0.01: blocks drawn from q)."""
-    from mtad.report.claims_theory import TheoryPoint, TheorySettings, approximation_row
+    from mtad.experiments.theory import TheoryPoint, TheorySettings, approximation_row
 
     settings = TheorySettings(runs=60)
     good = approximation_row(TheoryPoint("q = p", 8, 4, 4, 0.5, True, True), settings, resamples=300)
@@ -231,7 +231,7 @@ def test_c5_likelihood_verdict_comes_out_either_way():
 
 
 def test_interleaved_runner_refuses_an_empty_plan():
-    from mtad.interleaved import run_interleaved
+    from mtad.experiments.interleaved import run_interleaved
 
     with pytest.raises(ValueError, match="at least one method"):
         run_interleaved(["experiment=claims_tiny"], [], ["chat"])
@@ -245,7 +245,7 @@ def test_makefile_claims_target_runs_the_module():
         text=True,
         timeout=60,
     ).stdout
-    assert "-m mtad.report.claims experiment=claims_tiny pair=tiny_opt" in out
+    assert "-m mtad.experiments.claims experiment=claims_tiny pair=tiny_opt" in out
 
 
 @pytest.fixture(autouse=True)
@@ -256,7 +256,8 @@ def _one_thread():
 def test_cell_configs_equal_composing_each_cell():
     from omegaconf import OmegaConf
 
-    from mtad.interleaved import cell_configs, compose
+    from mtad.configs import compose
+    from mtad.experiments.interleaved import cell_configs
 
     overrides = ["experiment=claims_tiny", "per_task.chat.limit=3"]
     for (task, method), cfg in cell_configs(overrides, ["sampling", "mtad"], ["chat", "cnndm"]).items():

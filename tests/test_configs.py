@@ -9,13 +9,14 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.utils import get_class, instantiate
 from omegaconf import OmegaConf
 
+from mtad import configs
 from mtad.decoding import DECODERS, METHODS
 from mtad.metrics.energy import METER_KINDS, make_energy_meter
-from mtad.run import CONF_DIR
 from mtad.runner.checks import check_method, task_settings
 from mtad.tasks import get_task, list_tasks
 from mtad.tracking import NullLogger
 
+CONF_DIR = str(configs.setup())  # the code defaults registered, the config root found
 CONF = Path(CONF_DIR)
 
 

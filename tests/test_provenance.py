@@ -57,7 +57,7 @@ def test_clean_dirty_and_diff_hash(repo):
 
 
 def test_the_code_state_is_read_once_per_process(monkeypatch):
-    state = dict(prov.PROCESS_GIT)
+    state = prov.capture()
     monkeypatch.setattr(prov, "read_git_state", lambda: pytest.fail("the code state was read again"))
     assert prov.environment_record()["git"] == state == prov.git_commit()
 

@@ -112,7 +112,7 @@ def test_one_cell_writes_samples_metrics_env(tmp_path, data_args):
 
 KILL_AFTER_TWO = """
 import os, signal, mtad.runner.records as r, mtad.runner.provenance as provenance
-provenance.PROCESS_GIT = {"commit": "a" * 40, "dirty": False, "diff_sha256": None}  # an earlier commit
+provenance._process_state = {"commit": "a" * 40, "dirty": False, "diff_sha256": None}  # an earlier commit
 _append = r.append_record
 def append_then_die(path, record, _n=[0]):
     _append(path, record)
@@ -147,12 +147,12 @@ def test_resume_after_kill_loses_and_duplicates_nothing(tmp_path, data_args):
     assert json.loads((cell / "metrics.json").read_text())["examples"] == 4
     # two code states wrote this cell's records: both are recorded, and a table refuses them
     from mtad.report.cells import load_cells
-    from mtad.runner.provenance import PROCESS_GIT, provenance_key
+    from mtad.runner.provenance import capture, provenance_key
 
     env = json.loads((cell / "env.json").read_text())
     assert env["git_runs"] == [{"commit": "a" * 40, "dirty": False, "diff_sha256": None}, env["git"]]
     (row,) = load_cells(tmp_path / "a" / "runs").to_dict("records")
-    assert row["provenance"] == f"{'a' * 40} + {provenance_key(PROCESS_GIT)}"
+    assert row["provenance"] == f"{'a' * 40} + {provenance_key(capture())}"
 
 
 @pytest.mark.slow

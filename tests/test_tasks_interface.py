@@ -25,7 +25,7 @@ def test_every_task_has_a_config():
 @pytest.mark.parametrize("name", list_tasks())
 def test_mtad_run_and_get_task_use_the_same_options(name):
     """``mtad-run task=<name>`` composes exactly the task's own defaults (one place: the class)."""
-    from mtad.interleaved import compose
+    from mtad.configs import compose
 
     options = OmegaConf.to_container(compose([f"task={name}"]).task, resolve=True)
     assert options.pop("name") == name
@@ -34,7 +34,7 @@ def test_mtad_run_and_get_task_use_the_same_options(name):
 
 @pytest.mark.parametrize("name", ["spider", "cnndm", "mtbench", "humaneval"])
 def test_task_end_to_end_on_real_data(name, eval_data_root, chat_tokenizer, plain_tokenizer):
-    from mtad.interleaved import compose
+    from mtad.configs import compose
 
     options = OmegaConf.to_container(compose([f"task={name}"]).task, resolve=True)
     task = get_task(name, data_root=eval_data_root, **options)

@@ -1,14 +1,12 @@
-"""``make claims``: every claim of the paper, measured here with a 95% interval and a verdict.
+"""The claims report: every claim of the paper, from finished cells, with a 95% interval and a verdict.
 
     python -m mtad.report.claims                                   # experiment=claims (embedded pair)
-    python -m mtad.report.claims experiment=claims pair=llama2_13b_7b       # the same design on a GPU pair
-    python -m mtad.report.claims experiment=table2_full pair=opt_66b_350m   # report from a finished grid
-    python -m mtad.report.claims --report-only                      # rebuild from the cells, run nothing
+    python -m mtad.report.claims experiment=table2_full pair=opt_66b_350m   # from a finished grid
 
-An experiment with a ``claims:`` section (``conf/experiment/claims*.yaml``) is *run* first:
-every method on the same prompts with the same per-sample seeds, methods alternating within
-each prompt (``mtad.interleaved``); any other experiment (``table2``, ``table2_full``) is only
-read from its cells, whose examples are paired by id across methods. Then:
+It only reads: the cells of the experiment (``mtad.experiments.claims`` runs the ``claims``
+experiments, every method interleaved within each prompt; any other experiment, e.g. ``table2``,
+is read from its cells, whose examples are paired by id across methods) and the experiment's
+``theory.json`` (C5, C6; ``mtad.experiments.theory``). Then:
 
 - C1 perplexity: PPL(MTAD)/PPL(sampling) − 1 and the same for MMTAD;
 - C2 task quality: score(MTAD)/score(sampling) − 1 per task that scores above zero, the tasks
@@ -18,7 +16,7 @@ read from its cells, whose examples are paired by id across methods. Then:
   noise) beside;
 - C4 energy: J/token of SpS (and of the most frugal conventional method) over MTAD's, from
   hardware counters only;
-- C5 and C6 on enumerable tiny models (``mtad.report.claims_theory``).
+- C5 and C6 on enumerable tiny models, as ``mtad.experiments.theory`` computed them.
 
 The rows, their figures and the paper version each figure comes from are ``mtad.report.paper``.
 
@@ -39,21 +37,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from mtad.interleaved import compose, run_interleaved  # first: it reads the code state at start-up
+from mtad.configs import compose
+from mtad.methods import LABELS
 from mtad.report import intervals as iv
 from mtad.report.cells import load_cells
-from mtad.report.claims_theory import (
-    APPROXIMATORS,
-    NO_BOUND,
-    ExactnessSettings,
-    TheorySettings,
-    approximation_rows,
-    exactness_rows,
-    zero_distance_check,
-)
 from mtad.report.examples import example_frame, paired
-from mtad.methods import LABELS
-from mtad.report.paper import VERSIONS, PaperClaim, claims_of, methods_needed
+from mtad.report.paper import APPROXIMATORS, NO_BOUND, VERSIONS, PaperClaim, claims_of, methods_needed
+from mtad.runner.layout import read_json, theory_path
 from mtad.tasks import TASKS
 
 log = logging.getLogger("mtad.claims")
@@ -64,7 +54,8 @@ PAPER_TASKS = tuple(name for name, task in TASKS.items() if task.primary_score) 
 
 @dataclass
 class ClaimsSettings:
-    """The ``claims:`` section of an experiment (every key optional; these are the defaults)."""
+    """The ``claims:`` section of an experiment (every key optional; these are the defaults). The
+    report reads the statistics keys; ``mtad.experiments.claims`` runs by the others."""
 
     methods: list = field(default_factory=lambda: list(DEFAULT_METHODS))
     tasks: list | None = None  # set: the experiment is run (interleaved) before the report
@@ -73,8 +64,8 @@ class ClaimsSettings:
     confidence: float = iv.CONFIDENCE
     resamples: int = iv.RESAMPLES
     interval: str = "BCa"
-    theory: TheorySettings = field(default_factory=TheorySettings)
-    exactness: ExactnessSettings = field(default_factory=ExactnessSettings)
+    theory: dict = field(default_factory=dict)  # C5's settings (mtad.experiments.theory.TheorySettings)
+    exactness: dict = field(default_factory=dict)  # C6's settings (mtad.experiments.theory.ExactnessSettings)
 
     @classmethod
     def from_config(cls, cfg) -> "ClaimsSettings":
@@ -84,16 +75,7 @@ class ClaimsSettings:
         unknown = sorted(set(section) - set(cls.__dataclass_fields__))
         if unknown:
             raise ValueError(f"unknown key(s) {unknown} under claims:; valid: {sorted(cls.__dataclass_fields__)}")
-        theory = TheorySettings(
-            **{k: tuple(v) if isinstance(v, list) else v for k, v in (section.pop("theory", None) or {}).items()}
-        )
-        exact = section.pop("exactness", None) or {}
-        if "cases" in exact:
-            exact["cases"] = tuple(
-                (c["method"], {k: tuple(v) if isinstance(v, list) else v for k, v in c.get("params", {}).items()})
-                for c in exact["cases"]
-            )
-        return cls(**section, theory=theory, exactness=ExactnessSettings(**exact))
+        return cls(**{k: v for k, v in section.items() if v is not None or k not in ("theory", "exactness")})
 
 
 # ----------------------------------------------------------------------------- one claim row
@@ -289,120 +271,110 @@ def energy_claims(frame, cells, tasks, settings, source) -> list[Claim]:
 
 
 # ----------------------------------------------------------------------------- C5, C6
-def theory_claims(settings: ClaimsSettings) -> tuple[list[Claim], dict]:
+def _tiny(claim: str, comparison: str, paper: str, unit: str, interval: iv.Interval, **fields) -> Claim:
+    """A row measured on the enumerable tiny models (no figure in the paper)."""
+    return Claim(
+        claim=claim,
+        comparison=comparison,
+        task="tiny model",
+        paper=paper,
+        paper_value=None,
+        unit=unit,
+        null=fields.pop("null", None),
+        direction=fields.pop("direction", None),
+        interval=interval,
+        source="tiny model",
+        **fields,
+    )
+
+
+def theory_claims(theory: dict) -> list[Claim]:
     """C5 rows at the paper's operating point (the whole grid is in the report's C5 section), the
-    zero-distance check, and C6."""
-    rows = approximation_rows(settings.theory, settings.confidence)
-    check = zero_distance_check(settings.theory, settings.exactness.alpha)
-    exact = exactness_rows(settings.exactness)
+    zero-distance check, and C6, from a stored ``theory.json`` (``mtad.experiments.theory``)."""
     claims, blocks_done = [], set()
-    for row in (r for r in rows if r["point"]["operating"]):
+    for row in (r for r in theory["approximation"] if r["point"]["operating"]):
         point, label = row["point"], row["label"]
         if point["draft"] == "q ≠ p" and (point["vocab"], point["gamma"]) not in blocks_done:
             blocks_done.add((point["vocab"], point["gamma"]))
             gain = row["exact"]["mtjd_logp"] - row["exact"]["sampling_logp"]
+            comparison = (
+                f"exact MTJD − sampling: E[log p] of a {point['gamma']}-token block, V={point['vocab']} "
+                "(both enumerated)"
+            )
+            exact = iv.Interval(gain, gain, gain, method="exact")
             claims.append(
-                Claim(
+                _tiny(
                     "C5",
-                    f"exact MTJD − sampling: E[log p] of a {point['gamma']}-token block, V={point['vocab']} "
-                    "(both enumerated)",
-                    "tiny model",
+                    comparison,
                     "MTJD lowers perplexity",
-                    None,
                     "logprob",
-                    0.0,
-                    +1,
-                    iv.Interval(gain, gain, gain, method="exact"),
-                    source="tiny model",
+                    exact,
+                    null=0.0,
+                    direction=+1,
                     version="arxiv-v2",
                 ).finish()
             )
         for method in APPROXIMATORS:
-            measured = row["methods"][method]
+            comparison = f"{LABELS[method]} − sampling: E[log p] of the first γ tokens; {label}"
+            interval = iv.Interval(**row["methods"][method]["logp_gain"])
+            version = "arxiv-v2" if method == "mtad" else "iclr-final"
             claims.append(
-                Claim(
-                    "C5",
-                    f"{LABELS[method]} − sampling: E[log p] of the first γ tokens; {label}",
-                    "tiny model",
-                    "lowers perplexity",
-                    None,
-                    "logprob",
-                    0.0,
-                    +1,
-                    iv.Interval(**measured["logp_gain"]),
-                    source="tiny model",
-                    version="arxiv-v2" if method == "mtad" else "iclr-final",
+                _tiny(
+                    "C5", comparison, "lowers perplexity", "logprob", interval, null=0.0, direction=+1, version=version
                 ).finish()
             )
         if point["draft"] == "q ≠ p" and point["replacement"]:
             for method in APPROXIMATORS:
+                comparison = f"TV({LABELS[method]}, MTJD) − TV(sampling, MTJD); {label}"
+                interval = iv.Interval(**row["methods"][method]["tv_gain"])
+                version = "iclr-final" if method == "mmtad" else "arxiv-v2"
                 claims.append(
-                    Claim(
+                    _tiny(
                         "C5",
-                        f"TV({LABELS[method]}, MTJD) − TV(sampling, MTJD); {label}",
-                        "tiny model",
+                        comparison,
                         "bounded error (form not sourced)",
-                        None,
                         "tv",
-                        None,
-                        None,
-                        iv.Interval(**row["methods"][method]["tv_gain"]),
+                        interval,
                         verdict=iv.NO_VERDICT,
                         reason=NO_BOUND,
-                        source="tiny model",
-                        version="iclr-final" if method == "mmtad" else "arxiv-v2",
+                        version=version,
                     )
                 )
+    check = theory["zero_distance_check"]
+    comparison = (
+        f"distance zero where the maths says so (q = p, W = 1, τ = 0.01, no truncation): "
+        f"chi-square p = {check['pvalue']:.3g}"
+    )
     claims.append(
-        Claim(
+        _tiny(
             "C5",
-            f"distance zero where the maths says so (q = p, W = 1, τ = 0.01, no truncation): "
-            f"chi-square p = {check['pvalue']:.3g}",
-            "tiny model",
+            comparison,
             "0 (exact)",
-            None,
             "pvalue",
-            None,
-            None,
             iv.Interval(check["pvalue"], n=check["runs"]),
-            check["verdict"],
-            source="tiny model",
+            verdict=check["verdict"],
         )
     )
-    for row in exact:
+    for row in theory["exactness"]:
         params = ", ".join(f"{k}={v}" for k, v in row["params"].items())
+        comparison = f"{row['method']} ({params}) reproduces p: chi-square p = {row['pvalue']:.3g}"
         claims.append(
-            Claim(
+            _tiny(
                 "C6",
-                f"{row['method']} ({params}) reproduces p: chi-square p = {row['pvalue']:.3g}",
-                "tiny model",
+                comparison,
                 "exact (lossless)",
-                None,
                 "pvalue",
-                None,
-                None,
                 iv.Interval(row["pvalue"], n=row["runs"]),
-                row["verdict"],
-                source="tiny model",
+                verdict=row["verdict"],
             )
         )
-    detail = {
-        "approximation": rows,
-        "zero_distance_check": check,
-        "exactness": exact,
-        "theory_settings": _jsonable(asdict(settings.theory)),
-        "exactness_settings": _jsonable(asdict(settings.exactness)),
-    }
-    return claims, detail
-
-
-def _jsonable(value):
-    return json.loads(json.dumps(value, default=str))
+    return claims
 
 
 # ----------------------------------------------------------------------------- the report
 def build_report(results_root, experiment: str, pair: str, settings: ClaimsSettings, theory: bool = True) -> dict:
-    """Every claim from the cells of ``experiment``/``pair`` under ``results_root`` (and C5/C6)."""
+    """Every claim from the cells of ``experiment``/``pair`` under ``results_root``, and C5/C6 from
+    the experiment's theory.json when there is one (``theory``: False leaves them out)."""
     cells = load_cells(results_root, experiment=experiment)
     cells = cells[cells["pair"] == pair] if "pair" in cells else cells
     if cells.empty:
@@ -430,10 +402,15 @@ def build_report(results_root, experiment: str, pair: str, settings: ClaimsSetti
             claims += quality_claims(example_frame(other), other, found, settings, settings.zero_score_evidence)
     claims += speed_claims(frame, tasks, settings, experiment, timing)
     claims += energy_claims(frame, cells, tasks, settings, experiment)
-    detail = {}
-    if theory:
-        theory_rows, detail = theory_claims(settings)
-        claims += theory_rows
+    detail = read_json(theory_path(results_root, experiment)) if theory else {}
+    if detail:
+        claims += theory_claims(detail)
+    elif theory:
+        log.warning(
+            "no %s: C5 and C6 are left out (`python -m mtad.experiments.claims experiment=%s` computes them)",
+            theory_path(results_root, experiment),
+            experiment,
+        )
     return {
         "experiment": experiment,
         "pair": pair,
@@ -507,47 +484,49 @@ def write_report(report: dict, out_dir: str | Path, name: str) -> tuple[Path, Pa
     return md, js
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("overrides", nargs="*", help="Hydra overrides (default experiment=claims)")
-    parser.add_argument("--report-only", action="store_true", help="build the report from the cells, run nothing")
-    parser.add_argument("--out", default="results/claims", help="output directory (default results/claims)")
-    parser.add_argument("--name", default=None, help="file stem (default claims, or claims_<experiment>[_<pair>])")
-    parser.add_argument("--no-theory", action="store_true", help="skip C5 and C6 (tiny-model computations)")
-    args = parser.parse_intermixed_args(argv)
-    logging.basicConfig(level=logging.INFO, format="[%(asctime)s][%(name)s] %(message)s")
-    overrides = list(args.overrides)
+def report_config(overrides: list[str]):
+    """(config, settings, report name) of the experiment the overrides name (default: claims)."""
+    overrides = list(overrides)
     if not any(o.startswith("experiment=") for o in overrides):
         overrides.insert(0, "experiment=claims")
+    cfg = compose(overrides)
+    experiment_only = [o for o in overrides if o.split("=", 1)[0] == "experiment"]
+    own_pair = any(o.startswith("pair=") for o in overrides)
+    default_pair = compose(experiment_only).pair.name if own_pair else cfg.pair.name
+    return cfg, ClaimsSettings.from_config(cfg), report_name(cfg.experiment_name, cfg.pair.name, default_pair)
+
+
+def arguments(description: str) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("overrides", nargs="*", help="Hydra overrides (default experiment=claims)")
+    parser.add_argument("--out", default="results/claims", help="output directory (default results/claims)")
+    parser.add_argument("--name", default=None, help="file stem (default claims, or claims_<experiment>[_<pair>])")
+    parser.add_argument("--no-theory", action="store_true", help="leave out C5 and C6 (the tiny-model checks)")
+    return parser
+
+
+def publish(cfg, settings: ClaimsSettings, name: str, args, note: str = "") -> int:
+    """Build the report from the cells, write it and print it."""
     try:
-        cfg = compose(overrides)
-        settings = ClaimsSettings.from_config(cfg)
-        experiment, pair = cfg.experiment_name, cfg.pair.name
-        stopped = False
-        if settings.tasks and not args.report_only:
-            summary = run_interleaved(
-                overrides, settings.methods, settings.tasks, settings.max_minutes, progress=bool(cfg.progress)
-            )
-            stopped = summary["stopped_by_time_limit"]
-            log.info(
-                "prompts ran for %.1f min%s",
-                summary["minutes"],
-                " (time limit reached: rerun to continue)" if stopped else "",
-            )
-        experiment_only = [o for o in overrides if o.split("=", 1)[0] == "experiment"]
-        default_pair = compose(experiment_only).pair.name if any(o.startswith("pair=") for o in overrides) else pair
-        name = args.name or report_name(experiment, pair, default_pair)
-        report = build_report(cfg.results_root, experiment, pair, settings, theory=not args.no_theory)
+        report = build_report(cfg.results_root, cfg.experiment_name, cfg.pair.name, settings, not args.no_theory)
+    except ValueError as err:
+        print(f"claims: {err}", file=sys.stderr)
+        return 1
+    md, js = write_report(report, args.out, args.name or name)
+    print(md.read_text())
+    print(f"wrote {md} and {js}{note}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = arguments(__doc__).parse_intermixed_args(argv)
+    logging.basicConfig(level=logging.INFO, format="[%(asctime)s][%(name)s] %(message)s")
+    try:
+        cfg, settings, name = report_config(args.overrides)
     except (ValueError, FileNotFoundError) as err:
         print(f"claims: {err}", file=sys.stderr)
         return 1
-    md, js = write_report(report, args.out, name)
-    print(md.read_text())
-    print(
-        f"wrote {md} and {js}"
-        + ("; the time limit stopped the run: rerun `make claims` to continue" if stopped else "")
-    )
-    return 0
+    return publish(cfg, settings, name, args)
 
 
 if __name__ == "__main__":

@@ -69,6 +69,7 @@ def _planned_grid(experiment: str, sweep: str | None, conf_dir: str) -> tuple[tu
     if not (Path(conf_dir) / "experiment" / f"{experiment}.yaml").exists():
         return ()
     overrides = [f"experiment={experiment}"] + ([f"sweep={sweep}"] if sweep else [])
+    configs.register_code_defaults()
     with initialize_config_dir(config_dir=str(conf_dir), version_base="1.3"):
         cfg = compose("config", overrides=overrides, return_hydra_config=True)
     params = cfg.hydra.sweeper.get("params") or {}

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 SAMPLES, METRICS, ENV, ERROR = "samples.jsonl", "metrics.json", "env.json", "error.txt"
+THEORY = "theory.json"  # an experiment's tiny-model checks (C5, C6): <results_root>/<experiment>/theory.json
 IDENTITY_PARTS = ("experiment", "pair", "task", "method")  # the directory levels below results_root
 
 # Override keys that do not change what a cell generates: they never name a directory.
@@ -72,6 +73,10 @@ def cell_directory(
 ) -> Path:
     directory = Path(results_root) / experiment / pair / task / method
     return directory / overrides if overrides else directory
+
+
+def theory_path(results_root: str | Path, experiment: str) -> Path:
+    return Path(results_root) / experiment / THEORY
 
 
 def parse_cell_directory(results_root: str | Path, directory: str | Path) -> dict[str, str]:

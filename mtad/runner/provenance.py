@@ -1,9 +1,10 @@
 """The environment record of a run: machine, versions, and the code it ran.
 
-The code's state (commit, a dirty flag and a hash of the uncommitted changes) is read once,
-when this module is first imported, i.e. when the process loads its code; every cell the
-process writes records that state, even if the checkout changes while it runs. Results
-under ``results/`` are outputs, not code: they never make the tree dirty.
+The code's state (commit, a dirty flag and a hash of the uncommitted changes) is read once per
+process: each entry point calls ``capture()`` first thing, and every cell the process writes
+records that state, even if the checkout changes while it runs (a library user who never calls
+it gets the state read at the first record). Results under ``results/`` are outputs, not code:
+they never make the tree dirty.
 """
 
 from __future__ import annotations
@@ -52,12 +53,21 @@ def read_git_state() -> dict:
     }
 
 
-PROCESS_GIT = read_git_state()  # read once, when the process loads this code
+_process_state: dict | None = None  # the code state this process runs, once captured
+
+
+def capture() -> dict:
+    """Read the code state of this process once (idempotent): entry points call it before they
+    run anything, so a checkout edited while they run does not change what their records say."""
+    global _process_state
+    if _process_state is None:
+        _process_state = read_git_state()
+    return dict(_process_state)
 
 
 def git_commit() -> dict:
-    """The code state this process started from (read once at start-up)."""
-    return dict(PROCESS_GIT)
+    """The code state this process runs (captured at start-up, or now if nobody did)."""
+    return capture()
 
 
 def cpu_model() -> str:

@@ -24,11 +24,19 @@ of token-by-token sampling, which is why V must be large enough for top-k to cut
 
 C6: each lossless method's first two tokens against the enumerated target distribution, the
 chi-square test of ``tests/test_decoding_exact.py``, reported with its p-value.
+
+``run_theory`` computes all of it and ``write_theory`` stores it as
+``<results_root>/<experiment>/theory.json`` (``runner.layout.theory_path``; with the environment
+and the settings), the file
+the claims report reads; ``stored_theory`` returns a stored result whose settings match, so a
+rerun computes nothing again.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -46,11 +54,10 @@ from mtad.metrics.exactness import (
     tv_of_draws,
 )
 from mtad.report import intervals as iv
+from mtad.report.paper import APPROXIMATORS
 
 PROMPT = torch.tensor([[1, 3, 2]])  # [1, L]
 NO_TRUNCATION = {"temperature": 1.0, "top_k": 0, "top_p": 1.0}
-APPROXIMATORS = ("mtad", "mmtad")
-NO_BOUND = "no verdict: the paper's bound could not be sourced"
 
 
 @dataclass(frozen=True)
@@ -246,3 +253,41 @@ def exactness_rows(settings: ExactnessSettings) -> list[dict]:
             }
         )
     return rows
+
+
+def _jsonable(value):
+    return json.loads(json.dumps(value, default=str))
+
+
+def run_theory(theory: TheorySettings, exactness: ExactnessSettings, confidence: float = iv.CONFIDENCE) -> dict:
+    """C5's rows at every point, the zero-distance check and C6's tests, with their settings."""
+    return {
+        "approximation": approximation_rows(theory, confidence),
+        "zero_distance_check": zero_distance_check(theory, exactness.alpha),
+        "exactness": exactness_rows(exactness),
+        "theory_settings": _jsonable(asdict(theory)),
+        "exactness_settings": _jsonable(asdict(exactness)),
+        "confidence": confidence,
+    }
+
+
+def stored_theory(path: Path, theory: TheorySettings, exactness: ExactnessSettings, confidence: float) -> dict | None:
+    """The result stored at ``path`` when it was computed with these settings, else None."""
+    from mtad.runner.layout import read_json
+
+    stored = read_json(path)
+    same = (
+        stored.get("theory_settings") == _jsonable(asdict(theory))
+        and stored.get("exactness_settings") == _jsonable(asdict(exactness))
+        and stored.get("confidence") == confidence
+    )
+    return stored if same else None
+
+
+def write_theory(path: Path, result: dict) -> None:
+    """``result`` with the environment that computed it (machine, versions, code state)."""
+    from mtad.runner.provenance import environment_record
+    from mtad.runner.records import write_json
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_json(path, {**result, "environment": environment_record()})

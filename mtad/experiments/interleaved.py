@@ -1,0 +1,181 @@
+"""Several methods on the same prompts, alternating within each prompt, into ordinary cells.
+
+``mtad-run`` runs one cell (one method) after another, so a change in machine load between
+cells lands on one method only. For paired comparisons of speed this runner takes the prompts
+one at a time and runs every method on it before the next prompt, rotating the order of the
+methods from prompt to prompt; tasks are interleaved too (one prompt of each in turn), so a run
+stopped early has a balanced share of every task.
+
+Each (task, method) is the cell ``mtad-run experiment=<e> task=<t> method=<m>`` would write:
+same directory, identity, per-sample seeds (so the same tokens), records and metrics; only the
+order in which generations ran differs. The run resumes like ``mtad-run``: a rerun skips every
+(prompt, method) already in its cell's ``samples.jsonl`` and scores again the answers a task
+could not score before. ``max_minutes`` stops starting new prompts after that long; the cells are
+then ``incomplete`` and a rerun continues them. Each cell's lifecycle (resume, records, metrics,
+env.json, error.txt, ``missing_data``) is ``mtad.runner.cell``'s, as for ``mtad-run``; no tracker
+run is opened (one per cell cannot be open at once), so ``logger`` is ignored here.
+
+    from mtad.experiments.interleaved import run_interleaved
+    run_interleaved(["experiment=claims"], methods=["sampling", "sps", "mtad", "mmtad"], tasks=["chat", "cnndm"])
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from contextlib import ExitStack
+from itertools import zip_longest
+
+from omegaconf import DictConfig, OmegaConf
+
+from mtad.configs import compose
+from mtad.runner import provenance
+from mtad.runner.cell import CellPlan, CellRun, failures_recorded, missing_or_fail, now, plan_cell
+from mtad.runner.devices import load_pair_cached, model_devices, reset_peak_memory
+from mtad.runner.layout import Cell, cell_directory, override_dirname
+from mtad.runner.lock import cell_lock
+from mtad.runner.loop import CellRunner
+
+log = logging.getLogger("mtad.interleaved")
+
+TIMING = "interleaved: every method on a prompt before the next prompt, order rotated"
+
+
+def cell_configs(overrides: list[str], methods: list[str], tasks: list[str]) -> dict[tuple[str, str], DictConfig]:
+    """The config of every (task, method) cell, equal to composing ``overrides + [task=t, method=m]``
+    for each; composed once per method and once per further task (a compose takes ~0.5 s), since
+    the cells of one experiment differ only in their ``task`` and ``method`` nodes."""
+    by_method = {m: compose([*overrides, f"task={tasks[0]}", f"method={m}"]) for m in methods}
+    task_nodes = {
+        t: (by_method[methods[0]] if t == tasks[0] else compose([*overrides, f"task={t}", f"method={methods[0]}"])).task
+        for t in tasks
+    }
+    cfgs = {}
+    for t in tasks:
+        for m in methods:
+            cfg = by_method[m].copy()
+            cfg.task = task_nodes[t]
+            cfgs[(t, m)] = cfg
+    return cfgs
+
+
+def schedule(examples: dict[str, list[dict]]) -> list[tuple[str, dict]]:
+    """(task, example) pairs, one example of each task in turn: [t1 e0, t2 e0, t1 e1, ...]."""
+    rounds = zip_longest(*([(task, e) for e in exs] for task, exs in examples.items()))
+    return [item for round_ in rounds for item in round_ if item is not None]
+
+
+def rotated(methods: list[str], k: int) -> list[str]:
+    """The method order for the k-th prompt: every method takes every position equally often."""
+    k %= len(methods)
+    return methods[k:] + methods[:k]
+
+
+def plan_cells(overrides: list[str], methods: list[str], tasks: list[str]) -> dict[tuple[str, str], CellPlan]:
+    """Every (task, method) cell's checked settings, in the directory ``mtad-run`` would use."""
+    overrides_dir = override_dirname(overrides)
+    plans = {}
+    for (t, m), cfg in cell_configs(overrides, methods, tasks).items():
+        directory = cell_directory(cfg.results_root, cfg.experiment_name, cfg.pair.name, t, m, overrides_dir)
+        plans[(t, m)] = plan_cell(cfg, Cell(cfg.experiment_name, cfg.pair.name, t, m, overrides_dir, directory))
+    return plans
+
+
+def run_interleaved(
+    overrides: list[str],
+    methods: list[str],
+    tasks: list[str],
+    max_minutes: float | None = None,
+    progress: bool = True,
+) -> dict:
+    """Run ``methods`` x ``tasks`` of the experiment named in ``overrides``; returns a summary
+    with the cells' metrics and whether the time limit stopped the run."""
+    if not methods or not tasks:
+        raise ValueError("run_interleaved needs at least one method and one task")
+    plans = plan_cells(overrides, methods, tasks)  # bad settings stop here: nothing loaded, nothing written
+    first = plans[(tasks[0], methods[0])].cfg
+    with failures_recorded(first, [p.cell for p in plans.values()]), ExitStack() as held:
+        for plan in plans.values():  # one writer per cell: every cell of the run is held until it ends
+            held.enter_context(cell_lock(plan.cell.directory, plan.cell.name))
+        return _run_held(plans, methods, tasks, max_minutes, progress)
+
+
+def _open_runs(plans: dict[tuple[str, str], CellPlan], methods, tasks) -> dict[tuple[str, str], CellRun]:
+    """Every cell's resume state, each task's examples read once; a task whose data is absent is
+    marked missing (``missing_data=mark``) and left out, or fails the run."""
+    from mtad.data import DataMissingError
+
+    runs = {}
+    for t in tasks:
+        task_plans = {m: plans[(t, m)] for m in methods}
+        try:
+            examples = task_plans[methods[0]].task.examples(limit=task_plans[methods[0]].limit)
+        except DataMissingError as exc:
+            missing_or_fail(task_plans[methods[0]].cfg, [p.cell for p in task_plans.values()], exc)
+            continue
+        for m, plan in task_plans.items():
+            runs[(t, m)] = CellRun(plan, examples=examples)
+    return runs
+
+
+def _run_held(plans, methods, tasks, max_minutes, progress) -> dict:
+    import torch
+    from tqdm import tqdm
+
+    from mtad.decoding import get_decoder
+    from mtad.metrics.energy import make_energy_meter
+
+    first = plans[(tasks[0], methods[0])].cfg
+    if first.threads:
+        torch.set_num_threads(int(first.threads))
+    runs = _open_runs(plans, methods, tasks)
+    tasks = [t for t in tasks if (t, methods[0]) in runs]
+    if not tasks:
+        return {"metrics": {}, "stopped_by_time_limit": False, "minutes": 0.0}
+    pair = load_pair_cached(OmegaConf.to_container(first.pair, resolve=True))
+    devices = model_devices(pair.target, pair.draft)
+    meter, energy_reason = make_energy_meter(first.energy.meter, devices)
+    environment = {
+        **provenance.environment_record(devices=devices, models=(pair.target, pair.draft)),
+        "pair_name": getattr(pair, "name", None),
+        "energy_missing_reason": energy_reason,
+        "started": now(),
+    }
+    runners = {}
+    for (t, m), run in runs.items():
+        run.task.bind_pair(pair)
+        decoder = get_decoder(
+            m, target=pair.target, draft=pair.draft, decode_path=pair.decode_path, **run.plan.method_params
+        )
+        runners[(t, m)] = CellRunner(run.cfg, pair, run.task, decoder, meter)
+        run.start(environment)
+        run.rescore()
+
+    prompts = schedule({t: runs[(t, methods[0])].examples for t in tasks})
+    pending = [(t, e) for t, e in prompts if any(str(e["id"]) not in runs[(t, m)].done for m in methods)]
+    log.info(
+        "interleaved %s: %d prompts x %d methods, %d prompts to run",
+        first.experiment_name,
+        len(prompts),
+        len(methods),
+        len(pending),
+    )
+    if pending and first.warmup_tokens:
+        for m in methods:  # untimed: first-call allocations and kernel selection, per decoder
+            runners[(pending[0][0], m)].warm_up(pending[0][1])
+    reset_peak_memory(devices)
+    start, stopped = time.perf_counter(), False
+    for k, (t, example) in enumerate(
+        tqdm(pending, disable=not progress, desc=first.experiment_name, dynamic_ncols=True)
+    ):
+        if max_minutes is not None and time.perf_counter() - start > 60 * max_minutes:
+            stopped = True
+            log.warning(
+                "time limit of %s min reached after %d of %d prompts; rerun to continue", max_minutes, k, len(pending)
+            )
+            break
+        for m in rotated(methods, k):
+            if str(example["id"]) not in runs[(t, m)].done:
+                runs[(t, m)].record(runners[(t, m)].run_example(example))
+    metrics = {key: run.close(devices, timing=TIMING) for key, run in runs.items()}
+    return {"metrics": metrics, "stopped_by_time_limit": stopped, "minutes": (time.perf_counter() - start) / 60}

@@ -1,0 +1,302 @@
+"""One cell's lifecycle, the same for both schedulers: ``mtad.run`` (one cell per job) and
+``mtad.experiments.interleaved`` (several cells, methods alternating within each prompt).
+
+    plan = plan_cell(cfg, cell)        # every setting checked: nothing read, nothing written
+    run = CellRun(plan)                # resume state: finished records, pending examples, answers to score again
+    run.finished_metrics()             # metrics.json when the cell is complete and nothing is left to do
+    run.start(environment)             # env.json: machine, versions, code state, the cell's identity and config
+    run.rescore()                      # answers the task could not score before, scored from their text
+    run.record(record)                 # one finished example, appended (fsynced) to samples.jsonl
+    metrics = run.close(devices)       # metrics.json from every record; env.json's finish; error.txt gone
+
+A failure is written to the cell (``record_failure``: error.txt, never into a complete cell), a
+cell whose data is absent is marked ``missing`` or fails (``missing_or_fail``, by ``missing_data``),
+and errors a setting explains become one line (``failures_recorded``).
+"""
+
+from __future__ import annotations
+
+import logging
+import traceback
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+from mtad.runner import provenance
+from mtad.runner.aggregate import cell_metrics, summary
+from mtad.runner.checks import (
+    SettingError,
+    build_task,
+    check_method,
+    check_run_settings,
+    check_writable,
+    explain_os_error,
+    task_settings,
+)
+from mtad.runner.devices import peak_memory
+from mtad.runner.layout import ENV, ERROR, METRICS, SAMPLES, Cell, cell_identity, check_identity, is_complete, read_json
+from mtad.runner.lock import CellBusy
+from mtad.runner.loop import needs_rescoring, rescore
+from mtad.runner.records import append_record, read_finished, rewrite_records, write_json
+
+log = logging.getLogger("mtad.run")
+
+MISSING_DATA_MODES = ("fail", "mark")
+
+
+class CellIncomplete(RuntimeError):
+    """The cell ran but some examples lack a score (metrics.json says why); exit non-zero."""
+
+
+def now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+@dataclass(frozen=True)
+class CellPlan:
+    """A cell's checked settings: everything decided before data or models are touched."""
+
+    cfg: DictConfig
+    cell: Cell
+    task: object
+    limit: int | None
+    method_params: dict
+    identity: dict
+
+
+def plan_cell(cfg: DictConfig, cell: Cell) -> CellPlan:
+    """Check every setting of the cell; nothing is read or written yet."""
+    check_run_settings(cfg)
+    if cfg.missing_data not in MISSING_DATA_MODES:
+        raise SettingError(f"missing_data must be one of {', '.join(MISSING_DATA_MODES)}, got {cfg.missing_data!r}")
+    options, limit = task_settings(cfg, cell.task)
+    method_params = check_method(cell.method, OmegaConf.to_container(cfg.method, resolve=True))
+    task = build_task(cell.task, cfg.data_root, options)
+    check_writable(cell.directory, "results_root")
+    identity = cell_identity(cfg, cell, options)
+    check_identity(cell.directory, identity)
+    return CellPlan(cfg, cell, task, limit, method_params, identity)
+
+
+class CellRun:
+    """The records of one cell as a run resumes it, and the files it writes.
+
+    ``examples`` are the task's examples up to the plan's limit (read here unless given); a
+    ``logger`` (conf/logger) receives every finished example and the cell's metrics.
+    """
+
+    def __init__(self, plan: CellPlan, examples: list[dict] | None = None, logger=None):
+        from mtad.tracking import NullLogger
+
+        self.plan, self.cell, self.task, self.cfg = plan, plan.cell, plan.task, plan.cfg
+        self.logger = logger or NullLogger()
+        self.examples = plan.task.examples(limit=plan.limit) if examples is None else examples
+        self.example_ids = [str(e["id"]) for e in self.examples]
+        self.samples_path = self.cell.directory / SAMPLES
+        self.records = read_finished(self.samples_path)
+        self.done = {r["id"] for r in self.records}
+        self.pending = [e for e in self.examples if str(e["id"]) not in self.done]
+        planned = set(self.example_ids)
+        self.to_rescore = [r for r in needs_rescoring(self.task, self.records) if r["id"] in planned]
+        self.previous_env = read_json(self.cell.directory / ENV)
+        self.env: dict = {}
+        self.wrote = False  # records written by this process
+
+    @property
+    def has_work(self) -> bool:
+        return bool(self.pending or self.to_rescore)
+
+    def describe(self) -> str:
+        again = f", {len(self.to_rescore)} to score again" if self.to_rescore else ""
+        done, pending = len(self.examples) - len(self.pending), len(self.pending)
+        return f"cell {self.cell.name}: {len(self.examples)} examples, {done} already done, {pending} to run{again}"
+
+    def finished_metrics(self) -> dict | None:
+        """metrics.json when the cell is complete for this limit and nothing is left to do."""
+        if self.has_work or not is_complete(self.cell.directory):
+            return None
+        metrics = read_json(self.cell.directory / METRICS)
+        return metrics if metrics.get("examples_planned") == len(self.example_ids) else None
+
+    # -- env.json -----------------------------------------------------------------------
+    def _env(self, environment: dict, writing: bool) -> dict:
+        """The environment with this cell's settings; ``git_runs`` lists every code state that
+        wrote records into the cell (this process's when it writes)."""
+        previous = self.previous_env
+        git_runs = previous.get("git_runs") or ([previous["git"]] if previous.get("git") else [])
+        state = provenance.git_commit()
+        if writing and state not in git_runs:
+            git_runs = git_runs + [state]
+        env = {
+            **environment,
+            "seed": self.cfg.seed,
+            "cell": self.plan.identity,
+            "energy_meter": self.cfg.energy.meter,
+            "config": OmegaConf.to_container(self.cfg, resolve=True),
+            "git_runs": git_runs,
+        }
+        if not writing and previous.get("git"):
+            env["git"] = previous["git"]  # nothing generated now: the records' code state stands
+        return env
+
+    def start(self, environment: dict) -> None:
+        """Write env.json before the first record (``environment``: provenance.environment_record()
+        plus what the scheduler knows: pair name, energy, start time)."""
+        self.cell.directory.mkdir(parents=True, exist_ok=True)
+        self.env = self._env(environment, writing=self.has_work)
+        write_json(self.cell.directory / ENV, self.env)
+
+    # -- records ------------------------------------------------------------------------
+    def rescore(self) -> None:
+        """Score again, from the recorded answers, every sample the task could not score before."""
+        if not self.to_rescore:
+            return
+        fixed = rescore(self.task, {str(e["id"]): e for e in self.examples}, self.to_rescore)
+        rewrite_records(self.samples_path, self.records)
+        self.wrote = True
+        log.info("cell %s: %d of %d unscored answer(s) scored now", self.cell.name, fixed, len(self.to_rescore))
+        self.to_rescore = []
+
+    def record(self, record: dict) -> None:
+        """One finished example: appended and fsynced, so an interrupted cell loses nothing."""
+        append_record(self.samples_path, record)
+        self.records.append(record)
+        self.done.add(record["id"])
+        self.wrote = True
+        scores = record["samples"][0]["scores"]
+        row = {"scores": scores, "new_tokens": record["new_tokens"], "decode_seconds": record["decode_seconds"]}
+        self.logger.log_example(self.example_ids.index(record["id"]), row)
+
+    def close(self, devices, **extra) -> dict:
+        """metrics.json from every record of the planned examples; env.json gets the finish time."""
+        cell = self.cell
+        metrics = {
+            "cell": cell.name,
+            "experiment": cell.experiment,
+            "pair": cell.pair,
+            "task": cell.task,
+            "method": cell.method,
+            "overrides": cell.overrides,
+            **cell_metrics(self.task, self.records, self.example_ids),
+            **peak_memory(devices),
+            "machine": self.env["machine"],
+            "dtype": self.env["dtype"],
+            "seed": self.cfg.seed,
+            "finished": now(),
+            **extra,
+        }
+        write_json(cell.directory / METRICS, metrics)
+        (cell.directory / ERROR).unlink(missing_ok=True)  # an earlier failure is now resolved
+        environment = {k: v for k, v in self.env.items() if k not in ("git", "git_runs")}
+        environment["git"] = provenance.git_commit()
+        write_json(
+            cell.directory / ENV, {**self._env(environment, writing=self.wrote), "finished": metrics["finished"]}
+        )
+        self.logger.log_metrics(metrics)
+        log.info("cell %s: %s", cell.name, summary(metrics))
+        return metrics
+
+
+def incomplete(metrics: dict) -> CellIncomplete | None:
+    """The error for a cell that ran but left examples unscored (None when it did not)."""
+    if metrics["status"] != "complete" and metrics["examples_unscored"]:
+        return CellIncomplete(f"cell {metrics['cell']} is incomplete: {metrics['incomplete_reason']}")
+    return None
+
+
+# -- failures -------------------------------------------------------------------------------
+def mark_missing(cell: Cell, exc: Exception) -> dict:
+    """``missing_data=mark``: record that the cell's data is absent (why, and the command that
+    gets it) instead of failing; a complete cell is left as it is."""
+    if is_complete(cell.directory):
+        log.warning("cell %s: data missing (%s); its complete results are left as they are", cell.name, exc)
+        return read_json(cell.directory / METRICS)
+    metrics = {
+        "cell": cell.name,
+        "experiment": cell.experiment,
+        "pair": cell.pair,
+        "task": cell.task,
+        "method": cell.method,
+        "overrides": cell.overrides,
+        "status": "missing",
+        "missing_reason": str(exc),
+        "finished": now(),
+    }
+    log.warning("cell %s: marked missing: %s", cell.name, exc)
+    cell.directory.mkdir(parents=True, exist_ok=True)
+    write_json(cell.directory / METRICS, metrics)
+    (cell.directory / ERROR).unlink(missing_ok=True)
+    return metrics
+
+
+def record_failure(cell: Cell) -> None:
+    """error.txt (the traceback being handled) into the cell that failed, never into a complete one."""
+    if is_complete(cell.directory):
+        log.error("cell %s failed; its earlier complete results are left as they are", cell.name)
+        return
+    try:
+        cell.directory.mkdir(parents=True, exist_ok=True)
+        (cell.directory / ERROR).write_text(f"{now()}\n{traceback.format_exc()}")
+        log.error("cell %s failed (traceback in %s)", cell.name, cell.directory / ERROR)
+    except OSError as exc:
+        log.error("cell %s failed; could not write %s (%s)", cell.name, cell.directory / ERROR, exc.strerror)
+
+
+def missing_or_fail(cfg: DictConfig, cells: list[Cell], exc: Exception) -> list[dict]:
+    """Data of ``cells`` is absent: marked missing (``missing_data=mark``; their metrics), else
+    recorded as failed and raised as one line."""
+    if cfg.missing_data == "mark":
+        return [mark_missing(cell, exc) for cell in cells]
+    for cell in cells:
+        record_failure(cell)
+    raise SettingError(str(exc)) from None
+
+
+def folder_settings(cfg: DictConfig) -> dict[str, Path]:
+    """The settings that choose where files go, for one-line permission errors."""
+    from hydra.core.hydra_config import HydraConfig
+
+    from mtad import data
+    from mtad.models.gguf_cache import cache_root
+
+    folders = {
+        "results_root": Path(cfg.results_root),
+        "MTAD_CACHE": cache_root(),
+        "data_root (or MTAD_DATA)": data.data_root(cfg.data_root),
+    }
+    try:
+        folders["hydra.run.dir"] = Path(HydraConfig.get().runtime.output_dir)
+    except ValueError:
+        pass
+    return folders
+
+
+@contextmanager
+def failures_recorded(cfg: DictConfig, cells: list[Cell]):
+    """A failure inside is written to each of ``cells`` (``record_failure``) and raised; one that a
+    setting explains (an unusable sandbox, an unwritable folder) is raised as a one-line
+    SettingError. Another run holding a cell, or a cell left incomplete, is no failure."""
+    from mtad.tasks.humaneval.sandbox import SandboxUnavailable
+
+    try:
+        yield
+    except (CellBusy, CellIncomplete, SettingError):
+        raise
+    except SandboxUnavailable as exc:
+        for cell in cells:
+            record_failure(cell)
+        raise SettingError(str(exc)) from None
+    except OSError as exc:
+        for cell in cells:
+            record_failure(cell)
+        explained = explain_os_error(exc, folder_settings(cfg))
+        if explained is None:
+            raise
+        raise explained from None
+    except Exception:
+        for cell in cells:
+            record_failure(cell)
+        raise
