@@ -263,3 +263,61 @@ def test_cell_configs_equal_composing_each_cell():
     for (task, method), cfg in cell_configs(overrides, ["sampling", "mtad"], ["chat", "cnndm"]).items():
         reference = compose([*overrides, f"task={task}", f"method={method}"])
         assert OmegaConf.to_container(cfg, resolve=True) == OmegaConf.to_container(reference, resolve=True)
+
+
+def _interleaved(tmp_path, shared_data, *extra):
+    from mtad.experiments.interleaved import run_interleaved
+
+    overrides = [
+        "experiment=claims_tiny",
+        f"results_root={tmp_path / 'runs'}",
+        f"data_root={shared_data}",
+        "per_task.chat.limit=2",
+        "per_task.cnndm.limit=2",
+        *extra,
+    ]
+    return run_interleaved(overrides, ["sampling", "sps"], ["chat", "cnndm"], progress=False)
+
+
+@pytest.mark.slow
+def test_interleaved_cells_have_the_runner_lifecycle(tmp_path, shared_data, monkeypatch):
+    """The interleaved order shares mtad-run's cell lifecycle: a task whose data is absent is marked
+    missing (missing_data=mark) while the others run; a failure writes error.txt into every cell it
+    held that is not complete; a rerun resumes and clears it."""
+    from mtad.runner.loop import CellRunner
+
+    summary = _interleaved(tmp_path, shared_data, "+per_task.cnndm.file=/nonexistent/cnndm.jsonl", "missing_data=mark")
+    assert {key: m["status"] for key, m in summary["metrics"].items()} == {
+        ("chat", "sampling"): "complete",
+        ("chat", "sps"): "complete",
+    }
+    cells = tmp_path / "runs" / "claims_tiny" / "tiny_llama"
+    for method in ("sampling", "sps"):  # the override names the cells' directory, as mtad-run's would
+        (metrics,) = (cells / "cnndm" / method).glob("*/metrics.json")
+        missing = json.loads(metrics.read_text())
+        assert missing["status"] == "missing" and "/nonexistent/cnndm.jsonl" in missing["missing_reason"]
+
+    real = CellRunner.run_example
+    calls = []
+
+    def fail_on_the_third(self, example):
+        calls.append(example["id"])
+        if len(calls) == 3:
+            raise RuntimeError("injected failure")
+        return real(self, example)
+
+    monkeypatch.setattr(CellRunner, "run_example", fail_on_the_third)
+    with pytest.raises(RuntimeError, match="injected failure"):
+        _interleaved(tmp_path / "second", shared_data)
+    second = tmp_path / "second" / "runs" / "claims_tiny" / "tiny_llama"
+    errors = sorted(str(p.parent.relative_to(second)) for p in second.rglob("error.txt"))
+    assert errors == ["chat/sampling", "chat/sps", "cnndm/sampling", "cnndm/sps"]
+    assert (
+        len(records(second / "chat" / "sampling" / "samples.jsonl"))
+        + len(records(second / "chat" / "sps" / "samples.jsonl"))
+        == 2
+    )  # the two generations before the failure are kept
+    monkeypatch.setattr(CellRunner, "run_example", real)
+    resumed = _interleaved(tmp_path / "second", shared_data)
+    assert all(m["status"] == "complete" for m in resumed["metrics"].values())
+    assert not list(second.rglob("error.txt"))
