@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from mtad.runner.layout import override_dirname
-from mtad.runner.records import derive_seed, read_finished
+from mtad.runner.records import derive_seed, read_records
 
 REPO = Path(__file__).resolve().parents[1]
 TASK_ARGS = ["task=cnndm", "task.max_new_tokens=12", "task.article_token_budget=48"]
@@ -132,7 +132,7 @@ def test_resume_after_kill_loses_and_duplicates_nothing(tmp_path, data_args):
     assert killed.returncode == -9
     (cell,) = cell_dirs(tmp_path / "a" / "runs")
     assert not (cell / "metrics.json").exists()
-    assert len(read_finished(cell / "samples.jsonl")) == 2  # the torn line is cut off
+    assert len(read_records(cell / "samples.jsonl", repair=True)) == 2  # the torn line is cut off
     mtad_run(args, tmp_path / "a")  # resume
     resumed = lines(cell / "samples.jsonl")
     mtad_run(args, tmp_path / "b")  # uninterrupted reference

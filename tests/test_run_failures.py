@@ -233,13 +233,13 @@ def valid_record(example_id: str) -> str:
 
 
 def test_a_corrupted_middle_line_is_reported_and_the_lines_after_it_kept(tmp_path, caplog):
-    from mtad.runner.records import read_finished
+    from mtad.runner.records import read_records
 
     path = tmp_path / "samples.jsonl"
     a, c, d = valid_record("a"), valid_record("c"), valid_record("d")
     path.write_text(a + '{"id": "b", "sam\n' + c + d + valid_record("e")[:-9])
     with caplog.at_level(logging.WARNING):
-        records = read_finished(path)
+        records = read_records(path, repair=True)
     assert [r["id"] for r in records] == ["a", "c", "d"]  # e: a torn last line, cut off
     assert f"{path} line 2 is rejected: not JSON" in caplog.text and "torn last line" in caplog.text
     assert path.read_text() == a + c + d
@@ -249,7 +249,7 @@ def test_a_corrupted_middle_line_is_reported_and_the_lines_after_it_kept(tmp_pat
 def test_a_record_failing_the_schema_is_quarantined_with_its_file_and_line(tmp_path, caplog):
     """Valid JSON without a field every reader needs (`turns`) is not a finished example."""
     from mtad.report.examples import read_records
-    from mtad.runner.records import read_finished
+    from mtad.runner.records import read_records
 
     path = tmp_path / "samples.jsonl"
     broken = json.dumps({"id": "b", "samples": [{"scores": {}}]}) + "\n"
@@ -257,21 +257,21 @@ def test_a_record_failing_the_schema_is_quarantined_with_its_file_and_line(tmp_p
     with caplog.at_level(logging.WARNING):
         assert [r["id"] for r in read_records(path)] == ["a"]  # the report's read: skipped, file untouched
         assert f"{path} line 2 skipped: sample 0 lacks 'turns'" in caplog.text and path.read_text().endswith(broken)
-        assert [r["id"] for r in read_finished(path)] == ["a"]
+        assert [r["id"] for r in read_records(path, repair=True)] == ["a"]
     assert f"{path} line 2 is rejected: sample 0 lacks 'turns'" in caplog.text
     assert (tmp_path / "samples.jsonl.corrupt").read_text() == broken and path.read_text() == valid_record("a")
 
 
 def test_duplicate_records_are_read_once_and_said(tmp_path, caplog):
     from mtad.report.examples import read_records
-    from mtad.runner.records import read_finished
+    from mtad.runner.records import read_records
 
     path = tmp_path / "samples.jsonl"
     path.write_text(valid_record("a") + valid_record("b") + valid_record("a"))
     with caplog.at_level(logging.WARNING):
         assert [r["id"] for r in read_records(path)] == ["a", "b"]
         assert "line 3 skipped: a second record of example 'a'" in caplog.text
-        assert [r["id"] for r in read_finished(path)] == ["a", "b"]
+        assert [r["id"] for r in read_records(path, repair=True)] == ["a", "b"]
     assert path.read_text() == valid_record("a") + valid_record("b")
 
 

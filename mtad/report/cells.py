@@ -44,6 +44,7 @@ import pandas as pd
 
 from mtad.runner.layout import ENV, ERROR, METRICS, SAMPLES, parse_cell_directory, read_json
 from mtad.runner.provenance import provenance_key
+from mtad.runner.records import read_records
 from mtad.tasks import TASKS
 
 IDENTITY = ["experiment", "pair", "task", "method", "overrides"]
@@ -69,14 +70,6 @@ def find_cells(root: str | Path) -> list[Path]:
     return sorted(dirs)
 
 
-def _count_lines(path: Path) -> int:
-    try:
-        with open(path, "rb") as f:
-            return sum(1 for line in f if line.endswith(b"\n"))
-    except OSError:
-        return 0
-
-
 def cell_provenance(env: dict) -> str | None:
     """The code state(s) that wrote the cell's records, one key each (``provenance_key``),
     joined by " + " when a resumed cell was written by several; None without env.json."""
@@ -95,7 +88,7 @@ def cell_row(root: Path, directory: Path) -> dict:
             row["status"] = "failed"
     else:
         row["status"] = "failed" if (directory / ERROR).exists() else "running"
-        row["examples"] = _count_lines(directory / SAMPLES)
+        row["examples"] = len(read_records(directory / SAMPLES))
     skip = {"cell", "experiment", "pair", "task", "method", "overrides", "status", "scores"}
     row.update({k: v for k, v in metrics.items() if k not in skip})
     scores = metrics.get("scores") or {}

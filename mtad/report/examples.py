@@ -13,40 +13,23 @@ new_tokens, seconds, target_calls, drafted, accepted     summed over samples and
 energy_j       summed joules, None when any window had no reading
 samples        samples of the example
 
-Nothing is filled in: a missing value stays None/NaN. The file is only read (a torn last
-line, from a run killed mid-write, is skipped, not cut off).
+Nothing is filled in: a missing value stays None/NaN. The file is only read
+(``mtad.runner.records.read_records``: a torn or corrupt line is skipped, not cut off).
 """
 
 from __future__ import annotations
 
-import logging
 import math
 from pathlib import Path
 
 import pandas as pd
 
-from mtad.runner.records import parse_records
-
-log = logging.getLogger("mtad.report")
+from mtad.runner.records import read_records
 
 IDENTITY = ["experiment", "pair", "task", "method", "overrides", "path"]
 # The headline score of a cell that is not a per-sample field: pass@1 over problems is the mean
 # over problems of the fraction of a problem's samples that pass (the unbiased estimator at k = 1).
 PER_SAMPLE_SCORE = {"pass@1": "passed"}
-
-
-def read_records(samples_path: Path) -> list[dict]:
-    """The valid records of a samples.jsonl (read-only; ``mtad.runner.records.parse_records``):
-    a rejected line (torn, corrupt, failing the schema, a duplicate) is skipped with a warning."""
-    samples_path = Path(samples_path)
-    try:
-        raw = samples_path.read_bytes()
-    except FileNotFoundError:
-        return []
-    records, _, rejected = parse_records(raw)
-    for r in rejected:
-        log.warning("%s line %d skipped: %s", samples_path, r.number, r.why)
-    return records
 
 
 def sample_score(scores: dict, score_name: str | None) -> float | None:

@@ -21,7 +21,7 @@ import math
 from pathlib import Path
 
 from mtad.report.cells import find_cells
-from mtad.report.examples import read_records
+from mtad.runner.records import read_records
 from mtad.runner.layout import ENV, METRICS, SAMPLES, read_json
 
 EXACT_METRICS = (

@@ -40,7 +40,7 @@ from mtad.runner.devices import peak_memory
 from mtad.runner.layout import ENV, ERROR, METRICS, SAMPLES, Cell, cell_identity, check_identity, is_complete, read_json
 from mtad.runner.lock import CellBusy
 from mtad.runner.loop import needs_rescoring, rescore
-from mtad.runner.records import append_record, read_finished, rewrite_records, write_json
+from mtad.runner.records import append_record, read_records, rewrite_records, write_json
 
 log = logging.getLogger("mtad.run")
 
@@ -96,7 +96,7 @@ class CellRun:
         self.examples = plan.task.examples(limit=plan.limit) if examples is None else examples
         self.example_ids = [str(e["id"]) for e in self.examples]
         self.samples_path = self.cell.directory / SAMPLES
-        self.records = read_finished(self.samples_path)
+        self.records = read_records(self.samples_path, repair=True)
         self.done = {r["id"] for r in self.records}
         self.pending = [e for e in self.examples if str(e["id"]) not in self.done]
         planned = set(self.example_ids)

@@ -7,7 +7,7 @@ import logging
 from typing import Any
 
 from mtad.runner.devices import model_devices, output_device, sync
-from mtad.runner.records import derive_seed
+from mtad.runner.records import Record, SampleRecord, TurnRecord, derive_seed
 
 log = logging.getLogger("mtad.run")
 
@@ -45,7 +45,7 @@ class CellRunner:
             generator=generator,
         )
 
-    def run_sample(self, example: dict, sample_index: int) -> dict:
+    def run_sample(self, example: dict, sample_index: int) -> SampleRecord:
         from mtad.metrics.perplexity import sample_logprob
 
         seed = derive_seed(int(self.cfg.seed), str(example["id"]), sample_index)
@@ -57,32 +57,32 @@ class CellRunner:
             text = self.pair.tokenizer.decode(out.tokens, skip_special_tokens=True)
             logprob_sum, logprob_n = sample_logprob(self.pair.target, prompt, out.tokens)
             turns.append(
-                {
-                    "turn": turn,
-                    "prompt_tokens": len(prompt),
-                    "text": text,
-                    "completion": self.task.postprocess(example, text),
-                    "token_ids": list(out.tokens),
-                    "stats": out.stats.as_dict(),
-                    "energy": energy,
-                    "logprob_sum": float(logprob_sum),
-                    "logprob_n": int(logprob_n),
-                }
+                TurnRecord(
+                    turn=turn,
+                    prompt_tokens=len(prompt),
+                    text=text,
+                    completion=self.task.postprocess(example, text),
+                    token_ids=list(out.tokens),
+                    stats=out.stats.as_dict(),
+                    energy=energy,
+                    logprob_sum=float(logprob_sum),
+                    logprob_n=int(logprob_n),
+                )
             )
             history.append(text)
         n = sum(t["logprob_n"] for t in turns)
         mean_logprob = sum(t["logprob_sum"] for t in turns) / n if n else None
         scores = self.task.score(example, [t["completion"] for t in turns])  # one sample, every turn
-        return {"sample": sample_index, "seed": seed, "turns": turns, "mean_logprob": mean_logprob, "scores": scores}
+        return SampleRecord(sample=sample_index, seed=seed, turns=turns, mean_logprob=mean_logprob, scores=scores)
 
-    def run_example(self, example: dict) -> dict:
+    def run_example(self, example: dict) -> Record:
         samples = [self.run_sample(example, i) for i in range(self.task.samples_per_example)]
-        return {
-            "id": str(example["id"]),
-            "samples": samples,
-            "new_tokens": sum(t["stats"]["new_tokens"] for s in samples for t in s["turns"]),
-            "decode_seconds": sum(t["stats"]["seconds"] for s in samples for t in s["turns"]),
-        }
+        return Record(
+            id=str(example["id"]),
+            samples=samples,
+            new_tokens=sum(t["stats"]["new_tokens"] for s in samples for t in s["turns"]),
+            decode_seconds=sum(t["stats"]["seconds"] for s in samples for t in s["turns"]),
+        )
 
 
 def needs_rescoring(task, records: list[dict]) -> list[dict]:

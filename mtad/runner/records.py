@@ -1,5 +1,12 @@
-"""``samples.jsonl``: one JSON line per finished example, appended and fsynced, and the
-per-sample seeds that make a resumed cell generate what an uninterrupted one would."""
+"""``samples.jsonl``: the record schema, its one reader and its writers, and the per-sample seeds
+that make a resumed cell generate what an uninterrupted one would.
+
+A line is one finished example (``Record``): its samples (``SampleRecord``: n per example), each
+with its turns (``TurnRecord``: one generation each, MT-Bench has two) and their decoder
+statistics (``mtad.decoding.DecodeStats.as_dict()``). ``read_records`` is the one reading of a
+file, for the runner (``repair=True``: a torn last line is cut off, a rejected line moved to
+``samples.jsonl.corrupt``) and for every report (read-only: a rejected line is skipped).
+"""
 
 from __future__ import annotations
 
@@ -9,8 +16,55 @@ import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TypedDict, get_type_hints
 
 log = logging.getLogger("mtad.run")
+
+
+class _Turn(TypedDict):
+    text: str  # the decoded new tokens
+    completion: str  # what the task scores (task.postprocess of the text)
+    token_ids: list  # the new tokens
+    stats: dict  # DecodeStats.as_dict(): new_tokens, seconds, target_calls, acceptance, ...
+    logprob_sum: float  # target log-probability of the new tokens (raw p), summed
+    logprob_n: int  # how many tokens it sums
+
+
+class TurnRecord(_Turn, total=False):
+    """One generation: a turn of one sample (the fields above this class are required)."""
+
+    turn: int
+    prompt_tokens: int
+    energy: dict  # EnergyReading.as_dict() over the generation's window
+
+
+class _Sample(TypedDict):
+    turns: list  # [TurnRecord]
+    scores: dict  # the task's scores of this sample
+
+
+class SampleRecord(_Sample, total=False):
+    """One sample of an example (n > 1 for pass@k), every turn of it."""
+
+    sample: int
+    seed: int  # derive_seed(run seed, example id, sample index)
+    mean_logprob: float | None  # over the sample's tokens; None when it has none
+
+
+class _Record(TypedDict):
+    id: str
+    samples: list  # [SampleRecord]
+
+
+class Record(_Record, total=False):
+    """One line of samples.jsonl: a finished example."""
+
+    new_tokens: int
+    decode_seconds: float
+
+
+# What every reader relies on in a turn's statistics (the rest of DecodeStats is optional).
+STATS_FIELDS = {"new_tokens": int, "seconds": (int, float), "target_calls": int}
 
 
 def derive_seed(seed: int, example_id: str, sample_index: int) -> int:
@@ -19,18 +73,14 @@ def derive_seed(seed: int, example_id: str, sample_index: int) -> int:
     return int.from_bytes(digest[:8], "little") >> 1
 
 
-# The record schema: what every reader of samples.jsonl relies on (field -> type).
-RECORD_FIELDS = {"id": str, "samples": list}
-SAMPLE_FIELDS = {"turns": list, "scores": dict}
-TURN_FIELDS = {
-    "token_ids": list,
-    "text": str,
-    "completion": str,
-    "stats": dict,
-    "logprob_sum": (int, float),
-    "logprob_n": int,
-}
-STATS_FIELDS = {"new_tokens": int, "seconds": (int, float), "target_calls": int}
+def _required(schema: type) -> dict[str, Any]:
+    """The required fields of a TypedDict and their types (``float`` also takes an int)."""
+    hints = get_type_hints(schema)
+    kinds = {name: hints[name] for name in hints if name in schema.__required_keys__}
+    return {name: (int, float) if kind is float else kind for name, kind in kinds.items()}
+
+
+RECORD_FIELDS, SAMPLE_FIELDS, TURN_FIELDS = _required(Record), _required(SampleRecord), _required(TurnRecord)
 
 
 def _missing_or_mistyped(obj: dict, fields: dict, where: str) -> str | None:
@@ -109,17 +159,24 @@ def parse_records(raw: bytes) -> tuple[list[dict], list[bytes], list[Rejected]]:
     return records, kept, rejected
 
 
-def read_finished(samples_path: Path) -> list[dict]:
-    """Records already in samples.jsonl, for the run that appends to it.
+def read_records(samples_path: Path, repair: bool = False) -> list[Record]:
+    """The finished examples in samples.jsonl ([] when there is none yet).
 
-    A torn last line is cut off. Every other rejected line (corrupt, failing the schema, or a
-    duplicate) is reported with the file and line number and moved to ``samples.jsonl.corrupt``;
-    every valid line, also those after it, is kept (a rejected example runs again).
+    A rejected line (torn, corrupt, failing the schema, a duplicate; ``parse_records``) is skipped
+    with a warning naming the file and line. ``repair`` (the run that appends to the file): a torn
+    last line is cut off, every other rejected line is moved to ``samples.jsonl.corrupt`` and the
+    file keeps every valid line, also those after it (a rejected example runs again).
     """
     samples_path = Path(samples_path)
-    if not samples_path.exists():
+    try:
+        raw = samples_path.read_bytes()
+    except FileNotFoundError:
         return []
-    records, kept, rejected = parse_records(samples_path.read_bytes())
+    records, kept, rejected = parse_records(raw)
+    if not repair:
+        for r in rejected:
+            log.warning("%s line %d skipped: %s", samples_path, r.number, r.why)
+        return records
     for r in rejected:
         if r.kind == "torn":
             log.warning("cutting a torn last line off %s (an interrupted write)", samples_path)
