@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import math
 import sys
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
@@ -42,6 +41,7 @@ from mtad.methods import LABELS
 from mtad.report import intervals as iv
 from mtad.report.cells import load_cells
 from mtad.report.examples import example_frame, paired
+from mtad.report.values import in_order, is_missing, present
 from mtad.report.paper import APPROXIMATORS, NO_BOUND, VERSIONS, PaperClaim, claims_of, methods_needed
 from mtad.runner.layout import read_json, theory_path
 from mtad.tasks import TASKS
@@ -428,8 +428,7 @@ def build_report(results_root, experiment: str, pair: str, settings: ClaimsSetti
 
 
 def _ordered_tasks(cells: pd.DataFrame) -> list[str]:
-    order = list(PAPER_TASKS) + ["chat"]
-    return sorted(set(cells["task"]), key=lambda t: (order.index(t) if t in order else len(order), t))
+    return in_order(set(cells["task"]), list(PAPER_TASKS) + ["chat"])
 
 
 def design(cells: pd.DataFrame, frame: pd.DataFrame, tasks: list[str]) -> dict:
@@ -449,22 +448,16 @@ def design(cells: pd.DataFrame, frame: pd.DataFrame, tasks: list[str]) -> dict:
     commits = sorted({c for c in cells.get("git_commit", []) if isinstance(c, str)})
     return {
         "tasks": per_task,
-        "machine": _values(cells, "machine"),
-        "dtype": _values(cells, "dtype"),
-        "seed": _values(cells, "seed"),
+        "machine": present(cells.get("machine", [])),
+        "dtype": present(cells.get("dtype", [])),
+        "seed": present(cells.get("seed", [])),
         "commits": commits,
-        "threads": _values(cells, "torch_threads"),
+        "threads": present(cells.get("torch_threads", [])),
     }
 
 
-def _values(cells, column) -> list:
-    return sorted(
-        {str(v) for v in cells.get(column, []) if v is not None and not (isinstance(v, float) and math.isnan(v))}
-    )
-
-
 def _int_or_none(value) -> int | None:
-    return None if value is None or (isinstance(value, float) and math.isnan(value)) else int(value)
+    return None if is_missing(value) else int(value)
 
 
 def report_name(experiment: str, pair: str, default_pair: str | None) -> str:

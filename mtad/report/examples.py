@@ -19,11 +19,11 @@ Nothing is filled in: a missing value stays None/NaN. The file is only read
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import pandas as pd
 
+from mtad.report.values import is_missing
 from mtad.runner.records import read_records
 
 IDENTITY = ["experiment", "pair", "task", "method", "overrides", "path"]
@@ -95,15 +95,11 @@ def example_frame(cells: pd.DataFrame) -> pd.DataFrame:
         rows = cell_examples(cell.path, score_name)
         for column in reversed(IDENTITY):
             value = getattr(cell, column, None)
-            rows.insert(0, column, "" if column == "overrides" and _missing(value) else value)
+            rows.insert(0, column, "" if column == "overrides" and is_missing(value) else value)
         frames.append(rows)
     if not frames:
         return pd.DataFrame(columns=IDENTITY + ["id"])
     return pd.concat(frames, ignore_index=True)
-
-
-def _missing(value) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value))
 
 
 def paired(frame: pd.DataFrame, methods: list[str], columns: list[str]) -> pd.DataFrame:

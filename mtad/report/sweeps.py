@@ -25,6 +25,7 @@ import pandas as pd
 
 from mtad import configs
 from mtad.report.tables import METHOD_ORDER, TASK_ORDER, matching_values, table2
+from mtad.report.values import in_order, is_missing, present
 
 REPO = Path(__file__).resolve().parents[2]
 # sweep name (conf/sweep/<name>.yaml) -> the method parameter it varies
@@ -42,10 +43,6 @@ METRIC_COLUMNS = (
     "examples",
     "samples",
 )
-
-
-def _is_missing(value) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value))
 
 
 def runs_dir() -> Path:
@@ -81,12 +78,8 @@ def _planned_grid(experiment: str, sweep: str | None, conf_dir: str) -> tuple[tu
     return tuple(grid)
 
 
-def _unique(values) -> list:
-    return sorted({str(v) for v in values if not _is_missing(v)})
-
-
 def _choose(df: pd.DataFrame, column: str, wanted: str | None, what: str) -> str:
-    found = _unique(df[column]) if column in df else []
+    found = present(df[column]) if column in df else []
     if wanted is not None:
         return wanted
     if len(found) != 1:
@@ -110,10 +103,10 @@ def table2_frame(
     if in_experiment.empty and not grid:
         raise ValueError(
             f"no cells of experiment {experiment!r} and no conf/experiment/{experiment}.yaml; "
-            f"found experiments: {_unique(cells.get('experiment', []))}"
+            f"found experiments: {present(cells.get('experiment', []))}"
         )
-    tasks = tasks or _ordered(set(grid.get("task", [])) | set(in_experiment.get("task", [])), TASK_ORDER)
-    methods = methods or _ordered(set(grid.get("method", [])) | set(in_experiment.get("method", [])), METHOD_ORDER)
+    tasks = tasks or in_order(set(grid.get("task", [])) | set(in_experiment.get("task", [])), TASK_ORDER)
+    methods = methods or in_order(set(grid.get("method", [])) | set(in_experiment.get("method", [])), METHOD_ORDER)
     finished = (
         in_experiment[in_experiment["status"].isin(["complete", "incomplete"])]
         if "status" in in_experiment
@@ -132,10 +125,6 @@ def table2_frame(
     ]
     frame["experiment"] = experiment
     return frame
-
-
-def _ordered(values, preferred) -> list:
-    return sorted(values, key=lambda v: (preferred.index(v) if v in preferred else len(preferred), v))
 
 
 # ----------------------------------------------------------------------------- sweeps
@@ -255,7 +244,7 @@ def baseline_cells(cells: pd.DataFrame, frame: pd.DataFrame) -> pd.DataFrame:
 
 # ----------------------------------------------------------------------------- caption
 def _fmt_set(values, default="unknown") -> str:
-    found = _unique(values)
+    found = present(values)
     return ", ".join(found) if found else default
 
 
@@ -284,7 +273,7 @@ def caption(frame: pd.DataFrame, cells: pd.DataFrame | None = None) -> str:
 def _range(values) -> str:
     if values is None:
         return "?"
-    numbers = sorted({int(v) for v in values if not _is_missing(v)})
+    numbers = sorted({int(v) for v in values if not is_missing(v)})
     if not numbers:
         return "?"
     return str(numbers[0]) if len(numbers) == 1 else f"{numbers[0]}–{numbers[-1]}"

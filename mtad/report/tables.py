@@ -19,6 +19,7 @@ import pandas as pd
 
 from mtad.methods import METHODS
 from mtad.report.cells import load_cells
+from mtad.report.values import in_order, is_missing
 from mtad.tasks import TASKS
 
 METHOD_ORDER = list(METHODS)
@@ -84,10 +85,6 @@ MD_COLUMNS = [
 ]
 
 
-def _order(values, preferred):
-    return sorted(values, key=lambda v: (preferred.index(v) if v in preferred else len(preferred), v))
-
-
 def matching_values(df: pd.DataFrame, base: pd.DataFrame, keys: list[str], column: str) -> np.ndarray:
     """[len(df)] ``column`` of the row of ``base`` that matches each row of ``df`` on ``keys`` (the
     first with a value; NaN where none), in ``df``'s row order (positional: ``df`` may keep a
@@ -136,8 +133,8 @@ def table2(
             raise ValueError(f"no finished cell in experiment {experiment!r} (no metrics.json yet)")
         df = df.assign(tokens_per_s=float("nan"))  # every cell's data is missing: a table of reasons
     df = add_speedups(df)
-    df["task"] = pd.Categorical(df["task"], _order(set(df["task"]), TASK_ORDER), ordered=True)
-    df["method"] = pd.Categorical(df["method"], _order(set(df["method"]), METHOD_ORDER), ordered=True)
+    df["task"] = pd.Categorical(df["task"], in_order(set(df["task"]), TASK_ORDER), ordered=True)
+    df["method"] = pd.Categorical(df["method"], in_order(set(df["method"]), METHOD_ORDER), ordered=True)
     df = df.sort_values(["task", "method"]).reset_index(drop=True)
     for column in COLUMNS:
         if column not in df:
@@ -207,11 +204,7 @@ def _int(values: pd.Series) -> str:
 
 def _unique(df: pd.DataFrame, column: str) -> str:
     values = sorted(
-        {
-            str(int(v)) if isinstance(v, float) and v.is_integer() else str(v)
-            for v in df[column]
-            if v is not None and not (isinstance(v, float) and pd.isna(v))
-        }
+        {str(int(v)) if isinstance(v, float) and v.is_integer() else str(v) for v in df[column] if not is_missing(v)}
     )
     return ", ".join(values) if values else "unknown"
 
