@@ -67,7 +67,7 @@ class SandboxResult:
 
 # The child program (sandbox_child.py), run from its source text with `python -I -B -c`: it
 # runs as another user that may not be able to read this package's files.
-CHILD_SOURCE = (Path(__file__).parent / "sandbox_child.py").read_text(encoding="utf-8")
+CHILD = Path(__file__).parent / "sandbox_child.py"  # the program the sandboxed interpreter runs
 
 
 def run_python(code: str, limits: Limits = Limits(), drop_privileges: bool = True, guard: bool = True) -> SandboxResult:
@@ -160,7 +160,7 @@ def _run_child(python: str, workdir: Path, outdir: Path, limits: Limits, uid: in
         "-I",
         "-B",
         "-c",
-        CHILD_SOURCE,
+        CHILD.read_text(encoding="utf-8"),
         str(int(limits.cpu_s)),
         str(limits.memory_mb * 1024 * 1024),
         str(fsize),
