@@ -256,7 +256,7 @@ def test_draft_works_with_the_decoding_engine():
 
 @pytest.mark.slow
 def test_default_pair_loads_from_package_without_training(monkeypatch):
-    import mtad.models.distill.pipeline as pipeline
+    import mtad.distill.pipeline as pipeline
 
     monkeypatch.setattr(pipeline.Trainer, "run", lambda self: (_ for _ in ()).throw(AssertionError("trained at load")))
     pair = load_pair("smollm2_135m")
@@ -283,9 +283,9 @@ def test_default_pair_loads_from_package_without_training(monkeypatch):
 
 def test_head_pair_loads_from_package_without_training(monkeypatch):
     """The committed feature head on the same target: one conversion for both pairs, no training."""
-    import mtad.models.distill.head_training as head_training
+    import mtad.distill.head_training as head_training
     from mtad.models.head import is_feature_head
-    from mtad.models.measure import teacher_forced_q
+    from mtad.distill.measure import teacher_forced_q
 
     monkeypatch.setattr(head_training.HeadTrainer, "run", lambda self: (_ for _ in ()).throw(AssertionError("trained")))
     pair = load_pair("smollm2_135m_head")

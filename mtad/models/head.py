@@ -9,7 +9,7 @@ the position before (the feature that predicted x_i), fuses them,
 
 and predicts the next feature f^_i, read through the target's frozen LM head. While drafting
 a block the head runs on its own predictions (f^ in place of f for positions the target has
-not scored yet), which is how training unrolls it too (`mtad.models.distill.head_training`).
+not scored yet), which is how training unrolls it too (`mtad.distill.head_training`).
 
 It is still an auxiliary model with a q over every γ-token block, so every method drafts
 with it unchanged; the decoding side (`mtad.decoding.head_kv`) feeds it the target's features.

