@@ -25,7 +25,7 @@ from mtad.bench import (
 )
 from mtad.models import load_pair
 from mtad.models.head import is_feature_head
-from mtad.models.prompts import chat_ids, make_prompts
+from mtad.tasks.prompts import chat_ids, make_prompts
 
 
 def main() -> None:
