@@ -5,8 +5,8 @@ import pytest
 import torch
 
 from mtad.decoding import METHODS, get_decoder, list_decoders
+from mtad.decoding.capabilities import reads_target_features
 from mtad.decoding.mtjd_exact import exact_block_distribution
-from mtad.models.head import is_feature_head
 from tiny_models import BUILDERS, tiny_head, tiny_llama
 
 PROMPT = torch.tensor([[5, 1, 9, 2, 7]])
@@ -118,7 +118,7 @@ def test_kept_cache_equals_a_fresh_forward(pair, method):
         assert lm.num_nodes == 0 and lm.seq_length() == lm.committed  # no tree leftovers
         assert lm.committed <= sequence.numel() + METHOD_PARAMS[method].get("gamma", 3)  # cropped, flat
         kept = min(lm.committed, sequence.numel() - 1)
-        if is_feature_head(lm.model):  # every kept slot was computed from the target's features
+        if reads_target_features(lm.model):  # every kept slot was computed from the target's features
             assert lm.exact == lm.committed
             with torch.no_grad():
                 features = decoder.target.model(input_ids=sequence[None]).last_hidden_state

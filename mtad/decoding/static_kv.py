@@ -19,8 +19,9 @@ count is kept: `compiles`). On CUDA the compiled body is captured as CUDA graphs
 (mode "reduce-overhead", buffers marked as static addresses). Prefills longer than the
 largest bucket run the uncompiled body on the same buffers.
 
-Only Llama-family models whose forward is the stock one (LlamaForCausalLM, the mtad draft)
-take this path; any other model runs the eager path (`fast_unsupported` says why).
+Only Llama-family models whose forward is the lean one take this path (LlamaForCausalLM, and a
+class that declares it, such as the mtad draft: `capabilities.has_lean_forward`); any other
+model runs the eager path (`fast_unsupported` says why).
 """
 
 from __future__ import annotations
@@ -29,10 +30,10 @@ import time
 import weakref
 
 import torch
-from transformers import LlamaForCausalLM, PreTrainedModel
+from transformers import PreTrainedModel
 
+from mtad.decoding.capabilities import LEAN_FORWARD, RestrictedHead, has_lean_forward
 from mtad.decoding.kv import CachedModel, model_device
-from mtad.models.draft import LlamaDraftForCausalLM
 from mtad.models.layer_math import attend, attention_inputs, finish_layer
 
 # eager: the model's own forward on a DynamicCache (kv.CachedModel); static: static cache and
@@ -44,8 +45,8 @@ BUCKETS = (1, 2, 4, 8, 16, 32, 64)  # padded widths of a compiled forward; wider
 
 def fast_unsupported(model: PreTrainedModel) -> str | None:
     """Why `model` cannot take the static/compiled path (None when it can)."""
-    if type(model) not in (LlamaForCausalLM, LlamaDraftForCausalLM):
-        return f"{type(model).__name__} has no lean forward (LlamaForCausalLM and the mtad draft only)"
+    if not has_lean_forward(model):
+        return f"{type(model).__name__} has no lean forward (LlamaForCausalLM, or a class declaring {LEAN_FORWARD})"
     if len({str(d) for d in getattr(model, "hf_device_map", {}).values()}) > 1:
         return "the model is split over several devices (device_map)"
     return None
@@ -168,7 +169,7 @@ def run_layers(
 
 def head_logits(model: PreTrainedModel, hidden: torch.Tensor) -> torch.Tensor:
     """LM head on the given rows only: [r, H] -> [r, V] (a restricted draft head stays restricted)."""
-    if isinstance(model, LlamaDraftForCausalLM):
+    if isinstance(model, RestrictedHead):
         return model.expand_logits(model.head_logits(hidden))
     return model.lm_head(hidden)
 

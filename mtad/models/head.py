@@ -62,6 +62,9 @@ class HeadBody(nn.Module):
 class FeatureHead(nn.Module):
     """The head over the target's vocabulary; logits only on `head_token_ids` (-inf elsewhere)."""
 
+    # decoding feeds it the target's hidden states (mtad.decoding.capabilities, head_kv)
+    reads_target_features = True
+
     def __init__(
         self,
         config: LlamaConfig,
