@@ -34,7 +34,7 @@ from transformers import PreTrainedModel
 
 from mtad.decoding.capabilities import LEAN_FORWARD, RestrictedHead, has_lean_forward
 from mtad.decoding.kv import CachedModel, model_device
-from mtad.models.layer_math import attend, attention_inputs, finish_layer
+from mtad.decoding.layer_math import attend, attention_inputs, finish_layer
 
 # eager: the model's own forward on a DynamicCache (kv.CachedModel); static: static cache and
 # lean forward; compiled: static + torch.compile; fast: the measured winner on this device.

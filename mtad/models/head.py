@@ -27,8 +27,9 @@ from torch import nn
 from transformers import LlamaConfig
 from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRMSNorm, LlamaRotaryEmbedding
 
+from mtad.decoding.layer_math import attend, attention_inputs, finish_layer
+
 from .draft import expand_to_vocabulary, read_meta, write_with_meta
-from .layer_math import attend, attention_inputs, finish_layer
 
 HEAD_FORMAT = "mtad-head-v1"
 
