@@ -26,7 +26,6 @@ model runs the eager path (`fast_unsupported` says why).
 
 from __future__ import annotations
 
-import time
 import weakref
 
 import torch
@@ -115,19 +114,8 @@ class StaticKV:
                 buf[..., start : start + tail.numel(), :] = buf.index_select(3, index)
         self.length = start + (0 if tail is None else tail.numel())
 
-    # what tests and tools read of a DynamicCache
-    def get_seq_length(self) -> int:
+    def get_seq_length(self) -> int:  # what CachedModel.seq_length reads of a DynamicCache
         return self.length
-
-    @property
-    def layers(self) -> list:
-        return [_LayerView(self, i) for i in range(self.shape[0])]
-
-
-class _LayerView:
-    def __init__(self, kv: StaticKV, index: int):
-        self.keys = kv.keys[index, ..., : kv.length, :]  # [1, kv_heads, length, head_dim]
-        self.values = kv.values[index, ..., : kv.length, :]
 
 
 def llama_body(
@@ -180,7 +168,6 @@ class CompiledBody:
     def __init__(self, model: PreTrainedModel):
         self.model_ref = weakref.ref(model)
         self.compiles = 0
-        self.compile_seconds = 0.0
         cuda = model_device(model).type == "cuda"
 
         def backend(gm, example_inputs):
@@ -201,11 +188,7 @@ class CompiledBody:
         self.cuda = cuda
 
     def __call__(self, *args) -> torch.Tensor:
-        before, start = self.compiles, time.perf_counter()
-        out = self.fn(*args)
-        if self.compiles != before:
-            self.compile_seconds += time.perf_counter() - start  # first call of a shape = compile + run
-        return out
+        return self.fn(*args)
 
 
 _COMPILED: "weakref.WeakKeyDictionary[PreTrainedModel, CompiledBody]" = weakref.WeakKeyDictionary()
@@ -244,16 +227,11 @@ class StaticCachedModel(CachedModel):
         if self.compiled is not None and self.compiled.cuda:
             for buf in (self.cache.keys, self.cache.values):
                 torch._dynamo.mark_static_address(buf)
-        self._compiles_at_start = self.compiles
 
     @property
     def compiles(self) -> int:
         """Compilations of this model's body so far (all generations together)."""
         return self.compiled.compiles if self.compiled is not None else 0
-
-    @property
-    def compile_seconds(self) -> float:
-        return self.compiled.compile_seconds if self.compiled is not None else 0.0
 
     @torch.no_grad()  # decoding never differentiates; in-place cache writes must not enter autograd
     def _model_logits(
