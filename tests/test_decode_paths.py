@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from mtad.decoding import METHODS, get_decoder
+from mtad.decoding.capabilities import has_lean_forward
 from mtad.decoding.kv import CachedModel
 from mtad.decoding.static_kv import (
     BUCKETS,
@@ -15,9 +16,8 @@ from mtad.decoding.static_kv import (
     fast_unsupported,
     resolve_decode_path,
 )
-from mtad.decoding.capabilities import has_lean_forward
 from mtad.models.draft import build_draft_from_target
-from tiny_models import biased_llama, tiny_llama, tiny_opt
+from mtad.models.tiny import biased_llama, tiny_llama, tiny_opt
 
 PROMPT = torch.tensor([[5, 1, 9, 2, 7]])
 VOCAB = 24

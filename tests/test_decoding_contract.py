@@ -8,7 +8,7 @@ from mtad.decoding import METHODS, get_decoder, list_decoders
 from mtad.decoding.capabilities import reads_target_features
 from mtad.decoding.mtjd_exact import exact_block_distribution
 from mtad.decoding.static_kv import StaticKV
-from tiny_models import BUILDERS, tiny_head, tiny_llama
+from mtad.models.tiny import BUILDERS, tiny_head, tiny_llama
 
 PROMPT = torch.tensor([[5, 1, 9, 2, 7]])
 VOCAB = 24

@@ -7,7 +7,7 @@ import torch
 from mtad.decoding.head_kv import HeadCachedModel
 from mtad.decoding.static_kv import cached_model, resolve_decode_path
 from mtad.models.head import load_head, read_head_meta, save_head
-from tiny_models import BUILDERS, tiny_head
+from mtad.models.tiny import BUILDERS, tiny_head
 
 CASES = [
     pytest.param(arch, path, marks=[pytest.mark.slow] if path == "compiled" else [])
