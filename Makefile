@@ -38,7 +38,7 @@ lint: install ## ruff over the package, scripts, tests and notebooks: pyflakes, 
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 
-# --- the embedded pair's drafts (mtad/models/distill/); resumable: rerun to keep training
+# --- the embedded pair's drafts (mtad/distill/); resumable: rerun to keep training
 # EMBEDDED_PAIR: the embedded pair and its draft (the better one, measured); OTHER_DRAFT_PAIRS: the
 # same target with the other draft kind, measured beside it. DRAFT_PAIR: the pair `make draft` trains.
 EMBEDDED_PAIR ?= smollm2_135m_head

@@ -21,11 +21,11 @@ from pathlib import Path
 import torch
 
 from mtad.decoding import get_decoder
+from mtad.decoding.capabilities import reads_target_features
 from mtad.decoding.kv import CachedModel, model_device, sync
 from mtad.decoding.sampling import SAMPLING_PARAMS
 from mtad.decoding.head_kv import draft_cached_model
 from mtad.decoding.static_kv import cached_model
-from mtad.models.head import is_feature_head
 from mtad.metrics.speed import aggregate_speed
 
 
@@ -247,7 +247,7 @@ def forward_ms(model, path: str, width: int, context: int = 200, reps: int = 10,
         torch.randint(0, vocab, (context,), generator=gen),
         torch.randint(0, vocab, (width,), generator=gen),
     )
-    if is_feature_head(model):
+    if reads_target_features(model):
         target_lm = cached_model(target, None, path, context + width + 16, features=True)
         target_lm.prefill(torch.cat([prefix, tokens]))
         lm = draft_cached_model(model, target_lm, None, path, context + 16)

@@ -23,9 +23,9 @@ from mtad.bench import (
     warm_up,
     write_report,
 )
+from mtad.decoding.capabilities import reads_target_features
 from mtad.models import load_pair
-from mtad.models.head import is_feature_head
-from mtad.models.prompts import chat_ids, make_prompts
+from mtad.tasks.prompts import chat_ids, make_prompts
 
 
 def main() -> None:
@@ -56,7 +56,7 @@ def main() -> None:
     overrides = {k: v for k, v in (("target_dtype", args.target_dtype), ("draft_dtype", args.draft_dtype)) if v}
     pair = load_pair(args.pair, **overrides)
     prompts = [chat_ids(pair.tokenizer, text) for text in make_prompts(args.prompts, seed=7, held_out=True)]
-    configs = default_configs(args.gamma, compiled=args.compiled, assisted=not is_feature_head(pair.draft))
+    configs = default_configs(args.gamma, compiled=args.compiled, assisted=not reads_target_features(pair.draft))
     if args.only:
         configs = [c for c in configs if any(s in c.label for s in args.only.split(","))]
     warm = warm_up(configs, pair.target, pair.draft, prompts, 8, args.max_new_tokens)

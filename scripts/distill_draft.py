@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Distil (or keep distilling) the draft of a pair in two processes; resumable. See mtad/models/distill/.
+"""Distil (or keep distilling) the draft of a pair in two processes; resumable. See mtad/distill/.
 
     python scripts/distill_draft.py produce --pair smollm2_135m_head --max-minutes 60  # corpus (one core)
     python scripts/distill_draft.py train   --pair smollm2_135m_head --max-minutes 60  # draft (another core)
@@ -25,7 +25,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 def main(argv=None) -> int:
     import torch
 
-    from mtad.models.distill import DistillConfig, HeadTrainConfig, HeadTrainer, Trainer, produce
+    from mtad.distill import DistillConfig, HeadTrainConfig, HeadTrainer, Trainer, produce
     from mtad.models.gguf_cache import cache_root
     from mtad.models.pairs import ASSETS_DIR, load_target_and_tokenizer, pair_config
 
@@ -72,7 +72,7 @@ def main(argv=None) -> int:
     dest = dest if dest.is_absolute() else ASSETS_DIR / dest
     head = cfg["draft"]["source"] == "head"
     if args.job in ("export", "card"):
-        from mtad.models.card import plot_curves, write_card, write_head_card
+        from mtad.distill.card import plot_curves, write_card, write_head_card
 
         trained = workdir / ("head.safetensors" if head else "draft.safetensors")
         if args.job == "export":
@@ -151,10 +151,10 @@ def head_design(args, workdir: Path, head_file: Path, target, special_ids: list[
 
     import torch
 
-    from mtad.models.distill.corpus import Corpus
-    from mtad.models.distill.head_training import HeadTrainConfig, corpus_mass, layers_ab, vocabulary_sweep
-    from mtad.models.distill.pipeline import load_heldout
-    from mtad.models.distill.training import choose_head_tokens
+    from mtad.distill.corpus import Corpus
+    from mtad.distill.head_training import HeadTrainConfig, corpus_mass, layers_ab, vocabulary_sweep
+    from mtad.distill.pipeline import load_heldout
+    from mtad.distill.training import choose_head_tokens
     from mtad.models.head import load_head
 
     results = Path(__file__).resolve().parents[1] / "results" / "draft"

@@ -1,6 +1,6 @@
 #!/usr/bin/env python
 """Measure a pair's draft, and the drafts of other pairs over the same target, on held-out prompts
-of every task family (see mtad/models/measure.py).
+of every task family (see mtad/distill/measure.py).
 
     python scripts/measure_draft.py --pair smollm2_135m_head --compare smollm2_135m --per-family 4
 Writes results/draft/measure.json and measure.md.
@@ -41,7 +41,7 @@ def draft_file_meta(cfg: dict) -> tuple[str | None, dict]:
 
 
 def main(argv=None) -> int:
-    from mtad.models.measure import markdown, measure
+    from mtad.distill.measure import markdown, measure
     from mtad.models.pairs import load_draft_model, load_pair, pair_config
     from mtad.runner.provenance import environment_record
 

@@ -52,31 +52,17 @@ def eval_data_root(wheel_data, shared_data) -> Path:
     return wheel_data
 
 
-def _byte_tokenizer(chat: bool):
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors
-    from transformers import PreTrainedTokenizerFast
-
-    vocab = {t: i for i, t in enumerate(["<s>", "</s>"] + sorted(pre_tokenizers.ByteLevel.alphabet()))}
-    tok = Tokenizer(models.BPE(vocab=vocab, merges=[]))  # one token per byte: handles any text
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    tok.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 0)])
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>")
-    if chat:
-        fast.chat_template = (
-            "{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}\n{% endfor %}"
-            "{% if add_generation_prompt %}<|assistant|>\n{% endif %}"
-        )
-    return fast
-
-
 @pytest.fixture(scope="session")
 def plain_tokenizer():
-    """A byte-level tokenizer (258 ids, BOS added) without a chat template."""
-    return _byte_tokenizer(chat=False)
+    """The tiny byte-level BPE tokenizer without a chat template, adding BOS (<|im_start|>)."""
+    from mtad.models.tiny import tiny_tokenizer
+
+    return tiny_tokenizer(chat=False, add_bos=True)
 
 
 @pytest.fixture(scope="session")
 def chat_tokenizer():
-    """The same tokenizer with a small chat template."""
-    return _byte_tokenizer(chat=True)
+    """The same tokenizer with its ChatML chat template (and BOS, which a chat prompt must not repeat)."""
+    from mtad.models.tiny import tiny_tokenizer
+
+    return tiny_tokenizer(add_bos=True)

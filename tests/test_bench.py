@@ -4,7 +4,7 @@ the configs per draft kind, the SpS speed-up the costs predict."""
 import pytest
 
 from mtad.bench import default_configs, forward_ms, predicted_sps_speedup
-from tiny_models import tiny_head, tiny_llama
+from mtad.models.tiny import tiny_head, tiny_llama
 
 
 @pytest.mark.parametrize("path", ["eager", "fast"])

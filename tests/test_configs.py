@@ -66,7 +66,7 @@ def test_method_files_are_the_six_methods_with_contract_params():
 def test_mtad_run_and_get_decoder_run_the_same_method(method):
     """``mtad-run method=<name>`` and ``get_decoder(<name>)`` from Python: the same parameters."""
     from mtad.decoding import get_decoder
-    from tiny_models import tiny_llama
+    from mtad.models.tiny import tiny_llama
 
     from_config = OmegaConf.to_container(compose_cfg([f"method={method}"]).method, resolve=True)
     target, draft = tiny_llama(0, vocab=8), tiny_llama(1, vocab=8)

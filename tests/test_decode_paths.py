@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from mtad.decoding import METHODS, get_decoder
+from mtad.decoding.capabilities import has_lean_forward
 from mtad.decoding.kv import CachedModel
 from mtad.decoding.static_kv import (
     BUCKETS,
@@ -16,7 +17,7 @@ from mtad.decoding.static_kv import (
     resolve_decode_path,
 )
 from mtad.models.draft import build_draft_from_target
-from tiny_models import biased_llama, tiny_llama, tiny_opt
+from mtad.models.tiny import biased_llama, tiny_llama, tiny_opt
 
 PROMPT = torch.tensor([[5, 1, 9, 2, 7]])
 VOCAB = 24
@@ -100,6 +101,20 @@ def test_decode_path_choice_and_errors(llama_pair):
     with pytest.raises(ValueError, match="use decode_path=eager"):
         StaticCachedModel(tiny_opt(0, VOCAB))
     assert [bucket(n) for n in (1, 2, 3, 5, 9, 64)] == [1, 2, 4, 8, 16, 64] and bucket(BUCKETS[-1] + 1) is None
+
+
+def test_lean_forward_is_declared_not_inherited():
+    """A class vouches for its own forward: a subclass of the draft with another forward runs eager."""
+    draft = build_draft_from_target(tiny_llama(0, VOCAB), [0])
+
+    class LoudDraft(type(draft)):
+        def forward(self, *args, **kwargs):
+            print("forward")
+            return super().forward(*args, **kwargs)
+
+    loud = LoudDraft(draft.config)
+    assert has_lean_forward(draft) and not has_lean_forward(loud)
+    assert "LoudDraft" in fast_unsupported(loud) and resolve_decode_path("static", loud) == "eager"
 
 
 @pytest.mark.slow  # torch.compile takes tens of seconds per shape on a small CPU

@@ -5,9 +5,10 @@ import pytest
 import torch
 
 from mtad.decoding import METHODS, get_decoder, list_decoders
+from mtad.decoding.capabilities import reads_target_features
 from mtad.decoding.mtjd_exact import exact_block_distribution
-from mtad.models.head import is_feature_head
-from tiny_models import BUILDERS, tiny_head, tiny_llama
+from mtad.decoding.static_kv import StaticKV
+from mtad.models.tiny import BUILDERS, tiny_head, tiny_llama
 
 PROMPT = torch.tensor([[5, 1, 9, 2, 7]])
 VOCAB = 24
@@ -118,7 +119,7 @@ def test_kept_cache_equals_a_fresh_forward(pair, method):
         assert lm.num_nodes == 0 and lm.seq_length() == lm.committed  # no tree leftovers
         assert lm.committed <= sequence.numel() + METHOD_PARAMS[method].get("gamma", 3)  # cropped, flat
         kept = min(lm.committed, sequence.numel() - 1)
-        if is_feature_head(lm.model):  # every kept slot was computed from the target's features
+        if reads_target_features(lm.model):  # every kept slot was computed from the target's features
             assert lm.exact == lm.committed
             with torch.no_grad():
                 features = decoder.target.model(input_ids=sequence[None]).last_hidden_state
@@ -129,9 +130,14 @@ def test_kept_cache_equals_a_fresh_forward(pair, method):
             continue
         with torch.no_grad():
             fresh = lm.model(input_ids=sequence[None, :kept], use_cache=True).past_key_values
-        for mine, ref in zip(lm.cache.layers, fresh.layers):
-            assert torch.allclose(mine.keys[..., :kept, :], ref.keys, atol=1e-9)
-            assert torch.allclose(mine.values[..., :kept, :], ref.values, atol=1e-9)
+        if isinstance(lm.cache, StaticKV):  # buffers [layers, 1, kv_heads, capacity, head_dim]
+            mine = list(zip(lm.cache.keys, lm.cache.values))
+        else:  # a DynamicCache
+            mine = [(layer.keys, layer.values) for layer in lm.cache.layers]
+        assert len(mine) == len(fresh.layers)
+        for (keys, values), ref in zip(mine, fresh.layers):
+            assert torch.allclose(keys[..., :kept, :], ref.keys, atol=1e-9)
+            assert torch.allclose(values[..., :kept, :], ref.values, atol=1e-9)
 
 
 @pytest.mark.parametrize("method", METHODS)

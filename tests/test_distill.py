@@ -9,11 +9,11 @@ import pytest
 import torch
 
 from mtad.decoding.logits import logits_to_probs
-from mtad.models.distill import DistillConfig, Trainer, pair_stats, produce
-from mtad.models.distill import sources
-from mtad.models.distill.corpus import Corpus, make_chunk, sample_answers, score
-from mtad.models.distill.objectives import LOSSES, get_loss, kl_paper, tv_paper
-from mtad.models.distill.training import (
+from mtad.distill import DistillConfig, Trainer, pair_stats, produce
+from mtad.distill import sources
+from mtad.distill.corpus import Corpus, make_chunk, sample_answers, score
+from mtad.distill.objectives import LOSSES, get_loss, kl_paper, tv_paper
+from mtad.distill.training import (
     choose_head_tokens,
     collate,
     draft_head_logprobs,
@@ -245,8 +245,8 @@ def test_scoring_keeps_the_targets_features_when_asked(tiny):
 
 
 def test_head_producer_and_trainer_run_resume_and_write_a_card(tiny, tmp_path):
-    from mtad.models.card import write_head_card
-    from mtad.models.distill import HeadTrainConfig, HeadTrainer
+    from mtad.distill.card import write_head_card
+    from mtad.distill import HeadTrainConfig, HeadTrainer
     from mtad.models.head import load_head
 
     target, tokenizer = tiny
@@ -296,8 +296,8 @@ def test_head_producer_and_trainer_run_resume_and_write_a_card(tiny, tmp_path):
     assert "feature head" in text and f"| {state['trained_tokens']} |" in text
 
     # the design choices: depths from scratch on the same batches; the trained head over other vocabularies
-    from mtad.models.distill.head_training import corpus_mass, layers_ab, vocabulary_sweep
-    from mtad.models.distill.pipeline import load_heldout
+    from mtad.distill.head_training import corpus_mass, layers_ab, vocabulary_sweep
+    from mtad.distill.pipeline import load_heldout
 
     heldout, mass = load_heldout(tmp_path), corpus_mass(corpus.records, target.config.vocab_size)
     ab = layers_ab(hcfg, target, corpus, heldout, (1, 2), 20, head.head_ids)

@@ -7,7 +7,7 @@ import torch
 from mtad.decoding.head_kv import HeadCachedModel
 from mtad.decoding.static_kv import cached_model, resolve_decode_path
 from mtad.models.head import load_head, read_head_meta, save_head
-from tiny_models import BUILDERS, tiny_head
+from mtad.models.tiny import BUILDERS, tiny_head
 
 CASES = [
     pytest.param(arch, path, marks=[pytest.mark.slow] if path == "compiled" else [])
@@ -153,8 +153,8 @@ def test_head_file_round_trip_keeps_only_its_own_parameters(tmp_path):
 
 def test_head_training_lowers_the_unrolled_loss():
     """A few optimiser steps on one batch of stored teacher records lower every unrolled step's KL."""
-    from mtad.models.distill.head_training import HeadTrainConfig, collate_features, head_loss
-    from mtad.models.distill.training import full_to_head_index
+    from mtad.distill.head_training import HeadTrainConfig, collate_features, head_loss
+    from mtad.distill.training import full_to_head_index
 
     target = BUILDERS["llama"](0, vocab=12, sharpness=3.0).float()
     head = tiny_head(target, 1).float()

@@ -92,7 +92,7 @@ def test_local_hf_judge_runs_a_real_model(bench, chat_tokenizer):
     judge = get_judge({"kind": "hf", "max_new_tokens": 6}, model=model, tokenizer=chat_tokenizer)
     assert isinstance(judge, HFJudge)
     prompt = judge.prompt_ids(judge_messages(prompts, examples[81], ["short answer", "b"], 1))
-    assert chat_tokenizer.decode(prompt).startswith("<|system|>")
+    assert chat_tokenizer.decode(prompt).startswith("<|im_start|>system\n")
     verdict = judge.grade(prompts, examples[81], ["short answer", "b"], 1)
     assert verdict.error is None or "no [[rating]]" in verdict.error  # random weights: text, maybe no rating
     assert verdict.score is None or 1 <= verdict.score <= 10

@@ -256,7 +256,7 @@ def test_draft_works_with_the_decoding_engine():
 
 @pytest.mark.slow
 def test_default_pair_loads_from_package_without_training(monkeypatch):
-    import mtad.models.distill.pipeline as pipeline
+    import mtad.distill.pipeline as pipeline
 
     monkeypatch.setattr(pipeline.Trainer, "run", lambda self: (_ for _ in ()).throw(AssertionError("trained at load")))
     pair = load_pair("smollm2_135m")
@@ -283,15 +283,15 @@ def test_default_pair_loads_from_package_without_training(monkeypatch):
 
 def test_head_pair_loads_from_package_without_training(monkeypatch):
     """The committed feature head on the same target: one conversion for both pairs, no training."""
-    import mtad.models.distill.head_training as head_training
-    from mtad.models.head import is_feature_head
-    from mtad.models.measure import teacher_forced_q
+    import mtad.distill.head_training as head_training
+    from mtad.decoding.capabilities import reads_target_features
+    from mtad.distill.measure import teacher_forced_q
 
     monkeypatch.setattr(head_training.HeadTrainer, "run", lambda self: (_ for _ in ()).throw(AssertionError("trained")))
     pair = load_pair("smollm2_135m_head")
     assert (gguf_cache.converted_dir("SmolLM2-135M-Instruct.Q4_1") / gguf_cache.CONVERTED_MARKER).is_file()
     head = pair.draft
-    assert is_feature_head(head) and head.num_layers == 1 and len(head.head_ids) == 8192
+    assert reads_target_features(head) and head.num_layers == 1 and len(head.head_ids) == 8192
     assert head.get_input_embeddings() is pair.target.get_input_embeddings()  # shared, not copied
     ids = pair.tokenizer.apply_chat_template(
         [{"role": "user", "content": "Name three prime numbers and explain why."}],

@@ -52,7 +52,7 @@ def test_prompt_formats(cnndm, plain_tokenizer, chat_tokenizer):
     plain = plain_tokenizer.decode(cnndm.build_prompt(example, plain_tokenizer), skip_special_tokens=True)
     assert plain.startswith("Article:\n") and plain.endswith("Summary (a few sentences):\n")
     chat = chat_tokenizer.decode(cnndm.build_prompt(example, chat_tokenizer), skip_special_tokens=True)
-    assert "Summarize" in chat and chat.endswith("<|assistant|>\n")
+    assert "Summarize" in chat and chat.endswith("\nassistant\n")
 
 
 def test_postprocess_stops_at_a_new_article(cnndm):

@@ -119,8 +119,8 @@ def test_prompts_hold_schema_and_question(spider, plain_tokenizer, chat_tokenize
         text = tokenizer.decode(ids, skip_special_tokens=True)
         assert example["question"] in text and "CREATE TABLE singer (" in text and "Singer_ID number" in text
     chat_text = chat_tokenizer.decode(spider.build_prompt(example, chat_tokenizer))
-    assert chat_text.startswith("<|user|>") and chat_text.endswith("<|assistant|>\n")
-    assert plain_tokenizer.decode(spider.build_prompt(example, plain_tokenizer)).startswith("<s>")
+    assert chat_text.startswith("<|im_start|>user\n") and chat_text.endswith("<|im_start|>assistant\n")  # no 2nd BOS
+    assert plain_tokenizer.decode(spider.build_prompt(example, plain_tokenizer)).startswith(plain_tokenizer.bos_token)
 
 
 def test_missing_database_names_path_and_command(tmp_path, shared_data):

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from mtad.decoding.static_kv import cached_model, resolve_decode_path
-from tiny_models import BUILDERS
+from mtad.models.tiny import BUILDERS
 
 # (arch, decode path): the eager DynamicCache for both, the static cache where the model has a lean forward
 # (compiled cases are slow: torch.compile takes tens of seconds per shape on a small CPU)

@@ -1,11 +1,11 @@
 """A feature head as a draft cache: the CachedModel contract, fed with the target's features.
 
-The head's row at position i reads the feature of the position before it, f_{i-1}
-(mtad/models/head.py). Where that position has been scored by the target — every committed
-slot the target's cache holds — it is the target's own hidden state, read from the target's
-FeatureStore; past that (the pending token's successors while drafting, tree nodes) it is
-the head's own prediction at that slot, kept in the head's FeatureStore by the same slot
-rules as its KV cache. So
+The head (a draft that reads the target's features: `capabilities.reads_target_features`) at
+position i reads the feature of the position before it, f_{i-1}. Where that position has been
+scored by the target — every committed slot the target's cache holds — it is the target's own
+hidden state, read from the target's FeatureStore; past that (the pending token's successors
+while drafting, tree nodes) it is the head's own prediction at that slot, kept in the head's
+FeatureStore by the same slot rules as its KV cache. So
 
 - chains (SpS) run γ steps on their own predicted features;
 - beams and trees feed each node the predicted feature of its parent node (the pending
@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import torch
 
+from mtad.decoding.capabilities import reads_target_features
 from mtad.decoding.kv import CachedModel, FeatureStore
 from mtad.decoding.static_kv import BUCKETS, CAPACITY_STEP, StaticCachedModel, StaticKV, cached_model, run_layers
-from mtad.models.head import FeatureHead, is_feature_head
 
 
 class HeadCachedModel(StaticCachedModel):
@@ -31,7 +31,7 @@ class HeadCachedModel(StaticCachedModel):
     features=True)."""
 
     def __init__(
-        self, head: FeatureHead, source: CachedModel, out_device: torch.device | None = None, min_capacity: int = 0
+        self, head: torch.nn.Module, source: CachedModel, out_device: torch.device | None = None, min_capacity: int = 0
     ):
         if source.features is None:
             raise ValueError("a feature head needs the target's features: build the target's cache with features=True")
@@ -120,6 +120,6 @@ def draft_cached_model(
     draft, target_lm: CachedModel, out_device: torch.device | None, decode_path: str | None, min_capacity: int = 0
 ) -> CachedModel:
     """The draft's cache: a feature head reads `target_lm`'s features; any other draft runs on its path."""
-    if is_feature_head(draft):
+    if reads_target_features(draft):
         return HeadCachedModel(draft, target_lm, out_device, min_capacity)
     return cached_model(draft, out_device, decode_path, min_capacity)

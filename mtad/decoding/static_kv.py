@@ -19,21 +19,21 @@ count is kept: `compiles`). On CUDA the compiled body is captured as CUDA graphs
 (mode "reduce-overhead", buffers marked as static addresses). Prefills longer than the
 largest bucket run the uncompiled body on the same buffers.
 
-Only Llama-family models whose forward is the stock one (LlamaForCausalLM, the mtad draft)
-take this path; any other model runs the eager path (`fast_unsupported` says why).
+Only Llama-family models whose forward is the lean one take this path (LlamaForCausalLM, and a
+class that declares it, such as the mtad draft: `capabilities.has_lean_forward`); any other
+model runs the eager path (`fast_unsupported` says why).
 """
 
 from __future__ import annotations
 
-import time
 import weakref
 
 import torch
-from transformers import LlamaForCausalLM, PreTrainedModel
+from transformers import PreTrainedModel
 
+from mtad.decoding.capabilities import LEAN_FORWARD, RestrictedHead, has_lean_forward
 from mtad.decoding.kv import CachedModel, model_device
-from mtad.models.draft import LlamaDraftForCausalLM
-from mtad.models.layer_math import attend, attention_inputs, finish_layer
+from mtad.decoding.layer_math import attend, attention_inputs, finish_layer
 
 # eager: the model's own forward on a DynamicCache (kv.CachedModel); static: static cache and
 # lean forward; compiled: static + torch.compile; fast: the measured winner on this device.
@@ -44,8 +44,8 @@ BUCKETS = (1, 2, 4, 8, 16, 32, 64)  # padded widths of a compiled forward; wider
 
 def fast_unsupported(model: PreTrainedModel) -> str | None:
     """Why `model` cannot take the static/compiled path (None when it can)."""
-    if type(model) not in (LlamaForCausalLM, LlamaDraftForCausalLM):
-        return f"{type(model).__name__} has no lean forward (LlamaForCausalLM and the mtad draft only)"
+    if not has_lean_forward(model):
+        return f"{type(model).__name__} has no lean forward (LlamaForCausalLM, or a class declaring {LEAN_FORWARD})"
     if len({str(d) for d in getattr(model, "hf_device_map", {}).values()}) > 1:
         return "the model is split over several devices (device_map)"
     return None
@@ -114,19 +114,8 @@ class StaticKV:
                 buf[..., start : start + tail.numel(), :] = buf.index_select(3, index)
         self.length = start + (0 if tail is None else tail.numel())
 
-    # what tests and tools read of a DynamicCache
-    def get_seq_length(self) -> int:
+    def get_seq_length(self) -> int:  # what CachedModel.seq_length reads of a DynamicCache
         return self.length
-
-    @property
-    def layers(self) -> list:
-        return [_LayerView(self, i) for i in range(self.shape[0])]
-
-
-class _LayerView:
-    def __init__(self, kv: StaticKV, index: int):
-        self.keys = kv.keys[index, ..., : kv.length, :]  # [1, kv_heads, length, head_dim]
-        self.values = kv.values[index, ..., : kv.length, :]
 
 
 def llama_body(
@@ -168,7 +157,7 @@ def run_layers(
 
 def head_logits(model: PreTrainedModel, hidden: torch.Tensor) -> torch.Tensor:
     """LM head on the given rows only: [r, H] -> [r, V] (a restricted draft head stays restricted)."""
-    if isinstance(model, LlamaDraftForCausalLM):
+    if isinstance(model, RestrictedHead):
         return model.expand_logits(model.head_logits(hidden))
     return model.lm_head(hidden)
 
@@ -179,7 +168,6 @@ class CompiledBody:
     def __init__(self, model: PreTrainedModel):
         self.model_ref = weakref.ref(model)
         self.compiles = 0
-        self.compile_seconds = 0.0
         cuda = model_device(model).type == "cuda"
 
         def backend(gm, example_inputs):
@@ -200,11 +188,7 @@ class CompiledBody:
         self.cuda = cuda
 
     def __call__(self, *args) -> torch.Tensor:
-        before, start = self.compiles, time.perf_counter()
-        out = self.fn(*args)
-        if self.compiles != before:
-            self.compile_seconds += time.perf_counter() - start  # first call of a shape = compile + run
-        return out
+        return self.fn(*args)
 
 
 _COMPILED: "weakref.WeakKeyDictionary[PreTrainedModel, CompiledBody]" = weakref.WeakKeyDictionary()
@@ -243,16 +227,11 @@ class StaticCachedModel(CachedModel):
         if self.compiled is not None and self.compiled.cuda:
             for buf in (self.cache.keys, self.cache.values):
                 torch._dynamo.mark_static_address(buf)
-        self._compiles_at_start = self.compiles
 
     @property
     def compiles(self) -> int:
         """Compilations of this model's body so far (all generations together)."""
         return self.compiled.compiles if self.compiled is not None else 0
-
-    @property
-    def compile_seconds(self) -> float:
-        return self.compiled.compile_seconds if self.compiled is not None else 0.0
 
     @torch.no_grad()  # decoding never differentiates; in-place cache writes must not enter autograd
     def _model_logits(

@@ -41,6 +41,9 @@ class LlamaDraftForCausalLM(LlamaPreTrainedModel, GenerationMixin):
     """Causal LM over the full vocabulary whose head may cover only `head_token_ids`."""
 
     _tied_weights_keys = None  # the head is a separate tensor (copied or restricted), never tied
+    # the forward is LlamaModel then the head, which is what the decode fast path's lean forward
+    # computes (mtad.decoding.capabilities); a subclass with another forward does not inherit this
+    lean_llama_forward = True
 
     def __init__(self, config: LlamaConfig, head_token_ids: list[int] | None = None):
         super().__init__(config)

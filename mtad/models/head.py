@@ -9,7 +9,7 @@ the position before (the feature that predicted x_i), fuses them,
 
 and predicts the next feature f^_i, read through the target's frozen LM head. While drafting
 a block the head runs on its own predictions (f^ in place of f for positions the target has
-not scored yet), which is how training unrolls it too (`mtad.models.distill.head_training`).
+not scored yet), which is how training unrolls it too (`mtad.distill.head_training`).
 
 It is still an auxiliary model with a q over every γ-token block, so every method drafts
 with it unchanged; the decoding side (`mtad.decoding.head_kv`) feeds it the target's features.
@@ -27,8 +27,9 @@ from torch import nn
 from transformers import LlamaConfig
 from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRMSNorm, LlamaRotaryEmbedding
 
+from mtad.decoding.layer_math import attend, attention_inputs, finish_layer
+
 from .draft import expand_to_vocabulary, read_meta, write_with_meta
-from .layer_math import attend, attention_inputs, finish_layer
 
 HEAD_FORMAT = "mtad-head-v1"
 
@@ -61,6 +62,9 @@ class HeadBody(nn.Module):
 
 class FeatureHead(nn.Module):
     """The head over the target's vocabulary; logits only on `head_token_ids` (-inf elsewhere)."""
+
+    # decoding feeds it the target's hidden states (mtad.decoding.capabilities, head_kv)
+    reads_target_features = True
 
     def __init__(
         self,

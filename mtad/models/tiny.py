@@ -1,10 +1,17 @@
-"""Tiny random-weight pairs for tests: an offline BPE tokenizer and 2-layer Llama / OPT models.
+"""Tiny random-weight models and the test tokenizer: the tiny pairs (conf/pair/tiny_*.yaml) and the tests.
 
-Everything is built in memory in well under a second, with no network: the tokenizer is a
-byte-level BPE trained on a few embedded sentences (cached per variant), and the models are
-random-weight configs whose `vocab_size` is that tokenizer's size. A larger
-`initializer_range` than the default makes the random next-token distributions peaked and
-different between seeds, which is what tests of acceptance rules want.
+Everything is built in memory in well under a second, with no network:
+
+- `tiny_tokenizer`: a byte-level BPE trained on a few embedded sentences (cached per variant),
+  so it encodes any text; a ChatML chat template, or none (a plain model's tokenizer), and
+  optionally a BOS token added to every encoding;
+- `tiny_model`: the tiny pairs' models, random-weight configs whose `vocab_size` is that
+  tokenizer's size. A larger `initializer_range` than the default makes the random next-token
+  distributions peaked and different between seeds, which is what tests of acceptance rules want;
+- `tiny_llama`, `tiny_opt`, `biased_llama`, `tiny_head`: the exactness tests' float64 models over
+  tiny vocabularies (enumerable distributions), `sharpness` scaling the output head so that
+  distributions are far from uniform; float64 so that a chain forward and a tree forward agree
+  to ~1e-15 and greedy ties never flip.
 """
 
 from __future__ import annotations
@@ -12,6 +19,7 @@ from __future__ import annotations
 import functools
 
 import torch
+from transformers import LlamaForCausalLM
 
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 
@@ -63,18 +71,25 @@ def _tokenizer_json(variant: str) -> str:
     return tok.to_str()
 
 
-def tiny_tokenizer(variant: str = "default"):
-    """A PreTrainedTokenizerFast with a ChatML chat template; EOS = <|im_end|>."""
-    from tokenizers import Tokenizer
+def tiny_tokenizer(variant: str = "default", chat: bool = True, add_bos: bool = False):
+    """A PreTrainedTokenizerFast; EOS = <|im_end|>, BOS = <|im_start|>. `chat`: with a ChatML chat
+    template (else none, as a plain model's); `add_bos`: BOS in front of every encoding that asks
+    for special tokens (as Llama's tokenizers do; SmolLM2's, which the tiny pairs mimic, do not)."""
+    from tokenizers import Tokenizer, processors
     from transformers import PreTrainedTokenizerFast
 
+    tok = Tokenizer.from_str(_tokenizer_json(variant))
+    if add_bos:
+        tok.post_processor = processors.TemplateProcessing(
+            single="<|im_start|> $A", special_tokens=[("<|im_start|>", tok.token_to_id("<|im_start|>"))]
+        )
     return PreTrainedTokenizerFast(
-        tokenizer_object=Tokenizer.from_str(_tokenizer_json(variant)),
+        tokenizer_object=tok,
         bos_token="<|im_start|>",
         eos_token="<|im_end|>",
         pad_token="<|endoftext|>",
         unk_token=None,
-        chat_template=CHAT_TEMPLATE,
+        chat_template=CHAT_TEMPLATE if chat else None,
     )
 
 
@@ -87,11 +102,12 @@ def tiny_model(
     initializer_range: float = 0.3,
     **extra,
 ):
-    """A seeded random-weight causal LM of the given family ("llama" or "opt")."""
-    from transformers import LlamaConfig, LlamaForCausalLM, OPTConfig, OPTForCausalLM
+    """A seeded random-weight causal LM of the given family ("llama" or "opt"), float32;
+    `extra`: further config fields, which take precedence over the ones set here."""
+    from transformers import LlamaConfig, OPTConfig, OPTForCausalLM
 
     if family == "llama":
-        config = LlamaConfig(
+        settings = dict(
             vocab_size=vocab_size,
             hidden_size=hidden_size,
             intermediate_size=2 * hidden_size,
@@ -104,11 +120,10 @@ def tiny_model(
             eos_token_id=2,
             pad_token_id=0,
             tie_word_embeddings=False,
-            **extra,
         )
-        cls = LlamaForCausalLM
+        config, cls = LlamaConfig(**(settings | extra)), LlamaForCausalLM
     elif family == "opt":
-        config = OPTConfig(
+        settings = dict(
             vocab_size=vocab_size,
             hidden_size=hidden_size,
             ffn_dim=2 * hidden_size,
@@ -120,10 +135,72 @@ def tiny_model(
             bos_token_id=1,
             eos_token_id=2,
             pad_token_id=0,
-            **extra,
         )
-        cls = OPTForCausalLM
+        config, cls = OPTConfig(**(settings | extra)), OPTForCausalLM
     else:
         raise KeyError(f"unknown tiny model family {family!r}; valid: llama, opt")
     torch.manual_seed(seed)
     return cls(config).eval()
+
+
+# ---------------------------------------------------------------- float64 models for exactness tests
+
+# transformers' default initialisation (std 0.02) and 512 positions; OPT keeps its own special
+# token ids (the padding id's embedding row starts at zero) and gets an untied head like Llama's
+FLOAT64_CONFIG = {
+    "llama": dict(max_position_embeddings=512, pad_token_id=None),
+    "opt": dict(max_position_embeddings=512, bos_token_id=2, eos_token_id=2, pad_token_id=1, tie_word_embeddings=False),
+}
+
+
+def _float64_model(family: str, seed: int, vocab: int, sharpness: float, layers: int):
+    """A float64 model of `family` over `vocab` tokens, its output head scaled by `sharpness`."""
+    model = tiny_model(family, vocab, seed, num_layers=layers, initializer_range=0.02, **FLOAT64_CONFIG[family])
+    model = model.double().eval()
+    with torch.no_grad():
+        model.get_output_embeddings().weight.mul_(sharpness)
+    return model
+
+
+def tiny_llama(seed: int, vocab: int = 6, sharpness: float = 1.0, layers: int = 2) -> LlamaForCausalLM:
+    return _float64_model("llama", seed, vocab, sharpness, layers)
+
+
+def tiny_opt(seed: int, vocab: int = 6, sharpness: float = 1.0, layers: int = 2):
+    return _float64_model("opt", seed, vocab, sharpness, layers)
+
+
+BUILDERS = {"llama": tiny_llama, "opt": tiny_opt}
+
+
+class BiasedLlama(LlamaForCausalLM):
+    """A Llama whose logits get a fixed bias: -inf removes tokens from the support, a large
+    value makes the distribution (numerically) one-hot. Adversarial drafts/targets."""
+
+    def set_bias(self, bias: torch.Tensor) -> "BiasedLlama":
+        self.register_buffer("logit_bias", bias.to(torch.float64), persistent=False)
+        return self
+
+    def forward(self, input_ids=None, cache=None, logits_to_keep=0, **kwargs):
+        out = super().forward(input_ids=input_ids, cache=cache, logits_to_keep=logits_to_keep, **kwargs)
+        out.logits = out.logits + self.logit_bias.to(out.logits.dtype)
+        return out
+
+
+def biased_llama(seed: int, bias: torch.Tensor, sharpness: float = 1.0) -> BiasedLlama:
+    """`tiny_llama(seed)` over `bias.numel()` tokens, its logits biased by `bias`."""
+    base = tiny_llama(seed, vocab=bias.numel(), sharpness=sharpness)
+    model = BiasedLlama(base.config).double().eval()
+    model.load_state_dict(base.state_dict())
+    return model.set_bias(bias)
+
+
+def tiny_head(target, seed: int, sharpness: float = 1.0, layers: int = 1, head_token_ids=None):
+    """A random feature head over `target` (its embedding and LM-head rows), float64 like the target;
+    `sharpness` scales the fusion so that the head's q is far from the target's."""
+    from .head import build_head
+
+    head = build_head(target, num_layers=layers, head_token_ids=head_token_ids, seed=seed).double().eval()
+    with torch.no_grad():
+        head.model.fc.weight.mul_(sharpness)
+    return head

@@ -1,6 +1,6 @@
 """Held-out chat prompts: perplexity and speed on text that is no task's evaluation data.
 
-The prompts come from ``mtad.models.prompts`` (templates x topics) restricted to the held-out
+The prompts come from ``mtad.tasks.prompts`` (templates x topics) restricted to the held-out
 topics, which the draft never saw in training, and they are none of Spider, CNN/DailyMail,
 MT-Bench or HumanEval. There is no reference answer, so there is no task score: the cells of
 this task measure the output's perplexity under the target, speed and acceptance only. Short
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import random
 
-from mtad.models.prompts import make_prompt
+from mtad.tasks.prompts import make_prompt
 from mtad.tasks.base import Task
 
 PLAIN_USER, PLAIN_ASSISTANT = "User: ", "\nAssistant:"

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-from ..draft import build_draft_from_target, load_draft, save_draft
+from ..models.draft import build_draft_from_target, load_draft, save_draft
 from .corpus import PAPER_SETTING, Corpus, draw_batch, make_chunk, target_mass
 from .sources import FAMILIES, draw_item
 from .training import (

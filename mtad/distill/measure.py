@@ -25,11 +25,11 @@ import torch
 from ..decoding import get_decoder
 from ..decoding.sampling import SAMPLING_PARAMS
 from ..metrics.speed import aggregate_speed
-from .distill.corpus import PAPER_SETTING, encode, sample_answers
-from .distill.objectives import pair_stats
-from .distill.sources import FAMILIES, draw_item
-from .draft import LlamaDraftForCausalLM
-from .head import is_feature_head
+from ..models.draft import LlamaDraftForCausalLM
+from ..models.head import is_feature_head
+from .corpus import PAPER_SETTING, encode, sample_answers
+from .objectives import pair_stats
+from .sources import FAMILIES, draw_item
 
 METHODS = {
     "sampling": {},

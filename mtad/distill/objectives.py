@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import torch
 
-from ...decoding.logits import logits_to_probs
-from ...decoding.sampling import SAMPLING_PARAMS
+from ..decoding.logits import logits_to_probs
+from ..decoding.sampling import SAMPLING_PARAMS
 
 
 def target_on_head(top_ids: torch.Tensor, probs: torch.Tensor, head_index: torch.Tensor) -> tuple:

@@ -24,8 +24,8 @@ from pathlib import Path
 import torch
 from transformers import DynamicCache
 
-from ...decoding.logits import logits_to_probs, sample
-from ...decoding.sampling import SAMPLING_PARAMS
+from ..decoding.logits import logits_to_probs, sample
+from ..decoding.sampling import SAMPLING_PARAMS
 from .sources import Item
 
 # (temperature, top_k, top_p) that samplers rotate over: raw, the paper's setting, cooler.

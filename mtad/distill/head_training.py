@@ -27,7 +27,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from ..head import FeatureHead, build_head, load_head, save_head
+from ..models.head import FeatureHead, build_head, load_head, save_head
 from .corpus import Corpus
 from .objectives import kl_paper, pair_stats
 from .training import FAMILY_WEIGHTS, choose_head_tokens, full_to_head_index, sample_batch
@@ -302,7 +302,7 @@ class HeadTrainer:
 def with_vocabulary(head: FeatureHead, target, head_token_ids: list[int] | None) -> FeatureHead:
     """The same trained head read through another set of the target's LM-head rows (None: all):
     the head predicts a feature, so any vocabulary can read it; only the cost and q change."""
-    from ..head import FeatureHead as Head
+    from ..models.head import FeatureHead as Head
 
     other = Head(head.config, target.get_input_embeddings(), target.get_output_embeddings().weight, head_token_ids)
     other.load_state_dict(head.state_dict())
@@ -314,7 +314,7 @@ def vocabulary_sweep(
 ) -> list[dict]:
     """Held-out acceptance per draft position and the fast-path step cost of the head read
     through the `sizes` most probable tokens of the corpus (0 = the full vocabulary)."""
-    from ..measure import step_ms
+    from .measure import step_ms
 
     rows, target_ms = [], step_ms(target)
     for size in sizes:

@@ -1,7 +1,7 @@
 """One Llama decoder layer written out, for forwards that manage their own KV buffers and masks.
 
-Both the lean target/draft forward (`mtad.decoding.static_kv.llama_body`) and the feature
-head (`mtad.models.head`: decoding and training-time test) run transformers' own modules
+Both the lean target/draft forward (`static_kv.llama_body`) and the feature head (its decoding
+forward, `static_kv.run_layers`, and its training-time unroll) run transformers' own modules
 through these three steps, so the maths of a layer lives in one place:
 
     q, k, v = attention_inputs(layer, x, cos, sin)     # norm, projections, rotary

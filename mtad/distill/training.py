@@ -12,7 +12,7 @@ import random
 
 import torch
 
-from ..draft import LlamaDraftForCausalLM
+from ..models.draft import LlamaDraftForCausalLM
 from .objectives import get_loss, pair_stats
 
 # Sampling weight of each family in a training batch.

@@ -1,10 +1,11 @@
-"""Varied chat prompts for draft distillation and for held-out draft measurement.
+"""Varied chat prompts: the chat task's held-out prompts, and the chat text drafts are distilled on.
 
 Prompts are built from templates x topics, covering the kinds of text the suite decodes
 (explanations, writing, code, SQL over made-up schemas, summaries, translation, maths,
 conversation) without touching any evaluation set (Spider, CNN/DailyMail, MT-Bench,
 HumanEval). Topics are split deterministically: a topic is either for training or held
-out, never both, so held-out prompts share no subject with the training text.
+out, never both, so held-out prompts (the chat task, `mtad.tasks.chat`; draft measurement and
+the bench) share no subject with the training text (`mtad.distill.sources`).
 """
 
 from __future__ import annotations
