@@ -1,6 +1,7 @@
 """The package's layers, read from the source (ast, nothing imported): the decoding engine and
-the tasks import nothing from the draft architectures or distillation, and the model layer
-(pairs, loading, draft architectures) nothing from distillation, the report or the runner."""
+the tasks import nothing from the draft architectures or distillation, the model layer (pairs,
+loading, draft architectures) nothing from distillation, the report or the runner, the report
+nothing that runs (decoding, models, cells, experiments), and the runner nothing above it."""
 
 import ast
 from pathlib import Path
@@ -14,6 +15,17 @@ FORBIDDEN = {
     "decoding": ("mtad.models", "mtad.distill"),
     "tasks": ("mtad.models", "mtad.distill"),
     "models": ("mtad.distill", "mtad.report", "mtad.runner"),
+    # the report only reads cells: nothing that runs a model, a cell or an experiment
+    "report": (
+        "mtad.experiments",
+        "mtad.run",
+        "mtad.runner.cell",
+        "mtad.runner.loop",
+        "mtad.decoding",
+        "mtad.models",
+        "mtad.distill",
+    ),
+    "runner": ("mtad.experiments", "mtad.report", "mtad.distill"),
 }
 
 
