@@ -139,3 +139,34 @@ def test_compiled_path_gives_the_eager_tokens(llama_pair, method):
             tokens(method, target, draft, "compiled", seed).tokens
             == tokens(method, target, draft, "eager", seed).tokens
         )
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_fused_layer_steps_compute_what_the_modules_compute(dtype):
+    """Decoding's fused steps (q|k|v and gate|up as one product each, rotary on q and k together,
+    float32 RMSNorm without casts) against the modules; the modules' weights become views into the
+    fused products (one copy), and autograd runs the modules."""
+    from mtad.decoding import layer_math as lm
+
+    model = tiny_llama(0, VOCAB, layers=1).to(dtype)
+    layer, D = model.model.layers[0], model.model.layers[0].self_attn.head_dim
+    x = torch.randn(1, 4, model.config.hidden_size, dtype=dtype, generator=torch.Generator().manual_seed(0))
+    cos, sin = model.model.rotary_emb(x, torch.arange(4)[None])
+    with torch.enable_grad():  # the modules: the reference
+        assert lm.fused_weights(layer) is None
+        q0, k0, v0 = lm.attention_inputs(layer, x, cos, sin)
+        out0 = lm.finish_layer(layer, x, q0.transpose(1, 2).reshape(1, 4, -1))
+    with torch.no_grad():
+        fused = lm.fused_weights(layer)
+        assert (
+            fused is not None and layer.self_attn.k_proj.weight.data_ptr() == fused.qkv[fused.heads[0] * D :].data_ptr()
+        )
+        q, k, v = lm.attention_inputs(layer, x, cos, sin)
+        out = lm.finish_layer(layer, x, q.transpose(1, 2).reshape(1, 4, -1))
+        tol = {"rtol": 1e-6, "atol": 1e-6} if dtype == torch.float32 else {"rtol": 1e-13, "atol": 1e-13}
+        for got, want in ((q, q0), (k, k0), (v, v0), (out, out0)):
+            assert got.shape == want.shape and torch.allclose(got, want, **tol)
+        assert torch.equal(lm.rms_norm(layer.input_layernorm, x.float()), layer.input_layernorm(x.float()))
+        from transformers.models.llama.modeling_llama import rotate_half
+
+        assert torch.equal(lm.rotary(q0, cos, sin), q0 * cos[:, None] + rotate_half(q0) * sin[:, None])
