@@ -128,9 +128,10 @@ class Decoder:
             params = cls.params_type()
         elif type(params) is not cls.params_type:  # exact: MMTADParams is an MTADParams but not MTAD's
             raise TypeError(f"{cls.name}: params must be a {cls.params_type.__name__}, got {type(params).__name__}")
-        unknown = sorted(set(values) - set(cls.defaults))
+        names = cls.params_type.names()
+        unknown = sorted(set(values) - set(names))
         if unknown:
-            raise TypeError(f"{cls.name}: unknown parameter(s) {unknown}; valid: {sorted(cls.defaults)}")
+            raise TypeError(f"{cls.name}: unknown parameter(s) {unknown}; valid: {sorted(names)}")
         return replace(params, **values) if values else params
 
     def probs(self, logits: torch.Tensor) -> torch.Tensor:
