@@ -147,13 +147,13 @@ class SpecInferParams(SamplingFields, SpecInferFields):
 
 
 @dataclass(frozen=True)
-class MTADParams(SamplingFields, MTADFields):
+class MTADParams(SamplingFields, MTADFields):  # MTADFields' fields first: reverse MRO order
     """`mtad`: gamma, beam_width, threshold, replacement, then sampling."""
 
 
 @dataclass(frozen=True)
 class MMTADParams(MTADParams):
-    """`mmtad`: MTAD's settings, then denominator (after the sampling fields: it is this class's own)."""
+    """`mmtad`: MTAD's settings, then denominator (declared here, so after every inherited field)."""
 
     denominator: str = "best_column"  # Q of the ratio P(path)/Q: one of DENOMINATORS (mmtad.py)
 
