@@ -15,15 +15,23 @@ import copy
 import json
 import statistics
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import torch
 
-from mtad.decoding import get_decoder
+from mtad.decoding import (
+    DecoderParams,
+    MMTADParams,
+    MTADParams,
+    SamplingParams,
+    SpecInferParams,
+    SpecTrParams,
+    SpSParams,
+    get_decoder,
+)
 from mtad.decoding.capabilities import reads_target_features
 from mtad.decoding.kv import CachedModel, model_device, sync
-from mtad.decoding.sampling import SAMPLING_PARAMS
 from mtad.decoding.head_kv import draft_cached_model
 from mtad.decoding.static_kv import cached_model
 from mtad.metrics.speed import aggregate_speed
@@ -36,7 +44,7 @@ class Config:
     label: str
     impl: str  # "ours" | "hf"
     method: str  # our decoder name; for hf: "sampling" (generate) or "sps" (assisted generation)
-    params: dict = field(default_factory=dict)
+    params: DecoderParams  # the method's settings (for hf: those of `method`)
     path: str = "eager"  # ours: a decode_path; hf: "eager" | "static+compile"
 
 
@@ -55,15 +63,16 @@ class Measure:
 PATHS = ("eager", "fast")
 
 
-def method_params(gamma: int) -> dict[str, dict]:
-    chain = {"gamma": gamma, **SAMPLING_PARAMS}
+def method_params(gamma: int) -> dict[str, DecoderParams]:
+    """Each method at its defaults with draft length γ; SpecTr with 2 drafts and SpecInfer with the
+    tree (2, 2, 1, 1), lighter than their defaults."""
     return {
-        "sampling": dict(SAMPLING_PARAMS),
-        "sps": chain,
-        "spectr": {**chain, "num_drafts": 2},
-        "specinfer": {"k_config": (2, 2, 1, 1), **SAMPLING_PARAMS},
-        "mtad": {**chain, "beam_width": 4, "threshold": 0.5},
-        "mmtad": {**chain, "beam_width": 4, "threshold": 0.5},
+        "sampling": SamplingParams(),
+        "sps": replace(SpSParams(), gamma=gamma),
+        "spectr": replace(SpecTrParams(), gamma=gamma, num_drafts=2),
+        "specinfer": replace(SpecInferParams(), k_config=(2, 2, 1, 1)),
+        "mtad": replace(MTADParams(), gamma=gamma),
+        "mmtad": replace(MMTADParams(), gamma=gamma),
     }
 
 
@@ -86,7 +95,7 @@ def default_configs(gamma: int, compiled: bool = False, assisted: bool = True) -
 
 
 def run_ours(config: Config, target, draft, prompt: torch.Tensor, max_new_tokens: int, seed: int) -> Measure:
-    decoder = get_decoder(config.method, target=target, draft=draft, decode_path=config.path, **config.params)
+    decoder = get_decoder(config.method, target=target, draft=draft, decode_path=config.path, params=config.params)
     sync(model_device(target))
     start = time.perf_counter()
     out = decoder.generate(prompt, max_new_tokens=max_new_tokens, generator=torch.Generator().manual_seed(seed))
@@ -113,18 +122,18 @@ def run_hf(config: Config, target, draft, prompt: torch.Tensor, max_new_tokens: 
     kwargs = {
         "max_new_tokens": max_new_tokens,
         "min_new_tokens": max_new_tokens,  # same length as ours (no EOS stop)
-        "do_sample": p["temperature"] > 0,
+        "do_sample": p.temperature > 0,
         "pad_token_id": target.config.eos_token_id,
     }
     if kwargs["do_sample"]:
-        kwargs.update(temperature=p["temperature"], top_k=p["top_k"] or None, top_p=p["top_p"])
+        kwargs.update(temperature=p.temperature, top_k=p.top_k or None, top_p=p.top_p)
     if config.path == "static+compile":
         compile_config = CompileConfig(dynamic=False)
         compile_config._compile_all_devices = True  # HF compiles on CUDA only unless told
         kwargs.update(cache_implementation="static", compile_config=compile_config)
     if config.method == "sps":
         kwargs.update(assistant_model=draft)
-        draft.generation_config.num_assistant_tokens = p["gamma"]
+        draft.generation_config.num_assistant_tokens = p.gamma
         draft.generation_config.num_assistant_tokens_schedule = "constant"  # fixed γ, not the dynamic schedule
         draft.generation_config.assistant_confidence_threshold = 0.0  # never stop drafting early
     torch.manual_seed(seed)
@@ -192,7 +201,7 @@ def summarise(configs: list[Config], results: dict[str, list[Measure]]) -> list[
             "impl": c.impl,
             "method": c.method,
             "path": c.path,
-            "params": c.params,
+            "params": asdict(c.params),
             "tokens_per_s": tps,
             "tokens_per_s_reps": [m.tokens / m.seconds for m in ms],
             "compiles_while_timed": sum(m.compiles for m in ms),
@@ -402,12 +411,14 @@ def write_report(out_dir: Path, payload: dict) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "bench.json").write_text(json.dumps(payload, indent=2))
     env, setup = payload["environment"], payload["setup"]
+    sampling = SamplingParams()
     rows = {r["label"]: r for r in payload["rows"]}
     lines = [
         "# Speed: decode paths and the Hugging Face references",
         "",
         f"Pair `{setup['pair']}`, {setup['prompts']} held-out prompts x {setup['max_new_tokens']} new tokens, "
-        f"{setup['reps']} alternating repetitions (median), sampled (T 1, top-k 10, top-p 0.9), γ = {setup['gamma']}. "
+        f"{setup['reps']} alternating repetitions (median), sampled (T {sampling.temperature:g}, "
+        f"top-k {sampling.top_k}, top-p {sampling.top_p:g}), γ = {setup['gamma']}. "
         f"Machine: {env['platform']}, {env['threads']} torch threads, device {env['device']} "
         f"(capability {env['cpu_capability']}, AMX {'yes' if env['amx'] else 'no'}), target {env['target_dtype']}, "
         f"draft {env['draft_dtype']}, torch {env['torch']}, transformers {env['transformers']}. "

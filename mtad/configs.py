@@ -30,21 +30,28 @@ def conf_dir() -> Path:
 
 
 def register_code_defaults() -> None:
-    """Register every method's parameters and every task's options with their defaults (the
-    ``defaults`` of the decoder or task class, the one place they are written) as the Hydra
-    configs ``method_defaults/<name>`` and ``task_defaults/<name>``. Each ``conf/method/<name>.yaml``
-    and ``conf/task/<name>.yaml`` starts from its node, so ``mtad-run method=<m> task=<t>`` runs
-    what ``get_decoder(<m>)`` and ``get_task(<t>)`` give from Python. Idempotent."""
+    """Register every method's settings class (``params_type`` of its decoder,
+    mtad/decoding/params.py) as the Hydra structured config ``method_defaults/<name>``, and every
+    task's options (the ``defaults`` dict of its class) as ``task_defaults/<name>``: the one place
+    each is written. Each ``conf/method/<name>.yaml`` and ``conf/task/<name>.yaml`` starts from its
+    node, so ``mtad-run method=<m> task=<t>`` runs what ``get_decoder(<m>)`` and ``get_task(<t>)``
+    give from Python; a method's node is typed, so Hydra refuses a value of the wrong type (a
+    string for ``gamma``) and a key the class lacks. Idempotent."""
     from hydra.core.config_store import ConfigStore
+    from omegaconf import OmegaConf
 
     from mtad.decoding import DECODERS
     from mtad.tasks import TASKS
 
     store = ConfigStore.instance()
-    for group, registry in (("method_defaults", DECODERS), ("task_defaults", TASKS)):
-        for name, cls in registry.items():
-            node = {key: list(value) if isinstance(value, tuple) else value for key, value in cls.defaults.items()}
-            store.store(group=group, name=name, node=node)
+    for name, cls in DECODERS.items():
+        node = OmegaConf.structured(cls.params_type)
+        # OmegaConf makes a frozen dataclass's node read-only, which would refuse every override
+        # (method.gamma=3); the settings object built from the composed values is frozen instead
+        OmegaConf.set_readonly(node, False)
+        store.store(group="method_defaults", name=name, node=node)
+    for name, cls in TASKS.items():
+        store.store(group="task_defaults", name=name, node=dict(cls.defaults))
 
 
 def setup() -> Path:

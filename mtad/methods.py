@@ -2,7 +2,8 @@
 
 Torch-free, so the report reads it without loading the decoding engine. The implementations
 are ``mtad.decoding.DECODERS`` (name -> class; a test keeps the two in step), their rules are
-in ``mtad/decoding/README.md``, their parameters' defaults in each class's ``defaults``.
+in ``mtad/decoding/README.md``, their parameters and defaults in each one's settings class
+(``mtad/decoding/params.py``).
 """
 
 LABELS = {

@@ -24,6 +24,7 @@ from mtad.bench import (
     write_report,
 )
 from mtad.decoding.capabilities import reads_target_features
+from mtad.decoding import SpSParams
 from mtad.models import load_pair
 from mtad.tasks.prompts import chat_ids, make_prompts
 
@@ -34,7 +35,7 @@ def main() -> None:
     ap.add_argument("--prompts", type=int, default=2)
     ap.add_argument("--max-new-tokens", type=int, default=40)
     ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--gamma", type=int, default=4)
+    ap.add_argument("--gamma", type=int, default=SpSParams().gamma, help="draft length of every chain method")
     ap.add_argument("--threads", type=int, default=2, help="torch threads (0: torch's default)")
     ap.add_argument("--target-dtype", default=None, help="override the pair's target dtype")
     ap.add_argument("--draft-dtype", default=None)

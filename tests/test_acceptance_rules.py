@@ -254,9 +254,9 @@ def test_mmtad_official_denominator_takes_the_best_final_beams_column_at_each_de
 def test_mmtad_denominator_and_replacement_are_validated_with_the_valid_values():
     from mtad.decoding.mmtad import MMTAD
 
-    assert MMTAD.check_params()["denominator"] == "best_column" and MMTAD.check_params()["replacement"] is True
-    assert MMTAD.check_params(denominator="node")["denominator"] == "node"
+    assert MMTAD.settings().denominator == "best_column" and MMTAD.settings().replacement is True
+    assert MMTAD.settings(denominator="node").denominator == "node"
     with pytest.raises(ValueError, match="best_column"):
-        MMTAD.check_params(denominator="own")
+        MMTAD.settings(denominator="own")
     with pytest.raises(ValueError, match="true or false"):
-        MMTAD.check_params(replacement="yes")
+        MMTAD.settings(replacement="yes")

@@ -3,7 +3,8 @@ the configs per draft kind, the SpS speed-up the costs predict."""
 
 import pytest
 
-from mtad.bench import default_configs, forward_ms, predicted_sps_speedup
+from mtad.bench import default_configs, forward_ms, method_params, predicted_sps_speedup
+from mtad.decoding import DECODERS, MMTADParams, SpecTrParams
 from mtad.models.tiny import tiny_head, tiny_llama
 
 
@@ -19,6 +20,13 @@ def test_assisted_generation_only_with_a_model_draft():
     labels = [c.label for c in default_configs(4)]
     assert "HF assisted" in labels and "mmtad fast" in labels
     assert "HF assisted" not in [c.label for c in default_configs(4, assisted=False)]
+
+
+def test_benchmark_runs_each_method_with_its_settings_class():
+    params = method_params(3)
+    assert all(type(params[m]) is DECODERS[m].params_type for m in params)
+    assert params["mmtad"] == MMTADParams(gamma=3) and params["spectr"] == SpecTrParams(gamma=3, num_drafts=2)
+    assert {c.label: c.params for c in default_configs(3)}["HF assisted"].gamma == 3
 
 
 def test_predicted_speedup_follows_block_efficiency_and_costs():

@@ -1,6 +1,7 @@
 """Every config group option and every experiment/sweep composes and instantiates (no model runs)."""
 
 import json
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -73,7 +74,57 @@ def test_mtad_run_and_get_decoder_run_the_same_method(method):
     from_python = get_decoder(method, target=target, draft=draft).params
     from_run = get_decoder(method, target=target, draft=draft, **from_config).params
     assert from_run == from_python, f"{method}: conf/method/{method}.yaml overrides the code's defaults"
-    assert {k: list(v) if isinstance(v, tuple) else v for k, v in DECODERS[method].defaults.items()} == from_config
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_method_config_is_the_settings_class_with_its_defaults(method):
+    """The composed ``method`` node: the settings class's fields, in field order, with the
+    defaults' values and types (a tuple composes as a list)."""
+    node = compose_cfg([f"method={method}"]).method
+    settings = asdict(DECODERS[method].params_type())
+    composed = OmegaConf.to_container(node)
+    assert list(composed) == list(settings)
+    assert composed == {k: list(v) if isinstance(v, tuple) else v for k, v in settings.items()}
+    assert [type(v) for v in composed.values()] == [
+        list if isinstance(v, tuple) else type(v) for v in settings.values()
+    ]
+    assert OmegaConf.get_type(node) is DECODERS[method].params_type
+
+
+@pytest.mark.parametrize(
+    "method, override, key, value",
+    [
+        ("mtad", "method.gamma=3", "gamma", 3),
+        ("mmtad", "method.threshold=0.3", "threshold", 0.3),
+        ("specinfer", "method.k_config=[2,2]", "k_config", (2, 2)),
+        ("mtad", "method.replacement=false", "replacement", False),
+        ("sps", "method.temperature=0", "temperature", 0.0),
+    ],
+)
+def test_method_overrides_reach_the_settings(method, override, key, value):
+    composed = OmegaConf.to_container(compose_cfg([f"method={method}", override]).method)
+    settings = DECODERS[method].settings(**check_method(method, composed))
+    assert getattr(settings, key) == value and type(getattr(settings, key)) is type(value)
+
+
+@pytest.mark.parametrize(
+    "method, override, message",
+    [
+        ("mmtad", "method.gamma=three", "Value 'three' of type 'str' could not be converted to Integer"),
+        ("mtad", "method.threshold=high", "Value 'high' of type 'str' could not be converted to Float"),
+        ("mtad", "method.replacement=sometimes", "Value 'sometimes' is not a valid bool"),
+        ("specinfer", "method.k_config=[2,x]", "Value 'x' of type 'str' could not be converted to Integer"),
+        ("sps", "method.beam_width=2", "Key 'beam_width' not in 'SpSParams'"),
+    ],
+)
+def test_mistyped_method_override_fails_naming_the_key(method, override, message):
+    """Hydra refuses a value of the wrong type for the method's settings class, naming the key."""
+    from hydra.errors import ConfigCompositionException
+
+    with pytest.raises(ConfigCompositionException) as failure:
+        compose_cfg([f"method={method}", override])
+    cause = str(failure.value.__cause__)
+    assert message in cause and f"full_key: {override.split('=')[0]}" in cause
 
 
 @pytest.mark.parametrize("pair", options("pair"))

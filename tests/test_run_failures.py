@@ -52,7 +52,6 @@ def plan(overrides, tmp_path):
         ("threads=-1", "threads must be a positive integer"),
         ("warmup_tokens=-2", "warmup_tokens must be an integer >= 0"),
         ("progress=maybe", "progress must be true or false"),
-        ("method.replacement=sometimes", "replacement must be true or false"),
     ],
 )
 def test_bad_settings_are_caught_before_any_work(tmp_path, override, message):
@@ -88,6 +87,14 @@ def test_unknown_setting_keys_list_the_valid_ones_before_hydra_runs(overrides, m
 def test_unknown_setting_key_from_the_command_line(tmp_path):
     proc = mtad_run([*TINY, "method=mtad", "method.tau=-1"], tmp_path, check=False)
     assert proc.returncode == 1 and "valid: beam_width, gamma" in proc.log and "Traceback" not in proc.log
+
+
+def test_mistyped_method_value_from_the_command_line(tmp_path):
+    """The method's node is its typed settings class: Hydra refuses the value, naming key and type."""
+    proc = mtad_run([*TINY, "method=mtad", "method.replacement=sometimes"], tmp_path, check=False)
+    assert proc.returncode == 1 and "Traceback" not in proc.log
+    assert "'sometimes' is not a valid bool" in proc.log and "full_key: method.replacement" in proc.log
+    assert not (tmp_path / "runs").exists()
 
 
 def test_good_settings_pass_the_check(tmp_path):

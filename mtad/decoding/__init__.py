@@ -1,6 +1,6 @@
-"""Decoding methods behind one contract (rules and parameters: mtad/decoding/README.md):
+"""Decoding methods behind one contract (rules and settings: mtad/decoding/README.md):
 
-dec = get_decoder(name, target=target_model, draft=draft_model, **params)
+dec = get_decoder(name, target=target_model, draft=draft_model, **params)  # or params=MTADParams(gamma=3)
 out = dec.generate(input_ids, max_new_tokens=N, eos_token_id=None, generator=g)
 out.tokens, out.stats
 """
@@ -15,6 +15,17 @@ from mtad.decoding.base import DecodeOutput, DecodeStats, Decoder
 from mtad.decoding.mmtad import MMTAD
 from mtad.decoding.mtad import MTAD
 from mtad.decoding.mtjd_exact import MTJDExact, exact_block_distribution
+from mtad.decoding.params import (
+    DecoderParams,
+    MMTADParams,
+    MTADParams,
+    MTJDExactParams,
+    SamplingFields,
+    SamplingParams,
+    SpecInferParams,
+    SpecTrParams,
+    SpSParams,
+)
 from mtad.decoding.sampling import Sampling
 from mtad.decoding.specinfer import SpecInfer
 from mtad.decoding.spectr import SpecTr
@@ -34,7 +45,9 @@ def list_decoders() -> list[str]:
 
 
 def get_decoder(name: str, target: PreTrainedModel, draft: PreTrainedModel | None = None, **params: Any) -> Decoder:
-    """Build a decoder by name; unknown names list the valid ones."""
+    """Build a decoder by name; unknown names list the valid ones. `params`: the method's settings
+    as keywords, and/or `params=` a ready settings object of its class (`DECODERS[name].params_type`),
+    and `decode_path=`."""
     if name not in DECODERS:
         raise KeyError(f"unknown decoding method {name!r}; valid: {', '.join(DECODERS)}")
     return DECODERS[name](target=target, draft=draft, **params)
@@ -46,6 +59,15 @@ __all__ = [
     "DecodeOutput",
     "DecodeStats",
     "Decoder",
+    "DecoderParams",
+    "MMTADParams",
+    "MTADParams",
+    "MTJDExactParams",
+    "SamplingFields",
+    "SamplingParams",
+    "SpSParams",
+    "SpecInferParams",
+    "SpecTrParams",
     "exact_block_distribution",
     "get_decoder",
     "list_decoders",

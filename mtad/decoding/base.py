@@ -1,9 +1,11 @@
-"""The decoding contract shared by every method: parameters, statistics, the generate loop."""
+"""The decoding contract shared by every method: settings, statistics, the generate loop."""
 
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, replace
+from types import MappingProxyType
 from typing import Any, ClassVar
 
 import torch
@@ -12,6 +14,7 @@ from transformers import PreTrainedModel
 from mtad.decoding.capabilities import reads_target_features
 from mtad.decoding.head_kv import draft_cached_model
 from mtad.decoding.kv import CachedModel, model_device, sync
+from mtad.decoding.params import SamplingFields
 from mtad.decoding.static_kv import cached_model, resolve_decode_path
 from mtad.decoding.logits import logits_to_probs
 
@@ -75,26 +78,35 @@ class Step:
 
 
 class Decoder:
-    """Base class: validation, cache set-up, the stop rules and the statistics.
+    """Base class: settings, cache set-up, the stop rules and the statistics.
 
-    A method sets `name`, `defaults` (its parameters and their default values) and
-    `needs_draft`, and implements `step()`, which runs one target forward and returns a Step.
-    `decode_path` (not a method parameter: it never changes what is sampled) picks how the
-    models run: eager | static | compiled | fast (static_kv.py).
+    A method sets `name`, `params_type` (its frozen settings class, mtad/decoding/params.py) and
+    `needs_draft`, and implements `step()`, which runs one target forward and returns a Step; it
+    reads its settings from `self.params`. `decode_path` (not a method parameter: it never changes
+    what is sampled) picks how the models run: eager | static | compiled | fast (static_kv.py).
     """
 
     name: ClassVar[str] = ""
     needs_draft: ClassVar[bool] = True
-    defaults: ClassVar[dict[str, Any]] = {}
+    params_type: ClassVar[type[SamplingFields]] = SamplingFields
+    # the settings' names and defaults, read-only, derived from params_type when a method class is
+    # made (for readers that only need the names, such as the runner's check of command-line keys)
+    defaults: ClassVar[Mapping[str, Any]]
+    params: SamplingFields
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.defaults = MappingProxyType(cls.params_type.defaults())
 
     def __init__(
         self,
         target: PreTrainedModel,
         draft: PreTrainedModel | None = None,
         decode_path: str | None = None,
-        **params: Any,
+        params: SamplingFields | None = None,
+        **values: Any,
     ):
-        self._set_params(params)
+        self.params = self.settings(params, **values)
         if target is None:
             raise ValueError(f"{self.name}: a target model is required")
         if self.needs_draft and draft is None:
@@ -106,44 +118,25 @@ class Decoder:
         if self.draft is not None:
             check_same_vocab(target, self.draft)
 
+    # -- settings -------------------------------------------------------------------
     @classmethod
-    def check_params(cls, **params: Any) -> dict[str, Any]:
-        """The full, validated parameters (defaults filled in) without any model, so that a bad
-        setting fails before models are loaded."""
-        probe = cls.__new__(cls)
-        probe._set_params(params)
-        return probe.params
-
-    # -- parameters -----------------------------------------------------------------
-    def _set_params(self, params: dict[str, Any]) -> None:
-        unknown = sorted(set(params) - set(self.defaults))
+    def settings(cls, params: SamplingFields | None = None, **values: Any) -> SamplingFields:
+        """The method's validated settings, built without any model (a bad setting fails before
+        models are loaded): `params` (a `params_type`; default: its defaults) with the keyword
+        `values` replaced. An unknown keyword raises TypeError naming the valid ones."""
+        if params is None:
+            params = cls.params_type()
+        elif type(params) is not cls.params_type:  # exact: MMTADParams is an MTADParams but not MTAD's
+            raise TypeError(f"{cls.name}: params must be a {cls.params_type.__name__}, got {type(params).__name__}")
+        names = cls.params_type.names()
+        unknown = sorted(set(values) - set(names))
         if unknown:
-            raise TypeError(f"{self.name}: unknown parameter(s) {unknown}; valid: {sorted(self.defaults)}")
-        self.params = {**self.defaults, **params}
-        for key, value in self.params.items():
-            setattr(self, key, value)
-        self._validate_common()
-        self.validate()
-
-    def _validate_common(self) -> None:
-        p = self.params
-        if "temperature" in p and not (p["temperature"] >= 0):
-            raise ValueError(f"temperature must be >= 0 (0 = greedy), got {p['temperature']}")
-        if "top_k" in p and not (isinstance(p["top_k"], int) and p["top_k"] >= 0):
-            raise ValueError(f"top_k must be an int >= 0 (0 = off), got {p['top_k']}")
-        if "top_p" in p and not (0 < p["top_p"] <= 1):
-            raise ValueError(f"top_p must be in (0, 1] (1 = off), got {p['top_p']}")
-        for key in ("gamma", "beam_width", "num_drafts"):
-            if key in p and not (isinstance(p[key], int) and p[key] >= 1):
-                raise ValueError(f"{key} must be an int >= 1, got {p[key]}")
-        if "threshold" in p and not (0 < p["threshold"] <= 1):
-            raise ValueError(f"threshold must be in (0, 1], got {p['threshold']}")
-
-    def validate(self) -> None:
-        """Method-specific checks (override)."""
+            raise TypeError(f"{cls.name}: unknown parameter(s) {unknown}; valid: {sorted(names)}")
+        return replace(params, **values) if values else params
 
     def probs(self, logits: torch.Tensor) -> torch.Tensor:
-        return logits_to_probs(logits, self.temperature, self.top_k, self.top_p)
+        p = self.params
+        return logits_to_probs(logits, p.temperature, p.top_k, p.top_p)
 
     # -- the loop -------------------------------------------------------------------
     def generate(

@@ -17,21 +17,15 @@ import torch
 
 from mtad.decoding.acceptance import best_column_denominator, mmtad_select
 from mtad.decoding.base import Step
-from mtad.decoding.mtad import MTAD_PARAMS, MultiTokenDecoder
+from mtad.decoding.mtad import MultiTokenDecoder
+from mtad.decoding.params import MMTADParams
 from mtad.decoding.tree import target_node_probs
-
-
-DENOMINATORS = ("best_column", "node")
 
 
 class MMTAD(MultiTokenDecoder):
     name = "mmtad"
-    defaults = {**MTAD_PARAMS, "denominator": "best_column"}
-
-    def validate(self) -> None:
-        super().validate()
-        if self.denominator not in DENOMINATORS:
-            raise ValueError(f"denominator must be one of {DENOMINATORS}, got {self.denominator!r}")
+    params_type = MMTADParams
+    params: MMTADParams
 
     def step(self) -> Step:
         beams = self.draft_beams()
@@ -51,12 +45,12 @@ class MMTAD(MultiTokenDecoder):
                 log_p_path[i] += log_p_path[parent]
                 log_q_path[i] += log_q_path[parent]
         depths = torch.tensor(tree.depths, device=log_p_path.device)  # [N], 1..γ
-        if self.denominator == "best_column":
+        if self.params.denominator == "best_column":
             log_q_path = best_column_denominator(log_q_path, depths, beams.best_leaf)
-        node = mmtad_select(log_p_path, log_q_path, depths, self.threshold)
+        node = mmtad_select(log_p_path, log_q_path, depths, self.params.threshold)
         path = tree.path(node) if node >= 0 else []
         token = self.next_token(p_nodes[node] if node >= 0 else p_root)
         self.target_lm.commit_path(path)
         self.draft_lm.commit_path(path)
         emitted = [tree.tokens[i] for i in path] + [token]
-        return Step(emitted=emitted, accepted=len(path), drafted=self.gamma, tree_nodes=len(tree))
+        return Step(emitted=emitted, accepted=len(path), drafted=self.params.gamma, tree_nodes=len(tree))

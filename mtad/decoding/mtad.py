@@ -13,10 +13,7 @@ from mtad.decoding.acceptance import mtad_accept_length
 from mtad.decoding.base import Decoder, Step
 from mtad.decoding.beam import beam_sample
 from mtad.decoding.logits import logits_to_probs, sample
-from mtad.decoding.sampling import SAMPLING_PARAMS
-
-# the official implementation's settings: every MTAD example of it samples beams with replacement
-MTAD_PARAMS = {"gamma": 4, "beam_width": 4, "threshold": 0.5, "replacement": True, **SAMPLING_PARAMS}
+from mtad.decoding.params import MTADParams
 
 
 class MultiTokenDecoder(Decoder):
@@ -24,31 +21,30 @@ class MultiTokenDecoder(Decoder):
     emitted token is the argmax, while the probabilities in the ratio stay at temperature 1
     (a one-hot ratio would be meaningless)."""
 
-    defaults = MTAD_PARAMS
+    params_type = MTADParams
+    params: MTADParams  # MMTAD: an MMTADParams, which extends it
 
     @property
     def greedy(self) -> bool:
-        return self.temperature == 0
+        return self.params.temperature == 0
 
     def score_probs(self, logits: torch.Tensor) -> torch.Tensor:
-        return logits_to_probs(logits, self.temperature or 1.0, self.top_k, self.top_p)
+        p = self.params
+        return logits_to_probs(logits, p.temperature or 1.0, p.top_k, p.top_p)
 
     def next_token(self, p: torch.Tensor) -> int:
         return int(p.argmax()) if self.greedy else int(sample(p, self.generator))
 
-    def validate(self) -> None:
-        if not isinstance(self.replacement, bool):
-            raise ValueError(f"replacement must be true or false, got {self.replacement!r}")
-
     def draft_beams(self):
+        p = self.params
         return beam_sample(
             self.draft_lm,
             self.uncached(self.draft_lm),
-            self.gamma,
-            self.beam_width,
+            p.gamma,
+            p.beam_width,
             self.score_probs,
             self.greedy,
-            self.replacement,
+            p.replacement,
             self.generator,
         )
 
@@ -57,16 +53,17 @@ class MTAD(MultiTokenDecoder):
     name = "mtad"
 
     def step(self) -> Step:
+        gamma = self.params.gamma
         base = self.length
         beams = self.draft_beams()
         path = beams.tree.path(beams.best_leaf)  # γ nodes, root to leaf
         draft = torch.tensor([beams.tree.tokens[i] for i in path], device=self.seq.device)  # [γ]
         logq = beams.q_token[path].log()  # [γ]
         fresh = self.uncached(self.target_lm)
-        p = self.score_probs(self.target_lm.extend(torch.cat([fresh, draft]))[-(self.gamma + 1) :])  # [γ+1, V]
-        logp = p[torch.arange(self.gamma, device=p.device), draft].log()  # [γ]
-        n = mtad_accept_length(logp, logq, self.threshold)
+        p = self.score_probs(self.target_lm.extend(torch.cat([fresh, draft]))[-(gamma + 1) :])  # [γ+1, V]
+        logp = p[torch.arange(gamma, device=p.device), draft].log()  # [γ]
+        n = mtad_accept_length(logp, logq, self.params.threshold)
         token = self.next_token(p[n])
         self.target_lm.crop(base + n)
         self.draft_lm.commit_path(path[:n])
-        return Step(emitted=draft[:n].tolist() + [token], accepted=n, drafted=self.gamma)
+        return Step(emitted=draft[:n].tolist() + [token], accepted=n, drafted=gamma)

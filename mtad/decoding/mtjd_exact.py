@@ -15,7 +15,7 @@ from transformers import PreTrainedModel
 from mtad.decoding.base import Decoder, Step
 from mtad.decoding.kv import model_device
 from mtad.decoding.logits import logits_to_probs, sample
-from mtad.decoding.sampling import SAMPLING_PARAMS
+from mtad.decoding.params import MTJDExactParams
 
 MAX_BLOCKS = 1 << 16
 
@@ -52,11 +52,13 @@ def exact_block_distribution(
 class MTJDExact(Decoder):
     name = "mtjd_exact"
     needs_draft = False
-    defaults = {"gamma": 2, **SAMPLING_PARAMS}
+    params_type = MTJDExactParams
+    params: MTJDExactParams
 
     def step(self) -> Step:
+        p = self.params
         blocks, probs = exact_block_distribution(
-            self.target, self.seq[: self.length], self.gamma, self.temperature, self.top_k, self.top_p
+            self.target, self.seq[: self.length], p.gamma, p.temperature, p.top_k, p.top_p
         )
         self.target_lm.calls += 1  # one batched forward over every block, no cache
         return Step(emitted=blocks[int(sample(probs, self.generator))].tolist(), accepted=0, drafted=0)

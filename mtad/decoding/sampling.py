@@ -4,17 +4,18 @@ from __future__ import annotations
 
 from mtad.decoding.base import Decoder, Step
 from mtad.decoding.logits import sample
+from mtad.decoding.params import SamplingParams
 
-# The paper's sampling setting, the default of every method (mtad-run reads the same values,
-# mtad/decoding/README.md "Parameters"): temperature 1, then top-k 10, then top-p 0.9.
-# The unprocessed distribution is temperature=1.0, top_k=0, top_p=1.0.
-SAMPLING_PARAMS = {"temperature": 1.0, "top_k": 10, "top_p": 0.9}
+# The paper's sampling setting, the default of every method, as a plain dict (keyword arguments
+# for logits_to_probs, a record's "setting"): temperature 1, then top-k 10, then top-p 0.9.
+SAMPLING_PARAMS = SamplingParams.defaults()
 
 
 class Sampling(Decoder):
     name = "sampling"
     needs_draft = False
-    defaults = dict(SAMPLING_PARAMS)
+    params_type = SamplingParams
+    params: SamplingParams
 
     def step(self) -> Step:
         logits = self.target_lm.extend(self.uncached(self.target_lm))[-1]  # [V]

@@ -11,33 +11,28 @@ import torch
 from mtad.decoding.acceptance import multi_draft_accept
 from mtad.decoding.base import Decoder, Step
 from mtad.decoding.logits import sample
-from mtad.decoding.sampling import SAMPLING_PARAMS
+from mtad.decoding.params import SpecInferParams
 from mtad.decoding.tree import DraftTree, sample_children, target_node_probs
 
 
 class SpecInfer(Decoder):
     name = "specinfer"
-    # (4, 1, 1, 1): depth 4 = γ and 16 tree nodes, the same depth and node budget as MMTAD
-    # with γ = 4, W = 4
-    defaults = {"k_config": (4, 1, 1, 1), "replacement": True, **SAMPLING_PARAMS}
-
-    def validate(self) -> None:
-        self.k_config = self.params["k_config"] = tuple(self.k_config)  # a list from a config
-        if not self.k_config or any(not isinstance(k, int) or k < 1 for k in self.k_config):
-            raise ValueError(f"k_config must be a non-empty sequence of ints >= 1, got {self.k_config}")
+    params_type = SpecInferParams
+    params: SpecInferParams
 
     def draft_tree(self) -> DraftTree:
         """Depth by depth: children of every frontier node from q, one draft forward per depth."""
+        p = self.params
         tree = DraftTree()
         tree.q_node[-1] = self.probs(self.draft_lm.extend(self.uncached(self.draft_lm))[-1])
         frontier = [-1]
-        for depth, width in enumerate(self.k_config, start=1):
+        for depth, width in enumerate(p.k_config, start=1):
             first = len(tree)
             for node in frontier:
-                for token in sample_children(tree.q_node[node], width, self.replacement, self.generator):
+                for token in sample_children(tree.q_node[node], width, p.replacement, self.generator):
                     tree.add(token, node)
             frontier = list(range(first, len(tree)))
-            if depth < len(self.k_config):
+            if depth < len(p.k_config):
                 tree.forward_level(self.draft_lm, first, self.probs)
         return tree
 
@@ -54,7 +49,7 @@ class SpecInfer(Decoder):
                 token = int(sample(p, self.generator))
                 break
             j, p_res = multi_draft_accept(
-                p, tree.q_node[node], [tree.tokens[c] for c in children], self.replacement, self.generator
+                p, tree.q_node[node], [tree.tokens[c] for c in children], self.params.replacement, self.generator
             )
             if j < 0:
                 token = int(sample(p_res, self.generator))
@@ -64,4 +59,4 @@ class SpecInfer(Decoder):
         self.target_lm.commit_path(path)
         self.draft_lm.commit_path(path)
         emitted = [tree.tokens[i] for i in path] + [token]
-        return Step(emitted=emitted, accepted=len(path), drafted=len(self.k_config), tree_nodes=len(tree))
+        return Step(emitted=emitted, accepted=len(path), drafted=len(self.params.k_config), tree_nodes=len(tree))

@@ -12,21 +12,23 @@ import torch
 from mtad.decoding.acceptance import kseq_accept
 from mtad.decoding.base import Decoder, Step
 from mtad.decoding.logits import sample
-from mtad.decoding.sampling import SAMPLING_PARAMS
+from mtad.decoding.params import SpecTrParams
 from mtad.decoding.tree import DraftTree, target_node_probs
 
 
 class SpecTr(Decoder):
     name = "spectr"
-    defaults = {"gamma": 4, "num_drafts": 4, **SAMPLING_PARAMS}
+    params_type = SpecTrParams
+    params: SpecTrParams
 
     def draft_sequences(self) -> tuple[DraftTree, list[list[int]]]:
         """k sequences of γ tokens from q as a trie; returns it and each sequence's nodes."""
+        p = self.params
         tree = DraftTree()
         tree.q_node[-1] = self.probs(self.draft_lm.extend(self.uncached(self.draft_lm))[-1])
-        at = [-1] * self.num_drafts  # each sequence's current trie node
-        paths: list[list[int]] = [[] for _ in range(self.num_drafts)]
-        for depth in range(1, self.gamma + 1):
+        at = [-1] * p.num_drafts  # each sequence's current trie node
+        paths: list[list[int]] = [[] for _ in range(p.num_drafts)]
+        for depth in range(1, p.gamma + 1):
             first = len(tree)
             q = torch.stack([tree.q_node[node] for node in at])  # [k, V], rows i.i.d. per node
             children: dict[tuple[int, int], int] = {}
@@ -36,7 +38,7 @@ class SpecTr(Decoder):
                     children[key] = tree.add(token, at[s])
                 at[s] = children[key]
                 paths[s].append(at[s])
-            if depth < self.gamma:
+            if depth < p.gamma:
                 tree.forward_level(self.draft_lm, first, self.probs)
         return tree, paths
 
@@ -45,8 +47,9 @@ class SpecTr(Decoder):
         fresh = self.uncached(self.target_lm)
         logits = self.target_lm.extend(fresh, nodes=torch.tensor(tree.tokens), parents=tree.parents)
         p_root, p_nodes = target_node_probs(self.probs(logits), fresh.numel())
-        alive, node, path, token = list(range(self.num_drafts)), -1, [], None
-        for depth in range(self.gamma):
+        gamma = self.params.gamma
+        alive, node, path, token = list(range(self.params.num_drafts)), -1, [], None
+        for depth in range(gamma):
             p = p_root if node < 0 else p_nodes[node]
             candidates = [tree.tokens[paths[s][depth]] for s in alive]
             j, p_res = kseq_accept(p, tree.q_node[node], candidates, self.generator)
@@ -61,4 +64,4 @@ class SpecTr(Decoder):
         self.target_lm.commit_path(path)
         self.draft_lm.commit_path(path)
         emitted = [tree.tokens[i] for i in path] + [token]
-        return Step(emitted=emitted, accepted=len(path), drafted=self.gamma, tree_nodes=len(tree))
+        return Step(emitted=emitted, accepted=len(path), drafted=gamma, tree_nodes=len(tree))

@@ -8,7 +8,7 @@ from mtad.decoding.acceptance import speculative_accept
 from mtad.decoding.base import Decoder, Step
 from mtad.decoding.kv import CachedModel
 from mtad.decoding.logits import sample
-from mtad.decoding.sampling import SAMPLING_PARAMS
+from mtad.decoding.params import SpSParams
 
 
 def draft_chain(decoder: Decoder, draft_lm: CachedModel, gamma: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -28,15 +28,17 @@ def draft_chain(decoder: Decoder, draft_lm: CachedModel, gamma: int) -> tuple[to
 
 class SpeculativeSampling(Decoder):
     name = "sps"
-    defaults = {"gamma": 4, **SAMPLING_PARAMS}
+    params_type = SpSParams
+    params: SpSParams
 
     def step(self) -> Step:
+        gamma = self.params.gamma
         base = self.length  # committed tokens; both caches end up holding base + accepted
-        draft, q = draft_chain(self, self.draft_lm, self.gamma)  # [γ], [γ, V]
+        draft, q = draft_chain(self, self.draft_lm, gamma)  # [γ], [γ, V]
         fresh = self.uncached(self.target_lm)
-        logits = self.target_lm.extend(torch.cat([fresh, draft]))[-(self.gamma + 1) :]  # [γ+1, V]
+        logits = self.target_lm.extend(torch.cat([fresh, draft]))[-(gamma + 1) :]  # [γ+1, V]
         n, token = speculative_accept(self.probs(logits), q, draft, self.generator)
         # keep the pending token and the accepted drafts; x_{n+1}.. and the bonus are not cached
         self.target_lm.crop(base + n)
         self.draft_lm.crop(min(base + n, self.draft_lm.committed))
-        return Step(emitted=draft[:n].tolist() + [token], accepted=n, drafted=self.gamma)
+        return Step(emitted=draft[:n].tolist() + [token], accepted=n, drafted=gamma)

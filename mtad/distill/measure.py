@@ -7,8 +7,8 @@ side by side on the same prompts, answers and seeds:
    those answers (teacher-forced, full vocabulary; a head reads the target's features, one
    token ahead) we compare p and q: argmax agreement, mean TV(p, q) at temperature 1, and the
    expected SpS acceptance sum_x min(p', q') at temperature 1 and at the paper's setting.
-2. Decoding at the paper's setting (temperature 1, top-k 10, top-p 0.9; gamma 4, beam width
-   4, threshold 0.5): sampling and every speculative method with every draft, interleaved
+2. Decoding at the paper's setting (every method at its defaults, ``mtad/decoding/params.py``):
+   sampling and every speculative method with every draft, interleaved
    prompt by prompt so machine load hits every run alike. Acceptance and block efficiency are
    counts (free of load); tokens/s stands beside them.
 3. Cost: one-token forwards of each draft and of the target on the fast decode path (the
@@ -22,29 +22,25 @@ import random
 
 import torch
 
-from ..decoding import get_decoder
+from dataclasses import asdict
+
+from ..decoding import DECODERS, get_decoder
+from ..decoding.capabilities import reads_target_features
 from ..decoding.sampling import SAMPLING_PARAMS
 from ..metrics.speed import aggregate_speed
 from ..models.draft import LlamaDraftForCausalLM
-from ..models.head import is_feature_head
 from .corpus import PAPER_SETTING, encode, sample_answers
 from .objectives import pair_stats
 from .sources import FAMILIES, draw_item
 
-METHODS = {
-    "sampling": {},
-    "sps": {"gamma": 4},
-    "spectr": {"gamma": 4, "num_drafts": 4},
-    "specinfer": {"k_config": (4, 1, 1, 1)},
-    "mtad": {"gamma": 4, "beam_width": 4, "threshold": 0.5},
-    "mmtad": {"gamma": 4, "beam_width": 4, "threshold": 0.5},
-}
+# every method at its defaults: the paper's setting (decoding/params.py)
+METHODS = {m: DECODERS[m].params_type() for m in ("sampling", "sps", "spectr", "specinfer", "mtad", "mmtad")}
 GOALS = {"alpha_chat": 0.65, "alpha_each_family": 0.5, "mmtad_block_efficiency": 3.0, "draft_cost_ratio": 0.08}
 
 
 def draft_kind(draft) -> str:
     """ "head" for a feature head, "layers" for a layer-subset draft, else the model's class."""
-    if is_feature_head(draft):
+    if reads_target_features(draft):
         return "head"
     return "layers" if isinstance(draft, LlamaDraftForCausalLM) else type(draft).__name__
 
@@ -59,7 +55,7 @@ def heldout_prompts(tokenizer, per_family: int, seed: int) -> dict[str, list[lis
 def teacher_forced_q(draft, seq: torch.Tensor, target_features: torch.Tensor) -> torch.Tensor:
     """The draft's next-token logits at every position of seq [1, T] (a head reads the target's
     features [1, T, H]). [T, V]"""
-    if is_feature_head(draft):
+    if reads_target_features(draft):
         return draft.expand_logits(draft.head_logits(draft.unroll(seq, target_features.to(draft.dtype))[0][0]))
     return draft(seq).logits[0]
 
@@ -117,9 +113,7 @@ def decode_family(
             (m, name, d) for name, d in drafts.items() for m in METHODS if m != "sampling"
         ]
         for method, name, draft in runs:
-            dec = get_decoder(
-                method, target=target, draft=draft, decode_path=decode_path, **SAMPLING_PARAMS, **METHODS[method]
-            )
+            dec = get_decoder(method, target=target, draft=draft, decode_path=decode_path, params=METHODS[method])
             out = dec.generate(
                 ids, max_new_tokens=max_new, eos_token_id=eos, generator=torch.Generator().manual_seed(seed + i)
             )
@@ -182,11 +176,19 @@ def measure(
         "per_family": per_family,
         "max_new_tokens": max_new,
         "seed": seed,
-        "methods": METHODS,
+        "methods": {m: asdict(p) for m, p in METHODS.items()},
         "setting": SAMPLING_PARAMS,
         "decode_path": decode_path,
         "drafts": per_draft,
     }
+
+
+def _setting_heading() -> str:
+    p = METHODS
+    return (
+        f"## Decoding at the paper's setting (gamma {p['sps'].gamma}; SpecTr {p['spectr'].num_drafts} drafts; "
+        f"SpecInfer {p['specinfer'].k_config}; MTAD/MMTAD W {p['mtad'].beam_width}, tau {p['mtad'].threshold})"
+    )
 
 
 def markdown(result: dict, header: list[str]) -> str:
@@ -208,8 +210,7 @@ def markdown(result: dict, header: list[str]) -> str:
             )
     lines += [
         "",
-        "## Decoding at the paper's setting (gamma 4; SpecTr 4 drafts; SpecInfer (4, 1, 1, 1); "
-        "MTAD/MMTAD W 4, tau 0.5)",
+        _setting_heading(),
         "",
         "| family | draft | method | block efficiency | acceptance (accepted/drafted) | alpha (per token) | tokens/s | vs sampling |",  # noqa: E501 (a table's header row)
         "|---|---|---|---|---|---|---|---|",

@@ -248,10 +248,6 @@ def load_head(path: str | Path, target, dtype: torch.dtype | None = None) -> Fea
     return (head.to(dtype) if dtype is not None else head).eval()
 
 
-def is_feature_head(model) -> bool:
-    return isinstance(model, FeatureHead)
-
-
 # ---------------------------------------------------------------- EAGLE-1's published heads
 
 EAGLE_WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")

@@ -92,13 +92,16 @@ def task_settings(cfg, task_name: str) -> tuple[dict, int | None]:
 
 
 def check_method(name: str, params: dict) -> dict:
-    """The method's full parameters, validated without loading a model."""
+    """The method's full parameters (its settings class built from them, without loading a model),
+    as a dict in field order, for ``get_decoder(name, **params)`` and the records."""
+    from dataclasses import asdict
+
     from mtad.decoding import DECODERS
 
     if name not in DECODERS:
         raise SettingError(f"unknown method {name!r}; valid: {', '.join(DECODERS)}")
     try:
-        return DECODERS[name].check_params(**params)
+        return asdict(DECODERS[name].settings(**params))
     except (TypeError, ValueError) as exc:
         raise SettingError(f"method={name}: {exc}") from None
 
