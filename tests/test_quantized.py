@@ -250,3 +250,15 @@ def test_q4_1_target_of_the_embedded_gguf_matches_its_dequantized_weights():
     assert (p - q).abs().max() < 1e-3
     assert (0.5 * (p.softmax(-1) - q.softmax(-1)).abs().sum(-1)).max() < 1e-4
     assert (p.argmax(-1) == q.argmax(-1)).all()
+
+
+def test_distribution_distance_is_zero_for_one_model_and_counts_positions():
+    from mtad.models.quantized import distribution_distance
+
+    dense, q4 = tiny_llama(0, VOCAB, sharpness=2.0).float(), q4_target(0)
+    sequences, starts = [PROMPT, PROMPT[:, :3]], [2, 1]
+    same = distribution_distance(dense, dense, sequences, starts)
+    assert same["all_positions"] == {"positions": 8, "mean_tv": 0.0, "max_tv": 0.0, "argmax_agreement": 1.0}
+    assert same["continuation"]["positions"] == 5
+    other = distribution_distance(dense, q4, sequences, starts)["all_positions"]
+    assert 0 < other["mean_tv"] <= other["max_tv"] <= 1
