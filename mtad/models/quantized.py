@@ -396,6 +396,12 @@ def write_q4_tv(result: dict, out_dir: str | Path = "results/bench") -> Path:
     out.mkdir(parents=True, exist_ok=True)
     result = dict(result, machine=f"{cpu_model()} ({os.cpu_count()} CPUs)", git=git_commit(), torch=torch.__version__)
     (out / "q4_tv.json").write_text(json.dumps(result, indent=2) + "\n")
+    (out / "q4_tv.md").write_text(q4_tv_markdown(result))
+    return out / "q4_tv.json"
+
+
+def q4_tv_markdown(result: dict) -> str:
+    """The short report of a `q4_tv` result (as written to q4_tv.json)."""
     rows = [
         (f"{label}, {where.replace('_', ' ')}", result[key][where])
         for key, label in (("q4_1", "q4_1"), ("per_row_head", "q4_1, head requantized per row"))
@@ -405,9 +411,12 @@ def write_q4_tv(result: dict, out_dir: str | Path = "results/bench") -> Path:
         "# q4_1 target against the float32 target",
         "",
         f"Pair `{result['pair']}`; {result['prompts']} held-out chat prompts (seed {result['prompt_seed']}), "
-        f"each with the float32 target's greedy continuation of {result['new_tokens']} tokens; per position, "
-        "the total-variation distance between the two next-token distributions (float64 softmax).",
-        f"Machine: {result['machine']}; torch {result['torch']}; commit {result['git'].get('commit')}.",
+        f"each with the float32 target's greedy continuation of up to {result['new_tokens']} tokens (shorter "
+        "where it ends its answer); per position, the total-variation distance between the two next-token "
+        "distributions (float64 softmax); the continuation's positions start at the one predicting its first token.",
+        f"Machine: {result['machine']}; torch {result['torch']}, {result['torch_threads']} thread(s); "
+        f"commit {result['git'].get('commit')}. `python scripts/bench.py --pair {result['pair']} "
+        f"--q4-tv {result['prompts']} --max-new-tokens {result['new_tokens']} --threads {result['torch_threads']}`.",
         "",
         "| target | positions | mean TV | max TV | argmax agreement |",
         "|---|---:|---:|---:|---:|",
@@ -432,5 +441,4 @@ def write_q4_tv(result: dict, out_dir: str | Path = "results/bench") -> Path:
         f"(RMS {err['rms_rel']:.2%} of the RMS weight).",
         "",
     ]
-    (out / "q4_tv.md").write_text("\n".join(lines))
-    return out / "q4_tv.json"
+    return "\n".join(lines)
