@@ -11,10 +11,11 @@ in 0..15 as w = (q - 8) * scale + zero, so a Q4_1 block is carried with scale = 
 the codes move bit for bit; d is exact in every accepted dtype; m + 8d is computed in float64
 (exact) and rounded once to the kernel's dtype. The kernel takes float32, bfloat16 or float16
 activations, and its scales and zeros must have the activations' dtype; ``q4_1`` runs float32,
-which holds d exactly and m + 8d exactly unless their exponents lie 14 or more binades apart
-(``zero_rounding`` counts such blocks; none in the embedded target's file). Within that, the kernel
-multiplies by exactly the weights gguf dequantizes to in float32 (d * q + m); only the order of
-float32 additions in the matmul differs.
+which holds d exactly, and m + 8d exactly whenever m and 8d lie within 11 binades of each other
+(24 bits hold both 11-bit significands and a carry; ``zero_rounding`` counts the other blocks:
+none in the embedded target's file). Then the kernel multiplies by exactly the weights gguf
+dequantizes to in float32 (d * q + m: (q - 8) * d is exact, the one rounding of the sum is
+gguf's own); only the order of float32 additions in the matmul differs.
 
 The Q8_0 token embedding (tied with the LM head) is carried exactly too: the embedding is the
 dequantized Q8_0 values (d * q is exact in float32: an 11-bit times an 8-bit significand), and the
