@@ -390,7 +390,7 @@ def environment(target, draft) -> dict:
         "threads": env["torch_threads"],
         "torch": env["versions"]["torch"],
         "transformers": env["versions"]["transformers"],
-        "target_dtype": str(target.dtype),
+        "target_dtype": getattr(target, "mtad_dtype", None) or str(target.dtype),  # q4_1 names its format
         "draft_dtype": str(draft.dtype),
         "device": str(next(target.parameters()).device),
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),

@@ -2,6 +2,7 @@
 static cache + compile) and assisted generation; compile times; the verification-cost curve.
 
     python scripts/bench.py [--pair smollm2_135m_head] [--prompts 2] [--max-new-tokens 48] [--reps 3]
+    python scripts/bench.py --q4-tv 20 --max-new-tokens 32   # the q4_1 target's TV from float32 only
 """
 
 from __future__ import annotations
@@ -48,12 +49,25 @@ def main() -> None:
     ap.add_argument(
         "--curve-dtypes", default="float32,bfloat16", help="dtypes of the verification-cost curve ('' = skip)"
     )
+    ap.add_argument(
+        "--q4-tv",
+        type=int,
+        default=0,
+        metavar="PROMPTS",
+        help="only measure the q4_1 target's distance from the float32 one on this many held-out prompts "
+        "(--max-new-tokens each; writes q4_tv.json and .md under --out)",
+    )
     ap.add_argument("--out", default="results/bench")
     ap.add_argument("--note", action="append", default=[], help="a line for the Notes section")
     args = ap.parse_args()
     started = time.perf_counter()
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.q4_tv:
+        from mtad.models.quantized import q4_tv, write_q4_tv
+
+        print(write_q4_tv(q4_tv(args.pair, args.q4_tv, args.max_new_tokens), args.out))
+        return
     overrides = {k: v for k, v in (("target_dtype", args.target_dtype), ("draft_dtype", args.draft_dtype)) if v}
     pair = load_pair(args.pair, **overrides)
     prompts = [chat_ids(pair.tokenizer, text) for text in make_prompts(args.prompts, seed=7, held_out=True)]

@@ -153,3 +153,18 @@ def test_lossless_with_a_restricted_head_when_supports_partly_overlap(method, pa
     assert ((q > 0) & (p == 0)).any() and ((p > 0) & (q == 0)).any() and ((p > 0) & (q > 0)).any()
     counts = empirical(method, target, head, {**params, **TOP3}, decode_path="static")
     check(counts, exact_probs(target, TOP3), f"partial-overlap/head/{method}/{params}")
+
+
+# the same tests on a q4_1 target (its Linears in the int4 CPU kernel, its head in the int8 one:
+# mtad/models/quantized.py), exact w.r.t. that target: each lossless method once, both decode paths
+Q4_1_CASES = [("eager", *LOSSLESS[0]), ("static", *LOSSLESS[1]), ("eager", *LOSSLESS[2]), ("static", *LOSSLESS[3])]
+
+
+@pytest.mark.parametrize("path,method,params", Q4_1_CASES, ids=lambda v: str(v))
+def test_lossless_on_a_q4_1_target(path, method, params):
+    from mtad.models.quantized import quantize_q4_1
+
+    target = quantize_q4_1(tiny_llama(0, VOCAB, sharpness=3.0))
+    draft = tiny_llama(1, VOCAB, sharpness=3.0).float()
+    counts = empirical(method, target, draft, {**params, **NO_TRUNCATION}, runs=DRAFT_RUNS, decode_path=path)
+    check(counts, exact_probs(target, NO_TRUNCATION), f"q4_1/{path}/{method}/{params}")

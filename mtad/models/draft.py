@@ -22,6 +22,8 @@ from transformers import GenerationMixin, LlamaConfig, LlamaModel
 from transformers.modeling_outputs import CausalLMOutputWithPast
 from transformers.models.llama.modeling_llama import LlamaPreTrainedModel
 
+from mtad.models.quantized import dense_state_dict
+
 DRAFT_FORMAT = "mtad-draft-v1"
 
 
@@ -138,7 +140,7 @@ def build_draft_from_target(
     with torch.no_grad():
         draft.model.embed_tokens.weight.copy_(src.embed_tokens.weight)
         for dst_i, src_i in enumerate(layers):
-            draft.model.layers[dst_i].load_state_dict(src.layers[src_i].state_dict())
+            draft.model.layers[dst_i].load_state_dict(dense_state_dict(src.layers[src_i]))  # a q4_1 target too
         draft.model.norm.load_state_dict(src.norm.state_dict())
         head_rows = target.get_output_embeddings().weight  # [V, H]
         if draft.is_restricted:

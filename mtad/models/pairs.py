@@ -17,6 +17,7 @@ PACKAGE_DIR = Path(__file__).resolve().parents[1]  # mtad/
 ASSETS_DIR = PACKAGE_DIR / "assets"
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16, "float16": torch.float16}
 SOURCES = ("hub", "gguf_package", "tiny_random", "distilled", "head")
+QUANTIZED_DTYPES = ("q4_1",)  # targets only: 4-bit weights in the int4 CPU kernel (mtad/models/quantized.py)
 
 
 def pair_conf_dir() -> Path:
@@ -67,6 +68,11 @@ def pair_config(name_or_cfg: str | Mapping, **overrides) -> dict:
         raise ValueError(
             f"pair {cfg.get('name')!r}: decode_path must be one of {DECODE_PATHS}, got {cfg['decode_path']!r}"
         )
+    if cfg.get("target_dtype") not in (None, *DTYPES, *QUANTIZED_DTYPES):
+        raise ValueError(
+            f"pair {cfg.get('name')!r}: unknown dtype {cfg['target_dtype']!r} for the target; "
+            f"valid: {', '.join([*DTYPES, *QUANTIZED_DTYPES])}"
+        )
     for part in ("target", "draft"):
         source = (cfg.get(part) or {}).get("source")
         if source not in SOURCES:
@@ -80,12 +86,39 @@ def resolve_device(device: str | None) -> torch.device:
     return torch.device(device)
 
 
-def _dtype(name: str | None) -> torch.dtype:
+def _dtype(name: str | None, quantized: tuple[str, ...] = ()) -> torch.dtype:
+    """The torch dtype a model is built in; a quantized name (`quantized` lists those allowed) is
+    built in its kernels' activation dtype, then quantized."""
     if name is None:
         return torch.float32
+    if name in quantized:
+        from .quantized import Q4_1_DTYPES
+
+        return Q4_1_DTYPES[name]
     if name not in DTYPES:
-        raise ValueError(f"unknown dtype {name!r}; valid: {', '.join(DTYPES)}")
+        raise ValueError(f"unknown dtype {name!r}; valid: {', '.join([*DTYPES, *quantized])}")
     return DTYPES[name]
+
+
+def _check_quantized(cfg: dict, name: str) -> None:
+    """Refuse a quantized target dtype where its CPU kernels cannot run, before anything loads."""
+    if resolve_device(cfg.get("device")).type != "cpu" or cfg.get("device_map"):
+        raise ValueError(f"target_dtype {name} runs on CPU kernels only; set device=cpu and device_map=null")
+    source = cfg["target"]["source"]
+    if source not in ("gguf_package", "tiny_random"):
+        raise ValueError(f"target_dtype {name} needs a gguf_package or tiny_random target, not {source!r}")
+
+
+def _quantized_target(model, spec: dict, torch_dtype: torch.dtype):
+    """The dense target carried into the int4/int8 CPU kernels (pair.target_dtype=q4_1): the GGUF's
+    own Q4_1/Q8_0 blocks for a gguf_package target, gguf's quantizer for a tiny random one."""
+    from .quantized import load_gguf_q4_1, quantize_q4_1
+
+    if spec["source"] == "gguf_package":
+        from .gguf_cache import find_gguf
+
+        return load_gguf_q4_1(model, find_gguf(spec["package"], str(spec["version"]), spec["file"]), torch_dtype)
+    return quantize_q4_1(model, torch_dtype)
 
 
 def _hub_kwargs(cfg: dict, dtype: torch.dtype) -> dict:
@@ -104,7 +137,10 @@ def load_target_and_tokenizer(cfg: dict, device: str | None = None, dtype: str |
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     cfg = dict(cfg, device=device or cfg.get("device"))
-    torch_dtype = _dtype(dtype or cfg.get("target_dtype"))
+    dtype_name = dtype or cfg.get("target_dtype")
+    torch_dtype = _dtype(dtype_name, QUANTIZED_DTYPES)
+    if dtype_name in QUANTIZED_DTYPES:
+        _check_quantized(cfg, dtype_name)
     spec = cfg["target"]
     if spec["source"] == "gguf_package":
         from .gguf_cache import ensure_converted
@@ -125,6 +161,8 @@ def load_target_and_tokenizer(cfg: dict, device: str | None = None, dtype: str |
         ).to(torch_dtype)
     else:
         raise ValueError(f"target.source {spec['source']!r} is not valid for a target")
+    if dtype_name in QUANTIZED_DTYPES:
+        model = _quantized_target(model, spec, torch_dtype)
     return _place(model, cfg).eval(), tokenizer
 
 

@@ -92,7 +92,13 @@ def environment_record(models=(), devices=None) -> dict:
     devices = list(devices) if devices is not None else model_devices(*models)
     gpus = [torch.cuda.get_device_name(d) for d in devices if d.type == "cuda"]
     cpu = cpu_model()
-    dtypes = sorted({str(p.dtype).replace("torch.", "") for m in models for p in list(m.parameters())[:1]})
+    # a quantized model names its format (mtad_dtype, e.g. "q4_1"): its parameters hold only the float parts
+    named = [
+        getattr(m, "mtad_dtype", None) or str(p.dtype).replace("torch.", "")
+        for m in models
+        for p in list(m.parameters())[:1]
+    ]
+    dtypes = sorted(set(named))
     try:
         import hydra
 

@@ -1,0 +1,445 @@
+"""The target dtype ``q4_1``: a GGUF's own 4-bit and 8-bit weights in PyTorch's weight-only CPU kernels.
+
+GGUF (ggml) formats, blocks of 32 consecutive weights along a row (the input dimension):
+
+- Q4_1, 20 bytes a block: fp16 scale d, fp16 minimum m, 16 bytes of 4-bit codes q in 0..15 (byte j holds
+  weight j in its low nibble, weight j + 16 in its high one); w = d * q + m.
+- Q8_0, 34 bytes a block: fp16 scale d, 32 int8 codes q; w = d * q.
+
+PyTorch's int4 weight-only kernel (``aten._weight_int4pack_mm_for_cpu``, group size 32) reads a code q
+in 0..15 as w = (q - 8) * scale + zero, so a Q4_1 block is carried with scale = d and zero = m + 8d:
+the codes move bit for bit; d is exact in every accepted dtype; m + 8d is computed in float64
+(exact) and rounded once to the kernel's dtype. The kernel takes float32, bfloat16 or float16
+activations, and its scales and zeros must have the activations' dtype; ``q4_1`` runs float32,
+which holds d exactly, and m + 8d exactly whenever m and 8d lie within 11 binades of each other
+(24 bits hold both 11-bit significands and a carry; ``zero_rounding`` counts the other blocks:
+none in the embedded target's file). Then the kernel multiplies by exactly the weights gguf
+dequantizes to in float32 (d * q + m: (q - 8) * d is exact, the one rounding of the sum is
+gguf's own); only the order of float32 additions in the matmul differs.
+
+The Q8_0 token embedding (tied with the LM head) is carried exactly too: the embedding is the
+dequantized Q8_0 values (d * q is exact in float32: an 11-bit times an 8-bit significand), and the
+LM head runs ``aten._weight_int8pack_mm`` (int8 codes, one scale per output row) once per 32-wide
+block of the input, each call with that block's scales, summing the partial products: per-block
+scales, as in the file. One call with per-row scales would need the rows requantized, which is
+lossy (``Int8Linear.requantized_per_row``; ``q4_tv`` measures by how much).
+
+``load_gguf_q4_1`` replaces a dense LlamaForCausalLM's Linears by these modules from the GGUF's raw
+blocks (nothing is dequantized and requantized); ``quantize_q4_1`` does the same for any dense Llama
+through gguf's own quantizer (tiny test targets). Both leave ``model.mtad_dtype = "q4_1"``, which
+the environment record reports as the model's dtype.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+GROUP = 32  # weights per block, in both formats and as the kernels' group size
+Q4_1_BYTES, Q8_0_BYTES = 20, 34  # bytes per block
+INNER_K_TILES = 8  # a CUDA tiling parameter of the int4 packing; the CPU packing ignores it
+Q4_1_DTYPES = {"q4_1": torch.float32}  # pair dtype -> activation dtype of the kernels
+# the decoder layers' Linears of a Llama: GGUF name -> module path inside a decoder layer
+LLAMA_LINEARS = {
+    "attn_q": "self_attn.q_proj",
+    "attn_k": "self_attn.k_proj",
+    "attn_v": "self_attn.v_proj",
+    "attn_output": "self_attn.o_proj",
+    "ffn_gate": "mlp.gate_proj",
+    "ffn_up": "mlp.up_proj",
+    "ffn_down": "mlp.down_proj",
+}
+
+
+# ---------------------------------------------------------------- raw blocks
+
+
+def q4_1_fields(raw: np.ndarray) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Q4_1 rows, uint8 [N, K/32 * 20] -> codes [N, K] int32 in 0..15, d and m [N, K/32] float16."""
+    blocks = np.ascontiguousarray(raw, dtype=np.uint8).reshape(raw.shape[0], -1, Q4_1_BYTES)  # [N, B, 20]
+    d = blocks[..., 0:2].copy().view(np.float16)[..., 0]  # [N, B]
+    m = blocks[..., 2:4].copy().view(np.float16)[..., 0]
+    nibbles = blocks[..., 4:]  # [N, B, 16]: weight j in the low nibble, weight j + 16 in the high one
+    codes = np.concatenate([nibbles & 0x0F, nibbles >> 4], axis=-1)  # [N, B, 32]
+    return torch.from_numpy(codes.reshape(raw.shape[0], -1).astype(np.int32)), torch.from_numpy(d), torch.from_numpy(m)
+
+
+def q8_0_fields(raw: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+    """Q8_0 rows, uint8 [N, K/32 * 34] -> codes [N, K] int8, d [N, K/32] float16."""
+    blocks = np.ascontiguousarray(raw, dtype=np.uint8).reshape(raw.shape[0], -1, Q8_0_BYTES)  # [N, B, 34]
+    d = blocks[..., 0:2].copy().view(np.float16)[..., 0]  # [N, B]
+    codes = blocks[..., 2:].copy().view(np.int8)  # [N, B, 32]
+    return torch.from_numpy(codes.reshape(raw.shape[0], -1)), torch.from_numpy(d)
+
+
+def q4_1_dequantized(codes: torch.Tensor, d: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+    """w = d * q + m in float32, per block of 32 (gguf's own dequantization). [N, K]"""
+    n = codes.shape[0]
+    w = d.float()[..., None] * codes.view(n, -1, GROUP).float() + m.float()[..., None]  # [N, B, 32]
+    return w.reshape(n, -1)
+
+
+def q8_0_dequantized(codes: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
+    """w = d * q in float32 (exact: 11-bit times 8-bit significands). [N, K]"""
+    n = codes.shape[0]
+    return (codes.view(n, -1, GROUP).float() * d.float()[..., None]).reshape(n, -1)
+
+
+def kernel_zeros(d: torch.Tensor, m: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """The int4 kernel's zero for a Q4_1 block: (q - 8) * d + zero = d * q + m needs zero = m + 8d,
+    summed in float64 (exact for fp16 inputs) and rounded once to `dtype`."""
+    return (m.double() + 8 * d.double()).to(dtype)
+
+
+def zero_rounding(d: torch.Tensor, m: torch.Tensor, dtype: torch.dtype) -> int:
+    """How many blocks' zero m + 8d `dtype` cannot hold exactly."""
+    return int((kernel_zeros(d, m, dtype).double() != m.double() + 8 * d.double()).sum())
+
+
+# ---------------------------------------------------------------- modules
+
+
+class Q4_1Linear(nn.Module):
+    """A bias-free Linear over Q4_1 weights, run by the int4 weight-only CPU kernel.
+
+    Buffers: ``packed`` (the kernel's uint8 layout of the codes, [N, K/2]) and ``scales_and_zeros``
+    ([K/32, N, 2]: d and m + 8d per block, in the activations' dtype). Input [..., K] of that dtype."""
+
+    def __init__(self, codes: torch.Tensor, d: torch.Tensor, m: torch.Tensor, dtype: torch.dtype = torch.float32):
+        super().__init__()
+        n, k = codes.shape
+        if k % GROUP or n % 16:  # the kernel's own limits (blocks of 32 inputs, outputs in tiles of 16)
+            raise ValueError(f"Q4_1Linear needs in_features % {GROUP} == 0 and out_features % 16 == 0, got [{n}, {k}]")
+        if codes.min() < 0 or codes.max() > 15:
+            raise ValueError("Q4_1 codes must lie in 0..15")
+        self.in_features, self.out_features = k, n
+        packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(codes.to(torch.int32).contiguous(), INNER_K_TILES)
+        self.register_buffer("packed", packed)
+        scale_zero = torch.stack([d.to(dtype), kernel_zeros(d, m, dtype)], dim=-1)  # [N, B, 2]
+        self.register_buffer("scales_and_zeros", scale_zero.transpose(0, 1).contiguous())  # [B, N, 2]
+
+    @classmethod
+    def from_blocks(cls, raw: np.ndarray, dtype: torch.dtype = torch.float32) -> "Q4_1Linear":
+        return cls(*q4_1_fields(raw), dtype=dtype)
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.scales_and_zeros.dtype
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dtype != self.dtype:
+            raise TypeError(f"Q4_1Linear holds {self.dtype} scales and takes {self.dtype} inputs, got {x.dtype}")
+        flat = x.reshape(-1, self.in_features).contiguous()  # [M, K]: the kernel takes 2-D contiguous input
+        y = torch.ops.aten._weight_int4pack_mm_for_cpu(flat, self.packed, GROUP, self.scales_and_zeros)  # [M, N]
+        return y.view(*x.shape[:-1], self.out_features)
+
+    def dequantize(self) -> torch.Tensor:
+        """[N, K]: the weights the kernel multiplies by, read back through it with the identity
+        (each output is one weight times 1 plus zeros, so nothing rounds)."""
+        return self(torch.eye(self.in_features, dtype=self.dtype)).T.contiguous()
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, q4_1, {self.dtype}"
+
+
+class Int8Linear(nn.Module):
+    """A bias-free Linear over int8 codes with one scale per output row and input block, run by the
+    int8 weight-only CPU kernel once per block: y = Σ_b x_b @ (codes[b] * scales[b][:, None]).T.
+
+    codes [B, N, G] int8 (B blocks of G inputs; B = K/32 carries Q8_0 exactly, B = 1 is plain
+    per-row int8), scales [B, N] in the activations' dtype. ``weight`` [N, K] is the dequantized
+    matrix (a tied embedding passes its own parameter) for code that reads a head's rows; the
+    forward never uses it."""
+
+    def __init__(self, codes: torch.Tensor, scales: torch.Tensor, weight: torch.Tensor | None = None):
+        super().__init__()
+        blocks, n, group = codes.shape
+        self.in_features, self.out_features, self.group = blocks * group, n, group
+        self.register_buffer("codes", codes.to(torch.int8).contiguous())
+        self.register_buffer("scales", scales.contiguous())
+        if weight is None:
+            weight = (codes.to(scales.dtype) * scales[..., None]).transpose(0, 1).reshape(n, -1)  # [N, K]
+        self.weight = weight if isinstance(weight, nn.Parameter) else nn.Parameter(weight, requires_grad=False)
+
+    @classmethod
+    def from_q8_0(cls, codes: torch.Tensor, d: torch.Tensor, weight=None, dtype=torch.float32) -> "Int8Linear":
+        """Q8_0 codes [N, K] and scales d [N, K/32], per block as in the file."""
+        n = codes.shape[0]
+        return cls(codes.view(n, -1, GROUP).transpose(0, 1), d.T.to(dtype), weight)
+
+    def requantized_per_row(self) -> "Int8Linear":
+        """The same matrix requantized to one scale per row (max |w| / 127, round to nearest): the
+        single-call layout of the int8 kernel; lossy where a row's blocks have different scales."""
+        w = (self.codes.to(self.scales.dtype) * self.scales[..., None]).transpose(0, 1).reshape(self.out_features, -1)
+        scale = w.abs().amax(dim=1).clamp_min(torch.finfo(w.dtype).tiny) / 127  # [N]
+        codes = torch.round(w / scale[:, None]).clamp(-127, 127).to(torch.int8)  # [N, K]
+        return Int8Linear(codes[None], scale[None])
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.scales.dtype
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dtype != self.dtype:
+            raise TypeError(f"Int8Linear holds {self.dtype} scales and takes {self.dtype} inputs, got {x.dtype}")
+        flat = x.reshape(-1, self.in_features)  # [M, K]
+        parts = flat.view(flat.shape[0], -1, self.group).transpose(0, 1).contiguous()  # [B, M, G]
+        y = torch.ops.aten._weight_int8pack_mm(parts[0], self.codes[0], self.scales[0])  # [M, N]
+        for b in range(1, parts.shape[0]):  # per-block scales: one call per block, partial products summed
+            y += torch.ops.aten._weight_int8pack_mm(parts[b], self.codes[b], self.scales[b])
+        return y.view(*x.shape[:-1], self.out_features)
+
+    def extra_repr(self) -> str:
+        blocks = self.in_features // self.group
+        return f"in_features={self.in_features}, out_features={self.out_features}, int8 x {blocks} block(s)"
+
+
+# ---------------------------------------------------------------- whole models
+
+
+def _swap(layer: nn.Module, path: str, module: nn.Module) -> None:
+    parent, _, name = path.rpartition(".")
+    setattr(layer.get_submodule(parent) if parent else layer, name, module)
+
+
+def hf_row_order(rows: int, heads: int) -> np.ndarray:
+    """Row i of a transformers q/k projection is row ``order[i]`` of the GGUF's: llama.cpp's converter
+    interleaves each head's two rotary halves (ggml's rope pairs adjacent dimensions), transformers
+    undoes it on load (``LlamaTensorProcessor``). A permutation of whole rows: blocks stay intact."""
+    return np.arange(rows).reshape(heads, rows // heads // 2, 2).swapaxes(1, 2).reshape(rows)
+
+
+def _gguf_raw(tensors: dict, name: str, kind: str) -> np.ndarray:
+    tensor = tensors.get(name)
+    if tensor is None:
+        raise KeyError(f"GGUF has no tensor {name!r}")
+    if tensor.tensor_type.name != kind:
+        raise ValueError(f"GGUF tensor {name} is {tensor.tensor_type.name}, not {kind}: target dtype q4_1 needs {kind}")
+    return np.asarray(tensor.data)  # [N, bytes per row]
+
+
+def _set_embedding_and_head(model, emb_codes, emb_d, head=None, dtype=torch.float32) -> None:
+    """Embedding = the dequantized Q8_0 values; LM head = the block-exact int8 module, sharing the
+    embedding's parameter as its `weight` when tied, else from its own Q8_0 (codes, d)."""
+    embedding = model.get_input_embeddings()
+    embedding.weight = nn.Parameter(q8_0_dequantized(emb_codes, emb_d).to(dtype), requires_grad=False)
+    if head is None:
+        model.lm_head = Int8Linear.from_q8_0(emb_codes, emb_d, weight=embedding.weight, dtype=dtype)
+    else:
+        model.lm_head = Int8Linear.from_q8_0(*head, dtype=dtype)
+
+
+def load_gguf_q4_1(model, gguf_path: str | Path, dtype: torch.dtype = torch.float32):
+    """`model` (the dense LlamaForCausalLM of the same GGUF: config, norms) with the file's Q4_1
+    Linears and Q8_0 embedding/head carried into the int4/int8 kernels. In place; returns it."""
+    from gguf import GGUFReader
+
+    tensors = {t.name: t for t in GGUFReader(str(gguf_path)).tensors}
+    cfg = model.config
+    heads = {"attn_q": cfg.num_attention_heads, "attn_k": cfg.num_key_value_heads}
+    model = model.to(dtype)
+    for i, layer in enumerate(model.model.layers):
+        for name, path in LLAMA_LINEARS.items():
+            raw = _gguf_raw(tensors, f"blk.{i}.{name}.weight", "Q4_1")  # [N, K/32 * 20]
+            if name in heads:
+                raw = raw[hf_row_order(raw.shape[0], heads[name])]
+            _swap(layer, path, Q4_1Linear.from_blocks(raw, dtype))
+    emb = q8_0_fields(_gguf_raw(tensors, "token_embd.weight", "Q8_0"))
+    head = q8_0_fields(_gguf_raw(tensors, "output.weight", "Q8_0")) if "output.weight" in tensors else None
+    _set_embedding_and_head(model, *emb, head=head, dtype=dtype)
+    model.mtad_dtype = "q4_1"
+    return model
+
+
+def quantize_q4_1(model, dtype: torch.dtype = torch.float32):
+    """A dense Llama quantized with gguf's own quantizer as the GGUF's target is: decoder Linears
+    Q4_1, embedding and LM head Q8_0 (one shared matrix when tied). In place; returns it."""
+    from gguf import GGMLQuantizationType, quants
+
+    if getattr(model.config, "model_type", None) != "llama":
+        raise ValueError(f"q4_1 quantizes Llama models only, not {type(model).__name__}")
+
+    def blocks(weight: torch.Tensor, kind) -> np.ndarray:
+        return quants.quantize(weight.detach().float().cpu().numpy(), kind)  # [N, K/32 * bytes]
+
+    model = model.to(dtype)
+    for layer in model.model.layers:
+        for path in LLAMA_LINEARS.values():
+            dense = layer.get_submodule(path)
+            if dense.bias is not None:
+                raise ValueError(f"{path} has a bias; Q4_1Linear has none")
+            _swap(layer, path, Q4_1Linear.from_blocks(blocks(dense.weight, GGMLQuantizationType.Q4_1), dtype))
+    q8 = GGMLQuantizationType.Q8_0
+    embedding, head = model.get_input_embeddings(), model.get_output_embeddings()
+    tied = head.weight is embedding.weight
+    emb = q8_0_fields(blocks(embedding.weight, q8))
+    _set_embedding_and_head(model, *emb, head=None if tied else q8_0_fields(blocks(head.weight, q8)), dtype=dtype)
+    model.mtad_dtype = "q4_1"
+    return model
+
+
+def dense_state_dict(module: nn.Module) -> dict[str, torch.Tensor]:
+    """``module.state_dict()`` with each Q4_1Linear's buffers replaced by its dequantized `weight`:
+    what an nn.Linear copy of the module loads."""
+    state = module.state_dict()
+    for name, sub in module.named_modules():
+        if isinstance(sub, Q4_1Linear):
+            prefix = f"{name}." if name else ""
+            del state[prefix + "packed"], state[prefix + "scales_and_zeros"]
+            state[prefix + "weight"] = sub.dequantize()
+    return state
+
+
+# ---------------------------------------------------------------- distance from the float target
+
+
+def carry_rounding(gguf_path: str | Path) -> dict:
+    """Over every Q4_1 block of a GGUF: how many scales d and zeros m + 8d each activation dtype
+    of the int4 kernel cannot hold exactly (scales and zeros take the activations' dtype)."""
+    from gguf import GGUFReader
+
+    dtypes = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+    out = {
+        "tensors": 0,
+        "blocks": 0,
+        "scale_inexact": dict.fromkeys(dtypes, 0),
+        "zero_inexact": dict.fromkeys(dtypes, 0),
+    }
+    for tensor in GGUFReader(str(gguf_path)).tensors:
+        if tensor.tensor_type.name != "Q4_1":
+            continue
+        _, d, m = q4_1_fields(np.asarray(tensor.data))
+        out["tensors"] += 1
+        out["blocks"] += d.numel()
+        for name, dtype in dtypes.items():
+            out["scale_inexact"][name] += int((d.to(dtype).double() != d.double()).sum())
+            out["zero_inexact"][name] += zero_rounding(d, m, dtype)
+    return out
+
+
+def _summary(tv: torch.Tensor, same: torch.Tensor) -> dict:
+    return {
+        "positions": int(tv.numel()),
+        "mean_tv": float(tv.mean()),
+        "max_tv": float(tv.max()),
+        "argmax_agreement": float(same.double().mean()),
+    }
+
+
+@torch.no_grad()
+def distribution_distance(reference, other, sequences: list[torch.Tensor], starts: list[int]) -> dict:
+    """Per-position next-token distributions of two models over the same token sequences ([1, L]
+    each): mean and max total-variation distance ½ Σ_v |p − q| (float64) and how often their
+    argmaxes agree, over every position and over those from ``starts[i]`` on (a continuation)."""
+    tvs, agree, tail = [], [], []
+    for ids, start in zip(sequences, starts):
+        p = torch.softmax(reference(input_ids=ids).logits[0].double(), dim=-1)  # [L, V]
+        q = torch.softmax(other(input_ids=ids).logits[0].double(), dim=-1)
+        tvs.append(0.5 * (p - q).abs().sum(dim=-1))  # [L]
+        agree.append(p.argmax(dim=-1) == q.argmax(dim=-1))
+        tail.append(torch.arange(ids.shape[1]) >= start)
+    tv, same, tail = torch.cat(tvs), torch.cat(agree), torch.cat(tail)
+    return {"all_positions": _summary(tv, same), "continuation": _summary(tv[tail], same[tail])}
+
+
+def q4_tv(pair: str = "smollm2_135m_head", prompts: int = 20, new_tokens: int = 32, seed: int = 11) -> dict:
+    """The q4_1 target against the float32 target on held-out chat prompts: each prompt plus the
+    float32 target's greedy continuation of `new_tokens`; also with the LM head requantized per
+    row (the lossy single-call layout), and the rounding of the carry over the file's blocks."""
+    from mtad.models.gguf_cache import find_gguf
+    from mtad.models.pairs import load_target_and_tokenizer, pair_config
+    from mtad.models.prompts import chat_ids, make_prompts
+
+    cfg = pair_config(pair)
+    dense, tokenizer = load_target_and_tokenizer(cfg, dtype="float32")
+    q4, _ = load_target_and_tokenizer(cfg, dtype="q4_1")
+    sequences, starts = [], []
+    for text in make_prompts(prompts, seed=seed, held_out=True):
+        ids = chat_ids(tokenizer, text)
+        out = dense.generate(ids, max_new_tokens=new_tokens, do_sample=False, pad_token_id=tokenizer.eos_token_id)
+        sequences.append(out)
+        starts.append(ids.shape[1] - 1)  # the position predicting the first new token
+    spec = cfg["target"]
+    result = {
+        "pair": pair,
+        "prompts": prompts,
+        "prompt_seed": seed,
+        "new_tokens": new_tokens,
+        "torch_threads": torch.get_num_threads(),
+        "carry": carry_rounding(find_gguf(spec["package"], str(spec["version"]), spec["file"])),
+        "q4_1": distribution_distance(dense, q4, sequences, starts),
+    }
+    exact_head = q4.lm_head
+    q4.lm_head = exact_head.requantized_per_row()
+    result["per_row_head"] = distribution_distance(dense, q4, sequences, starts)
+    result["per_row_head"]["head_weight_error"] = _weight_error(exact_head.weight, q4.lm_head.weight)
+    q4.lm_head = exact_head
+    return result
+
+
+def _weight_error(exact: torch.Tensor, other: torch.Tensor) -> dict:
+    """Max |Δw| and RMS |Δw| relative to the RMS weight."""
+    diff = (other.double() - exact.double()).abs()
+    rms = float(exact.double().pow(2).mean().sqrt())
+    return {"max_abs": float(diff.max()), "rms_rel": float(diff.pow(2).mean().sqrt()) / rms}
+
+
+def write_q4_tv(result: dict, out_dir: str | Path = "results/bench") -> Path:
+    """`q4_tv.json` and a short `q4_tv.md` beside it."""
+    from mtad.runner.provenance import cpu_model, git_commit
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    result = dict(result, machine=f"{cpu_model()} ({os.cpu_count()} CPUs)", git=git_commit(), torch=torch.__version__)
+    (out / "q4_tv.json").write_text(json.dumps(result, indent=2) + "\n")
+    (out / "q4_tv.md").write_text(q4_tv_markdown(result))
+    return out / "q4_tv.json"
+
+
+def q4_tv_markdown(result: dict) -> str:
+    """The short report of a `q4_tv` result (as written to q4_tv.json)."""
+    rows = [
+        (f"{label}, {where.replace('_', ' ')}", result[key][where])
+        for key, label in (("q4_1", "q4_1"), ("per_row_head", "q4_1, head requantized per row"))
+        for where in ("all_positions", "continuation")
+    ]
+    lines = [
+        "# q4_1 target against the float32 target",
+        "",
+        f"Pair `{result['pair']}`; {result['prompts']} held-out chat prompts (seed {result['prompt_seed']}), "
+        f"each with the float32 target's greedy continuation of up to {result['new_tokens']} tokens (shorter "
+        "where it ends its answer); per position, the total-variation distance between the two next-token "
+        "distributions (float64 softmax); the continuation's positions start at the one predicting its first token.",
+        f"Machine: {result['machine']}; torch {result['torch']}, {result['torch_threads']} thread(s); "
+        f"commit {result['git'].get('commit')}. `python scripts/bench.py --pair {result['pair']} "
+        f"--q4-tv {result['prompts']} --max-new-tokens {result['new_tokens']} --threads {result['torch_threads']}`.",
+        "",
+        "| target | positions | mean TV | max TV | argmax agreement |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for label, d in rows:
+        lines.append(
+            f"| {label} | {d['positions']} | {d['mean_tv']:.2e} | {d['max_tv']:.2e} | {d['argmax_agreement']:.4f} |"
+        )
+    err, carry = result["per_row_head"]["head_weight_error"], result["carry"]
+    inexact = "; ".join(
+        f"{what} {', '.join(f'{k} {v}' for k, v in carry[key].items())}"
+        for what, key in (("scales d", "scale_inexact"), ("zeros m + 8d", "zero_inexact"))
+    )
+    lines += [
+        "",
+        f"Carry: {carry['tensors']} Q4_1 tensors, {carry['blocks']} blocks; blocks whose scale or zero "
+        f"a kernel dtype cannot hold exactly: {inexact} (q4_1 runs float32).",
+        "",
+        "The q4_1 target multiplies by the same weights as the float32 target (both are the GGUF's "
+        "dequantized values), so its distance is float32 rounding only (summation order in the kernels). "
+        f"Requantizing the Q8_0 head to one int8 scale per row moves its weights by up to {err['max_abs']:.2e} "
+        f"(RMS {err['rms_rel']:.2%} of the RMS weight).",
+        "",
+    ]
+    return "\n".join(lines)
