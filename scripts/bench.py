@@ -64,7 +64,7 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.q4_tv:
-        from mtad.models.quantized import q4_tv, write_q4_tv
+        from mtad.target_distance import q4_tv, write_q4_tv
 
         print(write_q4_tv(q4_tv(args.pair, args.q4_tv, args.max_new_tokens), args.out))
         return

@@ -30,7 +30,7 @@ from mtad.models.quantized import (
     zero_rounding,
 )
 from mtad.runner.provenance import environment_record
-from tiny_models import tiny_head, tiny_llama
+from mtad.models.tiny import tiny_head, tiny_llama
 
 Q4_1, Q8_0 = GGMLQuantizationType.Q4_1, GGMLQuantizationType.Q8_0
 U = 2.0**-24  # float32 unit roundoff
@@ -219,7 +219,7 @@ def test_q4_1_target_of_the_embedded_gguf_matches_its_dequantized_weights():
 
     from mtad.models.gguf_cache import find_gguf
     from mtad.models.pairs import load_target_and_tokenizer
-    from mtad.models.prompts import chat_ids
+    from mtad.tasks.prompts import chat_ids
     from mtad.models.quantized import hf_row_order
 
     cfg = pair_config("smollm2_135m_head")
@@ -253,7 +253,7 @@ def test_q4_1_target_of_the_embedded_gguf_matches_its_dequantized_weights():
 
 
 def test_distribution_distance_is_zero_for_one_model_and_counts_positions():
-    from mtad.models.quantized import distribution_distance
+    from mtad.target_distance import distribution_distance
 
     dense, q4 = tiny_llama(0, VOCAB, sharpness=2.0).float(), q4_target(0)
     sequences, starts = [PROMPT, PROMPT[:, :3]], [2, 1]
