@@ -31,8 +31,8 @@ from mtad.decoding import (
     get_decoder,
 )
 from mtad.decoding.capabilities import reads_target_features
-from mtad.decoding.kv import CachedModel, model_device, sync
 from mtad.decoding.head_kv import draft_cached_model
+from mtad.decoding.kv import CachedModel, model_device, sync
 from mtad.decoding.static_kv import cached_model
 from mtad.metrics.speed import aggregate_speed
 

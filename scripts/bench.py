@@ -24,8 +24,8 @@ from mtad.bench import (
     warm_up,
     write_report,
 )
-from mtad.decoding.capabilities import reads_target_features
 from mtad.decoding import SpSParams
+from mtad.decoding.capabilities import reads_target_features
 from mtad.models import load_pair
 from mtad.tasks.prompts import chat_ids, make_prompts
 

@@ -5,6 +5,7 @@ import torch
 from scipy.stats import chisquare
 
 from mtad.decoding.acceptance import (
+    _kseq_gain,
     kseq_accept,
     kseq_beta,
     kseq_residual,
@@ -15,7 +16,6 @@ from mtad.decoding.acceptance import (
     residual,
     speculative_accept,
 )
-from mtad.decoding.acceptance import _kseq_gain
 from mtad.decoding.logits import logits_to_probs
 
 P = torch.tensor([0.5, 0.3, 0.15, 0.05], dtype=torch.float64)

@@ -162,9 +162,9 @@ def test_report_from_a_grid_without_claims_section_names_the_missing_cells(tmp_p
 # ----------------------------------------------------------------------------- C5
 def _mtad_vs_exact_mtjd(draft_seed: int | None, runs: int = 300):
     from mtad.decoding.mtjd_exact import exact_block_distribution
+    from mtad.experiments.theory import NO_TRUNCATION, PROMPT
     from mtad.metrics.exactness import chisquare_exactness, empirical_counts
     from mtad.models.tiny import tiny_model
-    from mtad.experiments.theory import NO_TRUNCATION, PROMPT
 
     target = tiny_model("llama", 4, seed=0)
     draft = target if draft_seed is None else tiny_model("llama", 4, seed=draft_seed)
@@ -186,8 +186,8 @@ def test_c5_distance_is_zero_for_draft_equal_to_target_at_small_threshold():
 def test_c5_rows_and_noise_floor():
     import numpy as np
 
-    from mtad.metrics.exactness import noise_floor
     from mtad.experiments.theory import TheorySettings, approximation_rows
+    from mtad.metrics.exactness import noise_floor
 
     settings = TheorySettings(
         runs=40,

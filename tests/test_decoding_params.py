@@ -17,8 +17,8 @@ from mtad.decoding import (
     SpSParams,
     get_decoder,
 )
-from mtad.runner.checks import SettingError, check_method
 from mtad.models.tiny import tiny_llama
+from mtad.runner.checks import SettingError, check_method
 
 SAMPLING = {"temperature": 1.0, "top_k": 10, "top_p": 0.9}
 # what each method's `defaults` dict held, in its order: the composed configs depend on both

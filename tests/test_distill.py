@@ -9,8 +9,7 @@ import pytest
 import torch
 
 from mtad.decoding.logits import logits_to_probs
-from mtad.distill import DistillConfig, Trainer, pair_stats, produce
-from mtad.distill import sources
+from mtad.distill import DistillConfig, Trainer, pair_stats, produce, sources
 from mtad.distill.corpus import Corpus, make_chunk, sample_answers, score
 from mtad.distill.objectives import LOSSES, get_loss, kl_paper, tv_paper
 from mtad.distill.training import (
@@ -245,8 +244,8 @@ def test_scoring_keeps_the_targets_features_when_asked(tiny):
 
 
 def test_head_producer_and_trainer_run_resume_and_write_a_card(tiny, tmp_path):
-    from mtad.distill.card import write_head_card
     from mtad.distill import HeadTrainConfig, HeadTrainer
+    from mtad.distill.card import write_head_card
     from mtad.models.head import load_head
 
     target, tokenizer = tiny

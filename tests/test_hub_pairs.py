@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 import torch
 
+from mtad.methods import METHODS
 from mtad.models.pairs import DTYPES, SOURCES, list_pairs, load_pair, pair_config
 from mtad.models.tiny import tiny_model, tiny_tokenizer
-from mtad.methods import METHODS
 
 REPO = Path(__file__).resolve().parents[1]
 PAPER_PAIRS = {"llama": ("llama2_13b_7b", "float16"), "opt": ("opt_13b_125m", "bfloat16")}

@@ -4,9 +4,10 @@ import time
 
 import pytest
 import torch
+from judge_stub import Endpoint as _Endpoint  # noqa: F401  (a fixture)
+from judge_stub import endpoint  # noqa: F401  (a fixture)
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from judge_stub import Endpoint as _Endpoint, endpoint  # noqa: F401  (a fixture)
 from mtad.tasks.mtbench import load_bench
 from mtad.tasks.mtbench.judge import (
     HFJudge,

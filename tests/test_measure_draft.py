@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from mtad.models import load_pair
-from mtad.distill.sources import FAMILIES
 from mtad.distill.measure import GOALS, METHODS, alpha_from_accept_lengths, goals_met, markdown, measure
+from mtad.distill.sources import FAMILIES
+from mtad.models import load_pair
 from mtad.models.pairs import load_draft_model, pair_config
 
 torch.set_num_threads(1)

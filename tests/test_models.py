@@ -8,8 +8,7 @@ import pytest
 import torch
 from transformers import DynamicCache
 
-from mtad.models import check_same_tokenizer, list_pairs, load_pair, pair_config
-from mtad.models import gguf_cache
+from mtad.models import check_same_tokenizer, gguf_cache, list_pairs, load_pair, pair_config
 from mtad.models.draft import build_draft_from_target, load_draft, read_draft_meta, save_draft
 from mtad.models.tiny import tiny_model, tiny_tokenizer
 

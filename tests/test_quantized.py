@@ -29,8 +29,8 @@ from mtad.models.quantized import (
     quantize_q4_1,
     zero_rounding,
 )
-from mtad.runner.provenance import environment_record
 from mtad.models.tiny import tiny_head, tiny_llama
+from mtad.runner.provenance import environment_record
 
 Q4_1, Q8_0 = GGMLQuantizationType.Q4_1, GGMLQuantizationType.Q8_0
 U = 2.0**-24  # float32 unit roundoff
@@ -219,8 +219,8 @@ def test_q4_1_target_of_the_embedded_gguf_matches_its_dequantized_weights():
 
     from mtad.models.gguf_cache import find_gguf
     from mtad.models.pairs import load_target_and_tokenizer
-    from mtad.tasks.prompts import chat_ids
     from mtad.models.quantized import hf_row_order
+    from mtad.tasks.prompts import chat_ids
 
     cfg = pair_config("smollm2_135m_head")
     dense, tokenizer = load_target_and_tokenizer(cfg, dtype="float32")

@@ -263,9 +263,9 @@ def test_judge_connection_settings_are_not_part_of_a_cells_identity(tmp_path):
     import json
 
     from omegaconf import OmegaConf
+    from test_configs import compose_cfg
 
     from mtad.runner.layout import ENV, Cell, cell_identity, check_identity
-    from test_configs import compose_cfg
 
     cell = Cell("e", "tiny_llama", "mtbench", "sampling", "", tmp_path)
 
@@ -362,6 +362,7 @@ def test_speed_aggregates_are_ratios_of_totals():
 
 def test_speedups_on_a_filtered_frame_align_by_position():
     import pandas as pd
+
     from mtad.report.tables import add_speedups
 
     rows = [

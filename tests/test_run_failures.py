@@ -10,7 +10,6 @@ import shutil
 import stat
 
 import pytest
-
 from judge_stub import Endpoint, endpoint  # noqa: F401  (a fixture)
 from test_run import TASK_ARGS, cell_dirs, lines, mtad_run
 
@@ -25,10 +24,10 @@ def data_args(shared_data):
 def plan(overrides, tmp_path):
     """The runner's settings check for these overrides, in process (nothing is loaded)."""
     from hydra.core.hydra_config import HydraConfig
+    from test_configs import compose_cfg
 
     from mtad.run import plan_cell
     from mtad.runner.layout import resolve_cell
-    from test_configs import compose_cfg
 
     cfg = compose_cfg([*overrides, f"results_root={tmp_path / 'runs'}", f"data_root={tmp_path / 'no-data'}"])
     return plan_cell(cfg, resolve_cell(cfg, HydraConfig.get()))

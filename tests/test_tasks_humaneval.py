@@ -5,9 +5,9 @@ from itertools import combinations
 
 import pytest
 
-from mtad.tasks.humaneval.passk import pass_at_k, pass_at_k_by_problem
 from mtad.tasks import get_task
 from mtad.tasks.humaneval import extract_completion
+from mtad.tasks.humaneval.passk import pass_at_k, pass_at_k_by_problem
 
 
 @pytest.fixture(scope="module")

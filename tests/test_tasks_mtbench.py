@@ -2,8 +2,8 @@
 
 import pytest
 
-from mtad.tasks.mtbench import get_judge
 from mtad.tasks import get_task
+from mtad.tasks.mtbench import get_judge
 
 
 @pytest.fixture(scope="module")

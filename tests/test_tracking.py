@@ -102,13 +102,16 @@ def test_failed_cell_still_finishes_the_logger(monkeypatch, tmp_path):
     def boom(cfg, plan, logger):
         raise RuntimeError("model exploded")
 
-    monkeypatch.setattr(run.HydraConfig, "get", staticmethod(lambda: None))
-    monkeypatch.setattr(
-        run, "resolve_cell", lambda cfg, hydra_config: run.Cell("e", "p", "t", "m", "", tmp_path / "cell")
-    )
+    import hydra.utils
+    from hydra.core.hydra_config import HydraConfig
+
+    from mtad.runner.layout import Cell
+
+    monkeypatch.setattr(HydraConfig, "get", staticmethod(lambda: None))
+    monkeypatch.setattr(run, "resolve_cell", lambda cfg, hydra_config: Cell("e", "p", "t", "m", "", tmp_path / "cell"))
     monkeypatch.setattr(run, "plan_cell", lambda cfg, cell: None)
     monkeypatch.setattr(run, "run_cell", boom)
-    monkeypatch.setattr(run.hydra.utils, "instantiate", lambda *a, **k: SpyLogger())
+    monkeypatch.setattr(hydra.utils, "instantiate", lambda *a, **k: SpyLogger())
     with pytest.raises(RuntimeError, match="model exploded"):
         run.run_with_logger(OmegaConf.create({"logger": {}}))
     assert finished == [True]

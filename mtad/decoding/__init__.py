@@ -11,7 +11,7 @@ from typing import Any
 
 from transformers import PreTrainedModel
 
-from mtad.decoding.base import DecodeOutput, DecodeStats, Decoder
+from mtad.decoding.base import DecodeOutput, Decoder, DecodeStats
 from mtad.decoding.mmtad import MMTAD
 from mtad.decoding.mtad import MTAD
 from mtad.decoding.mtjd_exact import MTJDExact, exact_block_distribution

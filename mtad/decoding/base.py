@@ -14,9 +14,9 @@ from transformers import PreTrainedModel
 from mtad.decoding.capabilities import reads_target_features
 from mtad.decoding.head_kv import draft_cached_model
 from mtad.decoding.kv import CachedModel, model_device, sync
+from mtad.decoding.logits import logits_to_probs
 from mtad.decoding.params import SamplingFields
 from mtad.decoding.static_kv import cached_model, resolve_decode_path
-from mtad.decoding.logits import logits_to_probs
 
 
 @dataclass

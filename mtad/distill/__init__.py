@@ -11,8 +11,8 @@ draft (`training`) or a feature head (`head_training`); then measuring it and wr
 - `card`: the model card and training curve of an exported draft.
 """
 
-from .objectives import LOSSES, pair_stats
 from .head_training import HeadTrainConfig, HeadTrainer
+from .objectives import LOSSES, pair_stats
 from .pipeline import DistillConfig, Trainer, produce
 
 __all__ = ["LOSSES", "DistillConfig", "HeadTrainConfig", "HeadTrainer", "Trainer", "pair_stats", "produce"]

@@ -19,10 +19,9 @@ The goals the drafts are held to are checked here, on these numbers, and written
 from __future__ import annotations
 
 import random
+from dataclasses import asdict
 
 import torch
-
-from dataclasses import asdict
 
 from ..decoding import DECODERS, get_decoder
 from ..decoding.capabilities import reads_target_features

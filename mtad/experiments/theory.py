@@ -41,8 +41,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from mtad.decoding.mtjd_exact import exact_block_distribution, joint_block_logprobs
 from mtad.decoding.logits import logits_to_probs
+from mtad.decoding.mtjd_exact import exact_block_distribution, joint_block_logprobs
 from mtad.decoding.sampling import SAMPLING_PARAMS
 from mtad.metrics.exactness import (
     chisquare_exactness,

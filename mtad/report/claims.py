@@ -41,8 +41,8 @@ from mtad.methods import LABELS
 from mtad.report import intervals as iv
 from mtad.report.cells import load_cells
 from mtad.report.examples import example_frame, paired
-from mtad.report.values import in_order, is_missing, present
 from mtad.report.paper import APPROXIMATORS, NO_BOUND, VERSIONS, PaperClaim, claims_of, methods_needed
+from mtad.report.values import in_order, is_missing, present
 from mtad.runner.layout import read_json, theory_path
 from mtad.tasks import TASKS
 

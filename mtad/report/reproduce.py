@@ -21,8 +21,8 @@ import math
 from pathlib import Path
 
 from mtad.report.cells import find_cells
-from mtad.runner.records import read_records
 from mtad.runner.layout import ENV, METRICS, SAMPLES, read_json
+from mtad.runner.records import read_records
 
 EXACT_METRICS = (
     "status",

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import random
 
-from mtad.tasks.prompts import make_prompt
 from mtad.tasks.base import Task
+from mtad.tasks.prompts import make_prompt
 
 PLAIN_USER, PLAIN_ASSISTANT = "User: ", "\nAssistant:"
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from mtad import data
 from mtad.tasks.base import Score, Task, mean_of
-from mtad.tasks.mtbench.judge import DEFAULTS as JUDGE_DEFAULTS, NoJudge, get_judge, judge_config
+from mtad.tasks.mtbench.judge import DEFAULTS as JUDGE_DEFAULTS
+from mtad.tasks.mtbench.judge import NoJudge, get_judge, judge_config
 
 # plain-prompt turn markers (FastChat's judge uses the same "### User/Assistant" layout)
 USER, ASSISTANT = "### User:\n", "### Assistant:\n"
