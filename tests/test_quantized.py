@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import torch
 from gguf import GGMLQuantizationType, quants
+from test_decode_paths import METHOD_PARAMS, PROMPT, VOCAB  # the decode-path tests' cases
 
 from mtad.decoding import METHODS, get_decoder
 from mtad.models.draft import build_draft_from_target
@@ -118,17 +119,6 @@ def test_kernels_refuse_what_they_cannot_run():
 
 
 # ---------------------------------------------------------------- whole tiny targets
-
-PROMPT = torch.tensor([[5, 1, 9, 2, 7]])
-VOCAB = 24
-METHOD_PARAMS = {
-    "sampling": {},
-    "sps": {"gamma": 3},
-    "spectr": {"gamma": 3, "num_drafts": 3},
-    "specinfer": {"k_config": (3, 2, 1)},
-    "mtad": {"gamma": 3, "beam_width": 3},
-    "mmtad": {"gamma": 3, "beam_width": 3},
-}
 
 
 def q4_target(seed: int = 0, vocab: int = VOCAB, sharpness: float = 2.0):

@@ -174,12 +174,7 @@ class CellRun:
         """metrics.json from every record of the planned examples; env.json gets the finish time."""
         cell = self.cell
         metrics = {
-            "cell": cell.name,
-            "experiment": cell.experiment,
-            "pair": cell.pair,
-            "task": cell.task,
-            "method": cell.method,
-            "overrides": cell.overrides,
+            **named(cell),
             **cell_metrics(self.task, self.records, self.example_ids),
             **peak_memory(devices),
             "machine": self.env["machine"],
@@ -200,6 +195,12 @@ class CellRun:
         return metrics
 
 
+def named(cell: Cell) -> dict:
+    """The cell's name and identity parts, the head of its metrics.json."""
+    parts = {"experiment": cell.experiment, "pair": cell.pair, "task": cell.task, "method": cell.method}
+    return {"cell": cell.name, **parts, "overrides": cell.overrides}
+
+
 def incomplete(metrics: dict) -> CellIncomplete | None:
     """The error for a cell that ran but left examples unscored (None when it did not)."""
     if metrics["status"] != "complete" and metrics["examples_unscored"]:
@@ -215,12 +216,7 @@ def mark_missing(cell: Cell, exc: Exception) -> dict:
         log.warning("cell %s: data missing (%s); its complete results are left as they are", cell.name, exc)
         return read_json(cell.directory / METRICS)
     metrics = {
-        "cell": cell.name,
-        "experiment": cell.experiment,
-        "pair": cell.pair,
-        "task": cell.task,
-        "method": cell.method,
-        "overrides": cell.overrides,
+        **named(cell),
         "status": "missing",
         "missing_reason": str(exc),
         "finished": now(),
