@@ -41,8 +41,9 @@ def _plain(*linears) -> bool:
 
 
 def fused_weights(layer) -> FusedWeights | None:
-    """The layer's fused products, built on first use (None: not plain Linears, or under autograd)."""
-    if torch.is_grad_enabled():
+    """The layer's fused products, built on first use (None: not plain Linears, under autograd, or
+    while torch.compile traces: inductor fuses the graph itself)."""
+    if torch.is_grad_enabled() or torch.compiler.is_compiling():
         return None
     attn, mlp = layer.self_attn, layer.mlp
     fused = getattr(layer, "mtad_fused", None)
