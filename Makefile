@@ -130,7 +130,7 @@ figures: install ## regenerate every figure from committed results (results/runs
 # --- speed against transformers' generate() and assisted generation (mtad/bench.py)
 BENCH_ARGS ?=
 .PHONY: bench
-bench: install ## every method on the eager and fast paths vs HF generate (eager, static+compile) and assisted generation; verification-cost curve (<10 min) -> results/bench/
+bench: install ## every method on the eager and fast paths vs HF generate (eager, static+compile) and assisted generation; sampling with the q4_1 target; verification-cost curve per dtype (fp32, bf16, q4_1), each forward beside its matrix products alone (and int8 per-row ones); llama.cpp on the same GGUF if llama-cpp-python is importable; goals table, calibration's pick (<10 min without q4_1, which adds minutes on x86) -> results/bench/
 	$(PY) scripts/bench.py --pair $(EMBEDDED_PAIR) $(BENCH_ARGS)
 
 # --- the paper's claims (mtad/experiments/claims.py runs, mtad/report/claims.py reports): 95% intervals and verdicts -> results/claims/

@@ -6,7 +6,9 @@ with its static cache + torch.compile) and assisted generation: the same pair, p
 token budget, in one process, alternating runs, medians over repetitions. Compilation is
 timed on the warm-up call and reported apart from tokens/s. Then the cost of verifying
 1, 2, 3, 5, 9 tokens in one target forward per dtype and path, against the floor of a decode
-step (weight bytes / measured copy bandwidth), and the speed-ups those costs predict.
+step (weight bytes / measured copy bandwidth), the time of the same forwards' matrix products
+alone (`linear_only_ms`: what a forward costs beyond its products), and the speed-ups those
+costs predict; optionally llama.cpp on the same GGUF (`llama_cpp_reference`); the goals table.
 """
 
 from __future__ import annotations
@@ -17,8 +19,11 @@ import statistics
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import Callable
 
 import torch
+import torch.nn.functional as F
+from torch import nn
 
 from mtad.decoding import (
     DecoderParams,
@@ -33,7 +38,8 @@ from mtad.decoding import (
 from mtad.decoding.capabilities import reads_target_features
 from mtad.decoding.head_kv import draft_cached_model
 from mtad.decoding.kv import CachedModel, model_device, sync
-from mtad.decoding.static_kv import cached_model
+from mtad.decoding.layer_math import fused_weights
+from mtad.decoding.static_kv import cached_model, resolve_decode_path
 from mtad.metrics.speed import aggregate_speed
 
 
@@ -46,6 +52,7 @@ class Config:
     method: str  # our decoder name; for hf: "sampling" (generate) or "sps" (assisted generation)
     params: DecoderParams  # the method's settings (for hf: those of `method`)
     path: str = "eager"  # ours: a decode_path; hf: "eager" | "static+compile"
+    target_dtype: str | None = None  # another target than the pair's (a key of `targets`, e.g. "q4_1")
 
 
 @dataclass
@@ -76,10 +83,13 @@ def method_params(gamma: int) -> dict[str, DecoderParams]:
     }
 
 
-def default_configs(gamma: int, compiled: bool = False, assisted: bool = True) -> list[Config]:
+def default_configs(
+    gamma: int, compiled: bool = False, assisted: bool = True, target_dtypes: tuple[str, ...] = ()
+) -> list[Config]:
     """Every method on both paths; HF generate eager and static+compile; assisted generation
     (`assisted`: a feature head is no model `generate()` can assist with); optionally our compiled
-    path for sampling and sps (it does not win on a CPU, so `fast` is the static path there)."""
+    path for sampling and sps (it does not win on a CPU, so `fast` is the static path there);
+    sampling on the fast path with each target in `target_dtypes` (e.g. the q4_1 one)."""
     params = method_params(gamma)
     configs = [
         Config("HF generate", "hf", "sampling", params["sampling"], "eager"),
@@ -91,6 +101,8 @@ def default_configs(gamma: int, compiled: bool = False, assisted: bool = True) -
         configs += [Config(f"{method} {path}", "ours", method, p, path) for path in PATHS]
         if compiled and method in ("sampling", "sps"):
             configs.append(Config(f"{method} compiled", "ours", method, p, "compiled"))
+    for dtype in target_dtypes:
+        configs.append(Config(f"sampling fast {dtype}", "ours", "sampling", params["sampling"], "fast", dtype))
     return configs
 
 
@@ -147,22 +159,33 @@ def run_hf(config: Config, target, draft, prompt: torch.Tensor, max_new_tokens: 
     return Measure(out.shape[1] - prompt.shape[1], time.perf_counter() - start)
 
 
-def run(config: Config, *args, **kwargs) -> Measure:
-    return (run_ours if config.impl == "ours" else run_hf)(config, *args, **kwargs)
+def run(config: Config, target, *args, targets: dict | None = None, **kwargs) -> Measure:
+    """`config` on the pair's `target`, or on `targets[config.target_dtype]` when it names another."""
+    if config.target_dtype:
+        target = (targets or {})[config.target_dtype]
+    return (run_ours if config.impl == "ours" else run_hf)(config, target, *args, **kwargs)
 
 
 def warm_up(
-    configs: list[Config], target, draft, prompts: list[torch.Tensor], tokens: int, max_new_tokens: int, log=print
+    configs: list[Config],
+    target,
+    draft,
+    prompts: list[torch.Tensor],
+    tokens: int,
+    max_new_tokens: int,
+    log=print,
+    targets: dict | None = None,
 ) -> dict[str, dict]:
     """Runs before timing (lazy initialisation, compilation); their wall time and the compilations they
     triggered are kept: compile time = first call - a second identical call. Compiled configs warm up
-    on every prompt at the timed length (HF's static cache is sized prompt + new tokens, a shape)."""
+    on every prompt at the timed length (HF's static cache is sized prompt + new tokens, a shape).
+    `targets`: the other targets configs name (`Config.target_dtype`)."""
     out = {}
     for config in configs:
         compiled = "compile" in config.path
         runs = [(p, max_new_tokens) for p in prompts] if compiled else [(prompts[0], tokens)]
-        first = [run(config, target, draft, p, n, seed=0) for p, n in runs]
-        second = run(config, target, draft, *runs[0], seed=0)
+        first = [run(config, target, draft, p, n, seed=0, targets=targets) for p, n in runs]
+        second = run(config, target, draft, *runs[0], seed=0, targets=targets)
         out[config.label] = {
             "first_call_s": first[0].seconds,
             "second_call_s": second.seconds,
@@ -175,7 +198,14 @@ def warm_up(
 
 
 def measure_all(
-    configs: list[Config], target, draft, prompts: list[torch.Tensor], max_new_tokens: int, reps: int, log=print
+    configs: list[Config],
+    target,
+    draft,
+    prompts: list[torch.Tensor],
+    max_new_tokens: int,
+    reps: int,
+    log=print,
+    targets: dict | None = None,
 ) -> dict[str, list[Measure]]:
     """Alternate configs within each repetition (drift hits all alike); one Measure per rep."""
     results: dict[str, list[Measure]] = {c.label: [] for c in configs}
@@ -183,7 +213,7 @@ def measure_all(
         for config in configs:
             total = Measure()
             for i, prompt in enumerate(prompts):
-                m = run(config, target, draft, prompt, max_new_tokens, seed=1000 * rep + i)
+                m = run(config, target, draft, prompt, max_new_tokens, seed=1000 * rep + i, targets=targets)
                 for key in vars(total):
                     setattr(total, key, getattr(total, key) + getattr(m, key))
             results[config.label].append(total)
@@ -201,6 +231,7 @@ def summarise(configs: list[Config], results: dict[str, list[Measure]]) -> list[
             "impl": c.impl,
             "method": c.method,
             "path": c.path,
+            "target_dtype": c.target_dtype,
             "params": asdict(c.params),
             "tokens_per_s": tps,
             "tokens_per_s_reps": [m.tokens / m.seconds for m in ms],
@@ -232,7 +263,7 @@ def summarise(configs: list[Config], results: dict[str, list[Measure]]) -> list[
     for r in rows:
         if r["impl"] != "ours":
             continue
-        eager = by_label.get(f"{r['method']} eager")
+        eager = None if r.get("target_dtype") else by_label.get(f"{r['method']} eager")
         base = by_label.get(f"sampling {r['path']}")
         if eager:
             r["vs_eager"] = r["tokens_per_s"] / eager["tokens_per_s"]
@@ -291,63 +322,178 @@ def copy_bandwidth(device: torch.device, megabytes: int = 256, reps: int = 5) ->
     return 2 * src.numel() * 4 / best
 
 
+# ------------------------------------------------------------------ matrix products alone
+
+PRODUCT_WIDTHS = (1, 5, 9)  # widths at which a forward is set beside its matrix products
+
+
+def dtype_name(model) -> str:
+    """A model's dtype as the pairs name it: "q4_1" for a quantized target, else e.g. "float32"."""
+    return getattr(model, "mtad_dtype", None) or str(model.dtype).removeprefix("torch.")
+
+
+@dataclass(frozen=True)
+class Product:
+    """One matrix product of a forward: `run(x)` on x [rows, in_features]. `weight` [N, K] is the
+    dense matrix a plain product multiplies by (None: a quantized module's own kernel)."""
+
+    name: str
+    in_features: int
+    run: Callable[[torch.Tensor], torch.Tensor]
+    weight: torch.Tensor | None = None
+
+
+def _module(name: str, module: nn.Module) -> Product:
+    """A module's own forward (nn.Linear, Q4_1Linear, Int8Linear), as the model calls it."""
+    return Product(name, module.in_features, module, module.weight if type(module) is nn.Linear else None)
+
+
+def _fused(name: str, weight: torch.Tensor) -> Product:
+    """F.linear on a fused weight [N, K], as layer_math runs q|k|v and gate|up."""
+    return Product(name, weight.shape[1], lambda x: F.linear(x, weight), weight)
+
+
+@torch.no_grad()
+def matrix_products(model, path: str = "fast") -> list[Product]:
+    """The matrix products one forward of a Llama-family `model` runs on `path`, in order: per layer
+    q, k, v, o, gate, up, down (the fast path: q|k|v and gate|up as one product each wherever
+    `fused_weights` applies), then the LM head (on the rows the forward scores)."""
+    lean = resolve_decode_path(path, model) != "eager"
+    products = []
+    for i, layer in enumerate(model.model.layers):
+        attn, mlp = layer.self_attn, layer.mlp
+        fused = fused_weights(layer) if lean else None  # builds them as the fast path's first forward would
+        if fused is None:
+            products += [
+                _module(f"{i}.{n}", m) for n, m in (("q", attn.q_proj), ("k", attn.k_proj), ("v", attn.v_proj))
+            ]
+            products.append(_module(f"{i}.o", attn.o_proj))
+            products += [_module(f"{i}.{n}", m) for n, m in (("gate", mlp.gate_proj), ("up", mlp.up_proj))]
+        else:
+            products += [
+                _fused(f"{i}.qkv", fused.qkv),
+                _module(f"{i}.o", attn.o_proj),
+                _fused(f"{i}.gate_up", fused.gate_up),
+            ]
+        products.append(_module(f"{i}.down", mlp.down_proj))
+    return products + [_module("lm_head", model.lm_head)]
+
+
+def int8_products(products: list[Product]) -> list[Product]:
+    """Each dense product requantized to int8 codes with one scale per row (max |w| / 127, round to
+    nearest) and run by `aten._weight_int8pack_mm` on float32 inputs: a kernel family measured
+    beside the others, not a target dtype. Quantized products are left out."""
+    out = []
+    for p in products:
+        if p.weight is None:
+            continue
+        w = p.weight.detach().float()  # [N, K]
+        scales = w.abs().amax(dim=1).clamp_min(torch.finfo(torch.float32).tiny) / 127  # [N]
+        codes = torch.round(w / scales[:, None]).clamp(-127, 127).to(torch.int8).contiguous()  # [N, K]
+
+        def run(x, codes=codes, scales=scales):
+            return torch.ops.aten._weight_int8pack_mm(x, codes, scales)  # [M, K] -> [M, N]
+
+        out.append(Product(f"{p.name} int8", p.in_features, run))
+    return out
+
+
+@torch.inference_mode()
+def products_ms(products: list[Product], width: int, dtype: torch.dtype, device: torch.device, reps: int = 10) -> float:
+    """Median wall time (ms) of running every product once, back to back, each on its own random
+    input [width, in_features] of `dtype`; two warm-up rounds first."""
+    gen = torch.Generator().manual_seed(0)
+    inputs = [torch.randn(width, p.in_features, generator=gen).to(device, dtype) for p in products]
+    times = []
+    for _ in range(reps + 2):
+        start = time.perf_counter()
+        for p, x in zip(products, inputs):
+            p.run(x)
+        sync(device)
+        times.append(time.perf_counter() - start)
+    return 1000 * statistics.median(times[2:])
+
+
+def linear_only_ms(model, width: int, reps: int = 10, path: str = "fast") -> float:
+    """The matrix products alone of one `width`-token forward of `model` on `path`
+    (`matrix_products`), in ms: the part of `forward_ms` that is neither attention nor the
+    elementwise work between products."""
+    return products_ms(matrix_products(model, path), width, model.dtype, model_device(model), reps)
+
+
+def curve_model(dtype: str, models: list):
+    """A model of `dtype` from `models` (the first whose dtype it is, else a copy of the first dense
+    one cast to it); a quantized dtype cannot be cast to and must be among them."""
+    for model in models:
+        if dtype_name(model) == dtype:
+            return model
+    dense = next((m for m in models if not hasattr(m, "mtad_dtype")), None)
+    if dense is None or dtype not in ("float32", "float64", "bfloat16", "float16"):
+        raise ValueError(f"curve dtype {dtype!r}: no such target given (pass it in `targets`)")
+    return copy.deepcopy(dense).to(getattr(torch, dtype))
+
+
 def verification_curve(
     target,
     draft,
-    dtypes: tuple[str, ...] = ("float32", "bfloat16"),
+    dtypes: tuple[str, ...] = ("float32", "bfloat16", "q4_1"),
     threads: tuple[int, ...] = (1, 2),
     widths: tuple[int, ...] = (1, 2, 3, 5, 9),
     context: int = 200,
     reps: int = 10,
     log=print,
+    targets: tuple = (),
 ) -> dict:
     """ms per target forward of each width, per dtype: on the eager path at the current thread
-    count, on the fast path at each count in `threads` (the calibration of dtype and threads);
-    the draft's 1-token step per dtype and thread count; the bandwidth floor of a 1-token step."""
+        count, on the fast path at each count in `threads` (the calibration of dtype and threads);
+        beside it, at widths 1, 5, 9, its matrix products alone (`linear_ms`); the draft's 1-token
+        step per dense dtype and thread count; the bandwidth floor of a 1-token step; the products of
+        the float32 fast path requantized to per-row int8 (`int8_products`, a third of the repetitions
+    at least 2). `targets`: targets in
+        dtypes a cast cannot make (q4_1), used for those dtypes."""
     bandwidth = copy_bandwidth(model_device(target))
     current = torch.get_num_threads()
-    curves = []
+    curves, int8 = [], []
+    product_widths = tuple(w for w in PRODUCT_WIDTHS if w in widths)
 
-    def as_dtype(model, dtype):
-        return model if str(model.dtype) == f"torch.{dtype}" else copy.deepcopy(model).to(getattr(torch, dtype))
+    def floor(model) -> float:
+        return 1000 * weight_bytes(model) / bandwidth
 
     try:
         for dtype in dtypes:
-            model, small = as_dtype(target, dtype), as_dtype(draft, dtype)
-            floor, draft_floor = 1000 * weight_bytes(model) / bandwidth, 1000 * weight_bytes(small) / bandwidth
+            model = curve_model(dtype, [target, *targets])
+            small = None if hasattr(model, "mtad_dtype") else curve_model(dtype, [draft])  # drafts stay dense
             for path, counts in (("eager", (current,)), ("fast", threads)):
+                products = matrix_products(model, path)
+                as_int8 = int8_products(products) if dtype == "float32" and path == "fast" else []
                 for n_threads in counts:
                     torch.set_num_threads(n_threads)
+                    row = {"model": "target", "dtype": dtype, "path": path, "threads": n_threads}
                     ms = {w: forward_ms(model, path, w, context, reps) for w in widths}
-                    curves.append(
-                        {
-                            "model": "target",
-                            "dtype": dtype,
-                            "path": path,
-                            "threads": n_threads,
-                            "ms": ms,
-                            "floor_ms": floor,
-                        }
-                    )
-                    draft_ms = {w: forward_ms(small, path, w, context, reps, target=model) for w in (1, 4)}
-                    curves.append(
-                        {
-                            "model": "draft",
-                            "dtype": dtype,
-                            "path": path,
-                            "threads": n_threads,
-                            "ms": draft_ms,
-                            "floor_ms": draft_floor,
-                        }
-                    )
-                    log(
-                        f"curve {dtype} {path} {n_threads} threads: target "
-                        + ", ".join(f"{w}: {v:.1f}" for w, v in ms.items())
-                        + f" ms (floor {floor:.1f}); draft 1: {draft_ms[1]:.1f}, 4: {draft_ms[4]:.1f} ms"
-                    )
+                    linear = _products_curve(products, product_widths, model.dtype, model_device(model), reps)
+                    curves.append({**row, "ms": ms, "linear_ms": linear, "floor_ms": floor(model)})
+                    log(f"curve {dtype} {path} {n_threads} threads: target {_ms(ms)} (floor {floor(model):.1f} ms)")
+                    log(f"curve {dtype} {path} {n_threads} threads: its products alone {_ms(linear)}")
+                    if as_int8:  # slow at several rows (about 1 s at 9 on 2 cores): fewer repetitions
+                        device = model_device(model)
+                        int8_ms = _products_curve(as_int8, product_widths, torch.float32, device, max(2, reps // 3))
+                        int8.append({"path": path, "threads": n_threads, "linear_ms": int8_ms})
+                        log(f"curve int8 per-row products {n_threads} threads: {_ms(int8_ms)}")
+                    if small is not None:
+                        draft_ms = {w: forward_ms(small, path, w, context, reps, target=model) for w in (1, 4)}
+                        curves.append({**row, "model": "draft", "ms": draft_ms, "floor_ms": floor(small)})
+                        log(f"curve {dtype} {path} {n_threads} threads: draft {_ms(draft_ms)}")
     finally:
         torch.set_num_threads(current)
-    return {"context": context, "copy_bandwidth_gb_s": bandwidth / 1e9, "curves": curves}
+    return {"context": context, "copy_bandwidth_gb_s": bandwidth / 1e9, "curves": curves, "int8_products": int8}
+
+
+def _products_curve(products: list[Product], widths, dtype, device, reps: int) -> dict[int, float]:
+    return {w: products_ms(products, w, dtype, device, reps) for w in widths}
+
+
+def _ms(by_width: dict) -> str:
+    return ", ".join(f"{w}: {v:.1f}" for w, v in by_width.items()) + " ms"
 
 
 def calibration(curve: dict, gamma: int) -> dict:
@@ -400,11 +546,294 @@ def environment(target, draft) -> dict:
     }
 
 
+# ------------------------------------------------------------------ llama.cpp on the same GGUF (optional)
+
+LLAMA_CPP_MISSING = "llama-cpp-python not installed; `pip install llama-cpp-python` builds it from source, ~10 min"
+
+
+def llama_cpp_reference(
+    gguf_path,
+    threads: int,
+    prompts: list[list[int]],
+    max_new_tokens: int,
+    reps: int = 3,
+    widths: tuple[int, ...] = PRODUCT_WIDTHS,
+    context: int = 200,
+    sampling: SamplingParams | None = None,
+) -> dict | None:
+    """llama.cpp (llama-cpp-python) on `gguf_path` at `threads` threads: tokens/s of greedy and of
+    sampled generation (`sampling`'s temperature, top-k, top-p; no other sampler, EOS not stopping)
+    of `max_new_tokens` per prompt, prefill included, median over `reps` after a warm-up; and ms of
+    a `width`-token eval on a `context`-token cache, logits of every row (median). None when
+    llama_cpp is not importable; {"error": ...} when it fails."""
+    try:
+        import llama_cpp
+    except ImportError:
+        return None
+    sampling = sampling or SamplingParams()
+    n_ctx = max(max(map(len, prompts)) + max_new_tokens, context + max(widths)) + 16
+    try:
+        llm = llama_cpp.Llama(str(gguf_path), n_threads=threads, n_threads_batch=threads, n_ctx=n_ctx, verbose=False)
+        out = {"threads": threads, "version": getattr(llama_cpp, "__version__", None)}
+        for name, temperature in (("greedy", 0.0), ("sampled", sampling.temperature)):
+            rates = [_llama_cpp_rate(llm, prompts, max_new_tokens, temperature, sampling) for _ in range(reps + 1)]
+            out[f"{name}_tokens_per_s"] = statistics.median(rates[1:])  # the first warms up
+        del llm
+        scorer = llama_cpp.Llama(
+            str(gguf_path), n_threads=threads, n_threads_batch=threads, n_ctx=n_ctx, logits_all=True, verbose=False
+        )
+        out["eval_ms"] = {w: _llama_cpp_eval_ms(scorer, w, context, reps) for w in widths}
+        return out
+    except Exception as exc:  # a reference only: an API it does not know must not end the benchmark
+        return {"error": f"{type(exc).__name__}: {exc}"}
+
+
+def _llama_cpp_rate(llm, prompts: list[list[int]], max_new_tokens: int, temperature: float, sampling) -> float:
+    """New tokens/s over the prompts, each generated from an empty cache (`reset`)."""
+    seconds = 0.0
+    for prompt in prompts:
+        llm.reset()
+        start = time.perf_counter()
+        stream = llm.generate(
+            prompt, top_k=sampling.top_k, top_p=sampling.top_p, min_p=0.0, temp=temperature, repeat_penalty=1.0
+        )
+        for n, _ in enumerate(stream, start=1):
+            if n == max_new_tokens:
+                break
+        seconds += time.perf_counter() - start
+    return len(prompts) * max_new_tokens / seconds
+
+
+def _llama_cpp_eval_ms(llm, width: int, context: int, reps: int) -> float:
+    """Median ms of evaluating `width` random tokens after `context` cached ones (the cache rolled
+    back by `n_tokens` after each: eval drops the cache from there on)."""
+    gen = torch.Generator().manual_seed(0)
+    prefix, tokens = (torch.randint(0, llm.n_vocab(), (n,), generator=gen).tolist() for n in (context, width))
+    llm.reset()
+    llm.eval(prefix)
+    times = []
+    for _ in range(reps + 2):
+        llm.n_tokens = context
+        start = time.perf_counter()
+        llm.eval(tokens)
+        times.append(time.perf_counter() - start)
+    return 1000 * statistics.median(times[2:])
+
+
+# ------------------------------------------------------------------ goals
+
+OVERHEAD_GOAL = 1.25  # whole forward / its matrix products, at 1 and 5 tokens (fast path, each dtype)
+FIVE_OVER_ONE_GOAL = 1.3  # 5-token / 1-token matrix products (the pair's target dtype)
+VS_HF_GOAL = 1.6  # our sampling (fast) / HF eager generate(), tokens/s
+VS_LLAMA_CPP_GOAL = 1.0  # our sampling with the q4_1 target / llama.cpp sampling on the same GGUF
+COMPILE_GOAL_S = 60.0  # first use of the compiled path, where it is the default
+
+
+def _by_width(ms: dict) -> dict[int, float]:
+    return {int(k): v for k, v in ms.items()}  # JSON keys are strings
+
+
+def fast_target_curves(payload: dict) -> dict[str, dict]:
+    """dtype -> the curve's fast-path target row with products measured, at the run's thread count
+    (else at the most threads measured)."""
+    curve = payload.get("curve") or {}
+    threads = payload["environment"]["threads"]
+    rows = [c for c in curve.get("curves", []) if c["model"] == "target" and c["path"] == "fast" and c.get("linear_ms")]
+    return {c["dtype"]: c for c in sorted(rows, key=lambda c: (c["threads"] == threads, c["threads"]))}
+
+
+def default_dtype(payload: dict) -> str:
+    return payload["environment"]["target_dtype"].removeprefix("torch.")
+
+
+def _goal(key: str, goal: str, measured: str, met: bool | None) -> dict:
+    return {"key": key, "goal": goal, "measured": measured, "met": met}
+
+
+def _overhead_goals(payload: dict) -> list[dict]:
+    """(a) per dtype: whole forward ≤ 1.25x its matrix products at 1 and 5 tokens (fast path)."""
+    out = []
+    for dtype, c in fast_target_curves(payload).items():
+        ms, linear = _by_width(c["ms"]), _by_width(c["linear_ms"])
+        ratios = {w: ms[w] / linear[w] for w in (1, 5) if w in ms and w in linear}
+        text = ", ".join(f"{w} tok {r:.2f}x" for w, r in ratios.items()) + f" ({c['threads']} threads)"
+        met = all(r <= OVERHEAD_GOAL for r in ratios.values()) if len(ratios) == 2 else None
+        goal = f"{dtype}: whole forward ≤ {OVERHEAD_GOAL}x its matrix products at 1 and 5 tokens (fast path)"
+        out.append(_goal("a", goal, text if ratios else "not measured", met))
+    return out or [_goal("a", f"whole forward ≤ {OVERHEAD_GOAL}x its matrix products", "not measured (no curve)", None)]
+
+
+def _five_over_one_goal(payload: dict) -> dict:
+    """(b) the default dtype's 5-token matrix products ≤ 1.3x its 1-token ones."""
+    dtype = default_dtype(payload)
+    goal = f"{dtype} (the pair's target): 5-token matrix products ≤ {FIVE_OVER_ONE_GOAL}x the 1-token ones"
+    c = fast_target_curves(payload).get(dtype)
+    linear = _by_width(c["linear_ms"]) if c else {}
+    if not {1, 5} <= set(linear):
+        return _goal("b", goal, "not measured", None)
+    ratio = linear[5] / linear[1]
+    return _goal("b", goal, f"{ratio:.2f}x ({linear[5]:.2f} / {linear[1]:.2f} ms)", ratio <= FIVE_OVER_ONE_GOAL)
+
+
+def _tokens_per_s(payload: dict, label: str) -> float | None:
+    row = next((r for r in payload.get("rows", []) if r["label"] == label), None)
+    return row["tokens_per_s"] if row else None
+
+
+def q4_sampling_label(payload: dict) -> str:
+    """The row of sampling with the q4_1 target: its own row, or the pair's when its target is q4_1."""
+    return "sampling fast" if default_dtype(payload) == "q4_1" else "sampling fast q4_1"
+
+
+def _vs_hf_goal(payload: dict) -> dict:
+    """(c) sampling on the default pair ≥ 1.6x HF eager generate(), tokens/s."""
+    ours, hf = _tokens_per_s(payload, "sampling fast"), _tokens_per_s(payload, "HF generate")
+    goal = f"sampling (fast path, target {default_dtype(payload)}) ≥ {VS_HF_GOAL}x HF eager generate(), tokens/s"
+    if not (ours and hf):
+        return _goal("c", goal, "not measured", None)
+    return _goal("c", goal, f"{ours / hf:.2f}x ({ours:.1f} / {hf:.1f} tok/s)", ours / hf >= VS_HF_GOAL)
+
+
+def llama_cpp_unmeasured(llama: dict | None) -> str | None:
+    """Why llama.cpp was not measured (None: it was)."""
+    if llama is None:
+        return LLAMA_CPP_MISSING
+    if "error" in llama:
+        return f"error: {llama['error']}"
+    return llama.get("skipped")
+
+
+def _vs_llama_cpp_goal(payload: dict) -> dict:
+    """(d) sampling with the q4_1 target ≥ 1.0x llama.cpp sampling on the same GGUF."""
+    goal = f"sampling with the q4_1 target ≥ {VS_LLAMA_CPP_GOAL}x llama.cpp on the same GGUF, tokens/s"
+    llama, ours = payload.get("llama_cpp"), _tokens_per_s(payload, q4_sampling_label(payload))
+    why = llama_cpp_unmeasured(llama)
+    if why or not ours:
+        return _goal("d", goal, f"not measurable ({why or 'no q4_1 sampling row'})", None)
+    ref = llama["sampled_tokens_per_s"]
+    return _goal("d", goal, f"{ours / ref:.2f}x ({ours:.1f} / {ref:.1f} tok/s)", ours / ref >= VS_LLAMA_CPP_GOAL)
+
+
+def _compile_goal(payload: dict) -> dict:
+    """(e) first use of the compiled path ≤ 60 s where it is the default path."""
+    path = payload["setup"].get("default_path")
+    goal = f"compilation, where it is the default, ≤ {COMPILE_GOAL_S:.0f} s first use"
+    if path != "compiled":
+        return _goal("e", goal, f"not the default (the default path here is {path or 'not recorded'})", None)
+    warm = payload.get("warm_up", {}).get("sampling compiled")
+    if not warm:
+        return _goal("e", goal, "not measured (run with --compiled)", None)
+    first = warm["first_call_s"]
+    return _goal("e", goal, f"{first:.1f} s (of which compile {warm['compile_s']:.1f} s)", first <= COMPILE_GOAL_S)
+
+
+def goals(payload: dict) -> list[dict]:
+    """Each goal with its measured value and met (True / False; None: not measurable or not applicable)."""
+    return [
+        *_overhead_goals(payload),
+        _five_over_one_goal(payload),
+        _vs_hf_goal(payload),
+        _vs_llama_cpp_goal(payload),
+        _compile_goal(payload),
+    ]
+
+
 # ------------------------------------------------------------------ report
 
 
 def _fmt(value, pattern: str = "{:.2f}") -> str:
     return "" if value is None else pattern.format(value)
+
+
+def _products_lines(curve: dict) -> list[str]:
+    """The table of whole forwards beside their matrix products, per dtype, path and threads."""
+    rows = [c for c in curve["curves"] if c["model"] == "target" and c.get("linear_ms")]
+    if not rows:
+        return []
+    widths = sorted({int(w) for c in rows for w in c["linear_ms"]})
+    head = " | ".join(f"fwd {w} | mm {w} | fwd/mm {w}" for w in widths)
+    lines = [
+        "",
+        "Whole forward vs its matrix products (ms, median): a forward of n new tokens on the cache above, beside "
+        "its matrix products alone, back to back on inputs [n, in_features] through the same modules and kernels "
+        "(fast: q|k|v and gate|up fused for dense weights; q4_1: the int4 kernel, its head the int8 one; "
+        "the LM head on n rows). fwd/mm is what a forward costs beyond its products. int8 per row: the float32 "
+        "fast path's products requantized to one int8 scale per row in `_weight_int8pack_mm` (a kernel "
+        "measured, not a target dtype).",
+        "",
+        f"| dtype | path | threads | {head} | mm 5 / mm 1 | mm 9 / mm 1 |",
+        "|---|---|---:|" + "---:|" * (3 * len(widths) + 2),
+    ]
+    int8 = [{**c, "dtype": "int8 per row", "ms": {}} for c in curve.get("int8_products", [])]
+    for c in [*rows, *int8]:
+        ms, linear = _by_width(c["ms"]), _by_width(c["linear_ms"])
+        cells = " | ".join(
+            f"{_fmt(ms.get(w), '{:.1f}')} | {_fmt(linear.get(w), '{:.2f}')} | "
+            f"{_fmt(ms[w] / linear[w] if w in ms and w in linear else None)}"
+            for w in widths
+        )
+        growth = [_fmt(linear[w] / linear[1] if w in linear and 1 in linear else None) for w in (5, 9)]
+        lines.append(f"| {c['dtype']} | {c['path']} | {c['threads']} | {cells} | {growth[0]} | {growth[1]} |")
+    return lines
+
+
+def _llama_cpp_line(payload: dict) -> str:
+    llama = payload.get("llama_cpp")
+    why = llama_cpp_unmeasured(llama)
+    if why:
+        return f"llama.cpp: not measured ({why})."
+    evals = ", ".join(f"{w}: {v:.1f}" for w, v in _by_width(llama["eval_ms"]).items())
+    return (
+        f"llama.cpp {llama.get('version') or ''} on the same GGUF, {llama['threads']} threads: greedy "
+        f"{llama['greedy_tokens_per_s']:.2f} tok/s, sampled {llama['sampled_tokens_per_s']:.2f} tok/s; "
+        f"eval of n tokens on a {(payload.get('curve') or {}).get('context', 200)}-token cache (every row's logits): "
+        f"{evals} ms."
+    )
+
+
+def _sampling_lines(payload: dict) -> list[str]:
+    """Sampling per target beside HF eager generate() and llama.cpp (tokens/s)."""
+    hf = _tokens_per_s(payload, "HF generate")
+    runs = [
+        ("sampling fast", f"ours, fast path, target {default_dtype(payload)}"),
+        *(
+            (r["label"], f"ours, fast path, target {r['target_dtype']}")
+            for r in payload["rows"]
+            if r.get("target_dtype")
+        ),
+        ("HF generate", f"HF eager generate(), target {default_dtype(payload)}"),
+    ]
+    lines = ["", "Sampling by target (tokens/s, same prompts and budget):", "", "| run | tok/s | / HF generate |"]
+    lines.append("|---|---:|---:|")
+    for label, text in runs:
+        tps = _tokens_per_s(payload, label)
+        if tps:
+            lines.append(f"| {text} | {tps:.2f} | {_fmt(hf and tps / hf)} |")
+    llama = payload.get("llama_cpp")
+    if not llama_cpp_unmeasured(llama):
+        for kind in ("sampled", "greedy"):
+            tps = llama[f"{kind}_tokens_per_s"]
+            lines.append(
+                f"| llama.cpp {kind}, q4_1 GGUF, {llama['threads']} threads | {tps:.2f} | {_fmt(hf and tps / hf)} |"
+            )
+    return [*lines, "", _llama_cpp_line(payload)]
+
+
+def _calibration_line(cal: dict) -> str:
+    picks = "; ".join(
+        f"{k.replace('_', ' ')} ({v['width']} tok): {v['dtype']}, {v['threads']} threads, {v['ms']:.1f} ms"
+        for k, v in cal.items()
+    )
+    return f"Calibration (fast path, cheapest per model and work, over every dtype measured): {picks}."
+
+
+def _goals_lines(payload: dict) -> list[str]:
+    marks = {True: "met", False: "not met", None: "n/a"}
+    lines = ["", "## Goals", "", "| | goal | measured | met |", "|---|---|---|---|"]
+    lines += [f"| ({g['key']}) | {g['goal']} | {g['measured']} | {marks[g['met']]} |" for g in goals(payload)]
+    if payload.get("calibration"):
+        lines += ["", _calibration_line(payload["calibration"])]
+    return lines
 
 
 def write_report(out_dir: Path, payload: dict) -> None:
@@ -456,6 +885,7 @@ def write_report(out_dir: Path, payload: dict) -> None:
             f"{_fmt(w.get('first_call_s'), '{:.1f}')} | {_fmt(w.get('second_call_s'), '{:.1f}')} | "
             f"{_fmt(w.get('compile_s'), '{:.1f}')} | {_fmt(w.get('compiles'), '{}')} | {r['compiles_while_timed']} |"
         )
+    lines += _sampling_lines(payload)
     curve = payload.get("curve")
     if curve:
         widths = sorted({int(w) for c in curve["curves"] for w in c["ms"]})
@@ -477,17 +907,7 @@ def write_report(out_dir: Path, payload: dict) -> None:
                 f"| {c['model']} | {c['dtype']} | {c['path']} | {c['threads']} | {cells} | {c['floor_ms']:.1f} | "
                 f"{ms[1] / c['floor_ms']:.2f} | {_fmt(five)} |"
             )
-    if payload.get("calibration"):
-        cal = payload["calibration"]
-        lines += [
-            "",
-            "Calibration (fast path, cheapest per model and work): "
-            + "; ".join(
-                f"{k.replace('_', ' ')} ({v['width']} tok): {v['dtype']}, {v['threads']} threads, {v['ms']:.1f} ms"
-                for k, v in cal.items()
-            )
-            + ".",
-        ]
+        lines += _products_lines(curve)
     if payload.get("predicted"):
         p = payload["predicted"]
         lines += [
@@ -499,6 +919,7 @@ def write_report(out_dir: Path, payload: dict) -> None:
             f"{_fmt(p.get('at_measured'))}x predicted, "
             f"{_fmt(p.get('measured'))}x measured.",
         ]
+    lines += _goals_lines(payload)
     if payload.get("notes"):
         lines += ["", "## Notes", "", *payload["notes"]]
     (out_dir / "bench.md").write_text("\n".join(lines) + "\n")

@@ -1,10 +1,42 @@
 """The benchmark's pieces on tiny models: forward costs (a feature head over its target's cache),
-the configs per draft kind, the SpS speed-up the costs predict."""
+the configs per draft kind, the SpS speed-up the costs predict; a forward's matrix products alone
+(against the products a forward runs), the curve and sampling with a q4_1 target, the optional
+llama.cpp reference, and the report and goals on synthetic numbers."""
+
+import json
+import sys
+import time
+import types
+from collections import Counter
 
 import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
-from mtad.bench import default_configs, forward_ms, method_params, predicted_sps_speedup
+from mtad.bench import (
+    LLAMA_CPP_MISSING,
+    Measure,
+    calibration,
+    curve_model,
+    default_configs,
+    forward_ms,
+    goals,
+    int8_products,
+    linear_only_ms,
+    llama_cpp_reference,
+    matrix_products,
+    measure_all,
+    method_params,
+    predicted_sps_speedup,
+    products_ms,
+    summarise,
+    verification_curve,
+    write_report,
+)
 from mtad.decoding import DECODERS, MMTADParams, SpecTrParams
+from mtad.decoding.kv import CachedModel
+from mtad.decoding.static_kv import cached_model
+from mtad.models.quantized import quantize_q4_1
 from mtad.models.tiny import tiny_head, tiny_llama
 
 
@@ -32,3 +64,223 @@ def test_benchmark_runs_each_method_with_its_settings_class():
 def test_predicted_speedup_follows_block_efficiency_and_costs():
     assert predicted_sps_speedup(0.0, 4, 0.0, 10.0, 10.0) == pytest.approx(1.0)
     assert predicted_sps_speedup(0.8, 4, 1.0, 10.0, 15.0) == pytest.approx((1 - 0.8**5) / 0.2 * 10 / 19)
+
+
+# ---------------------------------------------------------------- a forward's matrix products alone
+
+PRODUCT_OPS = ("aten.linear", "aten.mm", "aten.addmm", "aten._weight_int4pack_mm_for_cpu", "aten._weight_int8pack_mm")
+
+
+class ProductRecorder(TorchDispatchMode):
+    """Counts every matrix-product op by (op, rows, weight shape); rows = the input's leading dims."""
+
+    def __init__(self):
+        super().__init__()
+        self.ops = Counter()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if str(func.overloadpacket) in PRODUCT_OPS:
+            x, w = args[0], args[1]
+            self.ops[(str(func.overloadpacket), x.numel() // x.shape[-1], tuple(w.shape))] += 1
+        return func(*args, **(kwargs or {}))
+
+
+def dense_target():
+    return tiny_llama(0, vocab=32).float()
+
+
+def q4_target():
+    return quantize_q4_1(tiny_llama(0, vocab=32))
+
+
+def products_of_one_forward(model, path: str, width: int) -> Counter:
+    with torch.inference_mode():
+        lm = cached_model(model, None, path, 64) if path != "eager" else CachedModel(model)
+        lm.prefill(torch.arange(10) % 32)
+        with ProductRecorder() as rec:
+            lm.extend(torch.arange(width))
+    return rec.ops
+
+
+@pytest.mark.parametrize("make", [dense_target, q4_target])
+@pytest.mark.parametrize("path", ["eager", "fast"])
+def test_linear_only_times_exactly_the_products_a_forward_runs(make, path):
+    model = make()
+    forward = products_of_one_forward(model, path, 3)
+    with torch.inference_mode(), ProductRecorder() as rec:
+        for p in matrix_products(model, path):
+            p.run(torch.randn(3, p.in_features))
+    assert rec.ops == forward
+    fused = {p.name.split(".")[-1] for p in matrix_products(model, path)} >= {"qkv", "gate_up"}
+    assert fused == (path == "fast" and make is dense_target)  # q4_1 layers run their modules
+    assert all(linear_only_ms(model, w, reps=2, path=path) > 0 for w in (1, 5))
+
+
+def test_int8_products_requantize_each_dense_product_per_row():
+    products = matrix_products(dense_target(), "fast")
+    int8 = int8_products(products)
+    assert len(int8) == len(products) and int8_products(matrix_products(q4_target(), "fast")) == []
+    x = torch.randn(5, products[0].in_features)
+    with ProductRecorder() as rec:
+        y = int8[0].run(x)
+    assert list(rec.ops) == [("aten._weight_int8pack_mm", 5, tuple(products[0].weight.shape))]
+    assert torch.allclose(y, products[0].run(x), atol=0.05 * y.abs().max().item())
+    assert products_ms(int8, 5, torch.float32, torch.device("cpu"), reps=2) > 0
+
+
+def test_verification_curve_with_a_q4_1_target():
+    target = dense_target()
+    draft = tiny_head(target, 1).float()
+    with pytest.raises(ValueError, match="q4_1"):
+        curve_model("q4_1", [target])
+    settings = dict(threads=(1,), widths=(1, 5), context=8, reps=1, log=lambda _: None, targets=(q4_target(),))
+    curve = verification_curve(target, draft, ("float32", "q4_1"), **settings)
+    rows = {(c["model"], c["dtype"], c["path"]): c for c in curve["curves"]}
+    assert ("draft", "q4_1", "fast") not in rows and ("draft", "float32", "fast") in rows  # drafts stay dense
+    for dtype in ("float32", "q4_1"):
+        for path in ("eager", "fast"):
+            assert set(rows["target", dtype, path]["linear_ms"]) == {1, 5}
+    assert [c["path"] for c in curve["int8_products"]] == ["fast"]
+    assert calibration(curve, 4)["target_verify"]["dtype"] in ("float32", "q4_1")
+
+
+def test_sampling_row_with_another_target():
+    target, q4 = dense_target(), q4_target()
+    configs = [c for c in default_configs(3, assisted=False, target_dtypes=("q4_1",)) if c.label.startswith("sampling")]
+    assert [c.target_dtype for c in configs] == [None, None, "q4_1"]
+    prompts = [torch.tensor([[5, 1, 9, 2]])]
+    rows = summarise(
+        configs, measure_all(configs, target, None, prompts, 4, 1, log=lambda _: None, targets={"q4_1": q4})
+    )
+    q4_row = {r["label"]: r for r in rows}["sampling fast q4_1"]
+    assert q4_row["target_dtype"] == "q4_1" and q4_row["tokens_per_s"] > 0 and "vs_eager" not in q4_row
+
+
+# ---------------------------------------------------------------- llama.cpp (optional)
+
+
+class FakeLlama:
+    """llama-cpp-python's Llama as far as the reference uses it: generate (endless), eval, reset, n_tokens."""
+
+    def __init__(self, model_path, n_threads, n_threads_batch, n_ctx, logits_all=False, verbose=True):
+        self.n_tokens, self.evals, self.n_ctx = 0, [], n_ctx
+
+    def n_vocab(self):
+        return 32
+
+    def reset(self):
+        self.n_tokens = 0
+
+    def eval(self, tokens):
+        assert self.n_tokens + len(tokens) <= self.n_ctx
+        self.evals.append((self.n_tokens, len(tokens)))
+        self.n_tokens += len(tokens)
+
+    def generate(self, tokens, top_k, top_p, min_p, temp, repeat_penalty):
+        assert self.n_tokens == 0 and min_p == 0.0 and repeat_penalty == 1.0
+        while True:
+            time.sleep(1e-4)
+            yield 1
+
+
+def test_llama_cpp_reference_is_none_without_llama_cpp_and_measures_with_it(monkeypatch):
+    monkeypatch.setitem(sys.modules, "llama_cpp", None)  # import fails
+    assert llama_cpp_reference("x.gguf", 1, [[1, 2]], 4) is None
+    monkeypatch.setitem(sys.modules, "llama_cpp", types.SimpleNamespace(Llama=FakeLlama, __version__="0.fake"))
+    out = llama_cpp_reference("x.gguf", 2, [[1, 2, 3], [4]], 4, reps=1, context=6)
+    assert out["threads"] == 2 and out["greedy_tokens_per_s"] > 0 and out["sampled_tokens_per_s"] > 0
+    assert set(out["eval_ms"]) == {1, 5, 9}
+    broken = types.SimpleNamespace(Llama=lambda *a, **k: 1 / 0)
+    monkeypatch.setitem(sys.modules, "llama_cpp", broken)
+    assert "ZeroDivisionError" in llama_cpp_reference("x.gguf", 1, [[1]], 2)["error"]
+
+
+# ---------------------------------------------------------------- report and goals on synthetic numbers
+
+
+def synthetic_payload(fwd_over_mm: float = 1.1, hf_tps: float = 10.0, llama=None, target_dtype="torch.float32"):
+    """A bench payload whose measured numbers are chosen: forward = fwd_over_mm x its products
+    (products 10 ms at 1 token, 12 at 5, 14 at 9), sampling 20 tok/s (q4_1: 25), HF generate `hf_tps`."""
+    configs = default_configs(4, assisted=False, target_dtypes=("q4_1",))
+    keep = ("sampling eager", "sampling fast", "sampling fast q4_1", "HF generate")
+    configs = [c for c in configs if c.label in keep]
+    tps = {"sampling eager": 15.0, "sampling fast": 20.0, "sampling fast q4_1": 25.0, "HF generate": hf_tps}
+    results = {c.label: [Measure(100, 100 / tps[c.label], 100 / tps[c.label] / 2, 0.0, 100)] for c in configs}
+    linear = {1: 10.0, 5: 12.0, 9: 14.0}
+    forward = {w: fwd_over_mm * v for w, v in linear.items()}
+    curves = [
+        {"model": "target", "dtype": d, "path": p, "threads": 2, "ms": forward, "linear_ms": dict(linear)}
+        for d in ("float32", "bfloat16", "q4_1")
+        for p in ("eager", "fast")
+    ]
+    curves.append({"model": "draft", "dtype": "float32", "path": "fast", "threads": 2, "ms": {1: 1.0, 4: 2.0}})
+    for c in curves:
+        c["floor_ms"] = 5.0
+    env = {"platform": "test", "threads": 2, "device": "cpu", "cpu_capability": "AVX2", "amx": False, "torch": "x"}
+    env.update(transformers="y", target_dtype=target_dtype, draft_dtype="torch.float32")
+    curve = {"context": 200, "copy_bandwidth_gb_s": 10.0, "curves": curves}
+    curve["int8_products"] = [{"path": "fast", "threads": 2, "linear_ms": {1: 3.0, 5: 4.0, 9: 5.0}}]
+    payload = {
+        "setup": {"pair": "p", "prompts": 1, "max_new_tokens": 100, "reps": 1, "gamma": 4, "default_path": "static"},
+        "environment": env,
+        "rows": summarise(configs, results),
+        "warm_up": {},
+        "curve": curve,
+        "llama_cpp": llama,
+    }
+    payload["calibration"] = calibration(curve, 4)
+    return payload
+
+
+LLAMA = {"threads": 2, "version": "0.3", "greedy_tokens_per_s": 30.0, "sampled_tokens_per_s": 20.0}
+LLAMA["eval_ms"] = {1: 5.0, 5: 6.0, 9: 7.0}
+
+
+def report(tmp_path, payload) -> str:
+    write_report(tmp_path, payload)
+    assert json.loads((tmp_path / "bench.json").read_text())["rows"]
+    return (tmp_path / "bench.md").read_text()
+
+
+def test_report_renders_with_and_without_llama_cpp_and_a_q4_1_row(tmp_path):
+    text = report(tmp_path, synthetic_payload())
+    assert f"llama.cpp: not measured ({LLAMA_CPP_MISSING})." in text
+    assert "| ours, fast path, target q4_1 | 25.00 | 2.50 |" in text
+    assert "Whole forward vs its matrix products" in text
+    assert "| q4_1 | fast | 2 | 11.0 | 10.00 | 1.10 |" in text and "| int8 per row | fast | 2 |  | 3.00 |  |" in text
+    assert "Calibration (fast path" in text and "## Goals" in text
+    text = report(tmp_path, synthetic_payload(llama=LLAMA))
+    assert (
+        "llama.cpp: not measured" not in text and "| llama.cpp sampled, q4_1 GGUF, 2 threads | 20.00 | 2.00 |" in text
+    )
+    assert "eval of n tokens on a 200-token cache (every row's logits): 1: 5.0, 5: 6.0, 9: 7.0 ms" in text
+    text = report(tmp_path, synthetic_payload(llama={"error": "OSError: no file"}))
+    assert "llama.cpp: not measured (error: OSError: no file)." in text
+
+
+def met(payload) -> dict:
+    out = {}
+    for g in goals(payload):
+        out.setdefault(g["key"], []).append(g["met"])
+    return out
+
+
+def test_goals_met_and_not_on_synthetic_numbers():
+    assert met(synthetic_payload(llama=LLAMA)) == {
+        "a": [True, True, True],  # forward 1.1x its products, every dtype
+        "b": [True],  # products at 5 tokens 1.2x those at 1
+        "c": [True],  # 20 / 10 tok/s
+        "d": [True],  # q4_1 25 / llama.cpp 20 tok/s
+        "e": [None],  # not the default path here
+    }
+    failing = synthetic_payload(fwd_over_mm=1.3, hf_tps=15.0, llama=dict(LLAMA, sampled_tokens_per_s=30.0))
+    assert met(failing) == {"a": [False] * 3, "b": [True], "c": [False], "d": [False], "e": [None]}
+    assert met(synthetic_payload())["d"] == [None]  # no llama.cpp: not measurable
+    compiled = synthetic_payload()
+    compiled["setup"]["default_path"] = "compiled"
+    compiled["warm_up"] = {"sampling compiled": {"first_call_s": 75.0, "compile_s": 70.0}}
+    assert met(compiled)["e"] == [False]
+    slow_growth = synthetic_payload()
+    for c in slow_growth["curve"]["curves"]:
+        c.get("linear_ms", {})[5] = 20.0
+    assert met(slow_growth)["b"] == [False]
