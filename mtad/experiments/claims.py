@@ -19,7 +19,7 @@ import sys
 
 from mtad.experiments.interleaved import run_interleaved
 from mtad.experiments.theory import ExactnessSettings, TheorySettings, run_theory, stored_theory, write_theory
-from mtad.report.claims import ClaimsSettings, arguments, publish, report_config
+from mtad.report.claims import ClaimsSettings, arguments, publish, report_config, with_experiment
 from mtad.runner import provenance
 from mtad.runner.layout import theory_path
 
@@ -57,9 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_intermixed_args(argv)
     provenance.capture()  # the code state this process starts from, before any cell runs
     logging.basicConfig(level=logging.INFO, format="[%(asctime)s][%(name)s] %(message)s")
-    overrides = list(args.overrides)
-    if not any(o.startswith("experiment=") for o in overrides):
-        overrides.insert(0, "experiment=claims")
+    overrides = with_experiment(args.overrides)
     stopped = False
     try:
         cfg, settings, name = report_config(overrides)

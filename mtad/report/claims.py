@@ -477,11 +477,15 @@ def write_report(report: dict, out_dir: str | Path, name: str) -> tuple[Path, Pa
     return md, js
 
 
+def with_experiment(overrides: list[str]) -> list[str]:
+    """The overrides, naming ``experiment=claims`` unless they name an experiment."""
+    named = any(o.startswith("experiment=") for o in overrides)
+    return list(overrides) if named else ["experiment=claims", *overrides]
+
+
 def report_config(overrides: list[str]):
     """(config, settings, report name) of the experiment the overrides name (default: claims)."""
-    overrides = list(overrides)
-    if not any(o.startswith("experiment=") for o in overrides):
-        overrides.insert(0, "experiment=claims")
+    overrides = with_experiment(overrides)
     cfg = compose(overrides)
     experiment_only = [o for o in overrides if o.split("=", 1)[0] == "experiment"]
     own_pair = any(o.startswith("pair=") for o in overrides)

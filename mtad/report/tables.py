@@ -67,22 +67,7 @@ HEADERS = {
     "examples": "examples",
     "samples": "samples",
 }
-MD_COLUMNS = [
-    "task",
-    "method",
-    "score_name",
-    "score",
-    "perplexity",
-    "tokens_per_s",
-    "speedup_vs_sampling",
-    "speedup_vs_sps",
-    "block_efficiency",
-    "acceptance_rate",
-    "mean_accept_length",
-    "energy_j_per_token",
-    "examples",
-    "samples",
-]
+MD_COLUMNS = COLUMNS[: COLUMNS.index("samples") + 1]  # the Markdown table: identity, quality, speed, counts
 
 
 def matching_values(df: pd.DataFrame, base: pd.DataFrame, keys: list[str], column: str) -> np.ndarray:

@@ -102,7 +102,7 @@ class CellRun:
         planned = set(self.example_ids)
         self.to_rescore = [r for r in needs_rescoring(self.task, self.records) if r["id"] in planned]
         self.previous_env = read_json(self.cell.directory / ENV)
-        self.env: dict = {}
+        self.environment: dict = {}  # what the scheduler knows of the run (start)
         self.wrote = False  # records written by this process
 
     @property
@@ -146,8 +146,8 @@ class CellRun:
         """Write env.json before the first record (``environment``: provenance.environment_record()
         plus what the scheduler knows: pair name, energy, start time)."""
         self.cell.directory.mkdir(parents=True, exist_ok=True)
-        self.env = self._env(environment, writing=self.has_work)
-        write_json(self.cell.directory / ENV, self.env)
+        self.environment = environment
+        write_json(self.cell.directory / ENV, self._env(environment, writing=self.has_work))
 
     # -- records ------------------------------------------------------------------------
     def rescore(self) -> None:
@@ -177,19 +177,16 @@ class CellRun:
             **named(cell),
             **cell_metrics(self.task, self.records, self.example_ids),
             **peak_memory(devices),
-            "machine": self.env["machine"],
-            "dtype": self.env["dtype"],
+            "machine": self.environment["machine"],
+            "dtype": self.environment["dtype"],
             "seed": self.cfg.seed,
             "finished": now(),
             **extra,
         }
         write_json(cell.directory / METRICS, metrics)
         (cell.directory / ERROR).unlink(missing_ok=True)  # an earlier failure is now resolved
-        environment = {k: v for k, v in self.env.items() if k not in ("git", "git_runs")}
-        environment["git"] = provenance.git_commit()
-        write_json(
-            cell.directory / ENV, {**self._env(environment, writing=self.wrote), "finished": metrics["finished"]}
-        )
+        env = self._env(self.environment, writing=self.wrote)  # git_runs: what this process did write
+        write_json(cell.directory / ENV, {**env, "finished": metrics["finished"]})
         self.logger.log_metrics(metrics)
         log.info("cell %s: %s", cell.name, summary(metrics))
         return metrics
