@@ -41,6 +41,7 @@ from mtad.decoding.kv import CachedModel, model_device, sync
 from mtad.decoding.layer_math import fused_weights
 from mtad.decoding.static_kv import cached_model, resolve_decode_path
 from mtad.metrics.speed import aggregate_speed
+from mtad.models.pairs import QUANTIZED_DTYPES, auto_dtype, cpu_flags
 
 
 @dataclass
@@ -83,18 +84,29 @@ def method_params(gamma: int) -> dict[str, DecoderParams]:
     }
 
 
+HF_REFERENCE_DTYPE = "float32"  # HF eager generate() on this target is the reference of goal (c)
+
+
 def default_configs(
-    gamma: int, compiled: bool = False, assisted: bool = True, target_dtypes: tuple[str, ...] = ()
+    gamma: int,
+    compiled: bool = False,
+    assisted: bool = True,
+    target_dtypes: tuple[str, ...] = (),
+    pair_dtype: str = HF_REFERENCE_DTYPE,
 ) -> list[Config]:
     """Every method on both paths; HF generate eager and static+compile; assisted generation
     (`assisted`: a feature head is no model `generate()` can assist with); optionally our compiled
     path for sampling and sps (it does not win on a CPU, so `fast` is the static path there);
-    sampling on the fast path with each target in `target_dtypes` (e.g. the q4_1 one)."""
+    sampling on the fast path with each target in `target_dtypes` (e.g. the q4_1 one); HF eager
+    generate() on the float32 target too when the pair's target (`pair_dtype`) is another."""
     params = method_params(gamma)
     configs = [
         Config("HF generate", "hf", "sampling", params["sampling"], "eager"),
         Config("HF generate static+compile", "hf", "sampling", params["sampling"], "static+compile"),
     ]
+    if pair_dtype != HF_REFERENCE_DTYPE:
+        label = f"HF generate {HF_REFERENCE_DTYPE}"
+        configs.append(Config(label, "hf", "sampling", params["sampling"], "eager", HF_REFERENCE_DTYPE))
     if assisted:
         configs.append(Config("HF assisted", "hf", "sps", params["sps"], "eager"))
     for method, p in params.items():
@@ -269,7 +281,10 @@ def summarise(configs: list[Config], results: dict[str, list[Measure]]) -> list[
             r["vs_eager"] = r["tokens_per_s"] / eager["tokens_per_s"]
         if base:
             r["speedup_vs_sampling"] = r["tokens_per_s"] / base["tokens_per_s"]
-        ref = {"sampling": ["HF generate", "HF generate static+compile"], "sps": ["HF assisted"]}.get(r["method"], [])
+        ref = {
+            "sampling": ["HF generate", "HF generate static+compile", f"HF generate {HF_REFERENCE_DTYPE}"],
+            "sps": ["HF assisted"],
+        }.get(r["method"], [])
         r["vs_hf"] = {name: r["tokens_per_s"] / by_label[name]["tokens_per_s"] for name in ref if name in by_label}
     return rows
 
@@ -436,7 +451,7 @@ def curve_model(dtype: str, models: list):
 def verification_curve(
     target,
     draft,
-    dtypes: tuple[str, ...] = ("float32", "bfloat16", "q4_1"),
+    dtypes: tuple[str, ...] = ("float32", "bfloat16", *QUANTIZED_DTYPES),
     threads: tuple[int, ...] = (1, 2),
     widths: tuple[int, ...] = (1, 2, 3, 5, 9),
     context: int = 200,
@@ -525,11 +540,7 @@ def predicted_sps_speedup(alpha: float, gamma: int, draft_ms: float, step_ms: fl
 def environment(target, draft) -> dict:
     from mtad.runner.provenance import environment_record
 
-    flags = ""
-    try:
-        flags = next(line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("flags"))
-    except (OSError, StopIteration):
-        pass
+    flags = cpu_flags()
     env = environment_record(models=(target, draft))  # the runner's record: machine, versions, code state
     return {
         **env,
@@ -540,8 +551,9 @@ def environment(target, draft) -> dict:
         "draft_dtype": str(draft.dtype),
         "device": str(next(target.parameters()).device),
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
-        "amx": " amx_bf16" in flags,
-        "avx512_bf16": " avx512_bf16" in flags,
+        "amx": "amx_bf16" in flags,
+        "avx512_bf16": "avx512_bf16" in flags,
+        "auto_dtype": auto_dtype(next(target.parameters()).device),  # what a pair's `auto` dtype means here
         "cuda": env["gpus"][0] if env["gpus"] else None,
     }
 
@@ -680,15 +692,21 @@ def _tokens_per_s(payload: dict, label: str) -> float | None:
     return row["tokens_per_s"] if row else None
 
 
-def q4_sampling_label(payload: dict) -> str:
-    """The row of sampling with the q4_1 target: its own row, or the pair's when its target is q4_1."""
-    return "sampling fast" if default_dtype(payload) == "q4_1" else "sampling fast q4_1"
+def q4_sampling_label(payload: dict, dtype: str = "q4_1") -> str:
+    """The row of sampling with the 4-bit target `dtype`: its own row, or the pair's when its target is it."""
+    return "sampling fast" if default_dtype(payload) == dtype else f"sampling fast {dtype}"
 
 
 def _vs_hf_goal(payload: dict) -> dict:
-    """(c) sampling on the default pair ≥ 1.6x HF eager generate(), tokens/s."""
-    ours, hf = _tokens_per_s(payload, "sampling fast"), _tokens_per_s(payload, "HF generate")
-    goal = f"sampling (fast path, target {default_dtype(payload)}) ≥ {VS_HF_GOAL}x HF eager generate(), tokens/s"
+    """(c) sampling on the default pair ≥ 1.6x HF eager generate() on the float32 target, tokens/s."""
+    ours = _tokens_per_s(payload, "sampling fast")
+    hf = _tokens_per_s(payload, f"HF generate {HF_REFERENCE_DTYPE}") or (
+        _tokens_per_s(payload, "HF generate") if default_dtype(payload) == HF_REFERENCE_DTYPE else None
+    )
+    goal = (
+        f"sampling (fast path, target {default_dtype(payload)}) ≥ {VS_HF_GOAL}x HF eager generate() "
+        f"on the {HF_REFERENCE_DTYPE} target, tokens/s"
+    )
     if not (ours and hf):
         return _goal("c", goal, "not measured", None)
     return _goal("c", goal, f"{ours / hf:.2f}x ({ours:.1f} / {hf:.1f} tok/s)", ours / hf >= VS_HF_GOAL)
@@ -703,15 +721,21 @@ def llama_cpp_unmeasured(llama: dict | None) -> str | None:
     return llama.get("skipped")
 
 
-def _vs_llama_cpp_goal(payload: dict) -> dict:
-    """(d) sampling with the q4_1 target ≥ 1.0x llama.cpp sampling on the same GGUF."""
-    goal = f"sampling with the q4_1 target ≥ {VS_LLAMA_CPP_GOAL}x llama.cpp on the same GGUF, tokens/s"
-    llama, ours = payload.get("llama_cpp"), _tokens_per_s(payload, q4_sampling_label(payload))
-    why = llama_cpp_unmeasured(llama)
-    if why or not ours:
-        return _goal("d", goal, f"not measurable ({why or 'no q4_1 sampling row'})", None)
-    ref = llama["sampled_tokens_per_s"]
-    return _goal("d", goal, f"{ours / ref:.2f}x ({ours:.1f} / {ref:.1f} tok/s)", ours / ref >= VS_LLAMA_CPP_GOAL)
+def _vs_llama_cpp_goals(payload: dict) -> list[dict]:
+    """(d) per 4-bit target (q4_1, q4_1_bf16): sampling ≥ 1.0x llama.cpp sampling on the same GGUF."""
+    out = []
+    for dtype in QUANTIZED_DTYPES:
+        goal = f"sampling with the {dtype} target ≥ {VS_LLAMA_CPP_GOAL}x llama.cpp on the same GGUF, tokens/s"
+        llama, ours = payload.get("llama_cpp"), _tokens_per_s(payload, q4_sampling_label(payload, dtype))
+        why = llama_cpp_unmeasured(llama)
+        if why or not ours:
+            out.append(_goal("d", goal, f"not measurable ({why or f'no {dtype} sampling row'})", None))
+            continue
+        ref = llama["sampled_tokens_per_s"]
+        out.append(
+            _goal("d", goal, f"{ours / ref:.2f}x ({ours:.1f} / {ref:.1f} tok/s)", ours / ref >= VS_LLAMA_CPP_GOAL)
+        )
+    return out
 
 
 def _compile_goal(payload: dict) -> dict:
@@ -733,7 +757,7 @@ def goals(payload: dict) -> list[dict]:
         *_overhead_goals(payload),
         _five_over_one_goal(payload),
         _vs_hf_goal(payload),
-        _vs_llama_cpp_goal(payload),
+        *_vs_llama_cpp_goals(payload),
         _compile_goal(payload),
     ]
 
@@ -819,12 +843,17 @@ def _sampling_lines(payload: dict) -> list[str]:
     return [*lines, "", _llama_cpp_line(payload)]
 
 
-def _calibration_line(cal: dict) -> str:
+def _calibration_line(cal: dict, auto: str | None) -> str:
     picks = "; ".join(
         f"{k.replace('_', ' ')} ({v['width']} tok): {v['dtype']}, {v['threads']} threads, {v['ms']:.1f} ms"
         for k, v in cal.items()
     )
-    return f"Calibration (fast path, cheapest per model and work, over every dtype measured): {picks}."
+    line = f"Calibration (fast path, cheapest per model and work, over every dtype measured): {picks}."
+    if auto:
+        dense = {v["dtype"] for v in cal.values()}
+        verdict = "agrees" if dense == {auto} else "differs: set the pair's dtypes explicitly to follow it"
+        line += f" A pair's `auto` dtype is {auto} on this machine; the calibration {verdict}."
+    return line
 
 
 def _goals_lines(payload: dict) -> list[str]:
@@ -832,7 +861,7 @@ def _goals_lines(payload: dict) -> list[str]:
     lines = ["", "## Goals", "", "| | goal | measured | met |", "|---|---|---|---|"]
     lines += [f"| ({g['key']}) | {g['goal']} | {g['measured']} | {marks[g['met']]} |" for g in goals(payload)]
     if payload.get("calibration"):
-        lines += ["", _calibration_line(payload["calibration"])]
+        lines += ["", _calibration_line(payload["calibration"], payload["environment"].get("auto_dtype"))]
     return lines
 
 

@@ -1,7 +1,8 @@
-"""How far the q4_1 target's distribution is from the float32 target's (``scripts/bench.py --q4-tv``):
-per-position total-variation distance and argmax agreement on held-out chat prompts, the same
-with the LM head requantized per row (the lossy single-call layout), and the rounding of the
-carry over every Q4_1 block of the file. Written to ``results/bench/q4_tv.{json,md}``."""
+"""How far each reduced target's distribution is from the float32 target's (``scripts/bench.py
+--q4-tv``): the q4_1 target, the same with the LM head requantized per row (the lossy single-call
+layout), q4_1_bf16 and the bfloat16 target; per-position total-variation distance and argmax
+agreement on held-out chat prompts, and the rounding of the carry over every Q4_1 block of the
+file. Written to ``results/bench/q4_tv.{json,md}``."""
 
 from __future__ import annotations
 
@@ -64,17 +65,19 @@ def distribution_distance(reference, other, sequences: list[torch.Tensor], start
     return {"all_positions": _summary(tv, same), "continuation": _summary(tv[tail], same[tail])}
 
 
+COMPARED = ("q4_1", "q4_1_bf16", "bfloat16")  # the targets measured against float32
+
+
 def q4_tv(pair: str = "smollm2_135m_head", prompts: int = 20, new_tokens: int = 32, seed: int = 11) -> dict:
-    """The q4_1 target against the float32 target on held-out chat prompts: each prompt plus the
-    float32 target's greedy continuation of `new_tokens`; also with the LM head requantized per
-    row (the lossy single-call layout), and the rounding of the carry over the file's blocks."""
+    """Each target of COMPARED against the float32 target on held-out chat prompts: each prompt plus
+    the float32 target's greedy continuation of `new_tokens`; q4_1 also with the LM head
+    requantized per row (the lossy single-call layout); the rounding of the carry over the file's blocks."""
     from mtad.models.gguf_cache import find_gguf
     from mtad.models.pairs import load_target_and_tokenizer, pair_config
     from mtad.tasks.prompts import chat_ids, make_prompts
 
     cfg = pair_config(pair)
     dense, tokenizer = load_target_and_tokenizer(cfg, dtype="float32")
-    q4, _ = load_target_and_tokenizer(cfg, dtype="q4_1")
     sequences, starts = [], []
     for text in make_prompts(prompts, seed=seed, held_out=True):
         ids = chat_ids(tokenizer, text)
@@ -89,8 +92,12 @@ def q4_tv(pair: str = "smollm2_135m_head", prompts: int = 20, new_tokens: int = 
         "new_tokens": new_tokens,
         "torch_threads": torch.get_num_threads(),
         "carry": carry_rounding(find_gguf(spec["package"], str(spec["version"]), spec["file"])),
-        "q4_1": distribution_distance(dense, q4, sequences, starts),
     }
+    for dtype in COMPARED:
+        other, _ = load_target_and_tokenizer(cfg, dtype=dtype)
+        result[dtype] = distribution_distance(dense, other, sequences, starts)
+        del other
+    q4, _ = load_target_and_tokenizer(cfg, dtype="q4_1")
     exact_head = q4.lm_head
     q4.lm_head = exact_head.requantized_per_row()
     result["per_row_head"] = distribution_distance(dense, q4, sequences, starts)
@@ -122,11 +129,17 @@ def q4_tv_markdown(result: dict) -> str:
     """The short report of a `q4_tv` result (as written to q4_tv.json)."""
     rows = [
         (f"{label}, {where.replace('_', ' ')}", result[key][where])
-        for key, label in (("q4_1", "q4_1"), ("per_row_head", "q4_1, head requantized per row"))
+        for key, label in (
+            ("q4_1", "q4_1"),
+            ("per_row_head", "q4_1, head requantized per row"),
+            ("q4_1_bf16", "q4_1_bf16"),
+            ("bfloat16", "bfloat16"),
+        )
+        if key in result
         for where in ("all_positions", "continuation")
     ]
     lines = [
-        "# q4_1 target against the float32 target",
+        "# Reduced targets against the float32 target",
         "",
         f"Pair `{result['pair']}`; {result['prompts']} held-out chat prompts (seed {result['prompt_seed']}), "
         f"each with the float32 target's greedy continuation of up to {result['new_tokens']} tokens (shorter "
@@ -151,10 +164,12 @@ def q4_tv_markdown(result: dict) -> str:
     lines += [
         "",
         f"Carry: {carry['tensors']} Q4_1 tensors, {carry['blocks']} blocks; blocks whose scale or zero "
-        f"a kernel dtype cannot hold exactly: {inexact} (q4_1 runs float32).",
+        f"a kernel dtype cannot hold exactly: {inexact} (q4_1 runs float32, q4_1_bf16 bfloat16).",
         "",
         "The q4_1 target multiplies by the same weights as the float32 target (both are the GGUF's "
         "dequantized values), so its distance is float32 rounding only (summation order in the kernels). "
+        "q4_1_bf16 rounds the scales, zeros and activations to bf16, and the bfloat16 target rounds the "
+        "weights and activations: theirs is the distance of a different target. "
         f"Requantizing the Q8_0 head to one int8 scale per row moves its weights by up to {err['max_abs']:.2e} "
         f"(RMS {err['rms_rel']:.2%} of the RMS weight).",
         "",

@@ -7,7 +7,7 @@ llama-cpp-python is importable (never installed here); the goals table and the c
 pick of dtype and threads -> bench.md, bench.json under --out.
 
     python scripts/bench.py [--pair smollm2_135m_head] [--prompts 2] [--max-new-tokens 48] [--reps 3]
-    python scripts/bench.py --q4-tv 20 --max-new-tokens 32   # the q4_1 target's TV from float32 only
+    python scripts/bench.py --q4-tv 20 --max-new-tokens 32   # only the reduced targets' TV from float32
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def main() -> None:
     )
     ap.add_argument(
         "--curve-dtypes",
-        default="float32,bfloat16,q4_1",
+        default="float32,bfloat16,q4_1,q4_1_bf16",
         help="target dtypes of the verification-cost curve, each forward beside its matrix products ('' = skip)",
     )
     ap.add_argument(
@@ -72,7 +72,7 @@ def main() -> None:
     )
     ap.add_argument(
         "--sampling-targets",
-        default="q4_1",
+        default="q4_1,q4_1_bf16",
         help="other target dtypes to run sampling with on the fast path, a row each ('' = none)",
     )
     ap.add_argument(
@@ -110,6 +110,7 @@ def main() -> None:
         compiled=args.compiled,
         assisted=not reads_target_features(pair.draft),
         target_dtypes=sampling_targets,
+        pair_dtype=own,
     )
     if args.only:
         configs = [c for c in configs if any(s in c.label for s in args.only.split(","))]
@@ -156,13 +157,13 @@ def main() -> None:
 
 def other_targets(pair, dtypes) -> dict:
     """The targets among `dtypes` that a cast of the pair's target cannot make, each loaded once:
-    q4_1 (the GGUF's own blocks) beside a dense target; float32 beside a q4_1 one (the dense
-    dtypes are cast from it)."""
+    the 4-bit ones (the GGUF's own blocks) and float32 (the published weights, not a cast of a
+    bf16 target) beside the pair's; float32 beside a 4-bit one (the dense dtypes are cast from it)."""
     own = dtype_name(pair.target)
     if own in QUANTIZED_DTYPES:
         wanted = {d if d in QUANTIZED_DTYPES else "float32" for d in dtypes if d != own}
     else:
-        wanted = {d for d in dtypes if d in QUANTIZED_DTYPES}
+        wanted = {d for d in dtypes if d in QUANTIZED_DTYPES or (d == "float32" and own != "float32")}
     return {d: load_target_and_tokenizer(pair.config, dtype=d)[0].requires_grad_(False) for d in sorted(wanted)}
 
 

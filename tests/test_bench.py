@@ -200,11 +200,13 @@ def test_llama_cpp_reference_is_none_without_llama_cpp_and_measures_with_it(monk
 
 def synthetic_payload(fwd_over_mm: float = 1.1, hf_tps: float = 10.0, llama=None, target_dtype="torch.float32"):
     """A bench payload whose measured numbers are chosen: forward = fwd_over_mm x its products
-    (products 10 ms at 1 token, 12 at 5, 14 at 9), sampling 20 tok/s (q4_1: 25), HF generate `hf_tps`."""
-    configs = default_configs(4, assisted=False, target_dtypes=("q4_1",))
-    keep = ("sampling eager", "sampling fast", "sampling fast q4_1", "HF generate")
-    configs = [c for c in configs if c.label in keep]
-    tps = {"sampling eager": 15.0, "sampling fast": 20.0, "sampling fast q4_1": 25.0, "HF generate": hf_tps}
+    (products 10 ms at 1 token, 12 at 5, 14 at 9), sampling 20 tok/s (q4_1: 25, q4_1_bf16: 28), HF
+    generate `hf_tps` on the pair's target, and on the float32 one (when the pair's is another) 8."""
+    pair_dtype = target_dtype.removeprefix("torch.")
+    configs = default_configs(4, assisted=False, target_dtypes=("q4_1", "q4_1_bf16"), pair_dtype=pair_dtype)
+    tps = {"sampling eager": 15.0, "sampling fast": 20.0, "sampling fast q4_1": 25.0, "sampling fast q4_1_bf16": 28.0}
+    tps.update({"HF generate": hf_tps, "HF generate float32": 8.0})
+    configs = [c for c in configs if c.label in tps]
     results = {c.label: [Measure(100, 100 / tps[c.label], 100 / tps[c.label] / 2, 0.0, 100)] for c in configs}
     linear = {1: 10.0, 5: 12.0, 9: 14.0}
     forward = {w: fwd_over_mm * v for w, v in linear.items()}
@@ -270,12 +272,12 @@ def test_goals_met_and_not_on_synthetic_numbers():
         "a": [True, True, True],  # forward 1.1x its products, every dtype
         "b": [True],  # products at 5 tokens 1.2x those at 1
         "c": [True],  # 20 / 10 tok/s
-        "d": [True],  # q4_1 25 / llama.cpp 20 tok/s
+        "d": [True, True],  # q4_1 25 and q4_1_bf16 28 / llama.cpp 20 tok/s
         "e": [None],  # not the default path here
     }
     failing = synthetic_payload(fwd_over_mm=1.3, hf_tps=15.0, llama=dict(LLAMA, sampled_tokens_per_s=30.0))
-    assert met(failing) == {"a": [False] * 3, "b": [True], "c": [False], "d": [False], "e": [None]}
-    assert met(synthetic_payload())["d"] == [None]  # no llama.cpp: not measurable
+    assert met(failing) == {"a": [False] * 3, "b": [True], "c": [False], "d": [False, False], "e": [None]}
+    assert met(synthetic_payload())["d"] == [None, None]  # no llama.cpp: not measurable
     compiled = synthetic_payload()
     compiled["setup"]["default_path"] = "compiled"
     compiled["warm_up"] = {"sampling compiled": {"first_call_s": 75.0, "compile_s": 70.0}}
@@ -284,3 +286,15 @@ def test_goals_met_and_not_on_synthetic_numbers():
     for c in slow_growth["curve"]["curves"]:
         c.get("linear_ms", {})[5] = 20.0
     assert met(slow_growth)["b"] == [False]
+
+
+def test_a_bf16_pair_is_measured_against_hf_on_the_float32_target():
+    # HF generate on the pair's bf16 target runs at 12 tok/s, on the float32 target at 8: goal (c)
+    # compares sampling (20) with the float32 one, 2.5x, and the 12 tok/s row alone would not meet it
+    payload = synthetic_payload(hf_tps=12.0, target_dtype="torch.bfloat16")
+    (c,) = [g for g in goals(payload) if g["key"] == "c"]
+    assert c["met"] and c["measured"].startswith("2.50x") and "on the float32 target" in c["goal"]
+    rows = {r["label"]: r for r in payload["rows"]}
+    assert rows["HF generate float32"]["target_dtype"] == "float32"
+    assert rows["sampling fast"]["vs_hf"]["HF generate float32"] == 2.5
+    assert "HF generate float32" not in {c.label for c in default_configs(4, pair_dtype="float32")}

@@ -160,11 +160,15 @@ def test_lossless_with_a_restricted_head_when_supports_partly_overlap(method, pa
 Q4_1_CASES = [("eager", *LOSSLESS[0]), ("static", *LOSSLESS[1]), ("eager", *LOSSLESS[2]), ("static", *LOSSLESS[3])]
 
 
-@pytest.mark.parametrize("path,method,params", Q4_1_CASES, ids=lambda v: str(v))
-def test_lossless_on_a_q4_1_target(path, method, params):
+# q4_1_bf16 (bf16 activations, scales and zeros): SpS and MTAD, eager path
+Q4_1_CASES += [("eager", *LOSSLESS[0], torch.bfloat16), ("eager", *LOSSLESS[3], torch.bfloat16)]
+
+
+@pytest.mark.parametrize("path,method,params,dtype", [c if len(c) == 4 else (*c, torch.float32) for c in Q4_1_CASES])
+def test_lossless_on_a_q4_1_target(path, method, params, dtype):
     from mtad.models.quantized import quantize_q4_1
 
-    target = quantize_q4_1(tiny_llama(0, VOCAB, sharpness=3.0))
-    draft = tiny_llama(1, VOCAB, sharpness=3.0).float()
+    target = quantize_q4_1(tiny_llama(0, VOCAB, sharpness=3.0), dtype)
+    draft = tiny_llama(1, VOCAB, sharpness=3.0).to(dtype)
     counts = empirical(method, target, draft, {**params, **NO_TRUNCATION}, runs=DRAFT_RUNS, decode_path=path)
-    check(counts, exact_probs(target, NO_TRUNCATION), f"q4_1/{path}/{method}/{params}")
+    check(counts, exact_probs(target, NO_TRUNCATION), f"{target.mtad_dtype}/{path}/{method}/{params}")

@@ -22,6 +22,20 @@ def _tiny_llama_target(layers: int = 3):
 # ------------------------------------------------------------------------- configs and pairs
 
 
+def test_auto_dtype_is_bf16_on_a_cpu_with_native_bf16_else_float32(monkeypatch):
+    import mtad.models.pairs as pairs
+
+    assert pairs.native_bf16_cpu() == bool(pairs.cpu_flags() & {"avx512_bf16", "amx_bf16"})
+    for native, expected in ((True, "bfloat16"), (False, "float32")):
+        monkeypatch.setattr(pairs, "native_bf16_cpu", lambda native=native: native)
+        cfg = pair_config("tiny_llama", target_dtype="auto", draft_dtype="auto")
+        assert (cfg["target_dtype"], cfg["draft_dtype"]) == (expected, expected)
+        assert pair_config("tiny_llama", target_dtype="float64", draft_dtype="auto")["target_dtype"] == "float64"
+    assert pairs.auto_dtype(torch.device("meta")) == "float32"
+    with pytest.raises(ValueError, match="valid: .*auto"):
+        pair_config("tiny_llama", target_dtype="fp8")
+
+
 def test_every_pair_config_resolves():
     names = list_pairs()
     for required in (
@@ -304,7 +318,7 @@ def test_head_pair_loads_from_package_without_training(monkeypatch):
         P = ids.shape[1]
         p = out.logits[0, P - 1 : -1]  # [24, V]: the target's next token along its greedy answer
         q = teacher_forced_q(head, seq, out.hidden_states[-1])[P - 1 : -1]
-    assert q.shape == p.shape and torch.allclose(q.softmax(-1).sum(-1), torch.ones(len(q)), atol=1e-4)
+    assert q.shape == p.shape and torch.allclose(q.float().softmax(-1).sum(-1), torch.ones(len(q)), atol=1e-4)
     # trained on chat-templated answers, the head often agrees with the target's argmax (0.25 here;
     # a random head of the same vocabulary: 0)
     assert float((p.argmax(-1) == q.argmax(-1)).float().mean()) > 0.1

@@ -154,6 +154,22 @@ def test_pair_target_dtype_q4_1():
         load_pair("tiny_opt", target_dtype="q4_1")
 
 
+def test_pair_target_dtype_q4_1_bf16_rounds_only_scales_zeros_and_activations():
+    pair = load_pair("tiny_llama", target_dtype="q4_1_bf16")
+    exact = load_pair("tiny_llama", target_dtype="q4_1").target
+    assert pair.target.mtad_dtype == "q4_1_bf16" and pair.target.dtype == torch.bfloat16
+    assert environment_record(models=(pair.target,))["dtype"] == "q4_1_bf16"
+    for layer, ref in zip(pair.target.model.layers, exact.model.layers):
+        for path in LLAMA_LINEARS.values():
+            ours, theirs = layer.get_submodule(path), ref.get_submodule(path)
+            assert torch.equal(ours.packed, theirs.packed)  # the same 4-bit codes
+            assert torch.equal(ours.scales_and_zeros, theirs.scales_and_zeros.to(torch.bfloat16))  # rounded once
+    with torch.no_grad():
+        p = exact(input_ids=PROMPT).logits.softmax(-1)
+        q = pair.target(input_ids=PROMPT).logits.float().softmax(-1)
+    assert 0 < (0.5 * (p - q).abs().sum(-1)).max() < 0.05  # a different target, close to q4_1
+
+
 @pytest.mark.parametrize("method", METHODS)
 def test_both_decode_paths_give_the_same_tokens_on_a_q4_1_target(method):
     target, draft = q4_target(0), tiny_llama(1, VOCAB, sharpness=2.0).float()

@@ -35,7 +35,7 @@ from transformers import PreTrainedModel
 from mtad.data import cache_root
 from mtad.decoding.capabilities import LEAN_FORWARD, RestrictedHead, has_lean_forward
 from mtad.decoding.kv import CachedModel, model_device
-from mtad.decoding.layer_math import attend, attention_inputs, finish_layer
+from mtad.decoding.layer_math import attend, attention_dtype, attention_inputs, finish_layer
 
 # eager: the model's own forward on a DynamicCache (kv.CachedModel); static: static cache and
 # lean forward; compiled: static + torch.compile; fast: the measured winner on this device.
@@ -80,15 +80,17 @@ def cached_model(
 
 
 class StaticKV:
-    """Preallocated keys and values, [layers, 1, kv_heads, capacity, head_dim] each, and the fill
-    pointer `length` (slots [0, length) hold the committed tokens then the cached tree nodes)."""
+    """Preallocated keys and values, [layers, 1, kv_heads, capacity, head_dim] each, in the dtype
+    the model attends in (`attention_dtype`), and the fill pointer `length` (slots [0, length)
+    hold the committed tokens then the cached tree nodes)."""
 
     def __init__(self, model: PreTrainedModel, capacity: int):
         cfg = model.config
         head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
         self.shape = (cfg.num_hidden_layers, 1, cfg.num_key_value_heads, capacity, head_dim)
         # zeros, not empty: masked-out slots still enter SDPA's weighted sum (0 x NaN = NaN)
-        self.keys = torch.zeros(self.shape, dtype=model.dtype, device=model_device(model))
+        device = model_device(model)
+        self.keys = torch.zeros(self.shape, dtype=attention_dtype(model.dtype, device), device=device)
         self.values = torch.zeros_like(self.keys)
         self.length = 0
 
@@ -151,8 +153,8 @@ def run_layers(
     cos, sin = body.rotary_emb(x, position_ids)  # [1, n, D]
     for i, layer in enumerate(body.layers):
         q, k, v = attention_inputs(layer, x, cos, sin)  # [1, Hq, n, D], [1, Hkv, n, D] x 2
-        keys[i].index_copy_(2, slots, k)
-        values[i].index_copy_(2, slots, v)
+        keys[i].index_copy_(2, slots, k.to(keys.dtype))
+        values[i].index_copy_(2, slots, v.to(values.dtype))
         x = finish_layer(layer, x, attend(layer, q, keys[i, :, :, :kv_len], values[i, :, :, :kv_len], allowed))
     return body.norm(x)[0]
 

@@ -17,7 +17,37 @@ PACKAGE_DIR = Path(__file__).resolve().parents[1]  # mtad/
 ASSETS_DIR = PACKAGE_DIR / "assets"
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16, "float16": torch.float16}
 SOURCES = ("hub", "gguf_package", "tiny_random", "distilled", "head")
-QUANTIZED_DTYPES = ("q4_1",)  # targets only: 4-bit weights in the int4 CPU kernel (mtad/models/quantized.py)
+# targets only: the GGUF's 4-bit weights in the int4 CPU kernel, float32 or bf16 activations (models/quantized.py)
+QUANTIZED_DTYPES = ("q4_1", "q4_1_bf16")
+AUTO_DTYPE = "auto"  # the measured winner on the device at hand (`auto_dtype`)
+
+
+def cpu_flags() -> set[str]:
+    """The CPU's feature flags (Linux /proc/cpuinfo; empty elsewhere)."""
+    try:
+        info = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return set()
+    line = next((line for line in info.splitlines() if line.startswith("flags")), "")
+    return set(line.partition(":")[2].split())
+
+
+def native_bf16_cpu() -> bool:
+    """Whether this CPU multiplies bf16 natively (AVX-512 BF16 or AMX), so that bf16 products run
+    at half float32's bytes without converting on the fly."""
+    return bool(cpu_flags() & {"avx512_bf16", "amx_bf16"})
+
+
+def auto_dtype(device: torch.device) -> str:
+    """What `auto` means on `device`, from the calibration of `make bench` (results/bench): on a
+    CPU with native bf16 a bf16 target's 1-token step and 5-token verification beat float32's
+    (and bf16 halves the bytes a memory-bound step reads), elsewhere on CPU float32 (the
+    published weights, dequantized exactly); on CUDA bf16 where supported, else float16."""
+    if device.type == "cuda":
+        return "bfloat16" if torch.cuda.is_bf16_supported() else "float16"
+    if device.type == "cpu" and native_bf16_cpu():
+        return "bfloat16"
+    return "float32"
 
 
 def pair_conf_dir() -> Path:
@@ -62,6 +92,9 @@ def pair_config(name_or_cfg: str | Mapping, **overrides) -> dict:
             cfg.setdefault("draft", {})["file"] = value
         else:
             cfg[key] = value
+    for key in ("target_dtype", "draft_dtype"):
+        if cfg.get(key) == AUTO_DTYPE:
+            cfg[key] = auto_dtype(resolve_device(cfg.get("device")))
     from mtad.decoding.static_kv import DECODE_PATHS
 
     if cfg.get("decode_path", "fast") not in DECODE_PATHS:
@@ -71,7 +104,7 @@ def pair_config(name_or_cfg: str | Mapping, **overrides) -> dict:
     if cfg.get("target_dtype") not in (None, *DTYPES, *QUANTIZED_DTYPES):
         raise ValueError(
             f"pair {cfg.get('name')!r}: unknown dtype {cfg['target_dtype']!r} for the target; "
-            f"valid: {', '.join([*DTYPES, *QUANTIZED_DTYPES])}"
+            f"valid: {', '.join([*DTYPES, *QUANTIZED_DTYPES, AUTO_DTYPE])}"
         )
     for part in ("target", "draft"):
         source = (cfg.get(part) or {}).get("source")
@@ -158,7 +191,8 @@ def load_target_and_tokenizer(cfg: dict, device: str | None = None, dtype: str |
         tokenizer = tiny_tokenizer(spec.get("tokenizer", "default"))
         model = tiny_model(
             spec.get("family", "llama"), len(tokenizer), int(spec.get("seed", 0)), **spec.get("overrides", {})
-        ).to(torch_dtype)
+        )
+        model = model if dtype_name in QUANTIZED_DTYPES else model.to(torch_dtype)  # quantized from its float32
     else:
         raise ValueError(f"target.source {spec['source']!r} is not valid for a target")
     if dtype_name in QUANTIZED_DTYPES:

@@ -17,6 +17,13 @@ none in the embedded target's file). Then the kernel multiplies by exactly the w
 dequantizes to in float32 (d * q + m: (q - 8) * d is exact, the one rounding of the sum is
 gguf's own); only the order of float32 additions in the matmul differs.
 
+``q4_1_bf16`` runs bfloat16 activations, the only ones the kernel's AVX2/AVX-512 code takes (float32
+runs its generic loop): the same codes, with d and m + 8d each rounded once to bf16 (8-bit
+significands: most blocks' scales round, ``target_distance.carry_rounding`` counts them), and the
+Q8_0 embedding and head scales rounded to bf16 likewise. It is a different target from ``q4_1``,
+offered as the fastest one to decode with; ``scripts/bench.py --q4-tv`` measures its distance from
+the float32 target.
+
 The Q8_0 token embedding (tied with the LM head) is carried exactly too: the embedding is the
 dequantized Q8_0 values (d * q is exact in float32: an 11-bit times an 8-bit significand), and the
 LM head runs ``aten._weight_int8pack_mm`` (int8 codes, one scale per output row) once per 32-wide
@@ -26,8 +33,8 @@ lossy (``Int8Linear.requantized_per_row``; ``q4_tv`` measures by how much).
 
 ``load_gguf_q4_1`` replaces a dense LlamaForCausalLM's Linears by these modules from the GGUF's raw
 blocks (nothing is dequantized and requantized); ``quantize_q4_1`` does the same for any dense Llama
-through gguf's own quantizer (tiny test targets). Both leave ``model.mtad_dtype = "q4_1"``, which
-the environment record reports as the model's dtype.
+through gguf's own quantizer (tiny test targets). Both leave ``model.mtad_dtype`` the pair dtype
+(``q4_1`` or ``q4_1_bf16``), which the environment record reports as the model's dtype.
 """
 
 from __future__ import annotations
@@ -41,7 +48,8 @@ from torch import nn
 GROUP = 32  # weights per block, in both formats and as the kernels' group size
 Q4_1_BYTES, Q8_0_BYTES = 20, 34  # bytes per block
 INNER_K_TILES = 8  # a CUDA tiling parameter of the int4 packing; the CPU packing ignores it
-Q4_1_DTYPES = {"q4_1": torch.float32}  # pair dtype -> activation dtype of the kernels
+# pair dtype -> activation dtype of the kernels (scales and zeros take it too)
+Q4_1_DTYPES = {"q4_1": torch.float32, "q4_1_bf16": torch.bfloat16}
 # the decoder layers' Linears of a Llama: GGUF name -> module path inside a decoder layer
 LLAMA_LINEARS = {
     "attn_q": "self_attn.q_proj",
@@ -52,6 +60,14 @@ LLAMA_LINEARS = {
     "ffn_up": "mlp.up_proj",
     "ffn_down": "mlp.down_proj",
 }
+
+
+def q4_1_name(dtype: torch.dtype) -> str:
+    """The pair dtype whose kernels take `dtype` activations."""
+    names = {v: k for k, v in Q4_1_DTYPES.items()}
+    if dtype not in names:
+        raise ValueError(f"the Q4_1 targets run {', '.join(map(str, names))} activations, not {dtype}")
+    return names[dtype]
 
 
 # ---------------------------------------------------------------- raw blocks
@@ -250,7 +266,7 @@ def load_gguf_q4_1(model, gguf_path: str | Path, dtype: torch.dtype = torch.floa
     emb = q8_0_fields(_gguf_raw(tensors, "token_embd.weight", "Q8_0"))
     head = q8_0_fields(_gguf_raw(tensors, "output.weight", "Q8_0")) if "output.weight" in tensors else None
     _set_embedding_and_head(model, *emb, head=head, dtype=dtype)
-    model.mtad_dtype = "q4_1"
+    model.mtad_dtype = q4_1_name(dtype)
     return model
 
 
@@ -265,7 +281,7 @@ def quantize_q4_1(model, dtype: torch.dtype = torch.float32):
     def blocks(weight: torch.Tensor, kind) -> np.ndarray:
         return quants.quantize(weight.detach().float().cpu().numpy(), kind)  # [N, K/32 * bytes]
 
-    model = model.to(dtype)
+    # quantized from the weights as given (float32, say), before the rest is cast to `dtype`
     for layer in model.model.layers:
         for path in LLAMA_LINEARS.values():
             dense = layer.get_submodule(path)
@@ -276,8 +292,10 @@ def quantize_q4_1(model, dtype: torch.dtype = torch.float32):
     embedding, head = model.get_input_embeddings(), model.get_output_embeddings()
     tied = head.weight is embedding.weight
     emb = q8_0_fields(blocks(embedding.weight, q8))
-    _set_embedding_and_head(model, *emb, head=None if tied else q8_0_fields(blocks(head.weight, q8)), dtype=dtype)
-    model.mtad_dtype = "q4_1"
+    head = None if tied else q8_0_fields(blocks(head.weight, q8))
+    model = model.to(dtype)
+    _set_embedding_and_head(model, *emb, head=head, dtype=dtype)
+    model.mtad_dtype = q4_1_name(dtype)
     return model
 
 
