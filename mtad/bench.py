@@ -823,9 +823,14 @@ def _sampling_lines(payload: dict) -> list[str]:
         *(
             (r["label"], f"ours, fast path, target {r['target_dtype']}")
             for r in payload["rows"]
-            if r.get("target_dtype")
+            if r.get("target_dtype") and r["impl"] == "ours"
         ),
         ("HF generate", f"HF eager generate(), target {default_dtype(payload)}"),
+        *(
+            (r["label"], f"HF eager generate(), target {r['target_dtype']}")
+            for r in payload["rows"]
+            if r.get("target_dtype") and r["impl"] == "hf"
+        ),
     ]
     lines = ["", "Sampling by target (tokens/s, same prompts and budget):", "", "| run | tok/s | / HF generate |"]
     lines.append("|---|---:|---:|")

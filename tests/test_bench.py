@@ -288,7 +288,7 @@ def test_goals_met_and_not_on_synthetic_numbers():
     assert met(slow_growth)["b"] == [False]
 
 
-def test_a_bf16_pair_is_measured_against_hf_on_the_float32_target():
+def test_a_bf16_pair_is_measured_against_hf_on_the_float32_target(tmp_path):
     # HF generate on the pair's bf16 target runs at 12 tok/s, on the float32 target at 8: goal (c)
     # compares sampling (20) with the float32 one, 2.5x, and the 12 tok/s row alone would not meet it
     payload = synthetic_payload(hf_tps=12.0, target_dtype="torch.bfloat16")
@@ -298,3 +298,5 @@ def test_a_bf16_pair_is_measured_against_hf_on_the_float32_target():
     assert rows["HF generate float32"]["target_dtype"] == "float32"
     assert rows["sampling fast"]["vs_hf"]["HF generate float32"] == 2.5
     assert "HF generate float32" not in {c.label for c in default_configs(4, pair_dtype="float32")}
+    text = report(tmp_path, payload)
+    assert "| HF eager generate(), target float32 | 8.00 |" in text and "ours, fast path, target float32" not in text

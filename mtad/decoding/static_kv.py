@@ -93,6 +93,7 @@ class StaticKV:
         self.keys = torch.zeros(self.shape, dtype=attention_dtype(model.dtype, device), device=device)
         self.values = torch.zeros_like(self.keys)
         self.length = 0
+        self._views: tuple = (None, [], [])  # (the keys buffer they view, keys views, values views)
 
     @property
     def capacity(self) -> int:
@@ -121,6 +122,14 @@ class StaticKV:
     def get_seq_length(self) -> int:  # what CachedModel.seq_length reads of a DynamicCache
         return self.length
 
+    def layer_views(self) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """Each layer's keys and values, [1, kv_heads, capacity, head_dim] views of the buffers: what
+        the compiled body writes into. Given the whole buffer, torch.compile functionalizes each
+        layer's write into a clone of all of it (60 clones of the 12-24 MB buffer a forward)."""
+        if self._views[0] is not self.keys:
+            self._views = (self.keys, list(self.keys.unbind(0)), list(self.values.unbind(0)))
+        return self._views[1], self._views[2]
+
 
 def llama_body(
     model: PreTrainedModel,
@@ -135,7 +144,8 @@ def llama_body(
 
     input_ids, position_ids: [1, n]; slots: [n]; allowed: bool [1, 1, n, kv] (kv <= capacity:
     attention spans buffer slots [0, kv)), None = every slot up to the last written one.
-    keys/values: [layers, 1, kv_heads, capacity, head_dim]. Returns hidden states [n, H]."""
+    keys/values: [layers, 1, kv_heads, capacity, head_dim], or a sequence of each layer's
+    [1, kv_heads, capacity, head_dim] (what the compiled body takes). Returns hidden states [n, H]."""
     return run_layers(model.model, model.model.embed_tokens(input_ids), keys, values, position_ids, slots, allowed)
 
 
@@ -153,9 +163,10 @@ def run_layers(
     cos, sin = body.rotary_emb(x, position_ids)  # [1, n, D]
     for i, layer in enumerate(body.layers):
         q, k, v = attention_inputs(layer, x, cos, sin)  # [1, Hq, n, D], [1, Hkv, n, D] x 2
-        keys[i].index_copy_(2, slots, k.to(keys.dtype))
-        values[i].index_copy_(2, slots, v.to(values.dtype))
-        x = finish_layer(layer, x, attend(layer, q, keys[i, :, :, :kv_len], values[i, :, :, :kv_len], allowed))
+        layer_keys, layer_values = keys[i], values[i]  # [1, Hkv, capacity, D] each
+        layer_keys.index_copy_(2, slots, k.to(layer_keys.dtype))
+        layer_values.index_copy_(2, slots, v.to(layer_values.dtype))
+        x = finish_layer(layer, x, attend(layer, q, layer_keys[:, :, :kv_len], layer_values[:, :, :kv_len], allowed))
     return body.norm(x)[0]
 
 
@@ -234,7 +245,7 @@ class StaticCachedModel(CachedModel):
         self.cache = StaticKV(model, capacity)
         self.compiled = compiled_body(model) if compiled else None
         if self.compiled is not None and self.compiled.cuda:
-            for buf in (self.cache.keys, self.cache.values):
+            for buf in (self.cache.keys, self.cache.values, *sum(self.cache.layer_views(), [])):
                 torch._dynamo.mark_static_address(buf)
 
     @property
@@ -275,8 +286,7 @@ class StaticCachedModel(CachedModel):
             pos = torch.zeros(width, dtype=torch.long)
             pos[:n] = position_ids
             hidden = self.compiled(
-                kv.keys,
-                kv.values,
+                *kv.layer_views(),
                 ids[None].to(device),
                 pos[None].to(device),
                 torch.arange(start, start + width, device=device),
