@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import time
 from pathlib import Path
 
@@ -88,12 +89,22 @@ def main() -> None:
         help="only measure the q4_1 target's distance from the float32 one on this many held-out prompts "
         "(--max-new-tokens each; writes q4_tv.json and .md under --out)",
     )
+    ap.add_argument(
+        "--render",
+        metavar="JSON",
+        help="measure nothing: rebuild the report (bench.md, and bench.json's calibration) under --out from a "
+        "stored bench.json",
+    )
     ap.add_argument("--out", default="results/bench")
     ap.add_argument("--note", action="append", default=[], help="a line for the Notes section")
     args = ap.parse_args()
     started = time.perf_counter()
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.render:
+        write_report(Path(args.out), rendered(json.loads(Path(args.render).read_text())))
+        print((Path(args.out) / "bench.md").read_text())
+        return
     if args.q4_tv:
         from mtad.target_distance import q4_tv, write_q4_tv
 
@@ -153,6 +164,19 @@ def main() -> None:
     payload["wall_s"] = time.perf_counter() - started
     write_report(Path(args.out), payload)
     print((Path(args.out) / "bench.md").read_text())
+
+
+def rendered(payload: dict) -> dict:
+    """A stored payload with its curves' widths as ints again (JSON made them strings) and the
+    calibration derived anew from its measurements."""
+    curve = payload.get("curve")
+    if curve:
+        for row in [*curve["curves"], *curve.get("int8_products", [])]:
+            for key in ("ms", "linear_ms"):
+                if key in row:
+                    row[key] = {int(w): v for w, v in row[key].items()}
+        payload["calibration"] = calibration(curve, payload["setup"]["gamma"])
+    return payload
 
 
 def other_targets(pair, dtypes) -> dict:

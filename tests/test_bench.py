@@ -4,10 +4,12 @@ the configs per draft kind, the SpS speed-up the costs predict; a forward's matr
 llama.cpp reference, and the report and goals on synthetic numbers."""
 
 import json
+import subprocess
 import sys
 import time
 import types
 from collections import Counter
+from pathlib import Path
 
 import pytest
 import torch
@@ -16,6 +18,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from mtad.bench import (
     LLAMA_CPP_MISSING,
     Measure,
+    _calibration_line,
     calibration,
     curve_model,
     default_configs,
@@ -141,7 +144,23 @@ def test_verification_curve_with_a_q4_1_target():
         for path in ("eager", "fast"):
             assert set(rows["target", dtype, path]["linear_ms"]) == {1, 5}
     assert [c["path"] for c in curve["int8_products"]] == ["fast"]
-    assert calibration(curve, 4)["target_verify"]["dtype"] in ("float32", "q4_1")
+    cal = calibration(curve, 4)["target_verify"]
+    assert cal["dtype"] == "float32"  # the dense pick; q4_1 only where it is faster still
+    assert cal.get("fastest", {"dtype": "q4_1"})["dtype"] == "q4_1"
+
+
+def test_calibration_picks_a_dense_dtype_and_names_a_faster_4_bit_target():
+    def row(dtype, ms1, ms5):
+        return {"model": "target", "dtype": dtype, "path": "fast", "threads": 2, "ms": {1: ms1, 5: ms5}}
+
+    curve = {"curves": [row("float32", 60, 90), row("bfloat16", 35, 41), row("q4_1_bf16", 19, 42)]}
+    curve["curves"].append({"model": "draft", "dtype": "bfloat16", "path": "fast", "threads": 2, "ms": {1: 2.0}})
+    cal = calibration(curve, 4)
+    assert cal["target_step"]["dtype"] == "bfloat16" and cal["target_step"]["fastest"]["dtype"] == "q4_1_bf16"
+    assert cal["target_verify"] == {"dtype": "bfloat16", "threads": 2, "ms": 41, "width": 5}  # no faster one
+    line = _calibration_line(cal, "bfloat16")
+    assert "q4_1_bf16, 2 threads, 19.0 ms is faster still" in line and "the calibration agrees" in line
+    assert "differs" in _calibration_line(cal, "float32")
 
 
 def test_sampling_row_with_another_target():
@@ -300,3 +319,14 @@ def test_a_bf16_pair_is_measured_against_hf_on_the_float32_target(tmp_path):
     assert "HF generate float32" not in {c.label for c in default_configs(4, pair_dtype="float32")}
     text = report(tmp_path, payload)
     assert "| HF eager generate(), target float32 | 8.00 |" in text and "ours, fast path, target float32" not in text
+
+
+def test_render_rebuilds_the_report_and_calibration_from_a_stored_payload(tmp_path):
+    write_report(tmp_path / "measured", synthetic_payload(llama=LLAMA))
+    stored = json.loads((tmp_path / "measured" / "bench.json").read_text())
+    stored["calibration"] = None  # derived again from the stored curve
+    (tmp_path / "stored.json").write_text(json.dumps(stored))
+    script = Path(__file__).resolve().parents[1] / "scripts" / "bench.py"
+    args = [sys.executable, str(script), "--render", str(tmp_path / "stored.json"), "--out", str(tmp_path / "out")]
+    subprocess.run(args, check=True, capture_output=True)
+    assert (tmp_path / "out" / "bench.md").read_text() == (tmp_path / "measured" / "bench.md").read_text()
