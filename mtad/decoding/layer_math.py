@@ -13,9 +13,9 @@ matrix product and gate and up as another (``fused_weights``: each layer's weigh
 once, the modules' weights then views into them, so the model holds one copy), rotary applied
 once to q and k together, and float32 RMSNorm without its no-op casts. Each step computes what
 the modules compute, in the same order (rotary and RMSNorm bit for bit), except that a
-half-precision model on CPU attends in float32 over float32 KV buffers (`attention_dtype`); a layer whose products
-are not plain bias-free Linears (e.g. 4-bit ones), and any forward under autograd (training),
-runs the modules.
+half-precision model on CPU attends in float32 over float32 KV buffers (``attention_dtype``). A
+layer whose products are not plain bias-free Linears (e.g. 4-bit ones), and any forward under
+autograd (training), runs the modules.
 """
 
 from __future__ import annotations

@@ -125,7 +125,7 @@ class StaticKV:
     def layer_views(self) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
         """Each layer's keys and values, [1, kv_heads, capacity, head_dim] views of the buffers: what
         the compiled body writes into. Given the whole buffer, torch.compile functionalizes each
-        layer's write into a clone of all of it (60 clones of the 12-24 MB buffer a forward)."""
+        layer's write into a clone of all of it (60 clones of a 12 MB buffer per forward)."""
         if self._views[0] is not self.keys:
             self._views = (self.keys, list(self.keys.unbind(0)), list(self.values.unbind(0)))
         return self._views[1], self._views[2]
