@@ -96,8 +96,8 @@ def q4_tv(pair: str = "smollm2_135m_head", prompts: int = 20, new_tokens: int = 
     for dtype in COMPARED:
         other, _ = load_target_and_tokenizer(cfg, dtype=dtype)
         result[dtype] = distribution_distance(dense, other, sequences, starts)
-        del other
-    q4, _ = load_target_and_tokenizer(cfg, dtype="q4_1")
+        if dtype == "q4_1":
+            q4 = other  # measured again below with its head requantized
     exact_head = q4.lm_head
     q4.lm_head = exact_head.requantized_per_row()
     result["per_row_head"] = distribution_distance(dense, q4, sequences, starts)
