@@ -27,7 +27,7 @@ def main(argv=None) -> int:
 
     from mtad.data import cache_root
     from mtad.distill import DistillConfig, HeadTrainConfig, HeadTrainer, Trainer, produce
-    from mtad.models.pairs import ASSETS_DIR, load_target_and_tokenizer, pair_config
+    from mtad.models.pairs import ASSETS_DIR, auto_dtype, load_target_and_tokenizer, pair_config
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("job", choices=["produce", "train", "export", "card", "head-ab", "head-vocab"])
@@ -44,6 +44,8 @@ def main(argv=None) -> int:
     ap.add_argument("--lr", type=float, default=3e-4)
     ap.add_argument("--max-minutes", type=float, default=60.0)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--device", default=None, help="cpu or cuda (default: cuda when this torch sees a GPU)")
+    ap.add_argument("--slots", type=int, default=32, help="producer: rows sampling at once, refilled as answers end")
     ap.add_argument(
         "--mix",
         default=None,
@@ -121,8 +123,13 @@ def main(argv=None) -> int:
         threads=args.threads,
         features=head,
         seed=args.seed,
+        slots=args.slots,
     )
-    target, tokenizer = load_target_and_tokenizer(cfg, device="cpu", dtype="float32")
+    # the producer runs the target in the dtype decoding uses on this machine (the calibration's pick:
+    # bf16 on a CPU that multiplies it natively); trainers keep float32 master weights
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    dtype = auto_dtype(torch.device(device)) if args.job == "produce" else "float32"
+    target, tokenizer = load_target_and_tokenizer(cfg, device=device, dtype=dtype)
     target.requires_grad_(False)
     special_ids = tokenizer.all_special_ids + [tokenizer.eos_token_id]
     if args.job in ("head-ab", "head-vocab"):

@@ -1,12 +1,13 @@
 """The distillation corpus: sequences with the target's top-K log-probs at every answer position.
 
-Three ways to fill it, all ending in one batched, teacher-forced target forward per chunk
+Three ways to fill it, all ending in teacher-forced target forwards batched by length
 (scoring a sequence costs far less per token than sampling it):
 - ``real``: an item's real answer (code, SQL) is scored as it is;
 - ``target``: the target samples the answer (the text the suite actually decodes);
 - ``draft``: the draft samples the answer and the target scores it (on-policy data: the
   draft is trained where its own samples go wrong).
-Sampling runs our own batched loop over a KV cache and keeps nothing but token ids; the
+Sampling keeps a fixed number of rows decoding, each refilled as its answer ends
+(`sampler.sample_stream`), and keeps nothing but token ids; the
 top-K log-probs come from the scoring forward, so nothing of shape [batch, steps, vocab]
 is ever kept.
 
@@ -16,16 +17,14 @@ up new chunks while it runs (`Corpus.refresh`).
 
 from __future__ import annotations
 
-import inspect
 import random
 import time
 from pathlib import Path
 
 import torch
-from transformers import DynamicCache
 
-from ..decoding.logits import logits_to_probs, sample
 from ..decoding.sampling import SAMPLING_PARAMS
+from .sampler import sample_stream
 from .sources import Item
 
 # (temperature, top_k, top_p) that samplers rotate over: raw, the paper's setting, cooler.
@@ -34,9 +33,11 @@ SAMPLING_SETTINGS = [(1.0, 0, 1.0), PAPER_SETTING, (0.7, 0, 1.0)]
 
 
 def encode(tokenizer, item: Item, max_prompt: int = 512) -> list[int]:
-    """The item's user turn through the chat template (what the tasks feed the models)."""
+    """The item's turns (earlier ones first, for a multi-turn request) through the chat template,
+    as the tasks feed the models; the last `max_prompt` ids."""
+    history = [{"role": role, "content": text} for role, text in getattr(item, "history", ())]
     ids = tokenizer.apply_chat_template(
-        [{"role": "user", "content": item.user}], add_generation_prompt=True, return_dict=True
+        history + [{"role": "user", "content": item.user}], add_generation_prompt=True, return_dict=True
     )["input_ids"]
     return list(ids[-max_prompt:])
 
@@ -47,85 +48,69 @@ def answer_ids(tokenizer, text: str, max_new: int) -> list[int]:
     return ids[:max_new] if len(ids) >= max_new else ids + [tokenizer.eos_token_id]
 
 
-def cache_argument(model) -> str:
-    """transformers >= 5.2x names the forward's cache argument `cache`; older releases `past_key_values`."""
-    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
-
-
-@torch.no_grad()
 def sample_answers(
-    model, prompts: list[list[int]], max_new: int, setting: tuple, eos: int, seed: int, logits_of=None
+    model, prompts: list[list[int]], max_new: int, setting: tuple, eos: int, seed: int, logits_of=None, slots: int = 32
 ) -> list[list[int]]:
-    """Batched sampling from `model` (target or draft) with left padding and one KV cache.
+    """Each prompt's sampled answer (ids up to and including EOS), `slots` rows decoding at once and
+    refilled as answers end (`sampler.sample_stream`). `logits_of(model, out)` maps a forward's
+    output to full-vocabulary logits [B, V] at the last position (default `out.logits[:, -1]`)."""
+    return sample_stream(model, prompts, max_new, setting, eos, seed, slots=slots, logits_of=logits_of)
 
-    Returns each answer's ids up to and including EOS. `logits_of(model, out)` maps a forward's
-    output to full-vocabulary logits [B, V] at the last position (default `out.logits[:, -1]`).
-    """
-    temperature, top_k, top_p = setting
-    B, P = len(prompts), max(len(p) for p in prompts)
-    ids = torch.full((B, P), eos, dtype=torch.long)
-    mask = torch.zeros(B, P, dtype=torch.long)
-    for b, p in enumerate(prompts):
-        ids[b, P - len(p) :] = torch.tensor(p)
-        mask[b, P - len(p) :] = 1
-    gen = torch.Generator().manual_seed(seed)
-    positions = (mask.cumsum(-1) - 1).clamp_min(0)  # [B, P]: left padding must not shift positions
-    cache_kw = {cache_argument(model): DynamicCache(config=model.config)}  # filled in place by each forward
-    out = model(
-        input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, logits_to_keep=1, **cache_kw
-    )
-    answers = [[] for _ in range(B)]
-    done = torch.zeros(B, dtype=torch.bool)
-    for _ in range(max_new):
-        logits = logits_of(model, out) if logits_of else out.logits[:, -1]  # [B, V]
-        nxt = sample(logits_to_probs(logits.float(), temperature, top_k, top_p), gen)  # [B]
-        for b in range(B):
-            if not done[b]:
-                answers[b].append(int(nxt[b]))
-        done |= nxt == eos
-        if bool(done.all()):
-            break
-        mask = torch.cat([mask, torch.ones(B, 1, dtype=torch.long)], dim=1)
-        positions = positions[:, -1:] + 1
-        out = model(
-            input_ids=nxt[:, None],
-            attention_mask=mask,
-            position_ids=positions,
-            use_cache=True,
-            logits_to_keep=1,
-            **cache_kw,
-        )
-    return answers
+
+def length_buckets(lengths: list[int], max_tokens: int) -> list[list[int]]:
+    """Indices grouped into batches of similar length, each padded batch at most `max_tokens`
+    positions (B x longest): sorting by length first means almost nothing is padding."""
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    batches, current = [], []
+    for i in order:
+        if current and (len(current) + 1) * lengths[i] > max_tokens:
+            batches.append(current)
+            current = []
+        current.append(i)
+    return batches + ([current] if current else [])
 
 
 @torch.no_grad()
-def score(target, prompts: list[list[int]], answers: list[list[int]], top_k: int, features: bool = False) -> list[dict]:
-    """One teacher-forced target forward over right-padded prompt + answer; top-K log-probs at the
-    answer positions only (the LM head runs on those rows alone). `features`: also keep the
-    target's final hidden state at every position ([P + n, H], fp16), what a feature head reads."""
+def score(
+    target,
+    prompts: list[list[int]],
+    answers: list[list[int]],
+    top_k: int,
+    features: bool = False,
+    max_tokens: int = 4096,
+) -> list[dict]:
+    """Teacher-forced target forwards over prompt + answer, batched by length (`length_buckets`);
+    top-K log-probs at the answer positions only (the LM head runs on those rows alone).
+    `features`: also keep the target's final hidden state at every position ([P + n, H], fp16),
+    what a feature head reads. Records come back in the order of `prompts`."""
     seqs = [p + a for p, a in zip(prompts, answers)]
-    T = max(len(s) for s in seqs)
-    ids = torch.zeros(len(seqs), T, dtype=torch.long)
-    mask = torch.zeros(len(seqs), T, dtype=torch.long)
-    for b, s in enumerate(seqs):
-        ids[b, : len(s)] = torch.tensor(s)
-        mask[b, : len(s)] = 1
-    hidden = target.model(input_ids=ids, attention_mask=mask, use_cache=False).last_hidden_state  # [B, T, H]
-    records = []
-    for b, (p, a) in enumerate(zip(prompts, answers)):
-        rows = hidden[b, len(p) - 1 : len(p) - 1 + len(a)]  # [n, H]: position P-1+j predicts answer token j
-        logprobs = torch.log_softmax(target.lm_head(rows).float(), dim=-1)  # [n, V]
-        top = logprobs.topk(top_k, dim=-1)
-        records.append(
-            {
-                "prompt_ids": torch.tensor(p, dtype=torch.int32),
-                "answer_ids": torch.tensor(a, dtype=torch.int32),
-                "top_ids": top.indices.to(torch.int32),
-                "top_logprobs": top.values.to(torch.float16),
+    records: list[dict | None] = [None] * len(seqs)
+    device = next(target.parameters()).device
+    for batch in length_buckets([len(s) for s in seqs], max_tokens):
+        T = max(len(seqs[i]) for i in batch)
+        ids = torch.zeros(len(batch), T, dtype=torch.long)
+        mask = torch.zeros(len(batch), T, dtype=torch.long)
+        for b, i in enumerate(batch):
+            ids[b, : len(seqs[i])] = torch.tensor(seqs[i])
+            mask[b, : len(seqs[i])] = 1
+        hidden = target.model(input_ids=ids.to(device), attention_mask=mask.to(device), use_cache=False)
+        hidden = hidden.last_hidden_state  # [B, T, H]
+        P = [len(prompts[i]) for i in batch]
+        n = [len(answers[i]) for i in batch]
+        # the LM head and top-K on the kept rows only: position P-1+j predicts answer token j
+        rows = torch.cat([hidden[b, p - 1 : p - 1 + k] for b, (p, k) in enumerate(zip(P, n))])  # [N, H]
+        top = torch.log_softmax(target.lm_head(rows).float(), dim=-1).topk(top_k, dim=-1)  # [N, K]
+        top_ids, top_lp = top.indices.to(torch.int32).cpu(), top.values.to(torch.float16).cpu()
+        offsets = [0] + torch.tensor(n).cumsum(0).tolist()
+        for b, i in enumerate(batch):
+            records[i] = {
+                "prompt_ids": torch.tensor(prompts[i], dtype=torch.int32),
+                "answer_ids": torch.tensor(answers[i], dtype=torch.int32),
+                "top_ids": top_ids[offsets[b] : offsets[b + 1]],
+                "top_logprobs": top_lp[offsets[b] : offsets[b + 1]],
             }
-        )
-        if features:
-            records[-1]["features"] = hidden[b, : len(p) + len(a)].to(torch.float16).clone()  # [P + n, H]
+            if features:  # one conversion, no further copy (a view would save the whole batch's storage)
+                records[i]["features"] = hidden[b, : len(seqs[i])].to("cpu", torch.float16, copy=True)  # [P + n, H]
     return records
 
 
@@ -197,6 +182,7 @@ def make_chunk(
     seed: int = 0,
     setting: tuple | None = None,
     features: bool = False,
+    slots: int = 32,
 ) -> tuple[list[dict], dict]:
     """Answer (or take the real answers of) `items`, score them with the target; records + timing."""
     t0 = time.perf_counter()
@@ -206,9 +192,9 @@ def make_chunk(
     if kind == "real":
         answers = [answer_ids(tokenizer, it.answer, max_new) for it in items]
     elif kind == "target":
-        answers = sample_answers(target, prompts, max_new, setting, eos, seed)
+        answers = sample_answers(target, prompts, max_new, setting, eos, seed, slots=slots)
     elif kind == "draft":
-        answers = sample_answers(draft, prompts, max_new, setting, eos, seed, logits_of=draft_logits)
+        answers = sample_answers(draft, prompts, max_new, setting, eos, seed, logits_of=draft_logits, slots=slots)
     else:
         raise ValueError(f"unknown chunk kind {kind!r}; valid: real, target, draft")
     t1 = time.perf_counter()
@@ -220,6 +206,7 @@ def make_chunk(
     return records, {
         "kind": kind,
         "tokens": n,
+        "positions": sum(len(p) + len(a) for p, a in zip(prompts, answers)),
         "sample_s": t1 - t0,
         "score_s": t2 - t1,
         "setting": setting,

@@ -30,7 +30,7 @@ import torch.nn.functional as F
 from ..models.head import FeatureHead, build_head, load_head, save_head
 from .corpus import Corpus
 from .objectives import kl_paper, pair_stats
-from .training import FAMILY_WEIGHTS, choose_head_tokens, full_to_head_index, sample_batch
+from .training import choose_head_tokens, full_to_head_index, sample_batch
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +40,9 @@ class HeadTrainConfig:
     workdir: str
     init_from: str | None = None  # head file to start from when the work dir has no checkpoint
     num_layers: int = 1
-    head_size: int = 8192  # restricted vocabulary chosen on the corpus' target mass; 0 = full
+    head_size: int = 4096  # restricted vocabulary chosen on the corpus' target mass; 0 = full
+    # bf16 compute (float32 master weights and optimiser) where the device multiplies bf16 natively
+    compute_dtype: str = "auto"
     steps: int = 3  # training-time-test unroll
     step_decay: float = 0.8  # weight of step s: decay^(s-1)
     reg_weight: float = 0.1  # feature regression beside the KL
@@ -145,6 +147,17 @@ def evaluate_head(head: FeatureHead, heldout: dict[str, list[dict]], steps: int 
     return out
 
 
+def compute_dtype(name: str, device: torch.device) -> torch.dtype:
+    """The trainer's compute dtype: "auto" is bf16 where the device multiplies it natively (the
+    pairs' `auto_dtype`), else float32; master weights and the optimiser stay float32 either way."""
+    from ..models.pairs import auto_dtype
+
+    resolved = auto_dtype(device) if name == "auto" else name
+    if resolved not in ("bfloat16", "float32", "float16"):
+        raise ValueError(f"compute_dtype {name!r}; valid: auto, bfloat16, float32")
+    return torch.bfloat16 if resolved == "bfloat16" else torch.float32
+
+
 class HeadTrainer:
     """Resumable: checkpoint.pt (head, optimiser, state) every few minutes and on SIGTERM; the
     head file head.safetensors beside it; held-out statistics appended to curve.jsonl."""
@@ -175,16 +188,22 @@ class HeadTrainer:
             return
         if self.cfg.init_from:
             self.head = load_head(self.cfg.init_from, self.target, dtype=torch.float32)
+            if self.cfg.head_size and self.cfg.head_size != len(self.head.head_ids or ()):
+                # the head predicts a feature, so a trained head can be read through another vocabulary
+                self.head = with_vocabulary(self.head, self.target, self._head_vocabulary()).float()
         else:
-            ids = None
-            if self.cfg.head_size:
-                while len(self.corpus.records) < 4 * self.cfg.batch_seqs:
-                    time.sleep(5 if self.corpus.refresh() == 0 else 0)
-                mass = corpus_mass(self.corpus.records, self.target.config.vocab_size)
-                ids = choose_head_tokens(mass, self.cfg.head_size, self.special_ids)
-                self.state["head_mass_coverage"] = float(mass[ids].sum() / mass.sum())
+            ids = self._head_vocabulary() if self.cfg.head_size else None
             self.head = build_head(self.target, self.cfg.num_layers, ids, seed=self.cfg.seed).float()
         self.optimizer = self._optimizer(self.head)
+
+    def _head_vocabulary(self) -> list[int]:
+        """The `head_size` tokens of most target mass over the first chunks of the corpus."""
+        while len(self.corpus.records) < 4 * self.cfg.batch_seqs:
+            time.sleep(5 if self.corpus.refresh() == 0 else 0)
+        mass = corpus_mass(self.corpus.records, self.target.config.vocab_size)
+        ids = choose_head_tokens(mass, self.cfg.head_size, self.special_ids)
+        self.state["head_mass_coverage"] = float(mass[ids].sum() / mass.sum())
+        return ids
 
     def checkpoint(self) -> None:
         saved = {
@@ -236,6 +255,9 @@ class HeadTrainer:
         if self.state["step"] == 0:
             self.evaluate(heldout)
         index = full_to_head_index(self.head)
+        device = next(self.head.parameters()).device
+        bf16 = compute_dtype(cfg.compute_dtype, device) == torch.bfloat16
+        self.state["runs"][-1]["compute_dtype"] = "bfloat16" if bf16 else "float32"
         stop, t_start = _stop_event(), time.time()
         last_ckpt = last_refresh = window_start = time.time()
         window_tokens, by_family, kls = 0, self.corpus.by_family(), []
@@ -252,7 +274,10 @@ class HeadTrainer:
                 by_family, last_refresh = self.corpus.by_family(), time.time()
             records = sample_batch(by_family, cfg.batch_seqs, self.rng)
             self.head.train()
-            loss, step_kls = head_loss(self.head, collate_features(records, cfg.max_len), index, cfg, self.generator)
+            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
+                loss, step_kls = head_loss(
+                    self.head, collate_features(records, cfg.max_len), index, cfg, self.generator
+                )
             warm = min(1.0, (self.state["step"] + 1) / cfg.warmup_steps)
             for group in self.optimizer.param_groups:
                 group["lr"] = cfg.lr * warm
@@ -374,7 +399,6 @@ def layers_ab(
 
 
 __all__ = [
-    "FAMILY_WEIGHTS",
     "HeadTrainConfig",
     "HeadTrainer",
     "collate_features",

@@ -25,9 +25,9 @@ import torch
 
 from ..models.draft import build_draft_from_target, load_draft, save_draft
 from .corpus import PAPER_SETTING, Corpus, draw_batch, make_chunk, target_mass
-from .sources import FAMILIES, draw_item
+from .kinds import ALL_KINDS, REAL_TEXT_KINDS, TRAINED_KINDS, draw
+from .roofline import roofline
 from .training import (
-    FAMILY_WEIGHTS,
     Arm,
     choose_head_tokens,
     collate,
@@ -50,7 +50,8 @@ class DistillConfig:
     batch_seqs: int = 8
     losses: list[str] = field(default_factory=lambda: ["kl_raw", "kl_paper", "tv_paper"])  # A/B arms
     ab_tokens: int = 40_000  # trained tokens per arm before the A/B picks its winner
-    chunk_seqs: int = 16
+    chunk_seqs: int = 96
+    slots: int = 32  # rows sampling at once, each refilled as its answer ends
     max_new_tokens: int = 192
     store_top_k: int = 32
     # chunk kinds: scoring real text or draft samples costs far less per token than target sampling
@@ -94,21 +95,19 @@ def make_heldout(cfg: DistillConfig, target, tokenizer) -> None:
     if path.exists():
         return
     rng = random.Random(10**6 + cfg.seed)
-    records = []
-    for i, family in enumerate(FAMILIES):
-        items = [draw_item(family, rng, held=True) for _ in range(cfg.heldout_per_family)]
-        recs, _ = make_chunk(
-            items,
-            "target",
-            target,
-            tokenizer,
-            max_new=cfg.heldout_max_new_tokens,
-            top_k=cfg.store_top_k,
-            seed=10**6 + i,
-            setting=PAPER_SETTING,
-            features=cfg.features,
-        )
-        records += recs
+    items = [draw(kind, rng, held=True) for kind in ALL_KINDS for _ in range(cfg.heldout_per_family)]
+    records, _ = make_chunk(  # every kind in one stream of slots
+        items,
+        "target",
+        target,
+        tokenizer,
+        max_new=cfg.heldout_max_new_tokens,
+        top_k=cfg.store_top_k,
+        seed=10**6,
+        setting=PAPER_SETTING,
+        features=cfg.features,
+        slots=cfg.slots,
+    )
     torch.save({"records": records}, path)
 
 
@@ -129,6 +128,14 @@ def produce(cfg: DistillConfig, target, tokenizer, name: str = "p0") -> None:
     workdir = Path(cfg.workdir)
     corpus = Corpus(workdir)
     stop, t_start = _stop_event(), time.time()
+    ceiling = roofline(target, cfg.slots)  # what this machine allows, printed beside every chunk's rates
+    _append(workdir / "rates.jsonl", {"process": "roofline", "time": time.time()} | ceiling)
+    log.info(
+        "roofline: scoring %.0f positions/s, sampling %.0f tokens/s (%d slots)",
+        ceiling["scored_positions_per_s"],
+        ceiling["sampled_tokens_per_s"],
+        cfg.slots,
+    )
     make_heldout(cfg, target, tokenizer)
     n = len([p for p in corpus.dir.glob(f"chunk_{name}_*.pt")])
     draft, draft_mtime = None, 0.0
@@ -144,9 +151,8 @@ def produce(cfg: DistillConfig, target, tokenizer, name: str = "p0") -> None:
             elif draft is None or (draft_file.exists() and draft_file.stat().st_mtime > draft_mtime):
                 draft = load_draft(source, target, dtype=torch.float32).eval()  # the latest trained draft
                 draft_mtime = Path(source).stat().st_mtime
-        real_families = {"sql": 0.5, "code": 0.5}
-        families = real_families if kind == "real" else FAMILY_WEIGHTS
-        items = draw_batch(rng, draw_item, cfg.chunk_seqs, families, real=kind == "real")
+        kinds_drawn = REAL_TEXT_KINDS if kind == "real" else TRAINED_KINDS  # every kind equally often
+        items = draw_batch(rng, draw, cfg.chunk_seqs, dict.fromkeys(kinds_drawn, 1.0), real=kind == "real")
         records, meta = make_chunk(
             items,
             kind,
@@ -157,19 +163,26 @@ def produce(cfg: DistillConfig, target, tokenizer, name: str = "p0") -> None:
             top_k=cfg.store_top_k,
             seed=cfg.seed * 1_000_003 + n,
             features=cfg.features,
+            slots=cfg.slots,
         )
         corpus.write(f"{name}_{n:05d}", records, meta)
         n += 1
         meta.update(chunk=n, time=time.time(), tokens_per_s=meta["tokens"] / (meta["sample_s"] + meta["score_s"]))
+        meta["scored_positions_per_s"] = meta["positions"] / meta["score_s"]
         _append(workdir / "rates.jsonl", {"process": "produce"} | meta)
         log.info(
-            "chunk %d (%s): %d tokens, sample %.1fs, score %.1fs -> %.0f tok/s",
+            "chunk %d (%s): %d answer tokens, sampled in %.1fs (%.0f tok/s; roofline %.0f), "
+            "scored %d positions in %.1fs (%.0f/s; roofline %.0f)",
             n,
             kind,
             meta["tokens"],
             meta["sample_s"],
+            meta["tokens"] / max(meta["sample_s"], 1e-9),
+            ceiling["sampled_tokens_per_s"],
+            meta["positions"],
             meta["score_s"],
-            meta["tokens_per_s"],
+            meta["scored_positions_per_s"],
+            ceiling["scored_positions_per_s"],
         )
 
 

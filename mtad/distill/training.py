@@ -15,9 +15,6 @@ import torch
 from ..models.draft import LlamaDraftForCausalLM
 from .objectives import get_loss, pair_stats
 
-# Sampling weight of each family in a training batch.
-FAMILY_WEIGHTS = {"chat": 0.35, "summary": 0.2, "sql": 0.2, "code": 0.25}
-
 
 def full_to_head_index(draft) -> torch.Tensor:
     """[V] map from a vocabulary id to its head column, -1 when the head lacks it (a layer draft
@@ -108,10 +105,10 @@ def train_step(
 
 
 def sample_batch(by_family: dict[str, list[dict]], size: int, rng: random.Random) -> list[dict]:
-    """`size` records, each from a family drawn by FAMILY_WEIGHTS (among those present)."""
-    present = [f for f in FAMILY_WEIGHTS if by_family.get(f)]
-    weights = [FAMILY_WEIGHTS[f] for f in present]
-    return [rng.choice(by_family[rng.choices(present, weights)[0]]) for _ in range(size)]
+    """`size` records, each from a kind of request drawn uniformly among those present (so that no
+    kind's data volume decides what the draft learns)."""
+    present = sorted(f for f in by_family if by_family[f])
+    return [rng.choice(by_family[rng.choice(present)]) for _ in range(size)]
 
 
 @torch.no_grad()

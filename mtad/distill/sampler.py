@@ -1,0 +1,175 @@
+"""Batched sampling for the teacher pass: a fixed number of slots, each refilled with a new
+prompt as soon as its answer ends, over one preallocated KV cache.
+
+Why not a plain batch: a batch that waits for its longest answer decodes finished rows for
+nothing, and HF's growing cache copies every layer's keys and values at every step (a
+[B, heads, T, d] concatenation per layer per token). Here
+
+- every layer's keys and values live in one buffer [slots, heads, capacity, d], written in place
+  (`SlotLayer`); the attention mask [slots, T] says which columns each slot reads;
+- a finished slot is refilled at once: the new prompt is prefilled alone and its keys and values
+  are written into the slot's last P columns (left-padded, so every slot ends at column T);
+- when the buffer is full, columns no live slot reads (left of every slot's first column) are
+  dropped by one shift to the left.
+
+Answers come back in prompt order whatever slot served them, up to and including EOS.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import torch
+from transformers import DynamicCache
+from transformers.cache_utils import DynamicLayer
+
+from ..decoding.logits import logits_to_probs, sample
+
+
+class SlotLayer(DynamicLayer):
+    """One layer's keys and values in a preallocated [slots, heads, capacity, d] buffer; a forward
+    appends its new columns in place and reads the first `length` columns."""
+
+    def __init__(self, slots: int, heads: int, capacity: int, head_dim: int, dtype, device):
+        super().__init__()
+        self.keys = torch.zeros(slots, heads, capacity, head_dim, dtype=dtype, device=device)
+        self.values = torch.zeros_like(self.keys)
+        self.length, self.device, self.is_initialized = 0, device, True
+
+    def update(self, key_states, value_states, *args, **kwargs):
+        new = key_states.shape[-2]
+        self.keys[:, :, self.length : self.length + new] = key_states
+        self.values[:, :, self.length : self.length + new] = value_states
+        self.length += new
+        return self.keys[:, :, : self.length], self.values[:, :, : self.length]
+
+    def get_seq_length(self) -> int:
+        return self.length
+
+    def get_mask_sizes(self, query_length: int) -> tuple[int, int]:
+        return self.length + query_length, 0
+
+    def write_slot(self, slot: int, keys: torch.Tensor, values: torch.Tensor) -> None:
+        """A prefilled prompt's keys and values [heads, P, d] into the slot's last P columns."""
+        P = keys.shape[-2]
+        self.keys[slot, :, self.length - P : self.length] = keys
+        self.values[slot, :, self.length - P : self.length] = values
+
+    def shift(self, drop: int, grow: int = 0) -> None:
+        """Drop the first `drop` columns (then leave `grow` zero columns at the left edge)."""
+        keep = self.length - drop
+        for buf in (self.keys, self.values):
+            buf[:, :, grow : grow + keep] = buf[:, :, drop : self.length].clone()
+            buf[:, :, :grow] = 0
+        self.length = grow + keep
+
+
+def slot_cache(model, slots: int, capacity: int) -> DynamicCache:
+    """A cache whose every layer is a `SlotLayer` of the model's shape."""
+    cfg = model.config.get_text_config(decoder=True)
+    heads = getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads
+    head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+    param = next(model.parameters())
+    cache = DynamicCache(config=model.config)
+    cache.layers = [
+        SlotLayer(slots, heads, capacity, head_dim, param.dtype, param.device) for _ in range(cfg.num_hidden_layers)
+    ]
+    return cache
+
+
+def cache_argument(model) -> str:
+    """transformers >= 5.2x names the forward's cache argument `cache`; older releases `past_key_values`."""
+    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+
+
+@torch.no_grad()
+def sample_stream(
+    model,
+    prompts: list[list[int]],
+    max_new: int,
+    setting: tuple,
+    eos: int,
+    seed: int,
+    slots: int = 48,
+    logits_of=None,
+    max_prompt: int = 768,
+) -> list[list[int]]:
+    """Sample an answer to every prompt with `slots` rows decoding at once, each refilled as soon
+    as its answer ends. `logits_of(model, out)` maps a forward's output to [B, V] logits at the
+    last position (default `out.logits[:, -1]`). Returns answers in prompt order."""
+    temperature, top_k, top_p = setting
+    device = next(model.parameters()).device
+    slots = max(1, min(slots, len(prompts)))
+    capacity = max_prompt + max_new + 64
+    cache = slot_cache(model, slots, capacity)
+    layers, key = cache.layers, cache_argument(model)
+    gen = torch.Generator(device="cpu").manual_seed(seed)
+    mask = torch.zeros(slots, 0, dtype=torch.long, device=device)  # [slots, T]: columns each slot reads
+    position = torch.zeros(slots, dtype=torch.long, device=device)  # next position id per slot
+    owner = [-1] * slots  # prompt index per slot (-1: idle)
+    answers: list[list[int]] = [[] for _ in prompts]
+    last = torch.full((slots,), eos, dtype=torch.long, device=device)  # the token each slot feeds next
+    queue = iter(range(len(prompts)))
+
+    def fill(slot: int) -> bool:
+        nonlocal mask
+        index = next(queue, None)
+        if index is None:  # idle: from the next step on it reads only the tokens it is still fed
+            owner[slot] = -1
+            mask[slot] = 0
+            return False
+        prompt = torch.tensor(prompts[index][-max_prompt:], device=device)[None]  # [1, P]
+        P = prompt.shape[1]
+        single = DynamicCache(config=model.config)
+        out = model(input_ids=prompt, use_cache=True, logits_to_keep=1, **{key: single})
+        T = layers[0].length
+        if P > T:  # the new prompt is longer than the buffer's filled part: widen it on the left
+            for layer in layers:
+                layer.shift(0, grow=P - T)
+            mask = torch.cat([torch.zeros(slots, P - T, dtype=torch.long, device=device), mask], dim=1)
+            T = P
+        for layer, fresh in zip(layers, single.layers):
+            layer.write_slot(slot, fresh.keys[0], fresh.values[0])
+        mask[slot] = 0
+        mask[slot, T - P :] = 1
+        position[slot] = P
+        owner[slot] = index
+        first = _draw(logits_of(model, out) if logits_of else out.logits[:, -1], temperature, top_k, top_p, gen)
+        last[slot] = first[0]
+        return True
+
+    for slot in range(slots):
+        fill(slot)
+    while any(o >= 0 for o in owner):
+        for slot in range(slots):  # record each slot's token; refill the slots whose answer ended
+            while owner[slot] >= 0:
+                answer = answers[owner[slot]]
+                answer.append(int(last[slot]))
+                if answer[-1] != eos and len(answer) < max_new:
+                    break
+                fill(slot)
+        if not any(o >= 0 for o in owner):
+            break
+        if layers[0].length + 1 > capacity:  # drop the columns no slot reads any more
+            drop = int((mask.cumsum(-1) == 0).sum(-1).min())
+            for layer in layers:
+                layer.shift(drop)
+            mask = mask[:, drop:]
+        mask = torch.cat([mask, torch.ones(slots, 1, dtype=torch.long, device=device)], dim=1)
+        out = model(
+            input_ids=last[:, None],
+            attention_mask=mask,
+            position_ids=position[:, None],
+            use_cache=True,
+            logits_to_keep=1,
+            **{key: cache},
+        )
+        position += 1
+        last = _draw(logits_of(model, out) if logits_of else out.logits[:, -1], temperature, top_k, top_p, gen)
+    return answers
+
+
+def _draw(logits: torch.Tensor, temperature: float, top_k: int, top_p: float, gen: torch.Generator) -> torch.Tensor:
+    """[B, V] logits -> [B] tokens under (temperature, top-k, top-p)."""
+    probs = logits_to_probs(logits.float(), temperature, top_k, top_p)
+    return sample(probs.cpu(), gen).to(logits.device)
