@@ -57,6 +57,13 @@ def main(argv=None) -> int:
     ap.add_argument("--head-lr", type=float, default=1e-3, help="feature head: learning rate (AdamW, betas 0.9/0.95)")
     ap.add_argument("--unroll", type=int, default=3, help="feature head: training-time-test steps on its own features")
     ap.add_argument("--head-layers", type=int, default=1, help="feature head: decoder layers (a new head only)")
+    ap.add_argument(
+        "--head-size",
+        type=int,
+        default=None,
+        help="feature head: its vocabulary, the most probable tokens of the corpus (default 4096 for a new head; "
+        "given with a head to start from, that head is read through the new vocabulary; 0 = full)",
+    )
     ap.add_argument("--ab-layers", default="1,2", help="head-ab: the depths compared")
     ap.add_argument("--vocab-sizes", default="4096,8192,16384,0", help="head-vocab: vocabularies (0 = full)")
     ap.add_argument("--command", default="make draft", help="the training command recorded in the model card")
@@ -143,6 +150,8 @@ def main(argv=None) -> int:
             lr=args.head_lr,
             steps=args.unroll,
             num_layers=args.head_layers,
+            revocabulary=args.head_size is not None and init_from is not None,
+            **({} if args.head_size is None else {"head_size": args.head_size}),
             max_minutes=args.max_minutes,
             threads=args.threads,
         )

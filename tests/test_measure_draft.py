@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from mtad.distill.kinds import ALL_KINDS, UNSEEN_KINDS
 from mtad.distill.measure import GOALS, METHODS, alpha_from_accept_lengths, goals_met, markdown, measure
-from mtad.distill.sources import FAMILIES
 from mtad.models import load_pair
 from mtad.models.pairs import load_draft_model, pair_config
 
@@ -24,7 +24,7 @@ def result():
 def test_every_family_method_and_draft_is_measured(result):
     assert set(result["drafts"]) == {"layers", "head"} and result["drafts"]["head"]["kind"] == "head"
     for name, r in result["drafts"].items():
-        assert set(r["families"]) == set(FAMILIES)
+        assert set(r["families"]) == set(ALL_KINDS)
         for fam in r["families"].values():
             assert set(fam["decoding"]) == set(METHODS)
             assert fam["decoding"]["sampling"]["block_efficiency"] == pytest.approx(1.0)
@@ -55,7 +55,8 @@ def test_goals_follow_the_numbers(result):
             for f, x in r["families"].items()
         },
     }
-    assert goals_met(forged)["alpha_chat"] and goals_met(forged)["alpha_each_family"]
+    assert goals_met(forged)["alpha_chat"] and goals_met(forged)["alpha_each_trained_kind"]
+    assert goals_met(forged)["alpha_each_unseen_kind"]
     text = markdown(result, ["# x"])
     assert "| chat | head | sps |" in text and "| chat | layers | sps |" in text and "| chat | — | sampling |" in text
     assert "| goal | threshold | layers | head |" in text
@@ -66,3 +67,14 @@ def test_alpha_inverts_the_mean_accepted_length():
         mean = sum(alpha**i for i in range(1, 5))
         assert alpha_from_accept_lengths(mean) == pytest.approx(alpha, abs=1e-6)
     assert alpha_from_accept_lengths(0) == 0.0 and alpha_from_accept_lengths(4) == 1.0
+
+
+def test_groups_separate_the_kinds_never_trained_and_state_the_gap(result):
+    groups = result["drafts"]["head"]["groups"]
+    assert set(groups["unseen"]["kinds"]) == set(UNSEEN_KINDS)
+    assert set(groups["trained"]["kinds"]) == set(ALL_KINDS) - set(UNSEEN_KINDS)
+    fam = result["drafts"]["head"]["families"]
+    unseen_alpha = sum(fam[k]["decoding"]["sps"]["alpha"] for k in UNSEEN_KINDS) / len(UNSEEN_KINDS)
+    assert groups["unseen"]["alpha_sps"] == pytest.approx(unseen_alpha)
+    assert groups["gap"]["alpha_sps"] == pytest.approx(groups["trained"]["alpha_sps"] - unseen_alpha)
+    assert "| head | (b) never trained |" in markdown(result, ["# x"])

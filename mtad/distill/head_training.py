@@ -41,6 +41,9 @@ class HeadTrainConfig:
     init_from: str | None = None  # head file to start from when the work dir has no checkpoint
     num_layers: int = 1
     head_size: int = 4096  # restricted vocabulary chosen on the corpus' target mass; 0 = full
+    # with init_from: read the loaded head through a new `head_size` vocabulary chosen on the corpus
+    # (the head predicts a feature, so any vocabulary can read it) instead of keeping its own
+    revocabulary: bool = False
     # bf16 compute (float32 master weights and optimiser) where the device multiplies bf16 natively
     compute_dtype: str = "auto"
     steps: int = 3  # training-time-test unroll
@@ -188,9 +191,9 @@ class HeadTrainer:
             return
         if self.cfg.init_from:
             self.head = load_head(self.cfg.init_from, self.target, dtype=torch.float32)
-            if self.cfg.head_size and self.cfg.head_size != len(self.head.head_ids or ()):
-                # the head predicts a feature, so a trained head can be read through another vocabulary
-                self.head = with_vocabulary(self.head, self.target, self._head_vocabulary()).float()
+            if self.cfg.revocabulary:
+                ids = self._head_vocabulary() if self.cfg.head_size else None
+                self.head = with_vocabulary(self.head, self.target, ids).float()
         else:
             ids = self._head_vocabulary() if self.cfg.head_size else None
             self.head = build_head(self.target, self.cfg.num_layers, ids, seed=self.cfg.seed).float()
@@ -256,7 +259,8 @@ class HeadTrainer:
             self.evaluate(heldout)
         index = full_to_head_index(self.head)
         device = next(self.head.parameters()).device
-        bf16 = compute_dtype(cfg.compute_dtype, device) == torch.bfloat16
+        # autocast lowers float32 only (a float64 head, as in the exactness tests, stays as it is)
+        bf16 = compute_dtype(cfg.compute_dtype, device) == torch.bfloat16 and self.head.dtype == torch.float32
         self.state["runs"][-1]["compute_dtype"] = "bfloat16" if bf16 else "float32"
         stop, t_start = _stop_event(), time.time()
         last_ckpt = last_refresh = window_start = time.time()
@@ -274,10 +278,9 @@ class HeadTrainer:
                 by_family, last_refresh = self.corpus.by_family(), time.time()
             records = sample_batch(by_family, cfg.batch_seqs, self.rng)
             self.head.train()
+            batch = collate_features(records, cfg.max_len)  # outside autocast: it concatenates fp16 stores
             with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
-                loss, step_kls = head_loss(
-                    self.head, collate_features(records, cfg.max_len), index, cfg, self.generator
-                )
+                loss, step_kls = head_loss(self.head, batch, index, cfg, self.generator)
             warm = min(1.0, (self.state["step"] + 1) / cfg.warmup_steps)
             for group in self.optimizer.param_groups:
                 group["lr"] = cfg.lr * warm

@@ -15,8 +15,8 @@ answer: the target answers it. Kinds (`KINDS`) and what each is made of:
 - ``arithmetic``: sums, products, percentages, unit conversions, ages, money, rates, with drawn numbers;
 - ``passage_qa``: questions on a real passage ("According to the passage, ...", "List every ..."),
   about noun phrases taken from the passage;
-- ``summary_short`` (one passage, 60-150 words) and ``summary_long`` (consecutive paragraphs of one
-  document, at least 250 words, cut to keep the request under 2,500 characters);
+- ``summary_short`` (a passage of 60-150 words) and ``summary_long`` (paragraphs of one document, in
+  order, at least 250 words, cut at a sentence to keep the request under 2,500 characters);
 - ``classify``: sentiment, topic among listed labels, formal or informal, question or statement,
   language identification; the labels are in the request;
 - ``code``: write, explain, fix, document, test or translate a real function of Python's standard
@@ -36,16 +36,18 @@ Where the text comes from (each source is optional: a missing one only shrinks i
 - translations: gettext catalogues (``/usr/share/locale/<lang>/LC_MESSAGES/*.mo``), whose English
   messages come with their French, German, Spanish, Italian and Portuguese translations;
 - general subjects: countries, regions, languages and currencies of the ISO code lists
-  (``/usr/share/iso-codes/json``), cities of the time-zone database (``zoneinfo``), objects and
-  occupations named in ``rich``'s emoji table, programming languages named by ``pygments``'
-  lexers, colour names of matplotlib, Python's built-ins and the chat task's topics
-  (`mtad.tasks.prompts.TOPICS`).
+  (``/usr/share/iso-codes/json``), cities of the time-zone database (``zoneinfo``), objects,
+  animals and foods named by Unicode's pictographs (``unicodedata``), programming languages named
+  by ``pygments``' lexers, colour names of matplotlib, Python's built-ins and standard modules,
+  the chat task's topics (`mtad.tasks.prompts.TOPICS`), and a short list of occupations.
 
 No evaluation set is read (MT-Bench, HumanEval, Spider, CNN/DailyMail, Spec-Bench). Subjects are split
-1-in-5 by `sources.held_out` on a stable key (a passage's first 80 characters, a function's name, a
-subject's name, a table's name): ``held=False`` draws only training subjects, ``held=True`` only
-held-out ones, and the same subject falls on the same side in every kind. Training requests never
-mention a held-out topic of the chat task.
+1-in-5 by `sources.held_out` on a stable key (`draw_with_key` returns it): a passage's first 80
+characters (every paragraph is on the side of its own first 80 characters, and a passage or sentence
+on its first paragraph's), a function's or a table's name, a subject's name (for a library function,
+the concept or summary its docstring gives), a catalogue message's English text. ``held=False`` draws
+only training subjects, ``held=True`` only held-out ones, and a subject falls on the same side in
+every kind. Training requests never mention a held-out topic of the chat task.
 """
 
 from __future__ import annotations
@@ -59,6 +61,8 @@ import random
 import re
 import struct
 import sysconfig
+import unicodedata
+import zoneinfo
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
@@ -118,7 +122,7 @@ def mentions_held_out_topic(text: str) -> bool:
 # ----------------------------------------------------------------------------- text helpers
 
 _SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+(?=[A-Z])")
-_MARKUP = re.compile(r"[`|{}\[\]<>\\=_*#@$^~]|\.\.|::|https?:|www\.")
+_MARKUP = re.compile(r"[`|{}\[\]<>\\=_*#@$^~]|\.\.|::| : |https?:|www\.")
 _STOP_WORDS = frozenset(
     "a an the of to in on for and or but is are was were be been being by with as at from that this these those "
     "it its which who whom whose what when where why how can could may might must shall should will would do does "
@@ -150,8 +154,8 @@ def _fit(text: str, max_words: int, max_chars: int) -> str:
 
 def _usable_paragraph(para: str, min_words: int = 20) -> bool:
     """Plain English sentences: prose by `sources._is_prose`, no markup, not shouted, long enough."""
-    if len(para.split()) < min_words or _MARKUP.search(para) or not para.isprintable():  # cheap tests first
-        return False
+    if len(para.split()) < min_words or not para[:1].isupper() or _MARKUP.search(para) or not para.isprintable():
+        return False  # the cheap tests first
     letters = [c for c in para if c.isalpha()]
     return _is_prose(para) and sum(c.isupper() for c in letters) <= 0.15 * max(len(letters), 1)
 
@@ -243,6 +247,16 @@ def _reference_manual() -> list[tuple[str, str]]:
     return [(text.split("\n", 1)[0].replace('"', "").strip(), text) for _, text in sorted(topics.items())]
 
 
+# Debian copyright files (machine-readable format): a lone "." stands for a blank line, and fields open with
+# short headers ("License: GPL-2+", "Files: *") that are not prose
+_DEBIAN_BLANK = re.compile(r"^[ \t]*\.[ \t]*$", re.M)
+_DEBIAN_FIELD = re.compile(r"^[A-Z][A-Za-z-]+:[ \t]*[^\n]{0,60}$", re.M)
+
+
+def _debian_copyright(text: str) -> str:
+    return _DEBIAN_FIELD.sub("", _DEBIAN_BLANK.sub("", text))
+
+
 def _system_texts() -> list[tuple[str, str, str]]:
     """(name, domain, text) of licences and package documentation under /usr/share."""
     out = []
@@ -251,7 +265,8 @@ def _system_texts() -> list[tuple[str, str, str]]:
         out += [(str(p), "software licensing", _read_text(p)) for p in sorted(licences.iterdir()) if p.is_file()]
     docs = Path("/usr/share/doc")
     if docs.is_dir():
-        out += [(str(p), "software licensing", _read_text(p)) for p in sorted(docs.glob("*/copyright"))]
+        copyrights = sorted(docs.glob("*/copyright"))
+        out += [(str(p), "software licensing", _debian_copyright(_read_text(p))) for p in copyrights]
         for p in sorted(docs.glob("*/*")):
             name = p.name.lower()
             if name.startswith(("readme", "faq", "todo")):
@@ -283,25 +298,36 @@ def documents() -> tuple[Document, ...]:
 
 @lru_cache(maxsize=None)
 def passages(min_words: int, max_words: int, max_chars: int) -> tuple[Passage, ...]:
-    """Runs of consecutive paragraphs of one document, on one side of the split, from each paragraph on:
-    at least `min_words`, at most `max_words` and `max_chars` (the last paragraph cut at a sentence)."""
+    """Runs of paragraphs of one document, in order, from each paragraph on: at least `min_words`, at most
+    `max_words` and `max_chars` (the last paragraph cut at a sentence). Every paragraph is on the side of the
+    split of its own first 80 characters, and a run takes only its first paragraph's side (skipping the
+    others'), so no paragraph is ever on both sides, and held-out documents still give long runs."""
     out = []
     for doc in documents():
-        for i, first in enumerate(doc.paragraphs):
-            side = held_out(first[:80])
-            taken, words, chars = [], 0, 0
-            for para in doc.paragraphs[i:]:
-                if held_out(para[:80]) != side or words >= min_words:
-                    break
-                if words + len(para.split()) > max_words or chars + len(para) + 2 > max_chars:
-                    para = _fit(para, max_words - words, max_chars - chars - 2)
-                    if not para:
-                        break
-                taken.append(para)
-                words, chars = words + len(para.split()), chars + len(para) + 2
-            if words >= min_words and taken[0][:80] == first[:80]:
-                out.append(Passage(first[:80], "\n\n".join(taken), doc.domain, doc.name))
+        for side in (False, True):
+            paras = [p for p in doc.paragraphs if held_out(p[:80]) == side]
+            out += [
+                Passage(text[:80], text, doc.domain, doc.name) for text in _runs(paras, min_words, max_words, max_chars)
+            ]
     return tuple(out)
+
+
+def _runs(paras: list[str], min_words: int, max_words: int, max_chars: int) -> list[str]:
+    out = []
+    for i, first in enumerate(paras):
+        taken, words, chars = [], 0, 0
+        for para in paras[i:]:
+            if words >= min_words:
+                break
+            if words + len(para.split()) > max_words or chars + len(para) + 2 > max_chars:
+                para = _fit(para, max_words - words, max_chars - chars - 2)
+                if not para:
+                    break
+            taken.append(para)
+            words, chars = words + len(para.split()), chars + len(para) + 2
+        if words >= min_words and taken[0][:80] == first[:80]:  # the run's key is its first paragraph's
+            out.append("\n\n".join(taken))
+    return out
 
 
 def short_passages() -> tuple[Passage, ...]:
@@ -357,7 +383,10 @@ LANGUAGES = {
 
 def _mo_messages(path: Path) -> list[tuple[str, str]]:
     """(English message, translation) pairs of a compiled gettext catalogue (the .mo format)."""
-    data = path.read_bytes()
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return []
     if len(data) < 28:
         return []
     magic = struct.unpack_from("<I", data)[0]
@@ -366,6 +395,8 @@ def _mo_messages(path: Path) -> list[tuple[str, str]]:
         return []
     count, originals, translations = struct.unpack_from(order + "3I", data, 8)
     out = []
+    if max(originals, translations) + 8 * count > len(data):  # not a whole catalogue
+        return []
     for i in range(count):
         n, at = struct.unpack_from(order + "2I", data, originals + 8 * i)
         m, at2 = struct.unpack_from(order + "2I", data, translations + 8 * i)
@@ -379,7 +410,7 @@ def _mo_messages(path: Path) -> list[tuple[str, str]]:
 def _catalogue_sentence(english: str, translated: str) -> bool:
     plain = _squash(english)
     return bool(
-        plain == english.strip()
+        plain == english
         and english.isascii()
         and plain.endswith(".")
         and _plain_sentence(plain, 6, 30)
@@ -403,6 +434,7 @@ def catalogue_sentences() -> tuple[Sentence, ...]:
                 if mo.name.startswith("iso_"):  # lists of names, not sentences
                     continue
                 for english, translated in _mo_messages(mo):
+                    english = english.strip()
                     if english not in seen and _catalogue_sentence(english, translated):
                         seen.add(english)
                         out.append(Sentence(english, _squash(translated), language, english))
@@ -413,8 +445,8 @@ def catalogue_sentences() -> tuple[Sentence, ...]:
 def english_sentences() -> tuple[Sentence, ...]:
     """Sentences to translate from English: statements of prose, and the catalogues' English messages."""
     prose = [s for s in prose_sentences() if s.text.endswith(".")]
-    messages_ = {s.english: Sentence(s.key, s.english, "English", "") for s in catalogue_sentences()}
-    return tuple(prose) + tuple(messages_.values())
+    from_catalogues = {s.english: Sentence(s.key, s.english, "English", "") for s in catalogue_sentences()}
+    return tuple(prose) + tuple(from_catalogues.values())
 
 
 # ----------------------------------------------------------------------------- docstrings (ast, no imports)
@@ -436,74 +468,29 @@ PACKAGES = {  # installed package -> (display name, what it is about)
 }
 STDLIB_PACKAGES = ("json", "email", "http", "urllib", "logging", "concurrent", "importlib", "sqlite3", "xml", "asyncio")
 # the scan's time goes into ast.parse: skip tests, vendored code, huge generated files, and the parts of
-# the biggest packages whose docstrings repeat (one per model in transformers) or are compiler internals
+# the biggest packages whose docstrings repeat (one per model in transformers, sympy's polynomial
+# internals) or are compiler internals (torch's private packages)
 SKIPPED_DIRS = frozenset({"tests", "test", "testing", "_vendor", "vendored", "benchmarks", "models", "polys"})
 PRIVATE_PARTS_SKIPPED = frozenset({"torch", "transformers"})
 MAX_FILE_BYTES = 250_000
 
-# first verbs of docstring summaries, as a how-to task names them ("Returns the norm" -> "get the norm")
-TASK_VERBS = {
-    "return": "get",
-    "get": "get",
-    "compute": "compute",
-    "calculate": "calculate",
-    "create": "create",
-    "construct": "construct",
-    "convert": "convert",
-    "find": "find",
-    "generate": "generate",
-    "evaluate": "evaluate",
-    "estimate": "estimate",
-    "apply": "apply",
-    "remove": "remove",
-    "add": "add",
-    "check": "check",
-    "load": "load",
-    "save": "save",
-    "read": "read",
-    "write": "write",
-    "parse": "parse",
-    "split": "split",
-    "join": "join",
-    "sort": "sort",
-    "count": "count",
-    "draw": "draw",
-    "plot": "plot",
-    "fit": "fit",
-    "solve": "solve",
-    "filter": "filter",
-    "merge": "merge",
-    "replace": "replace",
-    "encode": "encode",
-    "decode": "decode",
-    "copy": "copy",
-    "insert": "insert",
-    "normalize": "normalize",
-    "rotate": "rotate",
-    "resize": "resize",
-    "extract": "extract",
-    "format": "format",
-    "build": "build",
-    "make": "make",
-    "determine": "determine",
-    "interpolate": "interpolate",
-    "integrate": "integrate",
-    "simplify": "simplify",
-    "expand": "expand",
-    "factor": "factor",
-    "transform": "transform",
-    "reshape": "reshape",
-    "concatenate": "concatenate",
-    "compare": "compare",
-    "send": "send",
-    "open": "open",
-    "set": "set",
-    "test": "test",
-    "perform": "perform",
-    "calculates": "calculate",
-}
+# first verbs of docstring summaries that name a task ("Compute the norm" -> "compute the norm")
+TASK_VERBS = frozenset(
+    "get compute calculate create construct convert find generate evaluate estimate apply remove add check load "
+    "save read write parse split join sort count draw plot fit solve filter merge replace encode decode copy insert "
+    "normalize rotate resize extract format build make determine interpolate integrate simplify expand factor "
+    "transform reshape concatenate compare send open set test perform".split()
+)
+VERB_ALIASES = {"return": "get"}  # "Returns the norm" -> "get the norm"
 CONCEPT_VERBS = frozenset({"get", "compute", "calculate", "evaluate", "estimate", "generate", "construct", "perform"})
 _CONTEXT_WORDS = re.compile(r"\b(self|this|these|its|it|instance|object|given|specified|input|provided|current)\b")
+# what a concept must not end with: the name of a mere container or attribute ("the default value")
+GENERIC_HEADS = frozenset(
+    "name names path value values string list copy iterator header default number text location item items view data "
+    "object objects version type types result results key keys index size shape length count representation dict "
+    "dictionary tuple array file directory parameter parameters attribute attributes option options element elements "
+    "style node nodes filename function method class instance module config settings info information".split()
+)
 
 
 class ApiDoc(NamedTuple):
@@ -546,20 +533,39 @@ def _source_files() -> list[tuple[str, str, Path, Path]]:
     stdlib = Path(sysconfig.get_paths()["stdlib"])
     out = [("Python", "the Python standard library", stdlib, p) for p in sorted(stdlib.glob("*.py"))]
     for sub in STDLIB_PACKAGES:
-        out += [("Python", "the Python standard library", stdlib, p) for p in sorted((stdlib / sub).rglob("*.py"))]
+        files = [p for p in sorted((stdlib / sub).rglob("*.py")) if _wanted(sub, p.relative_to(stdlib / sub).parts)]
+        out += [("Python", "the Python standard library", stdlib, p) for p in files]
     site = _site_packages()
     for package, (display, domain) in PACKAGES.items():
-        for p in sorted((site / package).rglob("*.py")):
-            rel = p.relative_to(site / package).parts
-            if SKIPPED_DIRS.intersection(rel[:-1]) or p.name.startswith("test_"):
-                continue
-            if package in PRIVATE_PARTS_SKIPPED and any(d.startswith("_") and d != "__init__.py" for d in rel):
-                continue
-            out.append((display, domain, site, p))
+        files = [
+            p for p in sorted((site / package).rglob("*.py")) if _wanted(package, p.relative_to(site / package).parts)
+        ]
+        out += [(display, domain, site, p) for p in files]
     return out
 
 
-_SECTION_HEADER = re.compile(r"^[^\n]*\n\s*[-=~^]{3,}\s*$", re.M)
+def _wanted(package: str, parts: tuple[str, ...]) -> bool:
+    """Whether a file (its path's parts inside the package) is worth parsing."""
+    if SKIPPED_DIRS.intersection(parts[:-1]) or parts[-1].startswith("test_"):
+        return False
+    return package not in PRIVATE_PARTS_SKIPPED or not any(p.startswith("_") and p != "__init__.py" for p in parts)
+
+
+# numpy-style section headers (a name underlined) and Google-style ones ("Args:" alone on its line)
+_SECTION_HEADER = re.compile(r"^\s*([A-Z][A-Za-z ]*)\n\s*[-=~^]{3,}\s*$", re.M)
+_GOOGLE_SECTION = re.compile(
+    r"^\s*(Args|Arguments|Parameters|Returns?|Raises|Yields|Attributes|Examples?|Keyword Args|Shape|Inputs|Outputs|"
+    r"See Also|References|Warnings?|Notes?|Todo):\s*$",
+    re.M,
+)
+
+
+def docstring_text(doc: str) -> str:
+    """The prose of a docstring: its text before the first section (parameters, returns, examples, ...)
+    and its "Notes" section."""
+    parts = _SECTION_HEADER.split(doc)  # [intro, name, body, name, body, ...]
+    kept = [parts[0]] + [body for name, body in zip(parts[1::2], parts[2::2]) if name.strip().lower() == "notes"]
+    return "\n\n".join(_GOOGLE_SECTION.split(part, 1)[0] for part in kept).strip()
 
 
 def _first_sentence(doc: str) -> str:
@@ -569,20 +575,43 @@ def _first_sentence(doc: str) -> str:
     return sentence.rstrip(".") + "." if ok else ""
 
 
-def _task_and_concept(summary: str) -> tuple[str, str]:
+def _base_verb(word: str) -> str:
+    """The base form of a task verb ("Computes" -> "compute", "Returns" -> "get"), '' for other words."""
+    word = word.lower()
+    for form in (word, word[:-1] if word.endswith("s") else ""):
+        if form in VERB_ALIASES or form in TASK_VERBS:
+            return VERB_ALIASES.get(form, form)
+    return ""
+
+
+def _task_and_concept(summary: str, top_level: bool) -> tuple[str, str]:
+    """A summary as a how-to task and, for a module-level function or class, the concept it computes:
+    "Compute the Chebyshev distance." -> ("compute the Chebyshev distance", "the Chebyshev distance")."""
     first, _, rest = summary.rstrip(".").partition(" ")
-    verb = first.lower()
-    verb = TASK_VERBS.get(verb) or (TASK_VERBS.get(verb[:-1]) if verb.endswith("s") else None)
-    if not verb or not rest or _CONTEXT_WORDS.search(rest) or re.search(r"[;()\d]", rest):
+    verb = _base_verb(first)
+    if (
+        not verb
+        or not rest
+        or _CONTEXT_WORDS.search(rest)
+        or re.search(r"[;()\d]|--|^(True|False|None|whether)\b|^\W", rest)
+    ):
         return "", ""
-    task = f"{verb} {rest}"
     article, _, noun = rest.partition(" ")
-    is_concept = verb in CONCEPT_VERBS and article in ("the", "a", "an") and 1 <= len(noun.split()) <= 5
-    return task, rest if is_concept and "," not in rest else ""
+    words = noun.split()
+    is_concept = (
+        top_level  # a method's summary depends on its class ("the x coordinate of the point")
+        and verb in CONCEPT_VERBS
+        and article in ("the", "a", "an")
+        and 2 <= len(words) <= 5
+        and words[-1].lower() not in GENERIC_HEADS
+        and all(len(w) > 1 for w in words)
+        and "," not in rest
+    )
+    return f"{verb} {rest}", rest if is_concept else ""
 
 
 def _docstring_prose(doc: str, summary: str) -> str:
-    paras = [_squash(p) for p in _SECTION_HEADER.sub("", doc).split("\n\n")[1:]]
+    paras = [_squash(p) for p in docstring_text(doc).split("\n\n")[1:]]
     prose = [p for p in paras if _usable_paragraph(p, 8)][:2]
     return _fit(" ".join([summary] + prose), 120, 800) or summary
 
@@ -624,17 +653,17 @@ def _scan() -> Scan:
 def _scan_files() -> Scan:
     apis, functions, module_docs, module_summaries = {}, [], [], []
     for display, domain, root, path in _source_files():
-        if path.stat().st_size > MAX_FILE_BYTES:
-            continue
         try:
+            if path.stat().st_size > MAX_FILE_BYTES:
+                continue
             source = path.read_text()
             tree = ast.parse(source)
-        except (SyntaxError, UnicodeDecodeError, ValueError):
+        except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
             continue
         module = _public_module(path.relative_to(root))
         doc = ast.get_docstring(tree)
         if doc:
-            module_docs.append(ModuleDoc(module, domain, doc))
+            module_docs.append(ModuleDoc(module, domain, docstring_text(doc)))
             if display == "Python" and "." not in module and _first_sentence(doc):
                 module_summaries.append((module, _first_sentence(doc)))
         lines = source.splitlines()
@@ -644,10 +673,10 @@ def _scan_files() -> Scan:
                 continue
             qualname = f"{module}.{name}"
             if len(doc) > 600:
-                module_docs.append(ModuleDoc(qualname, domain, _SECTION_HEADER.sub("", doc)))
+                module_docs.append(ModuleDoc(qualname, domain, docstring_text(doc)))
             summary = _first_sentence(doc)
             if summary and qualname not in apis:
-                task, concept = _task_and_concept(summary)
+                task, concept = _task_and_concept(summary, top)
                 key = (concept or summary.rstrip(".")).lower()
                 apis[qualname] = ApiDoc(key, qualname, display, summary, task, concept, _docstring_prose(doc, summary))
             if top and display != "Python":  # stdlib functions come from sources.stdlib_functions
@@ -661,11 +690,18 @@ def _scan_files() -> Scan:
 def code_functions() -> tuple[Function, ...]:
     """Short documented functions: the standard library's (`sources.stdlib_functions`) and the packages'."""
     stdlib = tuple(Function(name, name, prompt, whole) for name, prompt, whole in stdlib_functions())
-    return stdlib + tuple(f for f in _scan().functions if f.name not in {s.name for s in stdlib})
+    names = {f.name for f in stdlib}
+    return stdlib + tuple(f for f in _scan().functions if f.name not in names)
 
 
 def api_docs() -> tuple[ApiDoc, ...]:
     return _scan().apis
+
+
+@lru_cache(maxsize=1)
+def api_answers() -> tuple[ApiDoc, ...]:
+    """APIs whose docstring says enough (25 words or more) to be an assistant's answer about them."""
+    return tuple(a for a in api_docs() if len(a.prose.split()) >= 25)
 
 
 # ----------------------------------------------------------------------------- subjects
@@ -715,17 +751,13 @@ def topic_subjects() -> tuple[Subject, ...]:
 def place_subjects() -> tuple[Subject, ...]:
     """Countries and their regions (ISO 3166) and the cities of the time-zone database."""
     countries = {c["alpha_2"]: c.get("common_name", c["name"]) for c in _iso_codes()["3166-1"]}
-    out = [Subject(name, name, "place") for name in countries.values() if "," not in name]
+    plain = re.compile(r"[^,()]+")  # no "Korea, Republic of" or "Caraga (Region XIII)"
+    out = [Subject(name, name, "place") for name in countries.values() if plain.fullmatch(name)]
     for region in _iso_codes()["3166-2"]:
         country = countries.get(region["code"].split("-")[0], "")
-        if country and "," not in region["name"] and "," not in country and region["name"] != country:
+        if country and plain.fullmatch(region["name"]) and plain.fullmatch(country) and region["name"] != country:
             out.append(Subject(f"{region['name']}, {country}", f"{region['name']} in {country}", "place", country))
-    try:
-        import zoneinfo
-
-        zones = sorted(zoneinfo.available_timezones())
-    except Exception:  # no time-zone database: fewer places
-        zones = []
+    zones = sorted(zoneinfo.available_timezones())  # empty without a time-zone database
     continents = ("Africa/", "America/", "Asia/", "Atlantic/", "Australia/", "Europe/", "Indian/", "Pacific/")
     cities = dict.fromkeys(z.rsplit("/", 1)[1].replace("_", " ") for z in zones if z.startswith(continents))
     out += [Subject(c, c, "place") for c in cities if c.replace(" ", "").isalpha() and c not in countries.values()]
@@ -752,39 +784,70 @@ def currency_subjects() -> tuple[Subject, ...]:
     )
 
 
+# Unicode blocks of pictographs: plants and food, celebrations and sport, animals and objects,
+# transport, and the supplements; their character names are plain English nouns ("RED APPLE")
+PICTOGRAPH_BLOCKS = ((0x1F330, 0x1F3FF), (0x1F400, 0x1F4FF), (0x1F680, 0x1F6FF), (0x1F950, 0x1F9FF), (0x1FA70, 0x1FAFF))
 _NOT_A_THING = re.compile(
-    r"skin_tone|flag|face|hand|finger|button|keycap|arrow|sign|symbol|square|circle|_mark|person|family|couple|"
-    r"kiss|heart|^man|^woman|boy|girl|[0-9&()+:\-]|_with_|_and_|_of_|cat_|^o$|ing$|ing_|_ing|blood|zodiac"
+    r"face|hand|sign|symbol|button|mark|arrow|square|circle|skin|finger|emoji|modifier|with|tone|black|white|"
+    r"heavy|squared|keycap|digit|letter|ornament|frame|triangle|person|\bman\b|woman|boy|girl|family|kiss|"
+    r"couple|hundred|sparkle|speech|thought|cross|prohibited|\bno\b|card|playing|domino|mahjong|heart|poo|"
+    r"oncoming|pointing|entry|mode|\boff\b|silhouette|hotel|ogre|goblin|alien|\bimp\b|vibration"
 )
-
-
-@lru_cache(maxsize=1)
-def _emoji_names() -> tuple[str, ...]:
-    table = _python_literal(_site_packages() / "rich" / "_emoji_codes.py", "EMOJI")
-    return tuple(table) if isinstance(table, dict) else ()
+OCCUPATIONS = [
+    "farmer",
+    "firefighter",
+    "pilot",
+    "scientist",
+    "teacher",
+    "nurse",
+    "architect",
+    "baker",
+    "librarian",
+    "plumber",
+    "electrician",
+    "journalist",
+    "translator",
+    "accountant",
+    "carpenter",
+    "pharmacist",
+    "veterinarian",
+    "gardener",
+    "software developer",
+    "data scientist",
+    "chef",
+    "dentist",
+    "lawyer",
+    "judge",
+    "mechanic",
+    "astronaut",
+    "detective",
+    "police officer",
+    "bus driver",
+    "beekeeper",
+    "fisherman",
+    "tailor",
+    "surgeon",
+    "air traffic controller",
+    "park ranger",
+    "social worker",
+    "graphic designer",
+    "interpreter",
+    "lighthouse keeper",
+    "zookeeper",
+]
 
 
 @lru_cache(maxsize=1)
 def thing_subjects() -> tuple[Subject, ...]:
-    """Everyday objects, animals and foods named in rich's emoji table ("a red apple")."""
-    countries = {s.name.lower() for s in place_subjects()}
-    names = [
-        k.replace("_", " ")
-        for k in _emoji_names()
-        if not _NOT_A_THING.search(k) and k.count("_") <= 2 and all(len(w) >= 3 for w in k.split("_"))
-    ]
-    return tuple(Subject(n, _article(n), "thing") for n in dict.fromkeys(names) if n not in countries)
+    """Objects, animals, plants and foods: the names of Unicode's pictographs ("a red apple")."""
+    names = (unicodedata.name(chr(cp), "").lower() for lo, hi in PICTOGRAPH_BLOCKS for cp in range(lo, hi + 1))
+    kept = [n for n in names if n and len(n.split()) <= 3 and not _NOT_A_THING.search(n)]
+    return tuple(Subject(n, _article(n), "thing") for n in dict.fromkeys(kept))
 
 
 @lru_cache(maxsize=1)
 def occupation_subjects() -> tuple[Subject, ...]:
-    """Occupations of the emoji table ("woman_farmer" -> "a farmer")."""
-    jobs = sorted(
-        {k.split("_", 1)[1].replace("_", " ") for k in _emoji_names() if re.fullmatch(r"(man|woman)_[a-z_]+", k)}
-    )
-    skip = ("bowing", "gesturing", "raising", "frowning", "pouting", "tipping", "shrugging", "facepalming", "beard")
-    jobs = [j for j in jobs if not j.endswith(("ing", "ed")) and not any(w in j for w in skip) and "hair" not in j]
-    return tuple(Subject(j, _article(j), "occupation") for j in jobs)
+    return tuple(Subject(job, _article(job), "occupation") for job in OCCUPATIONS)
 
 
 @lru_cache(maxsize=1)
@@ -793,21 +856,27 @@ def programming_language_subjects() -> tuple[Subject, ...]:
     lexers = _python_literal(_site_packages() / "pygments" / "lexers" / "_mapping.py", "LEXERS")
     if not isinstance(lexers, dict):
         return ()
-    names = [v[1] for v in lexers.values() if re.fullmatch(r"[A-Za-z][A-Za-z0-9#.' -]*", v[1])]
-    return tuple(Subject(n, n, "proglang") for n in dict.fromkeys(names) if " with " not in n.lower())
+    not_languages = re.compile(r"output|console|session|log|traceback|mail|bare|snippet|statement| with ", re.I)
+    names = [
+        name
+        for _, name, _, filenames, _ in lexers.values()
+        if filenames and re.fullmatch(r"[A-Z][A-Za-z0-9#.' -]*", name) and not not_languages.search(name)
+    ]
+    return tuple(Subject(n, n, "proglang") for n in dict.fromkeys(names))
 
 
 @lru_cache(maxsize=1)
 def python_subjects() -> tuple[Subject, ...]:
     """Python's statements and features (reference manual headings), built-ins and standard modules."""
-    out = [Subject(h, h[:1].lower() + h[1:] if h.startswith("The ") else h, "python") for h, _ in _reference_manual()]
+    out = [Subject(h, h[:1].lower() + h[1:], "python") for h, _ in _reference_manual()]
     for name in sorted(n for n in dir(builtins) if not n.startswith("_")):
         obj = getattr(builtins, name)
         if isinstance(obj, type) and issubclass(obj, BaseException):
             out.append(Subject(name, f"the {name} exception", "python"))
         elif callable(obj):
             out.append(Subject(name, f"the built-in {name}()", "python"))
-    out += [Subject(f"module {m}", f"the {m} module", "python") for m, _ in _scan().module_summaries]
+    modules = [m for m, _ in _scan().module_summaries if not m.startswith("_")]
+    out += [Subject(f"module {m}", f"the {m} module", "python") for m in modules]
     return tuple(s for s in dict((s.key, s) for s in out).values() if s.name.isprintable() and len(s.name) < 60)
 
 
@@ -837,6 +906,55 @@ def colours() -> tuple[str, ...]:
     return tuple(names) or ("sky blue", "dark green", "burnt orange", "pale yellow", "deep purple")
 
 
+EVERYDAY_TASKS = [
+    "fix a flat bicycle tyre",
+    "write a cover letter",
+    "prepare for a job interview",
+    "keep houseplants alive",
+    "learn to cook simple meals",
+    "stay focused while studying",
+    "organise a small wedding",
+    "train a puppy to sit",
+    "clean a cast-iron pan",
+    "make friends in a new city",
+    "get better sleep",
+    "start running as a beginner",
+    "write a good thank-you note",
+    "negotiate a salary offer",
+    "plan a weekly meal schedule",
+    "set up a home network",
+    "back up the files on my laptop",
+    "choose a good password",
+    "paint a room",
+    "build a habit of reading every day",
+    "prepare for a long flight",
+    "resolve an argument with a friend",
+    "start a vegetable garden on a balcony",
+    "keep a journal",
+    "learn to play the guitar",
+    "give constructive feedback to a colleague",
+    "prepare a presentation for my class",
+    "organise a messy wardrobe",
+    "make a good first impression",
+    "care for a cat",
+    "fix a squeaky door",
+    "start learning to draw",
+    "plan a birthday party for a child",
+    "deal with stress before exams",
+    "write a short story",
+    "make homemade pasta",
+    "choose a laptop for university",
+    "keep my inbox under control",
+    "teach a child to ride a bike",
+    "sharpen a kitchen knife",
+]
+
+
+@lru_cache(maxsize=1)
+def everyday_subjects() -> tuple[Subject, ...]:
+    return tuple(Subject(t, t, "everyday") for t in EVERYDAY_TASKS)
+
+
 SUBJECT_POOLS: dict[str, Callable[[], tuple[Subject, ...]]] = {
     "topic": topic_subjects,
     "thing": thing_subjects,
@@ -849,6 +967,7 @@ SUBJECT_POOLS: dict[str, Callable[[], tuple[Subject, ...]]] = {
     "task": task_subjects,
     "python": python_subjects,
     "proglang": programming_language_subjects,
+    "everyday": everyday_subjects,
 }
 
 
@@ -872,6 +991,24 @@ def _pick(rng: random.Random, pool: Callable[[], tuple], held: bool):
     if not entries:
         raise LookupError(f"no {'held-out' if held else 'training'} entries in {pool.__name__}")
     return rng.choice(entries)
+
+
+@lru_cache(maxsize=None)
+def _by_domain(pool: Callable[[], tuple[Passage, ...]], held: bool) -> dict[str, tuple[Passage, ...]]:
+    groups: dict[str, list[Passage]] = {}
+    for passage in split(pool, held):
+        groups.setdefault(passage.domain, []).append(passage)
+    return {domain: tuple(group) for domain, group in groups.items()}
+
+
+def _pick_passage(rng: random.Random, pool: Callable[[], tuple[Passage, ...]], held: bool) -> Passage:
+    """A passage of a domain drawn with weight sqrt(its passages): licences and release notes, the
+    largest domains, would otherwise make up half the passages."""
+    groups = _by_domain(pool, held)
+    if not groups:
+        raise LookupError(f"no {'held-out' if held else 'training'} passages in {pool.__name__}")
+    domain = rng.choices(list(groups), [len(g) ** 0.5 for g in groups.values()])[0]
+    return rng.choice(groups[domain])
 
 
 def _pick_subject(rng: random.Random, held: bool, weights: dict[str, float]) -> Subject:
@@ -913,18 +1050,19 @@ QUESTION_SUFFIXES = [
 ]
 
 
-def _frame(rng: random.Random, instruction: str, text: str, label: str = "Text") -> str:
-    """An instruction about a text, the text placed and marked in one of several ways."""
+def _frame(rng: random.Random, instruction: str, text: str, label: str = "Text", block: bool = False) -> str:
+    """An instruction about a text, the text placed and marked in one of several ways (a `block`, such as
+    code, always on lines of its own)."""
     layouts = [
         "{i}\n\n{t}",
         "{i}\n\n{l}:\n{t}",
-        '{i}\n\n"""\n{t}\n"""',
         "{t}\n\n{i}",
-        "Here is a {ll}:\n\n{t}\n\n{i}",
+        "Here is {what}:\n\n{t}\n\n{i}",
         "{i}\n\n---\n{t}\n---",
-        "{l}: {t}\n\n{i}",
     ]
-    return rng.choice(layouts).format(i=instruction, t=text, l=label, ll=label.lower())
+    layouts += [] if block else ['{i}\n\n"""\n{t}\n"""', "{l}: {t}\n\n{i}"]
+    what = "some code" if label == "Code" else _article(label.lower())
+    return rng.choice(layouts).format(i=instruction, t=text, l=label, what=what)
 
 
 # ----------------------------------------------------------------------------- kinds: questions, explanations
@@ -1101,7 +1239,6 @@ EXPLANATION_WEIGHTS = {
     "language": 0.3,
     "currency": 0.2,
     "occupation": 0.5,
-    "place": 0.5,
 }
 
 
@@ -1171,56 +1308,6 @@ HOWTOS = {
         "Can you give me a checklist to {s}?",
     ],
 }
-EVERYDAY_TASKS = [
-    "fix a flat bicycle tyre",
-    "write a cover letter",
-    "prepare for a job interview",
-    "keep houseplants alive",
-    "learn to cook simple meals",
-    "stay focused while studying",
-    "organise a small wedding",
-    "train a puppy to sit",
-    "clean a cast-iron pan",
-    "make friends in a new city",
-    "get better sleep",
-    "start running as a beginner",
-    "write a good thank-you note",
-    "negotiate a salary offer",
-    "plan a weekly meal schedule",
-    "set up a home network",
-    "back up the files on my laptop",
-    "choose a good password",
-    "paint a room",
-    "build a habit of reading every day",
-    "prepare for a long flight",
-    "resolve an argument with a friend",
-    "start a vegetable garden on a balcony",
-    "keep a journal",
-    "learn to play the guitar",
-    "give constructive feedback to a colleague",
-    "prepare a presentation for my class",
-    "organise a messy wardrobe",
-    "make a good first impression",
-    "care for a cat",
-    "fix a squeaky door",
-    "start learning to draw",
-    "plan a birthday party for a child",
-    "deal with stress before exams",
-    "write a short story",
-    "make homemade pasta",
-    "choose a laptop for university",
-    "keep my inbox under control",
-    "teach a child to ride a bike",
-    "sharpen a kitchen knife",
-]
-
-
-@lru_cache(maxsize=1)
-def everyday_subjects() -> tuple[Subject, ...]:
-    return tuple(Subject(t, t, "everyday") for t in EVERYDAY_TASKS)
-
-
-SUBJECT_POOLS["everyday"] = everyday_subjects
 HOWTO_WEIGHTS = {
     "task": 4.0,
     "occupation": 0.5,
@@ -1236,8 +1323,8 @@ HOWTO_SUFFIXES = ["", "", "", " Keep it practical.", " Give me numbered steps.",
 
 def _howto(rng: random.Random, held: bool) -> tuple[Request, str]:
     subject = _pick_subject(rng, held, HOWTO_WEIGHTS)
-    bare = subject.name.split(" ", 1)[1] if subject.category == "occupation" else subject.name
-    text = rng.choice(HOWTOS[subject.category]).format(s=subject.name, c=subject.context or "Python", n=bare)
+    # {n}: the bare name ("farmer" where {s} is "a farmer")
+    text = rng.choice(HOWTOS[subject.category]).format(s=subject.name, c=subject.context or "Python", n=subject.key)
     return Request("howto", _dress(rng, _cap(text), QUESTION_PREFIXES[:4], HOWTO_SUFFIXES)), subject.key
 
 
@@ -1340,7 +1427,8 @@ def _creative(rng: random.Random, held: bool) -> tuple[Request, str]:
         "thing": _pick(rng, thing_subjects, held).name if split(thing_subjects, held) else "a cat",
         "colour": rng.choice(colours()),
     }
-    parts = [rng.choice(CREATIVE_FORMS)] + rng.sample(CREATIVE_CONSTRAINTS, rng.choice([0, 1, 1, 2]))
+    constraints = [c for c in CREATIVE_CONSTRAINTS if subject.category != "place" or "{city}" not in c]
+    parts = [rng.choice(CREATIVE_FORMS)] + rng.sample(constraints, rng.choice([0, 1, 1, 2]))
     return Request("creative", " ".join(parts).format(**slots)), subject.key
 
 
@@ -1382,7 +1470,7 @@ def _with_typos(rng: random.Random, text: str, count: int = 4) -> str:
 
 
 def _rewrite(rng: random.Random, held: bool) -> tuple[Request, str]:
-    passage = _pick(rng, brief_passages, held)
+    passage = _pick_passage(rng, brief_passages, held)
     instruction = rng.choice(REWRITES)
     text = _with_typos(rng, passage.text) if instruction == TYPO_FIX else passage.text
     instruction = instruction.format(n=max(15, len(passage.text.split()) // rng.choice([2, 3])))
@@ -1654,14 +1742,15 @@ PASSAGE_QUESTIONS = [
 
 
 def _passage_qa(rng: random.Random, held: bool) -> tuple[Request, str]:
-    passage = _pick(rng, short_passages, held)
+    passage = _pick_passage(rng, short_passages, held)
     phrases = noun_phrases(passage.text)
     if phrases and rng.random() < 0.55:
-        other = _pick(rng, short_passages, held)
+        other = _pick_passage(rng, short_passages, held)
         candidates = phrases + (noun_phrases(other.text)[:3] if other.key != passage.key else [])
-        question = rng.choice(PHRASE_QUESTIONS).format(x=rng.choice(phrases), y=rng.choice(candidates))
+        telling = [p for p in phrases if len(p.split()) >= 3] or phrases  # "the probability mass function"
+        question = rng.choice(PHRASE_QUESTIONS).format(x=rng.choice(telling), y=rng.choice(candidates))
     else:
-        other = _pick(rng, short_passages, held)
+        other = _pick_passage(rng, short_passages, held)
         claim = rng.choice(_sentences(rng.choice([passage, other]).text.replace("\n\n", " ")))
         question = rng.choice(PASSAGE_QUESTIONS).format(cat=rng.choice(LIST_CATEGORIES), claim=claim)
     return Request("passage_qa", _frame(rng, question, passage.text, "Passage")), passage.key
@@ -1694,7 +1783,7 @@ LONG_SUMMARIES = SHORT_SUMMARIES + [
 
 
 def _summarise(rng: random.Random, held: bool, kind: str, pool: Callable[[], tuple], instructions: list[str]):
-    passage = _pick(rng, pool, held)
+    passage = _pick_passage(rng, pool, held)
     if rng.random() < 0.1:
         # the news task's wording, over text that is not news
         return Request(kind, summary_request(passage.text)), passage.key
@@ -1762,9 +1851,9 @@ BAD = [
 MEH = ["is fine for the price", "does what it says, nothing more", "is okay but nothing special", "is average"]
 INFORMAL = [
     "hey, can u send me the {x} thing by tonight? thx",
-    "lol that {x} was so weird, we gotta talk about it",
+    "lol that thing about {x} was so weird, we gotta talk",
     "omg i totally forgot about {x}, sorry!!",
-    "yo, you still up for {x} later or nah?",
+    "yo, you still up for the {x} stuff later or nah?",
     "ugh, {x} again... not my day tbh",
     "cool cool, i'll sort out {x} tmrw",
 ]
@@ -1795,7 +1884,7 @@ def _classify(rng: random.Random, held: bool) -> tuple[Request, str]:
         text, key = _review(rng, held)
         what, labels = "sentiment", rng.choice(SENTIMENT_LABELS)
     elif task == "topic":
-        passage = _pick(rng, brief_passages, held)
+        passage = _pick_passage(rng, brief_passages, held)
         domains = sorted(({d.domain for d in documents()} | {v[1] for v in PACKAGES.values()}) - {passage.domain})
         options = rng.sample(domains, min(3, len(domains))) + [passage.domain]
         rng.shuffle(options)
@@ -1803,14 +1892,20 @@ def _classify(rng: random.Random, held: bool) -> tuple[Request, str]:
     elif task == "formality":
         if rng.random() < 0.5:
             subject = _pick_subject(rng, held, {"thing": 1.0, "topic": 1.0})
-            text, key = rng.choice(INFORMAL).format(x=subject.key), subject.key  # the bare name: "red apple"
+            bare = subject.key.removeprefix("the ")  # "red apple", "internet": the templates give the article
+            text, key = rng.choice(INFORMAL).format(x=bare), subject.key
         else:
             sentence = _pick(rng, prose_sentences, held)
             text, key = sentence.text, sentence.key
         what, labels = "register", "formal or informal"
     elif task == "question":
-        sentence = _pick(rng, prose_sentences, held)
-        text, key, what, labels = sentence.text, sentence.key, "type", "question or statement"
+        if rng.random() < 0.5:  # prose has few questions: half the texts are questions of the kinds above
+            request, key = rng.choice([_open_question, _howto])(rng, held)
+            text = request.user
+        else:
+            sentence = _pick(rng, prose_sentences, held)
+            text, key = sentence.text, sentence.key
+        what, labels = "type", "question or statement"
     else:
         pools = [english_sentences] + ([catalogue_sentences] * 3 if split(catalogue_sentences, held) else [])
         sentence = _pick(rng, rng.choice(pools), held)
@@ -1872,6 +1967,15 @@ def _find_all(text: str, part: str) -> list[int]:
     return [m.start() for m in re.finditer(re.escape(part), text)]
 
 
+def _function_doc(fn: Function) -> str:
+    """The prose of a function's docstring, on one line ('' if it has none)."""
+    try:
+        node = ast.parse(fn.source).body[0]
+    except (SyntaxError, IndexError):
+        return ""
+    return _squash(docstring_text(ast.get_docstring(node) or ""))
+
+
 def _code(rng: random.Random, held: bool) -> tuple[Request, str]:
     fn = _pick(rng, code_functions, held)
     short_name = fn.name.rsplit(".", 1)[-1]
@@ -1884,13 +1988,13 @@ def _code(rng: random.Random, held: bool) -> tuple[Request, str]:
     elif choice < 0.39 and (buggy := _with_bug(rng, fn.source)):
         text = f"This function has a bug. Find it and fix it.\n\n{_code_block(buggy)}"
     elif choice < 0.47:
-        doc = _squash(fn.prompt.split('"""')[1]) if fn.prompt.count('"""') >= 2 else ""
+        doc = _function_doc(fn)
         goal = _fit(doc, 60, 400) or doc[:400]
         text = f"Write a Python function named {short_name} that does the following: {goal}" if goal else ""
         text = text or f"Write a Python function named {short_name}."
     else:
         task = rng.choice(CODE_TASKS).format(lang=rng.choice(OTHER_LANGUAGES))
-        text = _frame(rng, task, _code_block(fn.source), "Code")
+        text = _frame(rng, task, _code_block(fn.source), "Code", block=True)
     return Request("code", text), fn.key
 
 
@@ -1950,9 +2054,10 @@ def sql_tables() -> tuple[Subject, ...]:
 def _sql(rng: random.Random, held: bool) -> tuple[Request, str]:
     table = _pick(rng, sql_tables, held).name
     cols = dict(SCHEMAS)[table]
-    c1, c2 = rng.sample(cols[1:], 2)
-    numeric = [c for c in cols if c in NUMERIC_COLUMNS] or [c2]
-    slots = dict(table=table, c1=c1, c2=c2, num=rng.choice(numeric), k=rng.randint(2, 10))
+    # a text column to group or list by, a numeric one to compare, sum or sort by (every table has both)
+    c1 = rng.choice([c for c in cols[1:] if c not in NUMERIC_COLUMNS and not c.endswith("_id")] or cols[1:])
+    c2 = rng.choice([c for c in cols if c in NUMERIC_COLUMNS] or cols[1:])
+    slots = dict(table=table, c1=c1, c2=c2, num=c2, k=rng.randint(2, 10))
     slots.update(a=rng.randint(1, 60), b=rng.randint(61, 5000))
     question = rng.choice(SQL_QUESTIONS + MORE_SQL_QUESTIONS + NUMBER_QUESTIONS).format(**slots)
     tables = [(table, cols)]
@@ -2016,13 +2121,13 @@ PASSAGE_OPENERS = [
 def _multi_turn(rng: random.Random, held: bool) -> tuple[Request, str]:
     source = rng.choice(["api", "api", "passage", "passage", "code", "translation"])
     follow_ups = FOLLOW_UPS
-    if source == "api" and split(api_docs, held):
-        api = _pick(rng, api_docs, held)
+    if source == "api" and split(api_answers, held):
+        api = _pick(rng, api_answers, held)
         opener, answer, key = rng.choice(API_OPENERS).format(s=api.name, c=api.package), api.prose, api.key
         follow_ups = FOLLOW_UPS + [f"How is it different from the rest of {api.package}?", "Show me a short example."]
     elif source == "code":
         fn = _pick(rng, code_functions, held)
-        doc = _squash(fn.prompt.split('"""')[1]) if fn.prompt.count('"""') >= 2 else fn.name
+        doc = _function_doc(fn) or fn.name
         opener = f"Write a Python function named {fn.name.rsplit('.', 1)[-1]}: {_fit(doc, 40, 300) or doc[:300]}"
         answer, key, follow_ups = _code_block(fn.source), fn.key, CODE_FOLLOW_UPS
     elif source == "translation" and split(catalogue_sentences, held):
@@ -2031,8 +2136,8 @@ def _multi_turn(rng: random.Random, held: bool) -> tuple[Request, str]:
         others = [lang for lang in LANGUAGES if lang != sentence.language]
         follow_ups = [f.format(lang=rng.choice(others)) for f in TRANSLATION_FOLLOW_UPS]
     else:
-        passage = _pick(rng, brief_passages, held)
-        phrases = [p for p in noun_phrases(passage.text) if len(p.split()) >= 2]
+        passage = _pick_passage(rng, brief_passages, held)
+        phrases = [p for p in noun_phrases(passage.text) if len(p.split()) >= 3]  # not "the systems"
         subject = rng.choice(phrases) if phrases else "this"
         opener = rng.choice(PASSAGE_OPENERS).format(x=subject) if phrases else "Can you explain this to me?"
         answer, key = passage.text, passage.key
@@ -2128,7 +2233,7 @@ def pool_sizes(held: bool = False) -> dict[str, tuple[int, int]]:
         "code": (len(split(code_functions, held)), len(CODE_TASKS) + 4),
         "sql": (len(split(sql_tables, held)), len(SQL_QUESTIONS + MORE_SQL_QUESTIONS + NUMBER_QUESTIONS)),
         "multi_turn": (
-            len(split(api_docs, held)) + len(split(brief_passages, held)) + len(split(code_functions, held)),
+            len(split(api_answers, held)) + len(split(brief_passages, held)) + len(split(code_functions, held)),
             len(FOLLOW_UPS),
         ),
     }

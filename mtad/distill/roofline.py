@@ -30,7 +30,7 @@ def _best_seconds(fn, repeats: int) -> float:
 def scoring_rate(target, batch: int = 8, length: int = 256, repeats: int = 3) -> float:
     """Positions/s of a teacher-forced forward (final hidden states) over [batch, length] tokens."""
     device = next(target.parameters()).device
-    ids = torch.randint(100, 1000, (batch, length), device=device)
+    ids = torch.randint(0, target.config.vocab_size, (batch, length), device=device)
     return batch * length / _best_seconds(lambda: target.model(input_ids=ids, use_cache=False), repeats)
 
 
@@ -40,8 +40,12 @@ def sampling_rate(target, slots: int = 32, context: int = 256, repeats: int = 5)
     device = next(target.parameters()).device
     cache = slot_cache(target, slots, context + repeats + 2)
     key = cache_argument(target)
-    target(input_ids=torch.randint(100, 1000, (slots, context), device=device), use_cache=True, **{key: cache})
-    step = torch.randint(100, 1000, (slots, 1), device=device)
+    target(
+        input_ids=torch.randint(0, target.config.vocab_size, (slots, context), device=device),
+        use_cache=True,
+        **{key: cache},
+    )
+    step = torch.randint(0, target.config.vocab_size, (slots, 1), device=device)
 
     def one_step():
         target(input_ids=step, use_cache=True, logits_to_keep=1, **{key: cache})
