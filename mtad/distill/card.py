@@ -12,6 +12,7 @@ from pathlib import Path
 import torch
 
 from ..models.draft import read_draft_meta
+from .kinds import UNSEEN_KINDS
 
 
 def read_jsonl(path: Path) -> list[dict]:
@@ -20,11 +21,27 @@ def read_jsonl(path: Path) -> list[dict]:
 
 def corpus_composition(workdir: Path) -> dict[tuple[str, str], int]:
     """Answer tokens per (kind, family) over the corpus chunks."""
-    out: dict[tuple[str, str], int] = {}
+    return {key: row["answer_tokens"] for key, row in corpus_table(workdir).items()}
+
+
+def corpus_table(workdir: Path) -> dict[tuple[str, str], dict]:
+    """Per (chunk kind, kind of request): sequences, distinct prompts, answer tokens and distinct
+    answer tokens (those of distinct prompt + answer sequences: a real answer scored twice counts once)."""
+    out: dict[tuple[str, str], dict] = {}
+    seen: dict[tuple[str, str], tuple[set, set]] = {}
     for path in sorted((workdir / "corpus").glob("chunk_*.pt")):
         for r in torch.load(path, weights_only=False)["records"]:
             key = (r["kind"], r["family"])
-            out[key] = out.get(key, 0) + len(r["answer_ids"])
+            row = out.setdefault(key, {"sequences": 0, "answer_tokens": 0, "distinct_answer_tokens": 0})
+            prompts, sequences = seen.setdefault(key, (set(), set()))
+            prompt, answer = tuple(r["prompt_ids"].tolist()), tuple(r["answer_ids"].tolist())
+            row["sequences"] += 1
+            row["answer_tokens"] += len(answer)
+            if (prompt, answer) not in sequences:
+                sequences.add((prompt, answer))
+                row["distinct_answer_tokens"] += len(answer)
+            prompts.add(prompt)
+            row["distinct_prompts"] = len(prompts)
     return out
 
 
@@ -264,7 +281,7 @@ def write_head_card(workdir: Path, head_file: Path, card: Path, command: str, me
         if ids
         else "the full target LM head (frozen)"
     )
-    composition = corpus_composition(workdir)
+    table = corpus_table(workdir)
     lines = [
         "# Draft model card: smollm2_135m feature head",
         "",
@@ -287,22 +304,39 @@ def write_head_card(workdir: Path, head_file: Path, card: Path, command: str, me
         f"- Command: `{command}`: a producer filling `$MTAD_CACHE/distill/<pair>/corpus/` with the teacher pass "
         "(the target's top-K log-probs at every answer position and its final hidden state at every position, "
         "fp16) and a trainer running epochs over it; both resume where they stopped.",
-        "- Corpus: the four task families in the tasks' own prompt formats, chat template included "
-        "(`mtad/distill/sources.py`): no evaluation example, a fifth of the subjects held out.",
+        "- Requests: the task families in the tasks' own prompt formats and fourteen kinds of request built from "
+        "text installed on the machine (`mtad/distill/kinds.py`, `requests.py`, `sources.py`), chat template "
+        "included; no evaluation example; a fifth of the subjects of every kind held out, and the kinds "
+        f"{', '.join(UNSEEN_KINDS)} never trained on (measured as requests of a kind the head never saw).",
+        "- Answers: `target` = sampled by the target (temperature 1 / top-k 10 / top-p 0.9, raw, or 0.7), "
+        "`real` = real code and SQL scored teacher-forced.",
         "",
-        "| kind | family | answer tokens |",
-        "|---|---|---|",
+        "| answers | kind of request | sequences | distinct prompts | answer tokens | distinct answer tokens |",
+        "|---|---|---|---|---|---|",
     ]
-    lines += [f"| {k} | {f} | {n} |" for (k, f), n in sorted(composition.items())]
     lines += [
+        f"| {k} | {f} | {r['sequences']} | {r['distinct_prompts']} | {r['answer_tokens']} | "
+        f"{r['distinct_answer_tokens']} |"
+        for (k, f), r in sorted(table.items())
+    ]
+    total = {
+        key: sum(r[key] for r in table.values()) for key in ("sequences", "answer_tokens", "distinct_answer_tokens")
+    }
+    lines += [
+        f"| all | {len({f for _, f in table})} kinds | {total['sequences']} | "
+        f"{sum(r['distinct_prompts'] for r in table.values())} | {total['answer_tokens']} | "
+        f"{total['distinct_answer_tokens']} |",
         "",
+        *_start_lines(state, cfg),
         f"- Trained: {state['step']} steps, {state['trained_tokens']} answer tokens (epochs over the stored "
         f"corpus); loss = sum over {cfg['steps']} unrolled steps (training-time test: step s drafts on the head's own "
         f"features) of {cfg['step_decay']}^(s-1) x [KL(p' || q) + {cfg['reg_weight']} x SmoothL1(feature)], p' at "
         f"the paper's setting; uniform noise x{cfg['noise']} RMS on input features; AdamW lr {cfg['lr']}, betas "
-        f"(0.9, 0.95), clip 1.0, {cfg['batch_seqs']} sequences per step balanced over families, sequences cut to "
-        f"their last {cfg['max_len']} positions, float32, 1 thread.",
+        f"(0.9, 0.95), clip 1.0, {cfg['batch_seqs']} sequences per step balanced over kinds, sequences cut to "
+        f"their last {cfg['max_len']} positions, compute {state['runs'][-1].get('compute_dtype', 'float32')} "
+        "(float32 master weights), 1 thread.",
         "",
+        *_roofline_lines(workdir),
     ]
     curve = read_jsonl(workdir / "curve.jsonl")
     if curve:
@@ -310,19 +344,20 @@ def write_head_card(workdir: Path, head_file: Path, card: Path, command: str, me
             "## Held-out acceptance during training",
             "",
             "E[accept] = sum_x min(p', q') at top-k 10 / top-p 0.9 on target answers to held-out prompts (p from "
-            "the stored top-K); @s = the s-th drafted token, the head running on its own features after the first.",
+            "the stored top-K); trained = mean over the kinds trained on (held-out subjects), never trained = mean "
+            f"over {', '.join(UNSEEN_KINDS)}; @s = the s-th drafted token, the head running on its own features "
+            "after the first (mean over every kind).",
             "",
-            "| trained tokens | chat | summary | sql | code | mean @1 | mean @2 | mean @3 | mean @4 |",
+            "| trained tokens | corpus answer tokens | chat | trained | never trained | mean @1 | mean @2 | mean @3 | "
+            "mean @4 |",
             "|---|---|---|---|---|---|---|---|---|",
         ]
         step = max(1, len(curve) // 20)
         for c in curve[::step] + ([curve[-1]] if (len(curve) - 1) % step else []):
+            trained, unseen = _group_accept(c)
             lines.append(
-                f"| {c['trained_tokens']} | "
-                + " | ".join(
-                    f"{c[f]['accept_paper']:.3f}" if f in c else "—" for f in ("chat", "summary", "sql", "code")
-                )
-                + " | "
+                f"| {c['trained_tokens']} | {c.get('corpus_tokens', '—')} | "
+                f"{c['chat']['accept_paper']:.3f} | {trained:.3f} | {unseen:.3f} | "
                 + " | ".join(f"{c['mean'].get(f'accept_paper@{s}', float('nan')):.3f}" for s in range(1, 5))
                 + " |"
             )
@@ -330,3 +365,62 @@ def write_head_card(workdir: Path, head_file: Path, card: Path, command: str, me
     lines += _measured_lines(measure_json, "head", meta.get("trained_tokens"))
     lines += ["", "Licence: Apache-2.0 (a derivative of SmolLM2-135M-Instruct)."]
     card.write_text("\n".join(lines) + "\n")
+
+
+def _group_accept(row: dict) -> tuple[float, float]:
+    """Mean held-out E[accept] over the trained kinds and over the never-trained ones (nan if absent)."""
+    kinds = [k for k, v in row.items() if isinstance(v, dict) and "accept_paper" in v and k != "mean"]
+
+    def mean(group):
+        return sum(row[k]["accept_paper"] for k in group) / len(group) if group else float("nan")
+
+    return mean([k for k in kinds if k not in UNSEEN_KINDS]), mean([k for k in kinds if k in UNSEEN_KINDS])
+
+
+def _start_lines(state: dict, cfg: dict) -> list[str]:
+    start = cfg.get("init_from")
+    if not start:
+        return ["- Started from random initialisation."]
+    return [
+        f"- Started from the head `{Path(start).name}` as committed before this corpus existed (its own "
+        "training is in the git history of this card), read through the new vocabulary."
+    ]
+
+
+def _roofline_lines(workdir: Path) -> list[str]:
+    """The producer's and the trainer's rates beside what this machine allows (`roofline.py`)."""
+    rates = read_jsonl(workdir / "rates.jsonl")
+    ceilings = [r for r in rates if r["process"] == "roofline"]
+    produced = [r for r in rates if r["process"] == "produce"]
+    trained = [r["trained_tokens_per_s"] for r in rates if r["process"] == "train"]
+    if not (ceilings and produced):
+        return []
+    ceiling = ceilings[-1]
+    sampled = [r["tokens"] / r["sample_s"] for r in produced if r["kind"] == "target" and r["sample_s"] > 0]
+    scored = [r["scored_positions_per_s"] for r in produced if "scored_positions_per_s" in r]
+    lines = [
+        "## Rates beside the roofline",
+        "",
+        f"Per chunk, median over the run (one thread each, both processes niced on a shared 2-core machine; "
+        f"target {ceiling['dtype'].replace('torch.', '')}). Roofline: the same forwards at full batches "
+        f"(`mtad/distill/roofline.py`: scoring {ceiling['scoring_shape'][0]} x {ceiling['scoring_shape'][1]} "
+        f"positions, sampling {ceiling['sampling_slots']} rows over a {ceiling['sampling_context']}-token context).",
+        "",
+        "| work | rate | roofline | share |",
+        "|---|---|---|---|",
+    ]
+    if sampled:
+        median = statistics.median(sampled)
+        lines.append(
+            f"| sampling (answer tokens/s) | {median:.0f} | {ceiling['sampled_tokens_per_s']:.0f} | "
+            f"{median / ceiling['sampled_tokens_per_s']:.0%} |"
+        )
+    if scored:
+        median = statistics.median(scored)
+        lines.append(
+            f"| scoring (positions/s) | {median:.0f} | {ceiling['scored_positions_per_s']:.0f} | "
+            f"{median / ceiling['scored_positions_per_s']:.0%} |"
+        )
+    if trained:
+        lines.append(f"| training (answer tokens/s) | {statistics.median(trained):.0f} | — | — |")
+    return lines + [""]

@@ -209,14 +209,7 @@ def load_draft_model(cfg: dict, target, dtype: str | None = None):
     if spec["source"] == "distilled":
         from .draft import load_draft
 
-        path = Path(spec["file"])
-        path = path if path.is_absolute() else ASSETS_DIR / path
-        if not path.is_file():
-            raise FileNotFoundError(
-                f"draft file {path} not found; build it with `make draft` "
-                f"(scripts/distill_draft.py --pair {cfg['name']}) "
-                f"and export it with `scripts/distill_draft.py --pair {cfg['name']} --export`"
-            )
+        path = draft_file(cfg)
         return load_draft(path, target, dtype=torch_dtype).to(next(target.parameters()).device), None
     if spec["source"] == "head":
         from .head import build_head, load_eagle_head, load_head
@@ -227,14 +220,7 @@ def load_draft_model(cfg: dict, target, dtype: str | None = None):
         if spec.get("file") is None:  # a random head (tests): fusion and layer(s) from `seed`
             head = build_head(target, int(spec.get("num_layers", 1)), seed=int(spec.get("seed", 1))).to(torch_dtype)
             return head.to(device).eval(), None
-        path = Path(spec["file"])
-        path = path if path.is_absolute() else ASSETS_DIR / path
-        if not path.is_file():
-            raise FileNotFoundError(
-                f"feature head file {path} not found; train it with `make draft PAIR={cfg['name']}` "
-                f"(scripts/distill_draft.py produce|train|export --pair {cfg['name']})"
-            )
-        return load_head(path, target, dtype=torch_dtype).to(device), None
+        return load_head(draft_file(cfg), target, dtype=torch_dtype).to(device), None
     if spec["source"] == "hub":
         model = AutoModelForCausalLM.from_pretrained(spec["id"], **_hub_kwargs(cfg, torch_dtype))
         tokenizer = AutoTokenizer.from_pretrained(spec.get("tokenizer") or spec["id"])
@@ -278,6 +264,84 @@ def check_same_logit_space(target, draft, pair_name: str = "") -> None:
     vt, vd = logit_width(target), logit_width(draft)
     if vt != vd:
         raise ValueError(f"pair {pair_name!r}: target logits cover {vt} ids but the draft's cover {vd}")
+
+
+def draft_file(cfg: dict) -> Path:
+    """The pair's trained draft file (relative paths: under mtad/assets), which must exist."""
+    path = Path(cfg["draft"]["file"]).expanduser()
+    path = path if path.is_absolute() else ASSETS_DIR / path
+    if not path.is_file():
+        kind = "feature head" if cfg["draft"]["source"] == "head" else "draft"
+        raise FileNotFoundError(
+            f"{kind} file {path} not found; train it with `make draft DRAFT_PAIR={cfg.get('name')}` "
+            f"(scripts/distill_draft.py produce|train|export --pair {cfg.get('name')}), or point "
+            "pair.draft.file at an existing file"
+        )
+    return path
+
+
+def check_device(device: str | None) -> None:
+    """A device string torch knows and this torch build can use."""
+    if device in (None, "auto"):
+        return
+    try:
+        parsed = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise ValueError(f"pair.device={device!r} is not a device; valid: auto, cpu, cuda, cuda:N") from None
+    if parsed.type == "cuda" and not torch.cuda.is_available():
+        build = "a CPU-only build" if torch.version.cuda is None else f"built for CUDA {torch.version.cuda}"
+        raise ValueError(
+            f"pair.device={device}: this torch ({torch.__version__}, {build}) sees no CUDA GPU; use pair.device=cpu "
+            "here, or run on a machine with a GPU and a CUDA build of torch"
+        )
+    if parsed.type not in ("cpu", "cuda"):
+        raise ValueError(f"pair.device={device!r}: only cpu and cuda are supported")
+
+
+def hub_model_problem(model_id: str, part: str) -> str | None:
+    """Why the hub model `model_id` cannot be loaded here (None when it can, or when that is only
+    known by trying): a local folder that is not there, or an id not in the local cache while the
+    hub is unreachable (HF_HUB_OFFLINE, which `runner.offline` sets after its probe)."""
+    import os
+
+    if Path(model_id).expanduser().is_absolute() or model_id.startswith("."):
+        if not Path(model_id).expanduser().is_dir():
+            return f"pair.{part}.id={model_id}: no such folder"
+        return None
+    if not os.environ.get("HF_HUB_OFFLINE"):
+        return None  # online: transformers downloads it (or names the access it lacks)
+    from huggingface_hub import try_to_load_from_cache
+
+    if isinstance(try_to_load_from_cache(model_id, "config.json"), str):
+        return None
+    return (
+        f"pair.{part}.id={model_id}: not on this machine and the Hugging Face hub cannot be reached; download it "
+        f"where there is network (`hf download {model_id} --local-dir DIR`), copy DIR here and set "
+        f"pair.{part}.id=DIR"
+    )
+
+
+def check_pair_settings(cfg: Mapping) -> dict:
+    """Everything about a pair that can be checked without loading a model: names, dtypes and decode
+    path (`pair_config`), the device and whether this torch can use it, the draft file, and hub
+    models that cannot be reached. Raises ValueError / KeyError / FileNotFoundError with one line;
+    returns the resolved config."""
+    check_device((cfg or {}).get("device"))
+    cfg = pair_config(cfg)
+    if cfg.get("draft_dtype") not in (None, *DTYPES):
+        raise ValueError(
+            f"pair {cfg.get('name')!r}: unknown dtype {cfg['draft_dtype']!r} for the draft; "
+            f"valid: {', '.join([*DTYPES, AUTO_DTYPE])}"
+        )
+    if cfg["draft"]["source"] in ("distilled", "head") and cfg["draft"].get("file"):
+        draft_file(cfg)
+    for part in ("target", "draft"):
+        spec = cfg[part]
+        if spec["source"] == "hub" or spec.get("format") == "eagle":
+            problem = hub_model_problem(str(spec["id"]), part)
+            if problem:
+                raise FileNotFoundError(problem)
+    return cfg
 
 
 @dataclass

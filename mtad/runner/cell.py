@@ -25,13 +25,16 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
+from mtad.data import cache_root
 from mtad.runner import provenance
 from mtad.runner.aggregate import cell_metrics, summary
 from mtad.runner.checks import (
     SettingError,
     build_task,
     check_method,
+    check_pair,
     check_run_settings,
+    check_task_limit,
     check_writable,
     explain_os_error,
     task_settings,
@@ -74,8 +77,11 @@ def plan_cell(cfg: DictConfig, cell: Cell) -> CellPlan:
         raise SettingError(f"missing_data must be one of {', '.join(MISSING_DATA_MODES)}, got {cfg.missing_data!r}")
     options, limit = task_settings(cfg, cell.task)
     method_params = check_method(cell.method, OmegaConf.to_container(cfg.method, resolve=True))
+    check_pair(OmegaConf.to_container(cfg.pair, resolve=True))
     task = build_task(cell.task, cfg.data_root, options)
+    check_task_limit(task, cell.task, limit)
     check_writable(cell.directory, "results_root")
+    check_writable(cache_root(), "MTAD_CACHE (the cache of converted models and wheels)")
     identity = cell_identity(cfg, cell, options)
     check_identity(cell.directory, identity)
     return CellPlan(cfg, cell, task, limit, method_params, identity)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import errno
 import os
+import tempfile
 from pathlib import Path
 
 
@@ -91,6 +92,17 @@ def task_settings(cfg, task_name: str) -> tuple[dict, int | None]:
     return options, limit
 
 
+def check_pair(pair: dict) -> None:
+    """The pair's settings, files, device and hub models, checked without loading a model."""
+    from mtad.models.pairs import check_pair_settings
+
+    try:
+        check_pair_settings(pair)
+    except (KeyError, ValueError, FileNotFoundError) as exc:
+        message = exc.args[0] if exc.args else str(exc)
+        raise SettingError(f"pair={pair.get('name')}: {message}") from None
+
+
 def check_method(name: str, params: dict) -> dict:
     """The method's full parameters (its settings class built from them, without loading a model),
     as a dict in field order, for ``get_decoder(name, **params)`` and the records."""
@@ -116,15 +128,51 @@ def build_task(name: str, data_root, options: dict):
         raise SettingError(f"task={name}: {exc}") from None
 
 
-def check_writable(path: Path, setting: str) -> None:
-    """``path`` (or the nearest folder above it that exists) can be written to."""
-    existing = Path(path).absolute()
+def folder_problem(path: Path) -> str | None:
+    """Why ``path`` cannot be (or become) a folder this process writes to, in a few words naming the
+    path at fault: not a directory, read-only, permission, or a place where no folder can be made;
+    None when it can. Probed with a temporary folder, removed at once (nothing else is created)."""
+    path = Path(path).expanduser().absolute()
+    existing = path
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise SettingError(
-            f"cannot write to {existing} (needed for {path}): permission denied; point {setting} to a writable folder"
-        )
+    if not existing.is_dir():
+        return f"{existing} is not a directory" + ("" if existing == path else f" (needed for {path})")
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".mtad-probe-", dir=existing))
+    except OSError as exc:
+        reason = {
+            errno.EROFS: "read-only file system",
+            errno.EACCES: "permission denied",
+            errno.EPERM: "permission denied",
+            errno.ENOENT: "no folder can be created there",
+        }.get(exc.errno, exc.strerror or type(exc).__name__)
+        return f"cannot write to {existing}: {reason}" + ("" if existing == path else f" (needed for {path})")
+    return None
+
+
+def check_writable(path: Path, setting: str) -> None:
+    """``path`` (or the nearest folder above it that exists) can be written to; else one line
+    naming the path, the cause and the setting to change."""
+    problem = folder_problem(path)
+    if problem:
+        raise SettingError(f"{problem}; point {setting} to a writable folder")
+
+
+def check_task_limit(task, name: str, limit: int | None) -> None:
+    """A limit beyond the examples the task has stops the cell before anything loads (data that is
+    not there yet is reported by the cell itself, under ``missing_data``)."""
+    from mtad.data import DataMissingError
+    from mtad.tasks.base import LimitError
+
+    if limit is None:
+        return
+    try:
+        task.examples(limit=limit)
+    except LimitError as exc:
+        raise SettingError(f"task={name}: {exc}") from None
+    except DataMissingError:
+        return
 
 
 def explain_os_error(exc: OSError, settings: dict[str, Path]) -> SettingError | None:

@@ -42,6 +42,10 @@ def check_option(task: str, name: str, value: Any, default: Any) -> None:
         raise ValueError(f"option {name} of task {task!r} must be > 0, got {value!r}")
 
 
+class LimitError(ValueError):
+    """A limit beyond the examples a task has."""
+
+
 class Task(ABC):
     """One evaluation task. Options are the keys of ``conf/task/<name>.yaml`` (``defaults``).
 
@@ -106,13 +110,28 @@ class Task(ABC):
 
     # ------------------------------------------------------------------ examples
     def examples(self, limit: int | None = None) -> list[dict]:
-        """Examples in file order, the first ``limit`` (argument, else the ``limit`` option)."""
-        if self._examples is None:
-            self._examples = self.load_examples()
+        """Examples in file order, the first ``limit`` (argument, else the ``limit`` option); a
+        limit beyond the examples there are is a `LimitError` (never silently capped)."""
         limit = limit if limit is not None else self.options.get("limit")
-        selected = self._examples if limit is None else self._examples[: int(limit)]
+        available = self.all_examples()
+        if limit is not None and int(limit) > len(available):
+            raise LimitError(
+                f"limit={limit} but task {self.name} has {len(available)} examples "
+                f"({self.more_examples_hint()}); lower the limit or set it to null for all of them"
+            )
+        selected = available if limit is None else available[: int(limit)]
         self.check_examples(selected)
         return selected
+
+    def all_examples(self) -> list[dict]:
+        """Every example the task has (read once)."""
+        if self._examples is None:
+            self._examples = self.load_examples()
+        return self._examples
+
+    def more_examples_hint(self) -> str:
+        """Where more examples come from (default: the data root the task read)."""
+        return f"read from {self.data_root / self.name}"
 
     @abstractmethod
     def load_examples(self) -> list[dict]:

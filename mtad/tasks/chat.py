@@ -24,7 +24,7 @@ class ChatTask(Task):
     needs_data = False
 
     def load_examples(self) -> list[dict]:
-        """``pool`` distinct held-out prompts in a fixed order (a limit above ``pool`` gets ``pool``)."""
+        """``pool`` distinct held-out prompts in a fixed order (a limit must not exceed ``pool``)."""
         rng = random.Random(int(self.options["prompt_seed"]))
         prompts: list[str] = []
         for _ in range(100 * int(self.options["pool"])):  # draws repeat; keep the first of each
@@ -34,6 +34,9 @@ class ChatTask(Task):
             if len(prompts) == int(self.options["pool"]):
                 break
         return [{"id": f"chat-{i:04d}", "prompt": p} for i, p in enumerate(prompts)]
+
+    def more_examples_hint(self) -> str:
+        return f"a pool of {self.options['pool']} distinct held-out prompts; raise task.pool for more"
 
     def chat_messages(self, example, history, tokenizer):
         return [{"role": "user", "content": example["prompt"]}]

@@ -133,6 +133,12 @@ class CnnDmTask(Task):
     def load_examples(self) -> list[dict]:
         return load_articles(self.data_root, self.options["file"])
 
+    def more_examples_hint(self) -> str:
+        return (
+            "the 80 articles shipped with mtad unless a fuller file was fetched; the whole test split: "
+            "python scripts/get_data.py --cnndm-jsonl hub (or a JSONL of your own with --cnndm-jsonl FILE)"
+        )
+
     def article_text(self, example: dict, tokenizer) -> str:
         """The article cut to ``article_token_budget`` tokens (recorded per example)."""
         budget = int(self.options["article_token_budget"])
