@@ -73,7 +73,10 @@ def test_a_folder_where_none_can_be_made_is_one_line():
         ("pair.target_dtype=int3", "unknown dtype 'int3' for the target; valid:"),
         ("pair.draft_dtype=int3", "unknown dtype 'int3' for the draft; valid:"),
         ("pair.decode_path=foo", "decode_path must be one of"),
-        ("pair.draft.file=/nonexistent.safetensors", "feature head file /nonexistent.safetensors not found"),
+        (
+            "pair.draft.file=/nonexistent.safetensors",
+            "feature head file /nonexistent.safetensors not found; train it with `make draft DRAFT_PAIR=",
+        ),
         ("pair.device=tpu:0", "pair.device='tpu:0'"),
     ],
 )

@@ -1,6 +1,8 @@
 """The decoding contract on tiny Llama and OPT models: greedy equality, caches, seeds, EOS,
 MTAD with draft = target, MTAD against exact MTJD, and clear errors."""
 
+import re
+
 import pytest
 import torch
 
@@ -247,3 +249,26 @@ def test_registry_and_errors(pair):
     with pytest.raises(ValueError, match="max_new_tokens"):
         dec.generate(PROMPT, 0)
     assert get_decoder("sampling", target=target, draft=None).generate(PROMPT[:, :1], 3).stats.new_tokens == 3
+
+
+@pytest.mark.parametrize(
+    "ids, message",
+    [
+        (torch.tensor([[5.0, 1.0, 9.0]]), "LongTensor of token ids, got dtype torch.float32"),
+        (torch.tensor([[5, VOCAB, 9]]), f"token id {VOCAB}, outside the target's vocabulary [0, {VOCAB})"),
+        (torch.tensor([[5, -1, 9]]), "token id -1, outside the target's vocabulary"),
+    ],
+)
+def test_ids_that_are_not_token_ids_of_the_target_are_refused(ids, message):
+    target = tiny_llama(0, vocab=VOCAB)
+    with pytest.raises(ValueError, match=re.escape(message)):
+        get_decoder("sampling", target=target).generate(ids, max_new_tokens=2, generator=torch.Generator())
+
+
+def test_a_prompt_beyond_the_context_warns():
+    target = tiny_llama(0, vocab=VOCAB)
+    context = target.config.max_position_embeddings
+    with pytest.warns(UserWarning, match=f"exceed the target's context of {context} positions"):
+        get_decoder("sampling", target=target).generate(
+            torch.randint(0, VOCAB, (1, context - 1)), max_new_tokens=2, generator=torch.Generator().manual_seed(0)
+        )

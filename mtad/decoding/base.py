@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from types import MappingProxyType
@@ -17,6 +18,25 @@ from mtad.decoding.kv import CachedModel, model_device, sync
 from mtad.decoding.logits import logits_to_probs
 from mtad.decoding.params import SamplingFields
 from mtad.decoding.static_kv import cached_model, resolve_decode_path
+
+
+def check_prompt_ids(input_ids: torch.Tensor, max_new_tokens: int, target) -> None:
+    """Token ids that index the target's vocabulary (an integer tensor, every id in range), and a
+    warning when prompt + new tokens run past the context the target was trained on."""
+    if input_ids.dtype not in (torch.int64, torch.int32, torch.int16, torch.uint8):
+        raise ValueError(f"input_ids must be a [1, L] LongTensor of token ids, got dtype {input_ids.dtype}")
+    vocab = target.config.vocab_size
+    low, high = int(input_ids.min()), int(input_ids.max())
+    if low < 0 or high >= vocab:
+        bad = low if low < 0 else high
+        raise ValueError(f"input_ids holds token id {bad}, outside the target's vocabulary [0, {vocab})")
+    context = getattr(target.config, "max_position_embeddings", None)
+    if context and input_ids.shape[1] + max_new_tokens > context:
+        warnings.warn(
+            f"prompt ({input_ids.shape[1]} tokens) + max_new_tokens ({max_new_tokens}) exceed the target's "
+            f"context of {context} positions: positions beyond it were never trained and the output may degrade",
+            stacklevel=3,
+        )
 
 
 @dataclass
@@ -152,6 +172,7 @@ class Decoder:
             )
         if input_ids.shape[1] == 0:
             raise ValueError("input_ids is empty: the prompt needs at least one token")
+        check_prompt_ids(input_ids, max_new_tokens, self.target)
         if not (isinstance(max_new_tokens, int) and max_new_tokens >= 1):
             raise ValueError(f"max_new_tokens must be an int >= 1, got {max_new_tokens}")
         eos = {eos_token_id} if isinstance(eos_token_id, int) else set(eos_token_id or ())
