@@ -102,7 +102,7 @@ smoke: install ## the Table 2 grid with 1-2 examples per cell (a few minutes) ->
 	$(call run_and_table,smoke)
 
 table: install ## rebuild the committed results/tables/table2*.{md,csv} from results/runs (EXPERIMENT=table2)
-	$(PY) scripts/make_table.py --experiment $(EXPERIMENT) $(TABLE_ARGS)
+	$(PY) scripts/make_table.py --experiment $(EXPERIMENT) --results results/runs --out results/tables $(TABLE_ARGS)
 
 SWEEP_BASELINES = $(RUN) -m experiment=sweeps method=sampling,sps results_root=$(RESULTS) $(OVERRIDES)
 sweep-gamma: install ## gamma = 1..8 for sps, mtad, mmtad (+ sampling/sps baselines) on CNN/DM
@@ -125,7 +125,7 @@ sweeps: install ## the three sweeps (resumed; under results/local unless `make r
 
 .PHONY: figures
 figures: install ## regenerate every figure from committed results (results/runs -> results/figures, seconds)
-	$(PY) scripts/make_figures.py $(ARGS)
+	$(PY) scripts/make_figures.py --out results/figures $(ARGS)
 
 # --- speed against transformers' generate() and assisted generation (mtad/bench.py)
 BENCH_ARGS ?=

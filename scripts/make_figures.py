@@ -12,6 +12,7 @@ that fails to build is an error (exit status 1).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -26,13 +27,23 @@ def main(argv=None) -> int:
         default=None,
         help="the results folder holding runs/ (default: $MTAD_RESULTS, else the checkout's results/)",
     )
-    ap.add_argument("--out", default=None, help="where the figures go (default: <results>/figures)")
+    ap.add_argument(
+        "--out",
+        default=None,
+        help="where the figures go (default: <results>/figures for --results or $MTAD_RESULTS, else "
+        "results/local/figures; `make figures` writes the committed results/figures)",
+    )
     ap.add_argument("--table-experiment", default="table2", help="experiment of the Table 2 figures")
     ap.add_argument("--sweep-experiment", default="sweeps", help="experiment of the gamma/W/tau sweeps")
     args = ap.parse_args(argv)
 
     runs = Path(args.results) / "runs" if args.results else runs_dir()
-    out = Path(args.out) if args.out else runs.parent / "figures"
+    if args.out:
+        out = Path(args.out)
+    elif args.results or os.environ.get("MTAD_RESULTS"):  # a results folder of the user's: its figures beside
+        out = runs.parent / "figures"
+    else:  # the committed runs: read, never overwritten (`make figures` names results/figures)
+        out = Path(__file__).resolve().parents[1] / "results" / "local" / "figures"
     if not runs.is_dir():
         print(
             f"no results at {runs}: run an experiment first (e.g. `make reproduce-table2`, `make sweep-gamma`)",

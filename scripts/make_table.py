@@ -23,7 +23,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--experiment", default="table2", help="experiment name under results/runs (default table2)")
     parser.add_argument("--results", default="results/runs", help="results root (default results/runs)")
-    parser.add_argument("--out", default="results/tables", help="output directory (default results/tables)")
+    parser.add_argument(
+        "--out",
+        default="results/local/tables",
+        help="output directory (default results/local/tables; `make table` writes the committed results/tables)",
+    )
     parser.add_argument("--pair", default=None, help="pair, when the experiment holds several")
     parser.add_argument("--name", default=None, help="file stem (default table2, or table2_<experiment>)")
     parser.add_argument(

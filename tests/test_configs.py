@@ -52,7 +52,7 @@ def test_default_config_composes():
         if key != "hydra"
     }
     assert "${" not in json.dumps(resolved)
-    assert resolved["pair"]["name"] == "smollm2_135m_head" and resolved["results_root"] == "results/runs"
+    assert resolved["pair"]["name"] == "smollm2_135m_head" and resolved["results_root"] == "results/local/runs"
 
 
 def test_method_files_are_the_six_methods_with_contract_params():

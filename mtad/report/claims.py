@@ -44,6 +44,7 @@ from mtad.report.examples import example_frame, paired
 from mtad.report.paper import APPROXIMATORS, NO_BOUND, VERSIONS, PaperClaim, claims_of, methods_needed
 from mtad.report.values import in_order, is_missing, present
 from mtad.runner.layout import read_json, theory_path
+from mtad.runner.records import write_if_changed
 from mtad.tasks import TASKS
 
 log = logging.getLogger("mtad.claims")
@@ -472,8 +473,8 @@ def write_report(report: dict, out_dir: str | Path, name: str) -> tuple[Path, Pa
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     md, js = out_dir / f"{name}.md", out_dir / f"{name}.json"
-    md.write_text(to_markdown(report))
-    js.write_text(json.dumps(report, indent=2, ensure_ascii=False, default=str) + "\n")
+    write_if_changed(md, to_markdown(report))
+    write_if_changed(js, json.dumps(report, indent=2, ensure_ascii=False, default=str) + "\n")
     return md, js
 
 
@@ -496,7 +497,11 @@ def report_config(overrides: list[str]):
 def arguments(description: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("overrides", nargs="*", help="Hydra overrides (default experiment=claims)")
-    parser.add_argument("--out", default="results/claims", help="output directory (default results/claims)")
+    parser.add_argument(
+        "--out",
+        default="results/local/claims",
+        help="output directory (default results/local/claims; the committed results/claims only when named)",
+    )
     parser.add_argument("--name", default=None, help="file stem (default claims, or claims_<experiment>[_<pair>])")
     parser.add_argument("--no-theory", action="store_true", help="leave out C5 and C6 (the tiny-model checks)")
     return parser

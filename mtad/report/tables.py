@@ -20,6 +20,7 @@ import pandas as pd
 from mtad.methods import METHODS
 from mtad.report.cells import load_cells
 from mtad.report.values import in_order, is_missing
+from mtad.runner.records import write_if_changed
 from mtad.tasks import TASKS
 
 METHOD_ORDER = list(METHODS)
@@ -263,8 +264,8 @@ def write_table2(
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     md, csv = out_dir / f"{name}.md", out_dir / f"{name}.csv"
-    md.write_text(to_markdown(df, experiment, notes, source, code))
-    df.to_csv(csv, index=False)
+    write_if_changed(md, to_markdown(df, experiment, notes, source, code))
+    write_if_changed(csv, df.to_csv(index=False))
     return md, csv
 
 

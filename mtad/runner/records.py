@@ -14,6 +14,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypedDict, get_type_hints
@@ -210,6 +211,29 @@ def rewrite_records(samples_path: Path, records: list[dict]) -> None:
     _atomic_write_bytes(
         Path(samples_path), b"".join((json.dumps(r, ensure_ascii=False) + "\n").encode("utf-8") for r in records)
     )
+
+
+# lines that record when a report was built, not what it says
+BUILD_TIME_LINE = re.compile(r'^\s*(- built[ :]|"built": )')
+
+
+def same_content(old: str, new: str) -> bool:
+    """Two renderings of a report that differ at most in their build-time lines."""
+
+    def content(text: str) -> list[str]:
+        return [line for line in text.splitlines() if not BUILD_TIME_LINE.match(line)]
+
+    return content(old) == content(new)
+
+
+def write_if_changed(path: Path, text: str) -> bool:
+    """Write `text` to `path` unless the file already says the same (`same_content`): a rebuild whose
+    content is unchanged leaves a committed report, and the checkout, untouched. True if written."""
+    path = Path(path)
+    if path.is_file() and same_content(path.read_text(), text):
+        return False
+    path.write_text(text)
+    return True
 
 
 def write_json(path: Path, data: dict) -> None:

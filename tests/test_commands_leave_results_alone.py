@@ -1,0 +1,66 @@
+"""The documented commands that read results (reports, tables, figures, the agreement check) and a
+plain `mtad-run` leave a clone's committed files untouched: their defaults write under
+results/local/, and the targets that regenerate committed files (`make table`, `make figures`)
+rewrite nothing whose content is unchanged."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+READING_COMMANDS = [
+    ["make", "help"],
+    ["make", "table"],
+    ["make", "figures"],
+    ["{python}", "scripts/make_table.py", "--experiment", "table2"],
+    ["{python}", "scripts/make_figures.py"],
+    ["{python}", "-m", "mtad.report.claims", "results_root=results/runs"],
+    ["{python}", "-m", "mtad.report.agreement", "claims", "results/claims/claims.json", "results/claims/claims.json"],
+    ["{python}", "-m", "mtad.run", "pair=tiny_llama", "logger=none", "method=sampling", "task=chat", "limit=1"],
+]
+
+
+@pytest.mark.slow
+def test_reading_commands_and_a_plain_run_leave_git_status_clean(tmp_path):
+    if subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True).returncode != 0:
+        pytest.skip("not a git checkout")
+    clone = tmp_path / "mtad"
+    subprocess.run(["git", "clone", "--quiet", str(REPO), str(clone)], check=True, timeout=120)
+    (clone / ".venv").symlink_to(Path(sys.prefix))  # this checkout's environment stands in for `make install`
+    os.utime(clone / "pyproject.toml", (0, 0))
+    env = {
+        **os.environ,
+        "MTAD_DATA": str(tmp_path / "data"),
+        "MTAD_CACHE": str(tmp_path / "cache"),
+        "HF_HUB_OFFLINE": "1",
+        "WANDB_MODE": "offline",
+        "PYTHONPATH": "",
+    }
+    python = str(clone / ".venv" / "bin" / "python")
+    for command in READING_COMMANDS:
+        argv = [python if part == "{python}" else part for part in command]
+        if argv[0] == "make":
+            argv.append(f"PY={python}")
+        proc = subprocess.run(argv, cwd=clone, env=env, capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, (command, (proc.stdout + proc.stderr)[-3000:])
+        status = subprocess.run(["git", "status", "--porcelain"], cwd=clone, capture_output=True, text=True).stdout
+        assert status.strip() == "", (command, status)
+    assert (clone / "results" / "local" / "claims" / "claims.md").is_file()
+    assert (clone / "results" / "local" / "tables" / "table2.md").is_file()
+    assert list((clone / "results" / "local" / "runs" / "default").rglob("metrics.json"))
+
+
+def test_a_rebuild_that_only_changes_its_build_time_leaves_the_file_alone(tmp_path):
+    from mtad.runner.records import write_if_changed
+
+    path = tmp_path / "table.md"
+    assert write_if_changed(path, "# T\n- built: 2026-01-01T00:00:00+00:00 from x\n| a |\n")
+    stamp = path.stat().st_mtime_ns
+    assert not write_if_changed(path, "# T\n- built: 2026-12-01T10:00:00+00:00 from x\n| a |\n")
+    assert path.stat().st_mtime_ns == stamp and "2026-01-01" in path.read_text()
+    assert write_if_changed(path, "# T\n- built: 2026-12-01T10:00:00+00:00 from x\n| b |\n")
+    assert "| b |" in path.read_text()
