@@ -7,7 +7,8 @@
     python scripts/distill_draft.py card    --pair smollm2_135m_head  # the model card only (after make measure-draft)
     python scripts/distill_draft.py head-ab    --pair smollm2_135m_head  # 1 vs 2 layers, equal tokens, same batches
     python scripts/distill_draft.py head-vocab --pair smollm2_135m_head  # the trained head over other vocabularies
-(head-ab and head-vocab write results/draft/head_design.{json,md}; time head-vocab on a quiet machine.)
+    python scripts/distill_draft.py dtype-ab   --pair smollm2_135m_head  # float32 vs bf16 compute, same batches
+(head-ab, head-vocab and dtype-ab write results/draft/head_design.{json,md}; time them on a quiet machine.)
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ def main(argv=None) -> int:
     from mtad.models.pairs import ASSETS_DIR, auto_dtype, load_target_and_tokenizer, pair_config
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("job", choices=["produce", "train", "export", "card", "head-ab", "head-vocab"])
+    ap.add_argument("job", choices=["produce", "train", "export", "card", "head-ab", "head-vocab", "dtype-ab"])
     ap.add_argument("--pair", default="smollm2_135m_head")
     ap.add_argument("--workdir", default=None, help="default: $MTAD_CACHE/distill/<pair>")
     ap.add_argument(
@@ -139,7 +140,7 @@ def main(argv=None) -> int:
     target, tokenizer = load_target_and_tokenizer(cfg, device=device, dtype=dtype)
     target.requires_grad_(False)
     special_ids = tokenizer.all_special_ids + [tokenizer.eos_token_id]
-    if args.job in ("head-ab", "head-vocab"):
+    if args.job in ("head-ab", "head-vocab", "dtype-ab"):
         return head_design(args, workdir, dest, target, special_ids)
     if args.job == "produce":
         produce(dcfg, target, tokenizer, name=args.name)
@@ -168,7 +169,14 @@ def head_design(args, workdir: Path, head_file: Path, target, special_ids: list[
     import torch
 
     from mtad.distill.corpus import Corpus
-    from mtad.distill.head_training import HeadTrainConfig, corpus_mass, layers_ab, vocabulary_sweep
+    from mtad.distill.head_training import (
+        HeadTrainConfig,
+        compute_dtype_ab,
+        corpus_mass,
+        layers_ab,
+        vocabulary_sweep,
+        with_vocabulary,
+    )
     from mtad.distill.pipeline import load_heldout
     from mtad.distill.training import choose_head_tokens
     from mtad.models.head import load_head
@@ -183,6 +191,11 @@ def head_design(args, workdir: Path, head_file: Path, target, special_ids: list[
         ids = choose_head_tokens(mass, cfg.head_size, special_ids)
         layers = tuple(int(n) for n in args.ab_layers.split(","))
         design["layers_ab"] = layers_ab(cfg, target, corpus, heldout, layers, args.ab_tokens, ids)
+    elif args.job == "dtype-ab":  # from the committed head, read through the trainer's vocabulary
+        cfg = HeadTrainConfig(workdir=str(workdir), lr=args.head_lr, steps=args.unroll)
+        ids = choose_head_tokens(mass, cfg.head_size, special_ids)
+        head = with_vocabulary(load_head(head_file, target, torch.float32), target, ids)
+        design["compute_dtype_ab"] = compute_dtype_ab(cfg, corpus, heldout, head, args.ab_tokens)
     else:
         head = load_head(head_file if head_file.exists() else workdir / "head.safetensors", target, torch.float32)
         sizes = [int(n) for n in args.vocab_sizes.split(",")]
@@ -198,14 +211,18 @@ def head_design(args, workdir: Path, head_file: Path, target, special_ids: list[
         "Held-out E[accept] = sum_x min(p', q') at top-k 10 / top-p 0.9 on target answers to held-out "
         "prompts; @s = the s-th drafted token (the head on its own features after the first).",
     ]
-    if "layers_ab" in design:
-        ab = design["layers_ab"]
+    for key, title, column in (
+        ("layers_ab", "Depth: from scratch on identical batches", "layers"),
+        ("compute_dtype_ab", "Compute dtype: the committed head trained on identical batches", "compute"),
+    ):
+        if key not in design:
+            continue
+        ab = design[key]
         lines += [
             "",
-            f"## Depth: from scratch on identical batches, {ab['tokens']} answer tokens each "
-            f"(corpus {ab['corpus_tokens']} tokens)",
+            f"## {title}, {ab['tokens']} answer tokens each (corpus {ab['corpus_tokens']} tokens)",
             "",
-            "| layers | @1 | @2 | @3 | @4 | trained tokens/s |",
+            f"| {column} | @1 | @2 | @3 | @4 | trained tokens/s |",
             "|---|---|---|---|---|---|",
         ]
         for n, arm in ab["arms"].items():

@@ -305,3 +305,10 @@ def test_head_producer_and_trainer_run_resume_and_write_a_card(tiny, tmp_path):
     rows = vocabulary_sweep(head, target, heldout, mass, [16, 0], [tokenizer.eos_token_id])
     assert [r["vocabulary"] for r in rows] == [16, target.config.vocab_size] and rows[1]["mass_coverage"] == 1.0
     assert rows[0]["mass_coverage"] < 1.0 and all(r["step_ms"] > 0 for r in rows)
+    # float32 against bf16 compute from one head on the same batches: both arms train, and differ
+    from mtad.distill.head_training import compute_dtype_ab
+
+    dtype_ab = compute_dtype_ab(hcfg, corpus, heldout, head.float(), 20)
+    arms = dtype_ab["arms"]
+    assert [a["compute_dtype"] for a in arms.values()] == ["float32", "bfloat16"]
+    assert arms["float32"]["accept_paper"] != arms["bfloat16"]["accept_paper"]

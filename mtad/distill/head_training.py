@@ -17,6 +17,7 @@ the task families as for the layer draft.
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import random
@@ -363,25 +364,28 @@ def vocabulary_sweep(
     return rows
 
 
-def layers_ab(
-    cfg: HeadTrainConfig, target, corpus: Corpus, heldout: dict, layers: tuple[int, ...], tokens: int, ids: list[int]
+def heads_ab(
+    cfg: HeadTrainConfig, corpus: Corpus, heldout: dict, arms: dict[str, tuple[FeatureHead, torch.dtype]], tokens: int
 ) -> dict:
-    """Heads of each depth in `layers`, from scratch on identical batches for `tokens` answer
-    tokens: held-out acceptance per draft position and trained tokens/s."""
-    heads = {n: build_head(target, n, ids, seed=cfg.seed).float() for n in layers}
+    """Heads trained side by side on identical batches (and noise) for `tokens` answer tokens, each
+    arm with its own compute dtype (bf16 under autocast, else float32): held-out acceptance per
+    draft position and trained tokens/s."""
     optimizers = {
-        n: torch.optim.AdamW(h.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=0.0) for n, h in heads.items()
+        n: torch.optim.AdamW(h.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=0.0)
+        for n, (h, _) in arms.items()
     }
-    index, rng, seconds = full_to_head_index(heads[layers[0]]), random.Random(cfg.seed), {n: 0.0 for n in layers}
+    first = next(iter(arms.values()))[0]
+    index, rng, seconds = full_to_head_index(first), random.Random(cfg.seed), dict.fromkeys(arms, 0.0)
     by_family, trained, step = corpus.by_family(), 0, 0
     while trained < tokens:
         batch = collate_features(sample_batch(by_family, cfg.batch_seqs, rng), cfg.max_len)
-        for n, head in heads.items():
+        for n, (head, dtype) in arms.items():
             start = time.perf_counter()
             head.train()
             for group in optimizers[n].param_groups:
                 group["lr"] = cfg.lr * min(1.0, (step + 1) / cfg.warmup_steps)
-            loss, _ = head_loss(head, batch, index, cfg, torch.Generator().manual_seed(step))
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=dtype == torch.bfloat16):
+                loss, _ = head_loss(head, batch, index, cfg, torch.Generator().manual_seed(step))
             optimizers[n].zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(head.parameters(), 1.0)
@@ -390,15 +394,34 @@ def layers_ab(
         trained += int(batch[3].numel())
         step += 1
     out = {"tokens": trained, "corpus_tokens": corpus.answer_tokens, "arms": {}}
-    for n, head in heads.items():
+    for n, (head, dtype) in arms.items():
         stats = evaluate_head(head, heldout)
         out["arms"][n] = {
+            "compute_dtype": str(dtype).replace("torch.", ""),
             "accept_paper": {s: stats["mean"][f"accept_paper@{s}"] for s in range(1, 5)},
             "by_family": {f: stats[f]["accept_paper"] for f in stats if f != "mean"},
             "trained_tokens_per_s": trained / seconds[n],
         }
-        log.info("layers %d after %d tokens: %s", n, trained, out["arms"][n])
+        log.info("arm %s after %d tokens: %s", n, trained, out["arms"][n])
     return out
+
+
+def layers_ab(
+    cfg: HeadTrainConfig, target, corpus: Corpus, heldout: dict, layers: tuple[int, ...], tokens: int, ids: list[int]
+) -> dict:
+    """Heads of each depth in `layers`, from scratch on identical batches (float32 compute)."""
+    arms = {n: (build_head(target, n, ids, seed=cfg.seed).float(), torch.float32) for n in layers}
+    return heads_ab(cfg, corpus, heldout, arms, tokens)
+
+
+def compute_dtype_ab(cfg: HeadTrainConfig, corpus: Corpus, heldout: dict, head: FeatureHead, tokens: int) -> dict:
+    """The same head trained in float32 and in bf16 compute (float32 master weights) on identical
+    batches: whether bf16 keeps the held-out curve at equal tokens, and what it gains per second."""
+    arms = {
+        "float32": (copy.deepcopy(head).float(), torch.float32),
+        "bfloat16": (copy.deepcopy(head).float(), torch.bfloat16),
+    }
+    return heads_ab(cfg, corpus, heldout, arms, tokens)
 
 
 __all__ = [
@@ -407,6 +430,8 @@ __all__ = [
     "collate_features",
     "evaluate_head",
     "head_loss",
+    "compute_dtype_ab",
+    "heads_ab",
     "layers_ab",
     "vocabulary_sweep",
     "with_vocabulary",
