@@ -96,12 +96,23 @@ class Claim:
     beside: dict = field(default_factory=dict)  # e.g. the block-efficiency ratio next to a speed ratio
     source: str = ""  # the experiment whose cells gave it
     version: str = ""  # the paper version the figure and the statement come from (paper.VERSIONS)
+    methods: tuple = ()  # the methods whose cells it reads
 
     @classmethod
     def of(cls, paper_claim: PaperClaim, comparison: str, task: str, source: str) -> "Claim":
         c = paper_claim
         return cls(
-            c.claim, comparison, task, c.paper, c.figure, c.unit, c.null, c.direction, source=source, version=c.version
+            c.claim,
+            comparison,
+            task,
+            c.paper,
+            c.figure,
+            c.unit,
+            c.null,
+            c.direction,
+            source=source,
+            version=c.version,
+            methods=(c.method, *c.baselines),
         )
 
     def finish(self) -> "Claim":
@@ -385,7 +396,7 @@ def build_report(results_root, experiment: str, pair: str, settings: ClaimsSetti
         )
     cells = cells[cells["overrides"] == ""]
     frame = example_frame(cells)
-    tasks = [t for t in (settings.tasks or _ordered_tasks(cells)) if t in set(cells["task"])]
+    tasks = list(settings.tasks or _ordered_tasks(cells))  # planned: absent ones get "not run" rows
     timing = (
         "interleaved within each prompt"
         if "timing" in cells and cells["timing"].notna().any()
@@ -401,17 +412,20 @@ def build_report(results_root, experiment: str, pair: str, settings: ClaimsSetti
         found = [t for t in evidence_tasks if t in set(other.get("task", []))]
         if found:
             claims += quality_claims(example_frame(other), other, found, settings, settings.zero_score_evidence)
+        evidence_root = Path(results_root) / settings.zero_score_evidence
+        for task in (t for t in evidence_tasks if t not in found):
+            claims += quality_not_run(task, settings.zero_score_evidence, evidence_root)
     claims += speed_claims(frame, tasks, settings, experiment, timing)
     claims += energy_claims(frame, cells, tasks, settings, experiment)
     detail = read_json(theory_path(results_root, experiment)) if theory else {}
     if detail:
         claims += theory_claims(detail)
     elif theory:
-        log.warning(
-            "no %s: C5 and C6 are left out (`python -m mtad.experiments.claims experiment=%s` computes them)",
-            theory_path(results_root, experiment),
-            experiment,
-        )
+        claims += theory_not_run(theory_path(results_root, experiment), experiment)
+    coverage = cell_coverage(cells, tasks, settings.methods, pair, Path(results_root) / experiment)
+    for claim in claims:
+        if claim.source == experiment:
+            mark_missing_cells(claim, coverage)
     return {
         "experiment": experiment,
         "pair": pair,
@@ -423,9 +437,70 @@ def build_report(results_root, experiment: str, pair: str, settings: ClaimsSetti
         "interval_method": settings.interval,
         "timing": timing,
         "design": design(cells, frame, tasks),
+        "coverage": coverage,
         "claims": [c.as_dict() for c in claims],
         "theory": detail,
     }
+
+
+def cell_coverage(cells: pd.DataFrame, tasks: list[str], methods: list[str], pair: str, root: Path) -> dict:
+    """The cells the experiment plans (its tasks x its claims methods), which of them are present and
+    which are missing from the folder read."""
+    present = set(zip(cells["task"], cells["method"]))
+    planned = [(t, m) for t in tasks for m in methods]
+    return {
+        "root": str(root),
+        "pair": pair,
+        "planned": len(planned),
+        "present": sum(cell in present for cell in planned),
+        "missing": [f"{pair}/{t}/{m}" for t, m in planned if (t, m) not in present],
+    }
+
+
+def mark_missing_cells(claim: Claim, coverage: dict) -> None:
+    """A claim that reads a planned cell absent from the root says so: "not run", naming the cells
+    (a verdict of its own: nothing was measured, unlike "not measurable here")."""
+    absent = [f"{coverage['pair']}/{claim.task}/{m}" for m in claim.methods]
+    absent = [cell for cell in absent if cell in coverage["missing"]]
+    if absent:
+        claim.interval, claim.verdict = None, iv.NOT_RUN
+        claim.reason = f"not run: cell(s) {', '.join(absent)} missing from {coverage['root']}"
+
+
+def quality_not_run(task: str, source: str, root: Path) -> list[Claim]:
+    """C2 rows of a task whose cells (from experiment `source`) are absent from the root read."""
+    rows = []
+    for paper_claim in claims_of("quality"):
+        method, base = paper_claim.method, paper_claim.baselines[0]
+        what = TASKS[task].primary_score or "score"
+        claim = Claim.of(paper_claim, f"{LABELS[method]} vs {LABELS[base]}: {what} ratio − 1", task, source)
+        claim.verdict, claim.reason = iv.NOT_RUN, f"not run: no {task} cells of experiment {source} in {root}"
+        rows.append(claim)
+    return rows
+
+
+def theory_not_run(path: Path, experiment: str) -> list[Claim]:
+    """C5 and C6 rows when their theory.json is absent: every claim row appears in every report."""
+    reason = f"not run: {path} missing (`python -m mtad.experiments.claims experiment={experiment}` computes it)"
+    return [
+        Claim(
+            claim,
+            comparison,
+            "tiny model",
+            paper,
+            None,
+            "logprob",
+            None,
+            None,
+            verdict=iv.NOT_RUN,
+            reason=reason,
+            source="theory",
+        )
+        for claim, comparison, paper in (
+            ("C5", "MTAD and MMTAD against exact MTJD and sampling", "MTJD lowers perplexity"),
+            ("C6", "SpS, SpecTr and SpecInfer reproduce the target distribution", "exact (lossless)"),
+        )
+    ]
 
 
 def _ordered_tasks(cells: pd.DataFrame) -> list[str]:

@@ -59,6 +59,15 @@ def _beside(claim: dict) -> str:
     return "; ".join(parts)
 
 
+def _coverage_lines(coverage: dict | None) -> list[str]:
+    """The cells planned, present and missing (a partial report says what it lacks)."""
+    if not coverage:
+        return []
+    missing = coverage["missing"]
+    line = f"- cells: {coverage['planned']} planned, {coverage['present']} present, {len(missing)} missing"
+    return [line + (f" from `{coverage['root']}`: {', '.join(missing)}" if missing else "")]
+
+
 def to_markdown(report: dict) -> str:
     design = report["design"]
     lines = [
@@ -87,6 +96,7 @@ def to_markdown(report: dict) -> str:
             + ("" if t["status"] == ["complete"] else f" (cells: {', '.join(t['status'])})")
             for task, t in design["tasks"].items()
         ],
+        *_coverage_lines(report.get("coverage")),
         f"- built {report['built']} from `{report['results_root']}/{report['experiment']}`",
         "",
         "| claim | comparison | prompts | paper | paper version | ours, 95% CI | n | verdict | "

@@ -39,11 +39,13 @@ REPRODUCED, CONTRADICTED, INCONCLUSIVE, NOT_MEASURABLE = (
     "not measurable here",
 )
 NO_VERDICT = "no verdict"  # measured, but the paper's statement to test it against is not known
+NOT_RUN = "not run"  # a cell the experiment plans is absent from the results root read
 VERDICT_RULE = (
     '**reproduced**: the 95% confidence interval excludes "no effect" on the side the paper claims; '
     '**contradicted**: it excludes "no effect" on the opposite side; **inconclusive**: it contains '
     '"no effect"; **not measurable here**: this machine or model cannot measure it (the reason is given); '
-    "**no verdict**: measured, but the paper's statement it would be tested against could not be sourced. "
+    "**no verdict**: measured, but the paper's statement it would be tested against could not be sourced; "
+    "**not run**: a cell the experiment plans is missing from the results read (the cell is named). "
     "The verdict is about the direction of the effect; the paper's figure is shown beside ours, and "
     "whether it lies inside our interval is stated separately."
 )

@@ -1,0 +1,57 @@
+"""A claims report built from part of an experiment's cells keeps every claim row: a row whose
+cells are absent says "not run" and names them, and the header counts planned, present and missing
+cells (from the committed claims cells: one cell copied into a fresh root)."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+CLAIMS = REPO / "results" / "runs" / "claims"
+
+
+@pytest.fixture(scope="module")
+def partial(tmp_path_factory):
+    from mtad.report.claims import ClaimsSettings, build_report, report_config
+
+    cell = CLAIMS / "smollm2_135m_head" / "chat" / "mtad"
+    if not cell.is_dir():
+        pytest.skip(f"no committed claims cells under {CLAIMS}")
+    root = tmp_path_factory.mktemp("partial")
+    shutil.copytree(cell, root / "claims" / "smollm2_135m_head" / "chat" / "mtad")
+    cfg, settings, _ = report_config(["experiment=claims"])
+    settings = ClaimsSettings(**{**settings.__dict__, "resamples": 199})
+    return build_report(root, "claims", cfg.pair.name, settings), root
+
+
+def test_every_measured_claim_row_appears_and_absent_cells_say_not_run(partial):
+    from mtad.report.intervals import NOT_MEASURABLE, NOT_RUN
+
+    report, root = partial
+    committed = json.loads((REPO / "results" / "claims" / "claims.json").read_text())
+
+    def measured(rows):
+        return [(c["claim"], c["comparison"].split(":")[0], c["task"]) for c in rows if c["task"] != "tiny model"]
+
+    assert measured(report["claims"]) == measured(committed["claims"])
+    for claim in report["claims"]:
+        if claim["task"] == "cnndm" or (claim["task"] == "chat" and claim["claim"] in ("C1", "C3", "C4")):
+            assert claim["verdict"] == NOT_RUN, claim
+            assert "missing from" in claim["reason"] and str(root / "claims") in claim["reason"]
+            assert claim["verdict"] != NOT_MEASURABLE
+    theory = [c for c in report["claims"] if c["task"] == "tiny model"]
+    assert [c["claim"] for c in theory] == ["C5", "C6"] and all(c["verdict"] == NOT_RUN for c in theory)
+
+
+def test_the_header_counts_planned_present_and_missing_cells(partial):
+    from mtad.report.claims_markdown import to_markdown
+
+    report, _ = partial
+    coverage = report["coverage"]
+    assert coverage["present"] == 1 and coverage["planned"] == coverage["present"] + len(coverage["missing"])
+    assert "smollm2_135m_head/cnndm/sps" in coverage["missing"]
+    text = to_markdown(report)
+    assert f"- cells: {coverage['planned']} planned, 1 present, {len(coverage['missing'])} missing" in text
+    assert "(add it to claims.methods)" not in text  # sps is in claims.methods: its cell is what is missing
