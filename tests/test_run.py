@@ -408,3 +408,21 @@ def test_an_unreachable_hub_is_probed_once_and_the_process_runs_offline(monkeypa
     caplog.clear()
     assert offline.settle_hub_access() is False and "unreachable" not in caplog.text  # decided: said once
     monkeypatch.delenv("HF_HUB_OFFLINE")
+
+
+@pytest.mark.slow
+def test_a_resume_under_other_conditions_is_recorded_per_run_and_marked_mixed(tmp_path, data_args):
+    args = ["pair=tiny_llama", "method=sampling", "logger=none", *TASK_ARGS, *data_args]
+    mtad_run([*args, "limit=1", "threads=2"], tmp_path)
+    (cell,) = cell_dirs(tmp_path / "runs")
+    assert json.loads((cell / "metrics.json").read_text())["conditions"] == "uniform"
+    mtad_run([*args, "limit=2", "threads=1"], tmp_path)  # extends the same cell with one thread
+    env = json.loads((cell / "env.json").read_text())
+    assert [r["torch_threads"] for r in env["runs"]] == [2, 1]
+    assert [r["run"] for r in lines(cell / "samples.jsonl")] == [0, 1]
+    metrics = json.loads((cell / "metrics.json").read_text())
+    assert metrics["conditions"] == "mixed"
+    by_run = metrics["tokens_per_s_by_run"]
+    assert [by_run[i]["torch_threads"] for i in ("0", "1")] == [2, 1] and all(
+        r["examples"] == 1 for r in by_run.values()
+    )

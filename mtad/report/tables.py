@@ -295,7 +295,23 @@ def build_table2(
     df = table2(cells, experiment=experiment, pair=pair, overrides=overrides)
     code = provenance(df, allow_mixed=allow_mixed_provenance)
     stem = name or (experiment if experiment.startswith("table2") else f"table2_{experiment}")
-    return write_table2(df, out_dir, experiment=experiment, name=stem, source=str(results_root), code=code)
+    notes = mixed_conditions_notes(cells[cells["path"].isin(df["path"])] if "path" in df else cells)
+    return write_table2(df, out_dir, experiment=experiment, name=stem, notes=notes, source=str(results_root), code=code)
+
+
+def mixed_conditions_notes(cells: pd.DataFrame) -> list[str]:
+    """A note naming the cells whose records ran under several conditions (a resume with other
+    threads, dtype, machine or code): their tokens/s blends the runs (per run in metrics.json)."""
+    if "conditions" not in cells:
+        return []
+    mixed = cells[cells["conditions"] == "mixed"]
+    if mixed.empty:
+        return []
+    names = ", ".join(f"{r.task}/{r.method}" for r in mixed.itertuples(index=False))
+    return [
+        f"**mixed conditions** ({names}): their records ran under more than one set of threads, dtype, machine "
+        "or code; tokens/s blends the runs (`tokens_per_s_by_run` in each metrics.json)"
+    ]
 
 
 # ----------------------------------------------------------------------------- intervals

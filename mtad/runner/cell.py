@@ -16,6 +16,7 @@ and errors a setting explains become one line (``failures_recorded``).
 
 from __future__ import annotations
 
+import json
 import logging
 import traceback
 from contextlib import contextmanager
@@ -110,6 +111,8 @@ class CellRun:
         self.previous_env = read_json(self.cell.directory / ENV)
         self.environment: dict = {}  # what the scheduler knows of the run (start)
         self.wrote = False  # records written by this process
+        self.runs: list[dict] = list(self.previous_env.get("runs") or [])  # every run's conditions
+        self.run_index: int | None = None  # this process's run, once it starts writing
 
     @property
     def has_work(self) -> bool:
@@ -143,6 +146,7 @@ class CellRun:
             "energy_meter": self.cfg.energy.meter,
             "config": OmegaConf.to_container(self.cfg, resolve=True),
             "git_runs": git_runs,
+            "runs": self.runs,
         }
         if not writing and previous.get("git"):
             env["git"] = previous["git"]  # nothing generated now: the records' code state stands
@@ -150,9 +154,14 @@ class CellRun:
 
     def start(self, environment: dict) -> None:
         """Write env.json before the first record (``environment``: provenance.environment_record()
-        plus what the scheduler knows: pair name, energy, start time)."""
+        plus what the scheduler knows: pair name, energy, start time). A process that will write
+        records appends its conditions to ``runs``; each record names its run."""
         self.cell.directory.mkdir(parents=True, exist_ok=True)
         self.environment = environment
+        self.runs = list(self.previous_env.get("runs") or [])
+        if self.has_work:
+            self.runs.append({**run_conditions(environment), "started": environment.get("started") or now()})
+            self.run_index = len(self.runs) - 1
         write_json(self.cell.directory / ENV, self._env(environment, writing=self.has_work))
 
     # -- records ------------------------------------------------------------------------
@@ -168,6 +177,7 @@ class CellRun:
 
     def record(self, record: dict) -> None:
         """One finished example: appended and fsynced, so an interrupted cell loses nothing."""
+        record = {**record, "run": self.run_index}
         append_record(self.samples_path, record)
         self.records.append(record)
         self.done.add(record["id"])
@@ -182,6 +192,7 @@ class CellRun:
         metrics = {
             **named(cell),
             **cell_metrics(self.task, self.records, self.example_ids),
+            **conditions_summary(self.records, self.example_ids, self.runs),
             **peak_memory(devices),
             "machine": self.environment["machine"],
             "dtype": self.environment["dtype"],
@@ -196,6 +207,46 @@ class CellRun:
         self.logger.log_metrics(metrics)
         log.info("cell %s: %s", cell.name, summary(metrics))
         return metrics
+
+
+CONDITION_KEYS = ("machine", "dtype", "torch_threads", "commit")
+
+
+def run_conditions(environment: dict) -> dict:
+    """What a run's speed depends on: machine, dtype, torch threads and the code state."""
+    return {
+        "machine": environment.get("machine"),
+        "dtype": environment.get("dtype"),
+        "torch_threads": environment.get("torch_threads"),
+        "commit": provenance.git_commit(),
+    }
+
+
+def conditions_summary(records: list[dict], example_ids: list[str], runs: list[dict]) -> dict:
+    """Whether the cell's records ran under one set of conditions; when they mix (a resume with other
+    threads, dtype, machine or code), tokens/s per run beside the cell's blended figure."""
+    from mtad.metrics.speed import aggregate_speed
+
+    planned = set(example_ids)
+    by_run: dict[int, list[dict]] = {}
+    for r in records:
+        if r["id"] in planned:
+            by_run.setdefault(r.get("run", -1), []).append(r)
+    conditions = {
+        json.dumps({k: (runs[i] if 0 <= i < len(runs) else {}).get(k) for k in CONDITION_KEYS}, sort_keys=True)
+        for i in by_run
+    }
+    if len(conditions) <= 1:
+        return {"conditions": "uniform"}
+    per_run = {}
+    for i, rs in sorted(by_run.items()):
+        speed = aggregate_speed(t["stats"] for r in rs for s in r["samples"] for t in s["turns"])
+        per_run[str(i)] = {
+            **({k: runs[i].get(k) for k in CONDITION_KEYS} if 0 <= i < len(runs) else {"unrecorded": True}),
+            "examples": len(rs),
+            "tokens_per_s": speed["tokens_per_s"],
+        }
+    return {"conditions": "mixed", "tokens_per_s_by_run": per_run}
 
 
 def named(cell: Cell) -> dict:

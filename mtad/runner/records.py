@@ -62,6 +62,7 @@ class Record(_Record, total=False):
 
     new_tokens: int
     decode_seconds: float
+    run: int  # index into env.json's `runs`: the conditions (threads, dtype, machine, code) it ran under
 
 
 # What every reader relies on in a turn's statistics (the rest of DecodeStats is optional).
