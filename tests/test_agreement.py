@@ -87,3 +87,16 @@ def test_claims_agree_within_their_standard_errors_and_machine_figures_are_not_r
     assert rows["C1"].agree is True and "reproduced / inconclusive" in rows["C1"].note
     assert rows["C3"].agree is None and "machine" in rows["C3"].note
     assert rows["C5"].agree is False
+
+
+def test_cells_and_claim_rows_held_by_one_side_only_are_listed_as_not_run(tmp_path, capsys):
+    import shutil
+
+    a, b = write_run(tmp_path / "a", 0), write_run(tmp_path / "b", 1)
+    shutil.rmtree(b / "table2" / "pair" / "cnndm" / "mtad")
+    rows = {r.what: r for r in compare_cells(a, b)}
+    assert rows["cnndm/mtad"].agree is None and rows["cnndm/mtad"].note == f"not run: cell missing from {b}"
+    main(["cells", str(a), str(b)])
+    assert "1 held by one side only" in capsys.readouterr().out
+    claims = {r.what: r for r in compare_claims({"claims": [claim("C1", 0.1, 0.01)]}, {"claims": []})}
+    assert claims["C1 C1 figure (chat)"].note == "not run: row missing from B"

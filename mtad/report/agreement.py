@@ -87,10 +87,14 @@ def compare_cells(
     """Every (task, method, figure) both roots measured (of ``experiment``, else of every
     experiment: keep one per root), paired over the examples both finished."""
     frames = {"A": _examples(root_a, experiment), "B": _examples(root_b, experiment)}
-    keys = sorted(
-        set(map(tuple, frames["A"][["task", "method"]].drop_duplicates().values))
-        & set(map(tuple, frames["B"][["task", "method"]].drop_duplicates().values))
-    )
+    held = {s: set(map(tuple, f[["task", "method"]].drop_duplicates().values)) for s, f in frames.items()}
+    keys = sorted(held["A"] & held["B"])
+    one_sided = [  # a cell one root lacks: listed, never silently dropped
+        Agreement(f"{task}/{method}", None, None, None, None, 0, None, f"not run: cell missing from {missing}")
+        for (task, method), missing in sorted(
+            [(k, root_b) for k in held["A"] - held["B"]] + [(k, root_a) for k in held["B"] - held["A"]]
+        )
+    ]
     plans = []
     for task, method in keys:
         sides = {s: f[(f["task"] == task) & (f["method"] == method)].assign(method=s) for s, f in frames.items()}
@@ -125,7 +129,7 @@ def compare_cells(
                 interval.reason or "",
             )
         )
-    return out
+    return out + one_sided
 
 
 def exact_summary(root_a: str | Path, root_b: str | Path, experiment: str | None = None) -> str:
@@ -151,6 +155,7 @@ def compare_claims(report_a: dict, report_b: dict, alpha: float = ALPHA) -> list
     rows_a = {_claim_key(r): r for r in report_a["claims"]}
     rows_b = {_claim_key(r): r for r in report_b["claims"]}
     common = [k for k in rows_a if k in rows_b]
+    one_sided = [(k, "B") for k in rows_a if k not in rows_b] + [(k, "A") for k in rows_b if k not in rows_a]
     tested = [k for k in common if rows_a[k]["claim"] not in MACHINE_CLAIMS]
     z = float(stats.norm.ppf(1 - alpha / (2 * max(len(tested), 1))))
     out = []
@@ -183,15 +188,19 @@ def compare_claims(report_a: dict, report_b: dict, alpha: float = ALPHA) -> list
                 ("a property of the machine: not required to agree; " if machine else "") + verdicts,
             )
         )
-    return out
+    return out + [
+        Agreement(k, None, None, None, None, 0, None, f"not run: row missing from {side}") for k, side in one_sided
+    ]
 
 
 def to_markdown(rows: list[Agreement], label_a: str, label_b: str, alpha: float = ALPHA) -> str:
     compared = [r for r in rows if r.agree is not None]
     failed = [r for r in compared if not r.agree]
+    not_run = [r for r in rows if r.note.startswith("not run")]
     lines = [
         f"Agreement of `{label_a}` (A) and `{label_b}` (B): {len(compared) - len(failed)} of {len(compared)} "
-        f"figures agree (each at confidence 1 − {alpha:g}/{max(len(compared), 1)}, Bonferroni).",
+        f"figures agree (each at confidence 1 − {alpha:g}/{max(len(compared), 1)}, Bonferroni)"
+        + (f"; {len(not_run)} held by one side only (rows marked not run)." if not_run else "."),
         "",
         "| figure | A | B | n | allowed A − B | agree | note |",
         "|---|---|---|---|---|---|---|",
