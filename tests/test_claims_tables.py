@@ -82,3 +82,19 @@ def test_no_interval_without_examples():
     )
     out = add_intervals(df)
     assert out[[f"{c}_low" for c in INTERVAL_COLUMNS]].isna().all().all()
+
+
+def test_table2_counts_planned_present_and_missing_cells(cells, tmp_path):
+    import shutil
+
+    from mtad.report.tables import build_table2
+
+    md, _ = build_table2(RUNS, tmp_path / "full", experiment="table2")
+    assert "- cells: 24 planned, 24 present, 0 missing" in md.read_text()
+    partial = tmp_path / "partial"
+    shutil.copytree(
+        RUNS / "table2" / "smollm2_135m_head" / "spider", partial / "table2" / "smollm2_135m_head" / "spider"
+    )
+    md, _ = build_table2(partial, tmp_path / "out", experiment="table2")
+    text = md.read_text()
+    assert "- cells: 24 planned, 6 present, 18 missing from " in text and "cnndm/sps" in text

@@ -295,8 +295,25 @@ def build_table2(
     df = table2(cells, experiment=experiment, pair=pair, overrides=overrides)
     code = provenance(df, allow_mixed=allow_mixed_provenance)
     stem = name or (experiment if experiment.startswith("table2") else f"table2_{experiment}")
-    notes = mixed_conditions_notes(cells[cells["path"].isin(df["path"])] if "path" in df else cells)
+    notes = coverage_notes(df, experiment, results_root) + mixed_conditions_notes(
+        cells[cells["path"].isin(df["path"])] if "path" in df else cells
+    )
     return write_table2(df, out_dir, experiment=experiment, name=stem, notes=notes, source=str(results_root), code=code)
+
+
+def coverage_notes(df: pd.DataFrame, experiment: str, results_root) -> list[str]:
+    """The cells the experiment's grid plans (conf/experiment/<experiment>.yaml: task x method), how
+    many are here and which are missing (none when the experiment declares no such grid)."""
+    from mtad.report.sweeps import planned_grid
+
+    grid = planned_grid(experiment)
+    if not {"task", "method"} <= set(grid):
+        return []
+    present = set(zip(df["task"], df["method"]))
+    planned = [(t, m) for t in grid["task"] for m in grid["method"]]
+    missing = [f"{t}/{m}" for t, m in planned if (t, m) not in present]
+    line = f"cells: {len(planned)} planned, {len(planned) - len(missing)} present, {len(missing)} missing"
+    return [line + (f" from {Path(results_root) / experiment}: {', '.join(missing)}" if missing else "")]
 
 
 def mixed_conditions_notes(cells: pd.DataFrame) -> list[str]:
