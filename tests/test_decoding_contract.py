@@ -6,7 +6,7 @@ import re
 import pytest
 import torch
 
-from mtad.decoding import METHODS, get_decoder, list_decoders
+from mtad.decoding import DECODERS, METHODS, get_decoder
 from mtad.decoding.capabilities import reads_target_features
 from mtad.decoding.mtjd_exact import exact_block_distribution
 from mtad.decoding.static_kv import StaticKV
@@ -219,7 +219,7 @@ def test_mtad_lowers_block_nll_against_sampling():
 
 def test_registry_and_errors(pair):
     target, draft, _ = pair
-    assert list_decoders()[:6] == list(METHODS)
+    assert list(DECODERS)[:6] == list(METHODS)
     with pytest.raises(KeyError, match="valid: sampling, sps, spectr, specinfer, mtad, mmtad"):
         get_decoder("beam", target=target)
     with pytest.raises(ValueError, match="needs a draft"):

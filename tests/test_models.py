@@ -256,7 +256,8 @@ def test_draft_tree_mask_matches_separate_chains():
 
 
 def test_draft_works_with_the_decoding_engine():
-    decoding = pytest.importorskip("mtad.decoding")
+    from mtad import decoding
+
     target = _tiny_llama_target()
     draft = build_draft_from_target(target, [0], head_token_ids=list(range(0, 200)))
     dec = decoding.get_decoder("sps", target=target, draft=draft, gamma=3, temperature=1.0)

@@ -40,10 +40,6 @@ DECODERS: dict[str, type[Decoder]] = {
 # (tests, analysis).
 
 
-def list_decoders() -> list[str]:
-    return list(DECODERS)
-
-
 def get_decoder(name: str, target: PreTrainedModel, draft: PreTrainedModel | None = None, **params: Any) -> Decoder:
     """Build a decoder by name; unknown names list the valid ones. `params`: the method's settings
     as keywords, and/or `params=` a ready settings object of its class (`DECODERS[name].params_type`),
@@ -70,5 +66,4 @@ __all__ = [
     "SpecTrParams",
     "exact_block_distribution",
     "get_decoder",
-    "list_decoders",
 ]

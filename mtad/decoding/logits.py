@@ -69,8 +69,3 @@ def uniform(n: int, generator: torch.Generator | None, device: torch.device) -> 
     """n draws from U[0, 1) taken from `generator` (on its own device), returned on `device`."""
     gen_device = generator.device if generator is not None else device
     return torch.rand(n, generator=generator, device=gen_device).to(device)
-
-
-def normalize(weights: torch.Tensor) -> torch.Tensor:
-    """Rescale non-negative [..., V] weights to sum 1 along the last dim."""
-    return weights / weights.sum(-1, keepdim=True)

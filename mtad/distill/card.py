@@ -11,12 +11,14 @@ from pathlib import Path
 
 import torch
 
+from .. import data
 from ..models.draft import read_draft_meta
 from .kinds import UNSEEN_KINDS
 
 
 def read_jsonl(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+    """The rows of a JSON-lines file the pipeline appends to; none while it does not exist yet."""
+    return data.read_jsonl(path) if path.exists() else []
 
 
 def corpus_composition(workdir: Path) -> dict[tuple[str, str], int]:

@@ -230,11 +230,6 @@ def make_prompt(rng: random.Random, held_out: bool = False) -> str:
     return rng.choice(TEMPLATES).format(topic=topic, name=rng.choice(NAMES))
 
 
-def summary_prompt(article: str) -> str:
-    """Summarisation request over a text the target wrote itself (never an evaluation article)."""
-    return f"Summarize the following article in three sentences.\n\n{article.strip()}"
-
-
 def make_prompts(n: int, seed: int, held_out: bool = False) -> list[str]:
     rng = random.Random(seed * 7919 + (1 if held_out else 0))
     return [make_prompt(rng, held_out) for _ in range(n)]
