@@ -2,7 +2,7 @@
 """Measure a pair's draft, and the drafts of other pairs over the same target, on held-out prompts
 of every task family (see mtad/distill/measure.py).
 
-    python scripts/measure_draft.py --pair smollm2_135m_head --compare smollm2_135m --per-family 4
+    python scripts/measure_draft.py --pair smollm2_135m_head --compare smollm2_135m --per-family 3
 Writes results/draft/measure.json and measure.md.
 """
 
@@ -49,11 +49,11 @@ def main(argv=None) -> int:
     ap.add_argument("--pair", default="smollm2_135m_head")
     ap.add_argument(
         "--compare",
-        default="smollm2_135m",
+        default="",
         help="comma-separated pairs whose drafts are measured beside, on this pair's target (they must share it)",
     )
     ap.add_argument("--draft-file", default=None, help="measure this draft file instead of the pair's")
-    ap.add_argument("--per-family", type=int, default=4)
+    ap.add_argument("--per-family", type=int, default=3, help="held-out requests per kind")
     ap.add_argument("--max-new-tokens", type=int, default=48)
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--threads", type=int, default=int(os.environ.get("MTAD_THREADS", "1")))

@@ -397,14 +397,15 @@ def _roofline_lines(workdir: Path) -> list[str]:
     trained = [r["trained_tokens_per_s"] for r in rates if r["process"] == "train"]
     if not (ceilings and produced):
         return []
-    ceiling = ceilings[-1]
+    ceiling = max(ceilings, key=lambda r: r["sampled_tokens_per_s"])  # the quietest measurement
     sampled = [r["tokens"] / r["sample_s"] for r in produced if r["kind"] == "target" and r["sample_s"] > 0]
     scored = [r["scored_positions_per_s"] for r in produced if "scored_positions_per_s" in r]
     lines = [
         "## Rates beside the roofline",
         "",
-        f"Per chunk, median over the run (one thread each, both processes niced on a shared 2-core machine; "
-        f"target {ceiling['dtype'].replace('torch.', '')}). Roofline: the same forwards at full batches "
+        f"Per chunk, median over the run (one thread each, the processes niced on a shared 2-core machine; "
+        f"target {ceiling['dtype'].replace('torch.', '')}). Roofline: the same forwards at full batches, the "
+        f"highest of the {len(ceilings)} taken when a producer started "
         f"(`mtad/distill/roofline.py`: scoring {ceiling['scoring_shape'][0]} x {ceiling['scoring_shape'][1]} "
         f"positions, sampling {ceiling['sampling_slots']} rows over a {ceiling['sampling_context']}-token context).",
         "",
