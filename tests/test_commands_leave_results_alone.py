@@ -3,14 +3,10 @@ plain `mtad-run` leave a clone's committed files untouched: their defaults write
 results/local/, and the targets that regenerate committed files (`make table`, `make figures`)
 rewrite nothing whose content is unchanged."""
 
-import os
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
-
-REPO = Path(__file__).resolve().parents[1]
+from test_fresh_clone import fresh_clone
 
 READING_COMMANDS = [
     ["make", "help"],
@@ -26,20 +22,7 @@ READING_COMMANDS = [
 
 @pytest.mark.slow
 def test_reading_commands_and_a_plain_run_leave_git_status_clean(tmp_path):
-    if subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True).returncode != 0:
-        pytest.skip("not a git checkout")
-    clone = tmp_path / "mtad"
-    subprocess.run(["git", "clone", "--quiet", str(REPO), str(clone)], check=True, timeout=120)
-    (clone / ".venv").symlink_to(Path(sys.prefix))  # this checkout's environment stands in for `make install`
-    os.utime(clone / "pyproject.toml", (0, 0))
-    env = {
-        **os.environ,
-        "MTAD_DATA": str(tmp_path / "data"),
-        "MTAD_CACHE": str(tmp_path / "cache"),
-        "HF_HUB_OFFLINE": "1",
-        "WANDB_MODE": "offline",
-        "PYTHONPATH": "",
-    }
+    clone, env = fresh_clone(tmp_path)
     python = str(clone / ".venv" / "bin" / "python")
     for command in READING_COMMANDS:
         argv = [python if part == "{python}" else part for part in command]

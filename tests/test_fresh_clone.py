@@ -19,16 +19,17 @@ def run(command: list[str], cwd: Path, env: dict, timeout: int) -> subprocess.Co
     return proc
 
 
-@pytest.mark.slow
-def test_a_fresh_clone_runs_the_main_command_then_its_tests(tmp_path):
+def fresh_clone(tmp_path: Path) -> tuple[Path, dict]:
+    """A clone of this checkout in a private folder (mode 0700) and the environment of a new user:
+    fresh data and cache roots, no shared data, the hub offline. This checkout's environment
+    stands in for `make install` (minutes, and the network): the venv is linked and its stamp kept
+    newer than the clone's pyproject.toml."""
     if subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True).returncode != 0:
         pytest.skip("not a git checkout")
     private = tmp_path / "private"
     private.mkdir(mode=0o700)
     clone = private / "mtad"
     subprocess.run(["git", "clone", "--quiet", str(REPO), str(clone)], check=True, timeout=120)
-    # this checkout's environment stands in for `make install` (minutes, and the network): the
-    # venv is linked and its stamp kept newer than the clone's pyproject.toml
     (clone / ".venv").symlink_to(Path(sys.prefix))
     os.utime(clone / "pyproject.toml", (0, 0))
     env = {
@@ -40,6 +41,12 @@ def test_a_fresh_clone_runs_the_main_command_then_its_tests(tmp_path):
         "WANDB_MODE": "offline",
         "PYTHONPATH": "",
     }
+    return clone, env
+
+
+@pytest.mark.slow
+def test_a_fresh_clone_runs_the_main_command_then_its_tests(tmp_path):
+    clone, env = fresh_clone(tmp_path)
     python = str(clone / ".venv" / "bin" / "python")
     # HumanEval's sandbox runs code as `nobody` when we are root: from a private folder it needs an
     # interpreter outside it (a system python3); without one the cell must stop (tested in test_sandbox)
