@@ -100,13 +100,18 @@ def collate_features(records: list[dict], max_len: int) -> tuple:
     return ids, features, valid, torch.cat(rows), torch.cat(cols), top_ids, top_lp
 
 
+def to_device(batch: tuple, device: torch.device) -> tuple:
+    """A collated batch on the head's device (collation runs on the CPU, where the corpus lives)."""
+    return tuple(t.to(device, non_blocking=True) for t in batch)
+
+
 def head_loss(
     head: FeatureHead, batch: tuple, index: torch.Tensor, cfg: HeadTrainConfig, generator: torch.Generator | None = None
 ) -> tuple[torch.Tensor, list[float]]:
     """The unrolled loss of one batch and each step's KL (for the log)."""
     ids, features, valid, rows, cols, top_ids, top_lp = batch
     rms = features.pow(2).mean(-1, keepdim=True).sqrt()
-    noise = (torch.rand(features.shape, generator=generator) - 0.5) * 2 * cfg.noise * rms
+    noise = (torch.rand(features.shape, generator=generator).to(features.device) - 0.5) * 2 * cfg.noise * rms
     first = max(int(cols.min()) - cfg.steps, 0)  # later steps only where the loss reads them
     predicted = head.unroll(ids, features + noise, cfg.steps, first_row=first, valid=valid)  # steps x [B, T, H]
     total, kls = 0.0, []
@@ -128,12 +133,15 @@ def evaluate_head(head: FeatureHead, heldout: dict[str, list[dict]], steps: int 
     expected SpS acceptance sum_x min(p', q') at T = 1 and at the paper's setting, on held-out
     target answers (p from the stored top-K, as `training.evaluate`)."""
     head.eval()
+    device = next(head.parameters()).device
     out = {}
     for family, records in heldout.items():
         sums, count = {}, 0
         for r in records:
-            ids, features, _, rows, cols, top_ids, top_lp = collate_features([r], max_len)
-            p_logits = torch.full((len(rows), head.vocab_size), float("-inf")).scatter(-1, top_ids, top_lp.float())
+            batch = to_device(collate_features([r], max_len), device)
+            ids, features, _, rows, cols, top_ids, top_lp = batch
+            p_logits = torch.full((len(rows), head.vocab_size), float("-inf"), device=device)
+            p_logits = p_logits.scatter(-1, top_ids, top_lp.float())
             first = max(int(cols.min()) - steps, 0)
             for s, f_hat in enumerate(head.unroll(ids, features.to(head.dtype), steps, first), start=1):
                 q_logits = head.expand_logits(head.head_logits(f_hat[rows, cols])).float()
@@ -279,7 +287,8 @@ class HeadTrainer:
                 by_family, last_refresh = self.corpus.by_family(), time.time()
             records = sample_batch(by_family, cfg.batch_seqs, self.rng)
             self.head.train()
-            batch = collate_features(records, cfg.max_len)  # outside autocast: it concatenates fp16 stores
+            # outside autocast: collation concatenates the fp16 stores
+            batch = to_device(collate_features(records, cfg.max_len), device)
             with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
                 loss, step_kls = head_loss(self.head, batch, index, cfg, self.generator)
             warm = min(1.0, (self.state["step"] + 1) / cfg.warmup_steps)
