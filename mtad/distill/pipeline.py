@@ -151,8 +151,8 @@ def produce(cfg: DistillConfig, target, tokenizer, name: str = "p0") -> None:
             elif draft is None or (draft_file.exists() and draft_file.stat().st_mtime > draft_mtime):
                 draft = load_draft(source, target, dtype=torch.float32).eval()  # the latest trained draft
                 draft_mtime = Path(source).stat().st_mtime
-        weights = REAL_TEXT_KINDS if kind == "real" else dict.fromkeys(TRAINED_KINDS, 1.0)  # sampled: every kind alike
-        items = draw_batch(rng, draw, cfg.chunk_seqs, weights, real=kind == "real")
+        kind_weights = REAL_TEXT_KINDS if kind == "real" else dict.fromkeys(TRAINED_KINDS, 1.0)  # sampled: alike
+        items = draw_batch(rng, draw, cfg.chunk_seqs, kind_weights, real=kind == "real")
         records, meta = make_chunk(
             items,
             kind,
