@@ -127,3 +127,49 @@ def test_every_method_runs_on_a_paper_pair_through_mtad_run(family, hub_dirs, sh
     runs = tmp_path / "runs"  # <experiment>/<pair>/<task>/<method>/<overrides>/metrics.json
     done = sorted(p.relative_to(runs).parts[3] for p in runs.rglob("metrics.json"))
     assert done == sorted(METHODS), done
+
+
+LLAMA3_ROPE = {
+    "rope_theta": 500000.0,
+    "max_position_embeddings": 1024,
+    "rope_scaling": {
+        "rope_type": "llama3",
+        "factor": 8.0,
+        "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 32,
+    },
+}
+
+
+@pytest.mark.parametrize("name", ["llama31_8b_32_1b", "llama31_8b_32_1b_instruct"])
+def test_the_camera_ready_pair_loads_through_the_hub_source_with_llama3_rope_scaling(name, tmp_path):
+    """Tiny Llama models with Llama 3's RoPE scaling stand in for Llama-3.1-8B and Llama-3.2-1B: the
+    pair loads from local folders, and every decode path gives the eager path's greedy tokens past
+    the original context (where the scaled frequencies matter)."""
+    from mtad.decoding import get_decoder
+
+    tokenizer = tiny_tokenizer()
+    for role, seed in (("target", 0), ("draft", 1)):
+        model = tiny_model("llama", len(tokenizer), seed, **LLAMA3_ROPE)
+        model.save_pretrained(tmp_path / role)
+        tokenizer.save_pretrained(tmp_path / role)
+    cfg = pair_config(name)
+    assert cfg["target"]["id"].startswith("meta-llama/Llama-3.1-8B")
+    assert cfg["draft"]["id"].startswith("meta-llama/Llama-3.2-1B")
+    cfg["target"]["id"], cfg["draft"]["id"] = str(tmp_path / "target"), str(tmp_path / "draft")
+    pair = load_pair(cfg, target_dtype="float32", draft_dtype="float32")
+    assert pair.target.config.rope_scaling["rope_type"] == "llama3"
+    prompt = torch.tensor([pair.tokenizer("Summarize the article about the rain.")["input_ids"]])
+    greedy = {"temperature": 0.0}
+    out = {
+        path: get_decoder("sps", target=pair.target, draft=pair.draft, decode_path=path, **greedy)
+        .generate(prompt, max_new_tokens=40, generator=torch.Generator().manual_seed(0))
+        .tokens
+        for path in ("eager", "static", "fast")
+    }
+    assert prompt.shape[1] + 40 > LLAMA3_ROPE["rope_scaling"]["original_max_position_embeddings"]
+    assert out["static"] == out["eager"] == out["fast"]
+    with torch.no_grad():  # transformers' own greedy loop, up to its first EOS
+        reference = pair.target.generate(prompt, max_new_tokens=40, do_sample=False)[0, prompt.shape[1] :].tolist()
+    assert out["eager"][: len(reference)] == reference
