@@ -93,7 +93,7 @@ def test_claims_end_to_end_on_a_tiny_pair(tmp_path, shared_data, pair):
         if claim["interval"] is None:
             assert claim["verdict"] == "not measurable here" and claim["reason"]
     assert [c["verdict"] for c in by_claim["C6"]] == ["reproduced"]
-    assert "arXiv v2/v3" in md and "ICLR 2025 camera-ready" in md and "paper's point" in md
+    assert "arXiv v2–v4" in md and "ICLR 2025 camera-ready" in md and "paper's point" in md
 
 
 @pytest.mark.slow

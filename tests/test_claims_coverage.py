@@ -55,3 +55,31 @@ def test_the_header_counts_planned_present_and_missing_cells(partial):
     text = to_markdown(report)
     assert f"- cells: {coverage['planned']} planned, 1 present, {len(coverage['missing'])} missing" in text
     assert "(add it to claims.methods)" not in text  # sps is in claims.methods: its cell is what is missing
+
+
+def test_rows_of_the_suites_own_extension_carry_no_verdict_and_versions_are_named(partial):
+    from mtad.report.claims_markdown import to_markdown
+    from mtad.report.intervals import NO_VERDICT, NOT_RUN
+    from mtad.report.paper import CLAIMS
+
+    report, _ = partial
+    assert [c for c in CLAIMS if not c.stated] == [c for c in CLAIMS if c.claim == "C1" and c.method == "mmtad"]
+    quality = next(c for c in CLAIMS if c.claim == "C2" and c.method == "mtad")
+    assert '"our method"' in quality.paper and quality.version == "iclr-final"
+    text = to_markdown(report)
+    assert "arXiv v2–v4" in text and "https://arxiv.org/abs/2407.09722v4" in text
+    mmtad_chat = next(
+        c for c in report["claims"] if c["claim"] == "C1" and c["task"] == "chat" and "MMTAD" in c["comparison"]
+    )
+    assert mmtad_chat["verdict"] in (NO_VERDICT, NOT_RUN)
+
+
+def test_a_measured_extension_row_gets_no_verdict_whatever_its_interval():
+    from mtad.report import intervals as iv
+    from mtad.report.claims import Claim
+    from mtad.report.paper import CLAIMS
+
+    extension = next(c for c in CLAIMS if not c.stated)
+    claim = Claim.of(extension, "MMTAD vs sampling: PPL ratio − 1", "chat", "claims")
+    claim.interval = iv.bootstrap_interval(iv.mean, [[-0.3, -0.2, -0.25, -0.28, -0.22]], resamples=199)
+    assert claim.finish().verdict == iv.NO_VERDICT and "extension" in claim.reason

@@ -97,6 +97,7 @@ class Claim:
     source: str = ""  # the experiment whose cells gave it
     version: str = ""  # the paper version the figure and the statement come from (paper.VERSIONS)
     methods: tuple = ()  # the methods whose cells it reads
+    stated: bool = True  # False: the suite's extension of a claim, no version states it (no verdict)
 
     @classmethod
     def of(cls, paper_claim: PaperClaim, comparison: str, task: str, source: str) -> "Claim":
@@ -113,11 +114,15 @@ class Claim:
             source=source,
             version=c.version,
             methods=(c.method, *c.baselines),
+            stated=c.stated,
         )
 
     def finish(self) -> "Claim":
         if self.reason and (self.interval is None or self.interval.estimate is None):
             self.verdict = iv.NOT_MEASURABLE
+        elif not self.stated:
+            self.verdict = iv.NO_VERDICT
+            self.reason = "the suite's extension: no version of the paper states it"
         elif self.null is not None:
             self.verdict = iv.verdict(self.interval, self.null, self.direction)
         return self

@@ -75,7 +75,10 @@ def to_markdown(report: dict) -> str:
         "",
         f"Paper: {CITATION}. Versions whose figures are tested (each row names its own):",
         "",
-        *[f"- **{v.label}**: {v.states}" for v in VERSIONS.values()],
+        *[
+            f"- **{v.label}**: {v.states}" + (f" ({', '.join(v.addresses)})" if v.addresses else "")
+            for v in VERSIONS.values()
+        ],
         "",
         f"**Verdict rule.** {report['rule']}",
         "",
