@@ -1,4 +1,7 @@
-"""Measuring a pair's drafts where they are used: held-out prompts of each task family.
+"""Measuring a pair's drafts where they are used: held-out requests of every kind (`kinds.py`).
+
+(a) the kinds the draft trained on, with subjects it never saw, and (b) the kinds it never trained
+on at all; each draft's results carry both groups' means and the gap (a) - (b) (`group_means`).
 
 Several drafts of one target (the layer-subset draft and the feature head, say) are measured
 side by side on the same prompts, answers and seeds:

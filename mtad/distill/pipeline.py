@@ -2,11 +2,13 @@
 
 - `produce`: fills `corpus/` chunk by chunk, rotating over real text, target-sampled and
   draft-sampled (on-policy) answers, every chunk scored by one target forward; first writes
-  the held-out set (`heldout.pt`: target answers at the paper's setting per task family).
+  the held-out set (`heldout.pt`: target answers at the paper's setting to held-out requests of
+  every kind, `kinds.ALL_KINDS`; a record's `family` is its kind of request).
 - `train`: trains the draft on the corpus as it grows; first an A/B of losses at equal
   tokens on identical batches (`ab.json`), then the winner alone. Checkpoints
   (`checkpoint.pt`, `draft.safetensors`) every few minutes and on SIGTERM; appends held-out
-  statistics per family to `curve.jsonl` and throughput to `rates.jsonl`.
+  statistics per kind of request to `curve.jsonl` and throughput to `rates.jsonl` (the producer's
+  beside the roofline it measures when it starts, `roofline.py`).
 Both stop at `max_minutes` or SIGTERM and continue where they stopped when started again.
 """
 
@@ -90,7 +92,8 @@ def heldout_path(workdir: Path) -> Path:
 
 
 def make_heldout(cfg: DistillConfig, target, tokenizer) -> None:
-    """Target answers at the paper's setting to held-out items of each family."""
+    """Target answers at the paper's setting to held-out requests of every kind (held-out subjects of
+    the kinds trained on, and the kinds never trained on)."""
     path = heldout_path(Path(cfg.workdir))
     if path.exists():
         return
@@ -112,7 +115,7 @@ def make_heldout(cfg: DistillConfig, target, tokenizer) -> None:
 
 
 def load_heldout(workdir: Path) -> dict[str, list[dict]]:
-    """The producer's held-out records by family (waits until the producer has written them)."""
+    """The producer's held-out records by kind of request (waits until the producer has written them)."""
     path = heldout_path(Path(workdir))
     while not path.exists():
         log.info("waiting for the producer's held-out set %s", path)
