@@ -250,7 +250,7 @@ def _measured_lines(measure_json: Path | None, kind: str, trained_tokens) -> lis
     lines = [
         f"## Measured (`make measure-draft`, results/draft/measure.md: `{name}`)",
         "",
-        "| family | E[accept] paper | sps alpha | sps BE | mtad BE | mmtad BE | sps vs sampling |",
+        "| kind of request | E[accept] paper | sps alpha | sps BE | mtad BE | mmtad BE | sps vs sampling |",
         "|---|---|---|---|---|---|---|",
     ]
     for f, fam in r["families"].items():
@@ -260,9 +260,29 @@ def _measured_lines(measure_json: Path | None, kind: str, trained_tokens) -> lis
             f"{d['sps']['block_efficiency']:.2f} | {d['mtad']['block_efficiency']:.2f} | "
             f"{d['mmtad']['block_efficiency']:.2f} | {d['sps']['speedup_vs_sampling']:.2f}x |"
         )
+    groups = r.get("groups", {})
+    for group, label in (
+        ("trained", "(a) kinds trained on, held-out subjects"),
+        ("unseen", "(b) kinds never trained on"),
+    ):
+        if group in groups:
+            g = groups[group]
+            lines.append(
+                f"| **{label}** | {g['accept_paper']:.3f} | {g['alpha_sps']:.3f} | "
+                f"{g['block_efficiency']['sps']:.2f} | {g['block_efficiency']['mtad']:.2f} | "
+                f"{g['block_efficiency']['mmtad']:.2f} | {g['speedup_vs_sampling']['sps']:.2f}x |"
+            )
     met = r["goals"]["met"]
     return lines + [
         "",
+        *(
+            [
+                f"Gap (a) - (b): E[accept] {groups['gap']['accept_paper']:+.3f}, sps alpha {groups['gap']['alpha_sps']:+.3f}.",
+                "",
+            ]
+            if "gap" in groups
+            else []
+        ),
         f"Draft step / target step (fast path): {r['cost']['draft_over_target']:.1%}.",
         "",
         "Goals: " + "; ".join(f"{k} {'met' if v else 'not met'}" for k, v in met.items()) + ".",
