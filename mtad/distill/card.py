@@ -275,18 +275,18 @@ def _measured_lines(measure_json: Path | None, kind: str, trained_tokens) -> lis
     met = r["goals"]["met"]
     return lines + [
         "",
-        *(
-            [
-                f"Gap (a) - (b): E[accept] {groups['gap']['accept_paper']:+.3f}, sps alpha {groups['gap']['alpha_sps']:+.3f}.",
-                "",
-            ]
-            if "gap" in groups
-            else []
-        ),
+        *_gap_lines(groups),
         f"Draft step / target step (fast path): {r['cost']['draft_over_target']:.1%}.",
         "",
         "Goals: " + "; ".join(f"{k} {'met' if v else 'not met'}" for k, v in met.items()) + ".",
     ]
+
+
+def _gap_lines(groups: dict) -> list[str]:
+    if "gap" not in groups:
+        return []
+    gap = groups["gap"]
+    return [f"Gap (a) - (b): E[accept] {gap['accept_paper']:+.3f}, sps alpha {gap['alpha_sps']:+.3f}.", ""]
 
 
 def write_head_card(workdir: Path, head_file: Path, card: Path, command: str, measure_json: Path | None = None) -> None:
