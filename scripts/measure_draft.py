@@ -97,7 +97,7 @@ def main(argv=None) -> int:
         f"# Draft measurement: {result['pair']}",
         "",
         f"Drafts of one target, measured side by side on the same prompts and seeds: {described}. Held-out "
-        f"prompts per family: {args.per_family} (subjects never used in training), at most {args.max_new_tokens} "
+        f"requests per kind: {args.per_family} (subjects never used in training), at most {args.max_new_tokens} "
         f"new tokens, seed {args.seed}. Machine: {result['environment']['machine']}, decode path "
         f"{result['decode_path']}, torch threads {args.threads}, target {result['target_dtype']}; load average "
         f"at the end {result['load_average_1_5_15min_at_end']}.",

@@ -305,7 +305,7 @@ def test_head_pair_loads_from_package_without_training(monkeypatch):
     pair = load_pair("smollm2_135m_head")
     assert (gguf_cache.converted_dir("SmolLM2-135M-Instruct.Q4_1") / gguf_cache.CONVERTED_MARKER).is_file()
     head = pair.draft
-    assert reads_target_features(head) and head.num_layers == 1 and len(head.head_ids) == 8192
+    assert reads_target_features(head) and head.num_layers == 1 and len(head.head_ids) == 4096
     assert head.get_input_embeddings() is pair.target.get_input_embeddings()  # shared, not copied
     ids = pair.tokenizer.apply_chat_template(
         [{"role": "user", "content": "Name three prime numbers and explain why."}],

@@ -331,7 +331,8 @@ def write_head_card(workdir: Path, head_file: Path, card: Path, command: str, me
         "included; no evaluation example; a fifth of the subjects of every kind held out, and the kinds "
         f"{', '.join(UNSEEN_KINDS)} never trained on (measured as requests of a kind the head never saw).",
         "- Answers: `target` = sampled by the target (temperature 1 / top-k 10 / top-p 0.9, raw, or 0.7), "
-        "`real` = real code and SQL scored teacher-forced.",
+        "`real` = real text scored teacher-forced (standard-library functions, installed prose as the answer to "
+        "a request for it, real SQL pairs).",
         "",
         "| answers | kind of request | sequences | distinct prompts | answer tokens | distinct answer tokens |",
         "|---|---|---|---|---|---|",
