@@ -159,6 +159,30 @@ def evaluate_head(head: FeatureHead, heldout: dict[str, list[dict]], steps: int 
     return out
 
 
+def optimizer_step(
+    head: FeatureHead,
+    optimizer: torch.optim.Optimizer,
+    batch: tuple,
+    index: torch.Tensor,
+    cfg: HeadTrainConfig,
+    step: int,
+    generator: torch.Generator | None,
+    bf16: bool,
+) -> list[float]:
+    """One AdamW step of the unrolled loss (linear warm-up over `cfg.warmup_steps`, gradients clipped
+    to norm 1; the forward under bf16 autocast when `bf16`); each unrolled step's KL, for the log."""
+    head.train()
+    with torch.autocast(next(head.parameters()).device.type, dtype=torch.bfloat16, enabled=bf16):
+        loss, kls = head_loss(head, batch, index, cfg, generator)
+    for group in optimizer.param_groups:
+        group["lr"] = cfg.lr * min(1.0, (step + 1) / cfg.warmup_steps)
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(head.parameters(), 1.0)
+    optimizer.step()
+    return kls
+
+
 def compute_dtype(name: str, device: torch.device) -> torch.dtype:
     """The trainer's compute dtype: "auto" is bf16 where the device multiplies it natively (the
     pairs' `auto_dtype`), else float32; master weights and the optimiser stay float32 either way."""
@@ -286,18 +310,11 @@ class HeadTrainer:
                     continue
                 by_family, last_refresh = self.corpus.by_family(), time.time()
             records = sample_batch(by_family, cfg.batch_seqs, self.rng)
-            self.head.train()
             # outside autocast: collation concatenates the fp16 stores
             batch = to_device(collate_features(records, cfg.max_len), device)
-            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
-                loss, step_kls = head_loss(self.head, batch, index, cfg, self.generator)
-            warm = min(1.0, (self.state["step"] + 1) / cfg.warmup_steps)
-            for group in self.optimizer.param_groups:
-                group["lr"] = cfg.lr * warm
-            self.optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(self.head.parameters(), 1.0)
-            self.optimizer.step()
+            step_kls = optimizer_step(
+                self.head, self.optimizer, batch, index, cfg, self.state["step"], self.generator, bf16
+            )
             kls.append(step_kls)
             n = sum(len(r["answer_ids"]) for r in records)
             self.state["step"] += 1
@@ -390,15 +407,8 @@ def heads_ab(
         batch = collate_features(sample_batch(by_family, cfg.batch_seqs, rng), cfg.max_len)
         for n, (head, dtype) in arms.items():
             start = time.perf_counter()
-            head.train()
-            for group in optimizers[n].param_groups:
-                group["lr"] = cfg.lr * min(1.0, (step + 1) / cfg.warmup_steps)
-            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=dtype == torch.bfloat16):
-                loss, _ = head_loss(head, batch, index, cfg, torch.Generator().manual_seed(step))
-            optimizers[n].zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(head.parameters(), 1.0)
-            optimizers[n].step()
+            generator = torch.Generator().manual_seed(step)
+            optimizer_step(head, optimizers[n], batch, index, cfg, step, generator, dtype == torch.bfloat16)
             seconds[n] += time.perf_counter() - start
         trained += int(batch[3].numel())
         step += 1
