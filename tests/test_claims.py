@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from mtad.experiments.interleaved import rotated, schedule
-from mtad.report.paper import VERSIONS
+from mtad.paper import VERSIONS
 
 REPO = Path(__file__).resolve().parents[1]
 

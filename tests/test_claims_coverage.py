@@ -27,7 +27,7 @@ def partial(tmp_path_factory):
 
 
 def test_every_measured_claim_row_appears_and_absent_cells_say_not_run(partial):
-    from mtad.report.intervals import NOT_MEASURABLE, NOT_RUN
+    from mtad.stats.intervals import NOT_MEASURABLE, NOT_RUN
 
     report, root = partial
     committed = json.loads((REPO / "results" / "claims" / "claims.json").read_text())
@@ -58,9 +58,9 @@ def test_the_header_counts_planned_present_and_missing_cells(partial):
 
 
 def test_rows_of_the_suites_own_extension_carry_no_verdict_and_versions_are_named(partial):
+    from mtad.paper import CLAIMS
     from mtad.report.claims_markdown import to_markdown
-    from mtad.report.intervals import NO_VERDICT, NOT_RUN
-    from mtad.report.paper import CLAIMS
+    from mtad.stats.intervals import NO_VERDICT, NOT_RUN
 
     report, _ = partial
     assert [c for c in CLAIMS if not c.stated] == [c for c in CLAIMS if c.claim == "C1" and c.method == "mmtad"]
@@ -75,9 +75,9 @@ def test_rows_of_the_suites_own_extension_carry_no_verdict_and_versions_are_name
 
 
 def test_a_measured_extension_row_gets_no_verdict_whatever_its_interval():
-    from mtad.report import intervals as iv
+    from mtad.paper import CLAIMS
     from mtad.report.claims import Claim
-    from mtad.report.paper import CLAIMS
+    from mtad.stats import intervals as iv
 
     extension = next(c for c in CLAIMS if not c.stated)
     claim = Claim.of(extension, "MMTAD vs sampling: PPL ratio − 1", "chat", "claims")

@@ -1,9 +1,9 @@
-"""Paired bootstrap intervals and the verdict rule (mtad.report.intervals) on synthetic data."""
+"""Paired bootstrap intervals and the verdict rule (mtad.stats.intervals) on synthetic data."""
 
 import numpy as np
 import pytest
 
-from mtad.report import intervals as iv
+from mtad.stats import intervals as iv
 
 
 def paired_speeds(rng, n, true_ratio):

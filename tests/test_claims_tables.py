@@ -21,7 +21,7 @@ def cells():
 
 
 def test_table2_has_an_interval_per_quality_and_speed_column(cells):
-    from mtad.report.intervals import MIN_N
+    from mtad.stats.intervals import MIN_N
 
     df = table2(cells)
     for column in INTERVAL_COLUMNS:
@@ -62,7 +62,7 @@ def test_figures_draw_whiskers_where_cells_have_intervals(cells):
     from matplotlib.container import ErrorbarContainer
 
     from mtad.report import figures
-    from mtad.report.intervals import MIN_N
+    from mtad.stats.intervals import MIN_N
 
     fig = figures.speedup_bars(cells)
     whiskers = [c for ax in fig.axes for c in ax.containers if isinstance(c, ErrorbarContainer)]

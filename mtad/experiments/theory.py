@@ -53,8 +53,8 @@ from mtad.metrics.exactness import (
     tv,
     tv_of_draws,
 )
-from mtad.report import intervals as iv
-from mtad.report.paper import APPROXIMATORS
+from mtad.paper import APPROXIMATORS
+from mtad.stats import intervals as iv
 
 PROMPT = torch.tensor([[1, 3, 2]])  # [1, L]
 NO_TRUNCATION = {"temperature": 1.0, "top_k": 0, "top_p": 1.0}

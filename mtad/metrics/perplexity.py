@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
+import numpy as np
 import torch
+
+from mtad.stats.intervals import perplexity as perplexity_of_means
 
 
 @torch.no_grad()
@@ -45,7 +47,7 @@ def perplexity(mean_logprobs: Sequence[float | None]) -> float | None:
     values = [v for v in mean_logprobs if v is not None]
     if not values:
         return None
-    return math.exp(-sum(values) / len(values))
+    return float(perplexity_of_means(np.asarray(values, dtype=np.float64)))
 
 
 @torch.no_grad()

@@ -26,20 +26,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
-from mtad.report import intervals as iv
 from mtad.report.cells import find_cells, load_cells
 from mtad.report.examples import example_frame, paired
+from mtad.stats import intervals as iv
+from mtad.stats.agreement import ALPHA, bonferroni_confidence, bonferroni_z, estimates_agree
 
-ALPHA = 0.05
 RESAMPLES = 4999
 # figure -> (per-example columns, statistic on machine A's then B's columns)
 FIGURES = {
@@ -104,7 +102,7 @@ def compare_cells(
                 continue  # not measured (no score, or a method that drafts nothing)
             arrays = [wide[f"{s}.{c}"].to_numpy(float) for s in ("A", "B") for c in columns]
             plans.append((f"{task}/{method}: {figure}", columns, statistic, arrays))
-    confidence = 1 - alpha / max(len(plans), 1)
+    confidence = bonferroni_confidence(alpha, len(plans))
     out = []
     for what, columns, statistic, arrays in plans:
         half = len(arrays) // 2
@@ -157,7 +155,7 @@ def compare_claims(report_a: dict, report_b: dict, alpha: float = ALPHA) -> list
     common = [k for k in rows_a if k in rows_b]
     one_sided = [(k, "B") for k in rows_a if k not in rows_b] + [(k, "A") for k in rows_b if k not in rows_a]
     tested = [k for k in common if rows_a[k]["claim"] not in MACHINE_CLAIMS]
-    z = float(stats.norm.ppf(1 - alpha / (2 * max(len(tested), 1))))
+    z = bonferroni_z(alpha, len(tested))
     out = []
     for key in common:
         ra, rb = rows_a[key], rows_b[key]
@@ -167,14 +165,7 @@ def compare_claims(report_a: dict, report_b: dict, alpha: float = ALPHA) -> list
         if ea is None or eb is None:
             out.append(Agreement(key, ea, eb, None, None, 0, None, f"not measured on both; {verdicts}"))
             continue
-        sa, sb = ia.get("standard_error"), ib.get("standard_error")
-        if sa is not None and sb is not None:
-            allowed = z * math.hypot(sa, sb)
-            agree, low, high = abs(ea - eb) <= allowed, -allowed, allowed
-        elif None not in (ia.get("low"), ia.get("high"), ib.get("low"), ib.get("high")):
-            agree, low, high = ia["low"] <= ib["high"] and ib["low"] <= ia["high"], None, None
-        else:
-            agree, low, high = None, None, None
+        agree, low, high = estimates_agree(ia, ib, z)
         machine = ra["claim"] in MACHINE_CLAIMS
         out.append(
             Agreement(

@@ -18,9 +18,9 @@ is read from its cells, whose examples are paired by id across methods) and the 
   hardware counters only;
 - C5 and C6 on enumerable tiny models, as ``mtad.experiments.theory`` computed them.
 
-The rows, their figures and the paper version each figure comes from are ``mtad.report.paper``.
+The rows, their figures and the paper version each figure comes from are ``mtad.paper``.
 
-Every interval is a paired bootstrap over prompts (``mtad.report.intervals``); the verdict rule
+Every interval is a paired bootstrap over prompts (``mtad.stats.intervals``); the verdict rule
 is written at the top of the report. Output: ``results/claims/<name>.md`` and ``.json``.
 """
 
@@ -38,13 +38,13 @@ import pandas as pd
 
 from mtad.configs import compose
 from mtad.methods import LABELS
-from mtad.report import intervals as iv
+from mtad.paper import APPROXIMATORS, NO_BOUND, VERSIONS, PaperClaim, claims_of, methods_needed
 from mtad.report.cells import load_cells
 from mtad.report.examples import example_frame, paired
-from mtad.report.paper import APPROXIMATORS, NO_BOUND, VERSIONS, PaperClaim, claims_of, methods_needed
 from mtad.report.values import in_order, is_missing, present
 from mtad.runner.layout import read_json, theory_path
 from mtad.runner.records import write_if_changed
+from mtad.stats import intervals as iv
 from mtad.tasks import TASKS
 
 log = logging.getLogger("mtad.claims")

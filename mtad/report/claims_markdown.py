@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mtad.report.paper import CITATION, VERSIONS
+from mtad.paper import CITATION, VERSIONS
 
 THEORY_STATEMENT = (
     "Both versions state that MTJD, sampling several tokens from their joint distribution, lowers perplexity, "

@@ -333,7 +333,7 @@ def mixed_conditions_notes(cells: pd.DataFrame) -> list[str]:
 
 # ----------------------------------------------------------------------------- intervals
 # Each quality and speed column gets a 95% paired bootstrap interval over the cell's examples
-# (mtad.report.intervals); a speed-up pairs the cell's examples with the baseline cell's by id.
+# (mtad.stats.intervals); a speed-up pairs the cell's examples with the baseline cell's by id.
 INTERVAL_COLUMNS = ["score", "perplexity", "tokens_per_s", "speedup_vs_sampling", "speedup_vs_sps", "block_efficiency"]
 INTERVAL_BOUNDS = [f"{c}_{end}" for c in INTERVAL_COLUMNS for end in ("low", "high")]
 INTERVAL_RESAMPLES = 2000
@@ -346,7 +346,7 @@ INTERVAL_NOTE = (
 def cell_intervals(examples: pd.DataFrame, baselines: dict[str, pd.DataFrame] | None = None) -> dict:
     """{column: Interval} for one cell from its per-example rows (``mtad.report.examples``);
     ``baselines`` maps "sampling"/"sps" to that baseline cell's per-example rows."""
-    from mtad.report import intervals as iv
+    from mtad.stats import intervals as iv
 
     def boot(statistic, arrays):
         return iv.bootstrap_interval(statistic, arrays, resamples=INTERVAL_RESAMPLES)

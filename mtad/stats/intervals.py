@@ -6,7 +6,7 @@ every method's values at those prompts (``scipy.stats.bootstrap(..., paired=True
 differs between prompts (length, difficulty, machine load at that moment) then cancels inside
 each resample instead of widening the interval.
 
-    from mtad.report import intervals as iv
+    from mtad.stats import intervals as iv
     ci = iv.bootstrap_interval(iv.ratio_of_rates, [tok_a, sec_a, tok_b, sec_b])  # tokens/s ratio
     ci.estimate, ci.low, ci.high, ci.n
     iv.verdict(ci, null=1.0, direction=+1)    # "reproduced" / "contradicted" / "inconclusive" / ...
