@@ -18,11 +18,9 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from mtad.bench import (
     LLAMA_CPP_MISSING,
     Measure,
-    _calibration_line,
     calibration,
     curve_model,
     default_configs,
-    forward_ms,
     goals,
     int8_products,
     linear_only_ms,
@@ -36,9 +34,11 @@ from mtad.bench import (
     verification_curve,
     write_report,
 )
+from mtad.bench.render import _calibration_line
 from mtad.decoding import DECODERS, MMTADParams, SpecTrParams
 from mtad.decoding.kv import CachedModel
 from mtad.decoding.static_kv import cached_model
+from mtad.metrics.forward_time import forward_ms
 from mtad.models.quantized import quantize_q4_1
 from mtad.models.tiny import tiny_head, tiny_llama
 

@@ -134,7 +134,7 @@ def decode_family(
 def step_ms(target, draft=None, context: int = 200, repeats: int = 15) -> float:
     """Median wall time of a one-token forward of `draft` (None: the target) on the fast decode
     path after a `context`-token prefix, as decoding runs it (a head over the target's features)."""
-    from ..bench import forward_ms
+    from ..metrics.forward_time import forward_ms
 
     return forward_ms(target if draft is None else draft, "fast", 1, context, repeats, target=target)
 

@@ -1,0 +1,91 @@
+"""What the measured costs pick and predict: per model, the dtype and thread count of the cheapest
+fast-path step and verification among the dense dtypes (`calibration`, the candidates for a
+study's default target), and the SpS speed-up over sampling those costs predict
+(`predicted_sps_speedup`, `predictions`) at fixed α and at the α the measured block efficiency
+implies (`measured_alpha`)."""
+
+from __future__ import annotations
+
+DENSE_DTYPES = ("float32", "bfloat16", "float16", "float64")  # a study's default target is one of these
+
+
+def calibration(curve: dict, gamma: int) -> dict:
+    """Per model, the (dtype, threads) of the fast path with the cheapest 1-token step and, for
+    the target, the cheapest (γ+1)-token verification (what speculative methods pay), among the
+    dense dtypes: the candidates for a study's default target (the published weights, or their
+    bf16 rounding). Where a 4-bit target is cheaper still, it is named under `fastest` (a
+    different target: the fastest way to decode, not a default)."""
+    fast = [c for c in curve["curves"] if c["path"] == "fast"]
+
+    def pick(model: str, width: int, dtypes=None) -> dict | None:
+        rows = [
+            c for c in fast if c["model"] == model and width in c["ms"] and (dtypes is None or c["dtype"] in dtypes)
+        ]
+        best = min(rows, key=lambda c: c["ms"][width], default=None)
+        return best and {"dtype": best["dtype"], "threads": best["threads"], "ms": best["ms"][width], "width": width}
+
+    out = {}
+    for key, model, width in (
+        ("target_step", "target", 1),
+        ("target_verify", "target", gamma + 1),
+        ("draft_step", "draft", 1),
+    ):
+        dense, best = pick(model, width, DENSE_DTYPES), pick(model, width)
+        out[key] = dense or best
+        if dense and best["ms"] < dense["ms"]:
+            out[key] = {**dense, "fastest": best}
+    return out
+
+
+def predicted_sps_speedup(alpha: float, gamma: int, draft_ms: float, step_ms: float, verify_ms: float) -> float:
+    """Expected SpS tokens/s over sampling at per-token acceptance α (Leviathan et al.): block
+    efficiency (1 - α^(γ+1)) / (1 - α) per iteration of γ draft steps and one (γ+1)-token verification."""
+    block = (1 - alpha ** (gamma + 1)) / (1 - alpha)
+    return block * step_ms / (gamma * draft_ms + verify_ms)
+
+
+def predictions(payload: dict, gamma: int, dtype: str) -> dict | None:
+    """SpS speed-ups the measured fast-path forward costs predict, at fixed α and at the measured one."""
+    curve = payload.get("curve")
+    if not curve:
+        return None
+    threads = payload["environment"]["threads"]
+    draft_dtype = payload["environment"]["draft_dtype"].removeprefix("torch.")
+
+    def chosen(model: str, dt: str) -> dict | None:
+        fast = [c for c in curve["curves"] if c["path"] == "fast" and c["threads"] == threads]
+        return next((c for c in fast if c["model"] == model and c["dtype"] == dt), None)
+
+    target, draft = chosen("target", dtype), chosen("draft", draft_dtype)
+    ms = {int(k): v for k, v in target["ms"].items()} if target else {}
+    if not (draft and gamma + 1 in ms):
+        return None
+    step, verify, draft_ms = ms[1], ms[gamma + 1], draft["ms"][1]
+    out = {
+        "dtype": dtype,
+        "step_ms": step,
+        "verify_ms": verify,
+        "draft_ms": draft_ms,
+        "by_alpha": {a: predicted_sps_speedup(a, gamma, draft_ms, step, verify) for a in (0.4, 0.6, 0.8)},
+    }
+    sps = next((r for r in payload["rows"] if r["label"] == "sps fast"), None)
+    if sps and sps.get("acceptance_rate") is not None:
+        alpha = measured_alpha(sps["block_efficiency"], gamma)
+        out.update(
+            measured_alpha=alpha,
+            at_measured=predicted_sps_speedup(alpha, gamma, draft_ms, step, verify),
+            measured=sps.get("speedup_vs_sampling"),
+        )
+    return out
+
+
+def measured_alpha(block_efficiency: float, gamma: int) -> float:
+    """The per-token α whose expected block efficiency (1 - α^(γ+1)) / (1 - α) is the measured one (bisection)."""
+    lo, hi = 0.0, 0.999999
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        if (1 - mid ** (gamma + 1)) / (1 - mid) < block_efficiency:
+            lo = mid
+        else:
+            hi = mid
+    return lo

@@ -1,0 +1,218 @@
+"""What one forward costs, per dtype, path and thread count: the verification-cost curve
+(`verification_curve`: ms of a forward of 1, 2, 3, 5, 9 tokens on a cached context, timed by
+`mtad.metrics.forward_time.forward_ms`), the floor of a decode step (`weight_bytes` /
+`copy_bandwidth`), the matrix products a forward runs (`matrix_products`) timed alone
+(`products_ms`, `linear_only_ms`) and requantized to per-row int8 (`int8_products`), and the
+models of each dtype a curve runs (`curve_model`)."""
+
+from __future__ import annotations
+
+import copy
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from mtad.decoding.kv import model_device, sync
+from mtad.decoding.layer_math import fused_weights
+from mtad.decoding.static_kv import resolve_decode_path
+from mtad.metrics.forward_time import forward_ms
+from mtad.models.pairs import QUANTIZED_DTYPES
+
+# ------------------------------------------------------------------ the floor of a decode step
+
+
+def weight_bytes(model) -> int:
+    """Bytes a step reads: parameters and buffers (a feature head's LM-head rows are a buffer)."""
+    return sum(t.numel() * t.element_size() for t in (*model.parameters(), *model.buffers()))
+
+
+def copy_bandwidth(device: torch.device, megabytes: int = 256, reps: int = 5) -> float:
+    """Bytes/s moved by a large tensor copy (read + write), the best of `reps`."""
+    src = torch.ones(megabytes * 2**20 // 4, device=device)
+    dst = torch.empty_like(src)
+    best = float("inf")
+    for _ in range(reps):
+        start = time.perf_counter()
+        dst.copy_(src)
+        sync(device)
+        best = min(best, time.perf_counter() - start)
+    return 2 * src.numel() * 4 / best
+
+
+# ------------------------------------------------------------------ matrix products alone
+
+PRODUCT_WIDTHS = (1, 5, 9)  # widths at which a forward is set beside its matrix products
+
+
+def dtype_name(model) -> str:
+    """A model's dtype as the pairs name it: "q4_1" for a quantized target, else e.g. "float32"."""
+    return getattr(model, "mtad_dtype", None) or str(model.dtype).removeprefix("torch.")
+
+
+@dataclass(frozen=True)
+class Product:
+    """One matrix product of a forward: `run(x)` on x [rows, in_features]. `weight` [N, K] is the
+    dense matrix a plain product multiplies by (None: a quantized module's own kernel)."""
+
+    name: str
+    in_features: int
+    run: Callable[[torch.Tensor], torch.Tensor]
+    weight: torch.Tensor | None = None
+
+
+def _module(name: str, module: nn.Module) -> Product:
+    """A module's own forward (nn.Linear, Q4_1Linear, Int8Linear), as the model calls it."""
+    return Product(name, module.in_features, module, module.weight if type(module) is nn.Linear else None)
+
+
+def _fused(name: str, weight: torch.Tensor) -> Product:
+    """F.linear on a fused weight [N, K], as layer_math runs q|k|v and gate|up."""
+    return Product(name, weight.shape[1], lambda x: F.linear(x, weight), weight)
+
+
+@torch.no_grad()
+def matrix_products(model, path: str = "fast") -> list[Product]:
+    """The matrix products one forward of a Llama-family `model` runs on `path`, in order: per layer
+    q, k, v, o, gate, up, down (the fast path: q|k|v and gate|up as one product each wherever
+    `fused_weights` applies), then the LM head (on the rows the forward scores)."""
+    lean = resolve_decode_path(path, model) != "eager"
+    products = []
+    for i, layer in enumerate(model.model.layers):
+        attn, mlp = layer.self_attn, layer.mlp
+        fused = fused_weights(layer) if lean else None  # builds them as the fast path's first forward would
+        if fused is None:
+            products += [
+                _module(f"{i}.{n}", m) for n, m in (("q", attn.q_proj), ("k", attn.k_proj), ("v", attn.v_proj))
+            ]
+            products.append(_module(f"{i}.o", attn.o_proj))
+            products += [_module(f"{i}.{n}", m) for n, m in (("gate", mlp.gate_proj), ("up", mlp.up_proj))]
+        else:
+            products += [
+                _fused(f"{i}.qkv", fused.qkv),
+                _module(f"{i}.o", attn.o_proj),
+                _fused(f"{i}.gate_up", fused.gate_up),
+            ]
+        products.append(_module(f"{i}.down", mlp.down_proj))
+    return products + [_module("lm_head", model.lm_head)]
+
+
+def int8_products(products: list[Product]) -> list[Product]:
+    """Each dense product requantized to int8 codes with one scale per row (max |w| / 127, round to
+    nearest) and run by `aten._weight_int8pack_mm` on float32 inputs: a kernel family measured
+    beside the others, not a target dtype. Quantized products are left out."""
+    out = []
+    for p in products:
+        if p.weight is None:
+            continue
+        w = p.weight.detach().float()  # [N, K]
+        scales = w.abs().amax(dim=1).clamp_min(torch.finfo(torch.float32).tiny) / 127  # [N]
+        codes = torch.round(w / scales[:, None]).clamp(-127, 127).to(torch.int8).contiguous()  # [N, K]
+
+        def run(x, codes=codes, scales=scales):
+            return torch.ops.aten._weight_int8pack_mm(x, codes, scales)  # [M, K] -> [M, N]
+
+        out.append(Product(f"{p.name} int8", p.in_features, run))
+    return out
+
+
+@torch.inference_mode()
+def products_ms(products: list[Product], width: int, dtype: torch.dtype, device: torch.device, reps: int = 10) -> float:
+    """Median wall time (ms) of running every product once, back to back, each on its own random
+    input [width, in_features] of `dtype`; two warm-up rounds first."""
+    gen = torch.Generator().manual_seed(0)
+    inputs = [torch.randn(width, p.in_features, generator=gen).to(device, dtype) for p in products]
+    times = []
+    for _ in range(reps + 2):
+        start = time.perf_counter()
+        for p, x in zip(products, inputs):
+            p.run(x)
+        sync(device)
+        times.append(time.perf_counter() - start)
+    return 1000 * statistics.median(times[2:])
+
+
+def linear_only_ms(model, width: int, reps: int = 10, path: str = "fast") -> float:
+    """The matrix products alone of one `width`-token forward of `model` on `path`
+    (`matrix_products`), in ms: the part of `forward_ms` that is neither attention nor the
+    elementwise work between products."""
+    return products_ms(matrix_products(model, path), width, model.dtype, model_device(model), reps)
+
+
+def curve_model(dtype: str, models: list):
+    """A model of `dtype` from `models` (the first whose dtype it is, else a copy of the first dense
+    one cast to it); a quantized dtype cannot be cast to and must be among them."""
+    for model in models:
+        if dtype_name(model) == dtype:
+            return model
+    dense = next((m for m in models if not hasattr(m, "mtad_dtype")), None)
+    if dense is None or dtype not in ("float32", "float64", "bfloat16", "float16"):
+        raise ValueError(f"curve dtype {dtype!r}: no such target given (pass it in `targets`)")
+    return copy.deepcopy(dense).to(getattr(torch, dtype))
+
+
+def verification_curve(
+    target,
+    draft,
+    dtypes: tuple[str, ...] = ("float32", "bfloat16", *QUANTIZED_DTYPES),
+    threads: tuple[int, ...] = (1, 2),
+    widths: tuple[int, ...] = (1, 2, 3, 5, 9),
+    context: int = 200,
+    reps: int = 10,
+    log=print,
+    targets: tuple = (),
+) -> dict:
+    """ms per target forward of each width, per dtype: on the eager path at the current thread
+        count, on the fast path at each count in `threads` (the calibration of dtype and threads);
+        beside it, at widths 1, 5, 9, its matrix products alone (`linear_ms`); the draft's 1-token
+        step per dense dtype and thread count; the bandwidth floor of a 1-token step; the products of
+        the float32 fast path requantized to per-row int8 (`int8_products`, a third of the repetitions
+    at least 2). `targets`: targets in
+        dtypes a cast cannot make (q4_1), used for those dtypes."""
+    bandwidth = copy_bandwidth(model_device(target))
+    current = torch.get_num_threads()
+    curves, int8 = [], []
+    product_widths = tuple(w for w in PRODUCT_WIDTHS if w in widths)
+
+    def floor(model) -> float:
+        return 1000 * weight_bytes(model) / bandwidth
+
+    try:
+        for dtype in dtypes:
+            model = curve_model(dtype, [target, *targets])
+            small = None if hasattr(model, "mtad_dtype") else curve_model(dtype, [draft])  # drafts stay dense
+            for path, counts in (("eager", (current,)), ("fast", threads)):
+                products = matrix_products(model, path)
+                as_int8 = int8_products(products) if dtype == "float32" and path == "fast" else []
+                for n_threads in counts:
+                    torch.set_num_threads(n_threads)
+                    row = {"model": "target", "dtype": dtype, "path": path, "threads": n_threads}
+                    ms = {w: forward_ms(model, path, w, context, reps) for w in widths}
+                    linear = _products_curve(products, product_widths, model.dtype, model_device(model), reps)
+                    curves.append({**row, "ms": ms, "linear_ms": linear, "floor_ms": floor(model)})
+                    log(f"curve {dtype} {path} {n_threads} threads: target {_ms(ms)} (floor {floor(model):.1f} ms)")
+                    log(f"curve {dtype} {path} {n_threads} threads: its products alone {_ms(linear)}")
+                    if as_int8:  # slow at several rows (about 1 s at 9 on 2 cores): fewer repetitions
+                        device = model_device(model)
+                        int8_ms = _products_curve(as_int8, product_widths, torch.float32, device, max(2, reps // 3))
+                        int8.append({"path": path, "threads": n_threads, "linear_ms": int8_ms})
+                        log(f"curve int8 per-row products {n_threads} threads: {_ms(int8_ms)}")
+                    if small is not None:
+                        draft_ms = {w: forward_ms(small, path, w, context, reps, target=model) for w in (1, 4)}
+                        curves.append({**row, "model": "draft", "ms": draft_ms, "floor_ms": floor(small)})
+                        log(f"curve {dtype} {path} {n_threads} threads: draft {_ms(draft_ms)}")
+    finally:
+        torch.set_num_threads(current)
+    return {"context": context, "copy_bandwidth_gb_s": bandwidth / 1e9, "curves": curves, "int8_products": int8}
+
+
+def _products_curve(products: list[Product], widths, dtype, device, reps: int) -> dict[int, float]:
+    return {w: products_ms(products, w, dtype, device, reps) for w in widths}
+
+
+def _ms(by_width: dict) -> str:
+    return ", ".join(f"{w}: {v:.1f}" for w, v in by_width.items()) + " ms"

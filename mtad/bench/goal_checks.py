@@ -1,0 +1,130 @@
+"""The benchmark's goals and whether a run's measurements meet them: (a) a whole forward within
+`OVERHEAD_GOAL` of its matrix products, (b) the 5-token products within `FIVE_OVER_ONE_GOAL` of the
+1-token ones, (c) sampling `VS_HF_GOAL` times HF eager generate(), (d) sampling with a 4-bit target
+`VS_LLAMA_CPP_GOAL` times llama.cpp on the same GGUF, (e) the compiled path's first use within
+`COMPILE_GOAL_S` where it is the default (`goals`); and the payload readers they share with the
+report (`fast_target_curves`, `default_dtype`, `q4_sampling_label`)."""
+
+from __future__ import annotations
+
+from mtad.bench.llama_cpp import llama_cpp_unmeasured
+from mtad.bench.measure import HF_REFERENCE_DTYPE
+from mtad.models.pairs import QUANTIZED_DTYPES
+
+OVERHEAD_GOAL = 1.25  # whole forward / its matrix products, at 1 and 5 tokens (fast path, each dtype)
+FIVE_OVER_ONE_GOAL = 1.3  # 5-token / 1-token matrix products (the pair's target dtype)
+VS_HF_GOAL = 1.6  # our sampling (fast) / HF eager generate(), tokens/s
+VS_LLAMA_CPP_GOAL = 1.0  # our sampling with the q4_1 target / llama.cpp sampling on the same GGUF
+COMPILE_GOAL_S = 60.0  # first use of the compiled path, where it is the default
+
+
+def _by_width(ms: dict) -> dict[int, float]:
+    return {int(k): v for k, v in ms.items()}  # JSON keys are strings
+
+
+def fast_target_curves(payload: dict) -> dict[str, dict]:
+    """dtype -> the curve's fast-path target row with products measured, at the run's thread count
+    (else at the most threads measured)."""
+    curve = payload.get("curve") or {}
+    threads = payload["environment"]["threads"]
+    rows = [c for c in curve.get("curves", []) if c["model"] == "target" and c["path"] == "fast" and c.get("linear_ms")]
+    return {c["dtype"]: c for c in sorted(rows, key=lambda c: (c["threads"] == threads, c["threads"]))}
+
+
+def default_dtype(payload: dict) -> str:
+    return payload["environment"]["target_dtype"].removeprefix("torch.")
+
+
+def _goal(key: str, goal: str, measured: str, met: bool | None) -> dict:
+    return {"key": key, "goal": goal, "measured": measured, "met": met}
+
+
+def _overhead_goals(payload: dict) -> list[dict]:
+    """(a) per dtype: whole forward ≤ 1.25x its matrix products at 1 and 5 tokens (fast path)."""
+    out = []
+    for dtype, c in fast_target_curves(payload).items():
+        ms, linear = _by_width(c["ms"]), _by_width(c["linear_ms"])
+        ratios = {w: ms[w] / linear[w] for w in (1, 5) if w in ms and w in linear}
+        text = ", ".join(f"{w} tok {r:.2f}x" for w, r in ratios.items()) + f" ({c['threads']} threads)"
+        met = all(r <= OVERHEAD_GOAL for r in ratios.values()) if len(ratios) == 2 else None
+        goal = f"{dtype}: whole forward ≤ {OVERHEAD_GOAL}x its matrix products at 1 and 5 tokens (fast path)"
+        out.append(_goal("a", goal, text if ratios else "not measured", met))
+    return out or [_goal("a", f"whole forward ≤ {OVERHEAD_GOAL}x its matrix products", "not measured (no curve)", None)]
+
+
+def _five_over_one_goal(payload: dict) -> dict:
+    """(b) the default dtype's 5-token matrix products ≤ 1.3x its 1-token ones."""
+    dtype = default_dtype(payload)
+    goal = f"{dtype} (the pair's target): 5-token matrix products ≤ {FIVE_OVER_ONE_GOAL}x the 1-token ones"
+    c = fast_target_curves(payload).get(dtype)
+    linear = _by_width(c["linear_ms"]) if c else {}
+    if not {1, 5} <= set(linear):
+        return _goal("b", goal, "not measured", None)
+    ratio = linear[5] / linear[1]
+    return _goal("b", goal, f"{ratio:.2f}x ({linear[5]:.2f} / {linear[1]:.2f} ms)", ratio <= FIVE_OVER_ONE_GOAL)
+
+
+def _tokens_per_s(payload: dict, label: str) -> float | None:
+    row = next((r for r in payload.get("rows", []) if r["label"] == label), None)
+    return row["tokens_per_s"] if row else None
+
+
+def q4_sampling_label(payload: dict, dtype: str = "q4_1") -> str:
+    """The row of sampling with the 4-bit target `dtype`: its own row, or the pair's when its target is it."""
+    return "sampling fast" if default_dtype(payload) == dtype else f"sampling fast {dtype}"
+
+
+def _vs_hf_goal(payload: dict) -> dict:
+    """(c) sampling on the default pair ≥ 1.6x HF eager generate() on the float32 target, tokens/s."""
+    ours = _tokens_per_s(payload, "sampling fast")
+    hf = _tokens_per_s(payload, f"HF generate {HF_REFERENCE_DTYPE}") or (
+        _tokens_per_s(payload, "HF generate") if default_dtype(payload) == HF_REFERENCE_DTYPE else None
+    )
+    goal = (
+        f"sampling (fast path, target {default_dtype(payload)}) ≥ {VS_HF_GOAL}x HF eager generate() "
+        f"on the {HF_REFERENCE_DTYPE} target, tokens/s"
+    )
+    if not (ours and hf):
+        return _goal("c", goal, "not measured", None)
+    return _goal("c", goal, f"{ours / hf:.2f}x ({ours:.1f} / {hf:.1f} tok/s)", ours / hf >= VS_HF_GOAL)
+
+
+def _vs_llama_cpp_goals(payload: dict) -> list[dict]:
+    """(d) per 4-bit target (q4_1, q4_1_bf16): sampling ≥ 1.0x llama.cpp sampling on the same GGUF."""
+    out = []
+    for dtype in QUANTIZED_DTYPES:
+        goal = f"sampling with the {dtype} target ≥ {VS_LLAMA_CPP_GOAL}x llama.cpp on the same GGUF, tokens/s"
+        llama, ours = payload.get("llama_cpp"), _tokens_per_s(payload, q4_sampling_label(payload, dtype))
+        why = llama_cpp_unmeasured(llama)
+        if why or not ours:
+            out.append(_goal("d", goal, f"not measurable ({why or f'no {dtype} sampling row'})", None))
+            continue
+        ref = llama["sampled_tokens_per_s"]
+        out.append(
+            _goal("d", goal, f"{ours / ref:.2f}x ({ours:.1f} / {ref:.1f} tok/s)", ours / ref >= VS_LLAMA_CPP_GOAL)
+        )
+    return out
+
+
+def _compile_goal(payload: dict) -> dict:
+    """(e) first use of the compiled path ≤ 60 s where it is the default path."""
+    path = payload["setup"].get("default_path")
+    goal = f"compilation, where it is the default, ≤ {COMPILE_GOAL_S:.0f} s first use"
+    if path != "compiled":
+        return _goal("e", goal, f"not the default (the default path here is {path or 'not recorded'})", None)
+    warm = payload.get("warm_up", {}).get("sampling compiled")
+    if not warm:
+        return _goal("e", goal, "not measured (run with --compiled)", None)
+    first = warm["first_call_s"]
+    return _goal("e", goal, f"{first:.1f} s (of which compile {warm['compile_s']:.1f} s)", first <= COMPILE_GOAL_S)
+
+
+def goals(payload: dict) -> list[dict]:
+    """Each goal with its measured value and met (True / False; None: not measurable or not applicable)."""
+    return [
+        *_overhead_goals(payload),
+        _five_over_one_goal(payload),
+        _vs_hf_goal(payload),
+        *_vs_llama_cpp_goals(payload),
+        _compile_goal(payload),
+    ]

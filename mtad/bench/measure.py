@@ -1,0 +1,405 @@
+"""Timing the decoders against the reference implementations: the configurations measured (`Config`:
+every method on the eager and fast paths, HF generate() eager and with static cache + compile,
+assisted generation, sampling with other targets; `default_configs`, `method_params`), one timed
+generation (`run_ours`, `run_hf`, `run`), the warm-up calls that time compilation (`warm_up`), the
+alternating timed repetitions (`measure_all`) and their medians (`summarise`), the machine
+(`environment`), and the whole benchmark of one pair (`measure_pair`)."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import asdict, dataclass, replace
+
+import torch
+
+from mtad.bench.calibrate import calibration, predictions
+from mtad.bench.curves import dtype_name, verification_curve
+from mtad.bench.llama_cpp import llama_cpp_on_pair
+from mtad.decoding import (
+    DecoderParams,
+    MMTADParams,
+    MTADParams,
+    SamplingParams,
+    SpecInferParams,
+    SpecTrParams,
+    SpSParams,
+    get_decoder,
+)
+from mtad.decoding.capabilities import reads_target_features
+from mtad.decoding.kv import model_device, sync
+from mtad.decoding.static_kv import resolve_decode_path
+from mtad.metrics.speed import aggregate_speed
+from mtad.models import load_pair
+from mtad.models.pairs import QUANTIZED_DTYPES, auto_dtype, cpu_flags, load_target_and_tokenizer
+from mtad.runner.records import derive_seed
+from mtad.tasks.prompts import chat_ids, make_prompts
+
+
+@dataclass
+class Config:
+    """One row of the benchmark: an implementation of a method at given settings on one path."""
+
+    label: str
+    impl: str  # "ours" | "hf"
+    method: str  # our decoder name; for hf: "sampling" (generate) or "sps" (assisted generation)
+    params: DecoderParams  # the method's settings (for hf: those of `method`)
+    path: str = "eager"  # ours: a decode_path; hf: "eager" | "static+compile"
+    target_dtype: str | None = None  # another target than the pair's (a key of `targets`, e.g. "q4_1")
+
+
+@dataclass
+class Measure:
+    tokens: int = 0
+    seconds: float = 0.0
+    target_seconds: float = 0.0
+    draft_seconds: float = 0.0
+    target_calls: int = 0
+    accepted: int = 0
+    drafted: int = 0
+    compiles: int = 0
+
+
+PATHS = ("eager", "fast")
+
+
+def method_params(gamma: int) -> dict[str, DecoderParams]:
+    """Each method at its defaults with draft length γ; SpecTr with 2 drafts and SpecInfer with the
+    tree (2, 2, 1, 1), lighter than their defaults."""
+    return {
+        "sampling": SamplingParams(),
+        "sps": replace(SpSParams(), gamma=gamma),
+        "spectr": replace(SpecTrParams(), gamma=gamma, num_drafts=2),
+        "specinfer": replace(SpecInferParams(), k_config=(2, 2, 1, 1)),
+        "mtad": replace(MTADParams(), gamma=gamma),
+        "mmtad": replace(MMTADParams(), gamma=gamma),
+    }
+
+
+HF_REFERENCE_DTYPE = "float32"  # HF eager generate() on this target is the reference of goal (c)
+
+
+def default_configs(
+    gamma: int,
+    compiled: bool = False,
+    assisted: bool = True,
+    target_dtypes: tuple[str, ...] = (),
+    pair_dtype: str = HF_REFERENCE_DTYPE,
+) -> list[Config]:
+    """Every method on both paths; HF generate eager and static+compile; assisted generation
+    (`assisted`: a feature head is no model `generate()` can assist with); optionally our compiled
+    path for sampling and sps (it does not win on a CPU, so `fast` is the static path there);
+    sampling on the fast path with each target in `target_dtypes` (e.g. the q4_1 one); HF eager
+    generate() on the float32 target too when the pair's target (`pair_dtype`) is another."""
+    params = method_params(gamma)
+    configs = [
+        Config("HF generate", "hf", "sampling", params["sampling"], "eager"),
+        Config("HF generate static+compile", "hf", "sampling", params["sampling"], "static+compile"),
+    ]
+    if pair_dtype != HF_REFERENCE_DTYPE:
+        label = f"HF generate {HF_REFERENCE_DTYPE}"
+        configs.append(Config(label, "hf", "sampling", params["sampling"], "eager", HF_REFERENCE_DTYPE))
+    if assisted:
+        configs.append(Config("HF assisted", "hf", "sps", params["sps"], "eager"))
+    for method, p in params.items():
+        configs += [Config(f"{method} {path}", "ours", method, p, path) for path in PATHS]
+        if compiled and method in ("sampling", "sps"):
+            configs.append(Config(f"{method} compiled", "ours", method, p, "compiled"))
+    for dtype in target_dtypes:
+        configs.append(Config(f"sampling fast {dtype}", "ours", "sampling", params["sampling"], "fast", dtype))
+    return configs
+
+
+def run_ours(config: Config, target, draft, prompt: torch.Tensor, max_new_tokens: int, seed: int) -> Measure:
+    decoder = get_decoder(config.method, target=target, draft=draft, decode_path=config.path, params=config.params)
+    sync(model_device(target))
+    start = time.perf_counter()
+    out = decoder.generate(prompt, max_new_tokens=max_new_tokens, generator=torch.Generator().manual_seed(seed))
+    sync(model_device(target))
+    s = out.stats
+    return Measure(
+        len(out.tokens),
+        time.perf_counter() - start,
+        s.target_seconds,
+        s.draft_seconds,
+        s.target_calls,
+        s.accepted,
+        s.drafted,
+        s.compiles,
+    )
+
+
+def run_hf(config: Config, target, draft, prompt: torch.Tensor, max_new_tokens: int, seed: int) -> Measure:
+    """`generate()` with the same processing; for sps, assisted generation with a constant γ;
+    "static+compile": HF's static cache with its own torch.compile of the decode step."""
+    from transformers import CompileConfig
+
+    p = config.params
+    kwargs = {
+        "max_new_tokens": max_new_tokens,
+        "min_new_tokens": max_new_tokens,  # same length as ours (no EOS stop)
+        "do_sample": p.temperature > 0,
+        "pad_token_id": target.config.eos_token_id,
+    }
+    if kwargs["do_sample"]:
+        kwargs.update(temperature=p.temperature, top_k=p.top_k or None, top_p=p.top_p)
+    if config.path == "static+compile":
+        compile_config = CompileConfig(dynamic=False)
+        compile_config._compile_all_devices = True  # HF compiles on CUDA only unless told
+        kwargs.update(cache_implementation="static", compile_config=compile_config)
+    if config.method == "sps":
+        kwargs.update(assistant_model=draft)
+        draft.generation_config.num_assistant_tokens = p.gamma
+        draft.generation_config.num_assistant_tokens_schedule = "constant"  # fixed γ, not the dynamic schedule
+        draft.generation_config.assistant_confidence_threshold = 0.0  # never stop drafting early
+    torch.manual_seed(seed)
+    sync(model_device(target))
+    start = time.perf_counter()
+    with torch.inference_mode():
+        out = target.generate(
+            prompt.to(target.device), attention_mask=torch.ones_like(prompt).to(target.device), **kwargs
+        )
+    sync(model_device(target))
+    return Measure(out.shape[1] - prompt.shape[1], time.perf_counter() - start)
+
+
+def run(config: Config, target, *args, targets: dict | None = None, **kwargs) -> Measure:
+    """`config` on the pair's `target`, or on `targets[config.target_dtype]` when it names another."""
+    if config.target_dtype:
+        target = (targets or {})[config.target_dtype]
+    return (run_ours if config.impl == "ours" else run_hf)(config, target, *args, **kwargs)
+
+
+def warm_up(
+    configs: list[Config],
+    target,
+    draft,
+    prompts: list[torch.Tensor],
+    tokens: int,
+    max_new_tokens: int,
+    log=print,
+    targets: dict | None = None,
+) -> dict[str, dict]:
+    """Runs before timing (lazy initialisation, compilation); their wall time and the compilations they
+    triggered are kept: compile time = first call - a second identical call. Compiled configs warm up
+    on every prompt at the timed length (HF's static cache is sized prompt + new tokens, a shape).
+    `targets`: the other targets configs name (`Config.target_dtype`)."""
+    out = {}
+    for config in configs:
+        compiled = "compile" in config.path
+        runs = [(p, max_new_tokens) for p in prompts] if compiled else [(prompts[0], tokens)]
+        first = [run(config, target, draft, p, n, seed=0, targets=targets) for p, n in runs]
+        second = run(config, target, draft, *runs[0], seed=0, targets=targets)
+        out[config.label] = {
+            "first_call_s": first[0].seconds,
+            "second_call_s": second.seconds,
+            "compile_s": max(sum(m.seconds for m in first) - len(first) * second.seconds, 0.0),
+            "compiles": sum(m.compiles for m in first),
+            "compiles_on_second_call": second.compiles,
+        }
+        log(f"warm-up {config.label:28s} first {first[0].seconds:6.1f} s, then {second.seconds:5.1f} s")
+    return out
+
+
+def measure_all(
+    configs: list[Config],
+    target,
+    draft,
+    prompts: list[torch.Tensor],
+    max_new_tokens: int,
+    reps: int,
+    log=print,
+    targets: dict | None = None,
+    seed: int = 0,
+) -> dict[str, list[Measure]]:
+    """Alternate configs within each repetition (drift hits all alike); one Measure per rep. Prompt i
+    of repetition `rep` samples from seed `derive_seed(seed, str(i), rep)`, as the runner seeds
+    sample `rep` of example `i`: the same in every config."""
+    results: dict[str, list[Measure]] = {c.label: [] for c in configs}
+    for rep in range(reps):
+        for config in configs:
+            total = Measure()
+            for i, prompt in enumerate(prompts):
+                m = run(
+                    config, target, draft, prompt, max_new_tokens, seed=derive_seed(seed, str(i), rep), targets=targets
+                )
+                for key in vars(total):
+                    setattr(total, key, getattr(total, key) + getattr(m, key))
+            results[config.label].append(total)
+            log(f"rep {rep} {config.label:28s} {total.tokens / total.seconds:7.2f} tok/s")
+    return results
+
+
+def summarise(configs: list[Config], results: dict[str, list[Measure]]) -> list[dict]:
+    rows = []
+    for c in configs:
+        ms = results[c.label]
+        tps = statistics.median(m.tokens / m.seconds for m in ms)
+        row = {
+            "label": c.label,
+            "impl": c.impl,
+            "method": c.method,
+            "path": c.path,
+            "target_dtype": c.target_dtype,
+            "params": asdict(c.params),
+            "tokens_per_s": tps,
+            "tokens_per_s_reps": [m.tokens / m.seconds for m in ms],
+            "compiles_while_timed": sum(m.compiles for m in ms),
+        }
+        if c.impl == "ours":
+            m = sorted(ms, key=lambda m: m.tokens / m.seconds)[len(ms) // 2]
+            speed = aggregate_speed(
+                [
+                    {
+                        "new_tokens": m.tokens,
+                        "seconds": m.seconds,
+                        "target_calls": m.target_calls,
+                        "accepted": m.accepted,
+                        "drafted": m.drafted,
+                    }
+                ]
+            )  # the runner's totals
+            row.update(
+                target_frac=m.target_seconds / m.seconds,
+                draft_frac=m.draft_seconds / m.seconds,
+                other_frac=1 - (m.target_seconds + m.draft_seconds) / m.seconds,
+                block_efficiency=speed["block_efficiency"],
+                acceptance_rate=speed["acceptance_rate"],
+                ms_per_token=1000 * m.seconds / m.tokens,
+            )
+        rows.append(row)
+    by_label = {r["label"]: r for r in rows}
+    for r in rows:
+        if r["impl"] != "ours":
+            continue
+        eager = None if r.get("target_dtype") else by_label.get(f"{r['method']} eager")
+        base = by_label.get(f"sampling {r['path']}")
+        if eager:
+            r["vs_eager"] = r["tokens_per_s"] / eager["tokens_per_s"]
+        if base:
+            r["speedup_vs_sampling"] = r["tokens_per_s"] / base["tokens_per_s"]
+        ref = {
+            "sampling": ["HF generate", "HF generate static+compile", f"HF generate {HF_REFERENCE_DTYPE}"],
+            "sps": ["HF assisted"],
+        }.get(r["method"], [])
+        r["vs_hf"] = {name: r["tokens_per_s"] / by_label[name]["tokens_per_s"] for name in ref if name in by_label}
+    return rows
+
+
+def environment(target, draft) -> dict:
+    from mtad.runner.provenance import environment_record
+
+    flags = cpu_flags()
+    env = environment_record(models=(target, draft))  # the runner's record: machine, versions, code state
+    return {
+        **env,
+        "threads": env["torch_threads"],
+        "torch": env["versions"]["torch"],
+        "transformers": env["versions"]["transformers"],
+        "target_dtype": getattr(target, "mtad_dtype", None) or str(target.dtype),  # q4_1 names its format
+        "draft_dtype": str(draft.dtype),
+        "device": str(next(target.parameters()).device),
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "amx": "amx_bf16" in flags,
+        "avx512_bf16": "avx512_bf16" in flags,
+        "auto_dtype": auto_dtype(next(target.parameters()).device),  # what a pair's `auto` dtype means here
+        "cuda": env["gpus"][0] if env["gpus"] else None,
+    }
+
+
+def other_targets(pair, dtypes) -> dict:
+    """The targets among `dtypes` that a cast of the pair's target cannot make, each loaded once:
+    the 4-bit ones (the GGUF's own blocks) and float32 (the published weights, not a cast of a
+    bf16 target) beside the pair's; float32 beside a 4-bit one (the dense dtypes are cast from it)."""
+    own = dtype_name(pair.target)
+    if own in QUANTIZED_DTYPES:
+        wanted = {d if d in QUANTIZED_DTYPES else "float32" for d in dtypes if d != own}
+    else:
+        wanted = {d for d in dtypes if d in QUANTIZED_DTYPES or (d == "float32" and own != "float32")}
+    return {d: load_target_and_tokenizer(pair.config, dtype=d)[0].requires_grad_(False) for d in sorted(wanted)}
+
+
+CURVE_DTYPES = ("float32", "bfloat16", "q4_1", "q4_1_bf16")  # the verification-cost curve's target dtypes
+SAMPLING_TARGETS = ("q4_1", "q4_1_bf16")  # other targets sampling runs with, a row each
+
+
+def measure_pair(
+    pair_name: str,
+    *,
+    prompts: int = 2,
+    max_new_tokens: int = 40,
+    reps: int = 3,
+    gamma: int = SpSParams().gamma,
+    threads: int = 2,
+    target_dtype: str | None = None,
+    draft_dtype: str | None = None,
+    only: str | None = None,
+    compiled: bool = False,
+    curve_dtypes: tuple[str, ...] = CURVE_DTYPES,
+    curve_reps: int = 10,
+    sampling_targets: tuple[str, ...] = SAMPLING_TARGETS,
+    llama_cpp: bool = True,
+    notes: list[str] | None = None,
+    log=print,
+) -> dict:
+    """The whole benchmark of pair `pair_name` -> the payload `write_report` renders: `prompts` held-out
+    chat prompts x `max_new_tokens`, `reps` alternating repetitions of every config (`default_configs`;
+    `only`: comma-separated substrings of the labels to keep, llama.cpp included), sampling with each
+    of `sampling_targets` other than the pair's own, the verification-cost curve over `curve_dtypes`
+    ('()': none) at 1 thread and the current count, llama.cpp on the pair's GGUF (`llama_cpp`), the
+    calibration, the predicted speed-ups and the wall time. `threads` is the thread count asked for
+    (0: torch's default), recorded in the setup; `target_dtype`, `draft_dtype` override the pair's."""
+    started = time.perf_counter()
+    overrides = {k: v for k, v in (("target_dtype", target_dtype), ("draft_dtype", draft_dtype)) if v}
+    pair = load_pair(pair_name, **overrides)
+    prompt_ids = [chat_ids(pair.tokenizer, text) for text in make_prompts(prompts, seed=7, held_out=True)]
+    own = dtype_name(pair.target)
+    sampling_targets = tuple(d for d in sampling_targets if d != own)
+    configs = default_configs(
+        gamma,
+        compiled=compiled,
+        assisted=not reads_target_features(pair.draft),
+        target_dtypes=sampling_targets,
+        pair_dtype=own,
+    )
+    if only:
+        configs = [c for c in configs if any(s in c.label for s in only.split(","))]
+    targets = other_targets(pair, {*curve_dtypes, *(c.target_dtype for c in configs if c.target_dtype)})
+    warm = warm_up(configs, pair.target, pair.draft, prompt_ids, 8, max_new_tokens, log=log, targets=targets)
+    results = measure_all(configs, pair.target, pair.draft, prompt_ids, max_new_tokens, reps, log=log, targets=targets)
+    rows = summarise(configs, results)
+    llama = llama_cpp_on_pair(pair, prompt_ids, max_new_tokens, reps, skip=not llama_cpp, only=only)
+    curve = None
+    if curve_dtypes:
+        curve = verification_curve(
+            pair.target,
+            pair.draft,
+            curve_dtypes,
+            threads=tuple(sorted({1, torch.get_num_threads()})),
+            reps=curve_reps,
+            log=log,
+            targets=tuple(targets.values()),
+        )
+    payload = {
+        "setup": {
+            "pair": pair_name,
+            "prompts": len(prompt_ids),
+            "max_new_tokens": max_new_tokens,
+            "reps": reps,
+            "gamma": gamma,
+            "threads": threads,
+            "default_path": resolve_decode_path(pair.decode_path, pair.target),
+        },
+        "environment": environment(pair.target, pair.draft),
+        "rows": rows,
+        "warm_up": warm,
+        "curve": curve,
+        "llama_cpp": llama,
+        "notes": list(notes or []),
+    }
+    payload["calibration"] = calibration(curve, gamma) if curve else None
+    if payload["calibration"]:
+        log(f"calibration picked: {payload['calibration']}")
+    payload["predicted"] = predictions(payload, gamma, own)
+    payload["wall_s"] = time.perf_counter() - started
+    return payload

@@ -1,0 +1,226 @@
+"""The benchmark's report: `write_report` writes bench.json (the payload) and bench.md (the tables of
+every method on both paths, the references and compiled paths, sampling by target, the forward-cost
+curve, whole forwards beside their matrix products, the predicted speed-up, the goals and the
+calibration), each table from its own line builder; `rendered` prepares a stored bench.json for
+rendering again."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from mtad.bench.calibrate import calibration
+from mtad.bench.goal_checks import _by_width, _tokens_per_s, default_dtype, goals
+from mtad.bench.llama_cpp import llama_cpp_unmeasured
+from mtad.decoding import SamplingParams
+
+
+def _fmt(value, pattern: str = "{:.2f}") -> str:
+    return "" if value is None else pattern.format(value)
+
+
+def _products_lines(curve: dict) -> list[str]:
+    """The table of whole forwards beside their matrix products, per dtype, path and threads."""
+    rows = [c for c in curve["curves"] if c["model"] == "target" and c.get("linear_ms")]
+    if not rows:
+        return []
+    widths = sorted({int(w) for c in rows for w in c["linear_ms"]})
+    head = " | ".join(f"fwd {w} | mm {w} | fwd/mm {w}" for w in widths)
+    lines = [
+        "",
+        "Whole forward vs its matrix products (ms, median): a forward of n new tokens on the cache above, beside "
+        "its matrix products alone, back to back on inputs [n, in_features] through the same modules and kernels "
+        "(fast: q|k|v and gate|up fused for dense weights; q4_1: the int4 kernel, its head the int8 one; "
+        "the LM head on n rows). fwd/mm is what a forward costs beyond its products. int8 per row: the float32 "
+        "fast path's products requantized to one int8 scale per row in `_weight_int8pack_mm` (a kernel "
+        "measured, not a target dtype).",
+        "",
+        f"| dtype | path | threads | {head} | mm 5 / mm 1 | mm 9 / mm 1 |",
+        "|---|---|---:|" + "---:|" * (3 * len(widths) + 2),
+    ]
+    int8 = [{**c, "dtype": "int8 per row", "ms": {}} for c in curve.get("int8_products", [])]
+    for c in [*rows, *int8]:
+        ms, linear = _by_width(c["ms"]), _by_width(c["linear_ms"])
+        cells = " | ".join(
+            f"{_fmt(ms.get(w), '{:.1f}')} | {_fmt(linear.get(w), '{:.2f}')} | "
+            f"{_fmt(ms[w] / linear[w] if w in ms and w in linear else None)}"
+            for w in widths
+        )
+        growth = [_fmt(linear[w] / linear[1] if w in linear and 1 in linear else None) for w in (5, 9)]
+        lines.append(f"| {c['dtype']} | {c['path']} | {c['threads']} | {cells} | {growth[0]} | {growth[1]} |")
+    return lines
+
+
+def _llama_cpp_line(payload: dict) -> str:
+    llama = payload.get("llama_cpp")
+    why = llama_cpp_unmeasured(llama)
+    if why:
+        return f"llama.cpp: not measured ({why})."
+    evals = ", ".join(f"{w}: {v:.1f}" for w, v in _by_width(llama["eval_ms"]).items())
+    return (
+        f"llama.cpp {llama.get('version') or ''} on the same GGUF, {llama['threads']} threads: greedy "
+        f"{llama['greedy_tokens_per_s']:.2f} tok/s, sampled {llama['sampled_tokens_per_s']:.2f} tok/s; "
+        f"eval of n tokens on a {(payload.get('curve') or {}).get('context', 200)}-token cache (every row's logits): "
+        f"{evals} ms."
+    )
+
+
+def _sampling_lines(payload: dict) -> list[str]:
+    """Sampling per target beside HF eager generate() and llama.cpp (tokens/s)."""
+    hf = _tokens_per_s(payload, "HF generate")
+    runs = [
+        ("sampling fast", f"ours, fast path, target {default_dtype(payload)}"),
+        *(
+            (r["label"], f"ours, fast path, target {r['target_dtype']}")
+            for r in payload["rows"]
+            if r.get("target_dtype") and r["impl"] == "ours"
+        ),
+        ("HF generate", f"HF eager generate(), target {default_dtype(payload)}"),
+        *(
+            (r["label"], f"HF eager generate(), target {r['target_dtype']}")
+            for r in payload["rows"]
+            if r.get("target_dtype") and r["impl"] == "hf"
+        ),
+    ]
+    lines = ["", "Sampling by target (tokens/s, same prompts and budget):", "", "| run | tok/s | / HF generate |"]
+    lines.append("|---|---:|---:|")
+    for label, text in runs:
+        tps = _tokens_per_s(payload, label)
+        if tps:
+            lines.append(f"| {text} | {tps:.2f} | {_fmt(hf and tps / hf)} |")
+    llama = payload.get("llama_cpp")
+    if not llama_cpp_unmeasured(llama):
+        for kind in ("sampled", "greedy"):
+            tps = llama[f"{kind}_tokens_per_s"]
+            lines.append(
+                f"| llama.cpp {kind}, q4_1 GGUF, {llama['threads']} threads | {tps:.2f} | {_fmt(hf and tps / hf)} |"
+            )
+    return [*lines, "", _llama_cpp_line(payload)]
+
+
+def _calibration_line(cal: dict, auto: str | None) -> str:
+    def one(v: dict) -> str:
+        return f"{v['dtype']}, {v['threads']} threads, {v['ms']:.1f} ms"
+
+    picks = "; ".join(
+        f"{k.replace('_', ' ')} ({v['width']} tok): {one(v)}"
+        + (f" ({one(v['fastest'])} is faster still, a different target)" if v.get("fastest") else "")
+        for k, v in cal.items()
+    )
+    line = f"Calibration (fast path, cheapest per model and work among the dense dtypes): {picks}."
+    if auto:
+        dense = {v["dtype"] for v in cal.values()}
+        verdict = "agrees" if dense == {auto} else "differs: set the pair's dtypes explicitly to follow it"
+        line += f" A pair's `auto` dtype is {auto} on this machine; the calibration {verdict}."
+    return line
+
+
+def _goals_lines(payload: dict) -> list[str]:
+    marks = {True: "met", False: "not met", None: "n/a"}
+    lines = ["", "## Goals", "", "| | goal | measured | met |", "|---|---|---|---|"]
+    lines += [f"| ({g['key']}) | {g['goal']} | {g['measured']} | {marks[g['met']]} |" for g in goals(payload)]
+    if payload.get("calibration"):
+        lines += ["", _calibration_line(payload["calibration"], payload["environment"].get("auto_dtype"))]
+    return lines
+
+
+def write_report(out_dir: Path, payload: dict) -> None:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "bench.json").write_text(json.dumps(payload, indent=2))
+    env, setup = payload["environment"], payload["setup"]
+    sampling = SamplingParams()
+    rows = {r["label"]: r for r in payload["rows"]}
+    lines = [
+        "# Speed: decode paths and the Hugging Face references",
+        "",
+        f"Pair `{setup['pair']}`, {setup['prompts']} held-out prompts x {setup['max_new_tokens']} new tokens, "
+        f"{setup['reps']} alternating repetitions (median), sampled (T {sampling.temperature:g}, "
+        f"top-k {sampling.top_k}, top-p {sampling.top_p:g}), γ = {setup['gamma']}. "
+        f"Machine: {env['platform']}, {env['threads']} torch threads, device {env['device']} "
+        f"(capability {env['cpu_capability']}, AMX {'yes' if env['amx'] else 'no'}), target {env['target_dtype']}, "
+        f"draft {env['draft_dtype']}, torch {env['torch']}, transformers {env['transformers']}. "
+        f"Wall time of the whole run: {payload.get('wall_s', 0) / 60:.1f} min.",
+        "",
+        "| method | eager tok/s | fast tok/s | fast / eager | vs sampling (fast) | block eff. | acceptance | target % | draft % | other % |",  # noqa: E501 (a table's header row)
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for method in dict.fromkeys(r["method"] for r in payload["rows"] if r["impl"] == "ours"):
+        e, f = rows.get(f"{method} eager"), rows.get(f"{method} fast")
+        if not (e and f):
+            continue
+        lines.append(
+            f"| {method} | {e['tokens_per_s']:.2f} | {f['tokens_per_s']:.2f} | {_fmt(f.get('vs_eager'))} | "
+            f"{_fmt(f.get('speedup_vs_sampling'))} | {_fmt(f.get('block_efficiency'))} | "
+            f"{_fmt(f.get('acceptance_rate'))} | {_fmt(100 * f['target_frac'], '{:.0f}')} | "
+            f"{_fmt(100 * f['draft_frac'] if f['draft_frac'] else None, '{:.0f}')} | "
+            f"{_fmt(100 * f['other_frac'], '{:.1f}')} |"
+        )
+    lines += [
+        "",
+        "References and compiled paths (compile time measured on the warm-up call, excluded from tokens/s):",
+        "",
+        "| run | tok/s | ours (fast) / this | first call (s) | second call (s) | compile (s) | compilations | while timed |",  # noqa: E501 (a table's header row)
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    warm = payload.get("warm_up", {})
+    for r in payload["rows"]:
+        if r["impl"] == "ours" and r["path"] != "compiled":
+            continue
+        ours = rows.get(f"{r['method']} fast")
+        w = warm.get(r["label"], {})
+        lines.append(
+            f"| {r['label']} | {r['tokens_per_s']:.2f} | {_fmt(ours and ours['tokens_per_s'] / r['tokens_per_s'])} | "
+            f"{_fmt(w.get('first_call_s'), '{:.1f}')} | {_fmt(w.get('second_call_s'), '{:.1f}')} | "
+            f"{_fmt(w.get('compile_s'), '{:.1f}')} | {_fmt(w.get('compiles'), '{}')} | {r['compiles_while_timed']} |"
+        )
+    lines += _sampling_lines(payload)
+    curve = payload.get("curve")
+    if curve:
+        widths = sorted({int(w) for c in curve["curves"] for w in c["ms"]})
+        lines += [
+            "",
+            f"Cost of one forward (ms, median) on a {curve['context']}-token cache, by number of new tokens; "
+            f"floor = weight bytes / copy bandwidth ({curve['copy_bandwidth_gb_s']:.1f} GB/s):",
+            "",
+            "| model | dtype | path | threads | "
+            + " | ".join(f"{w} tok" for w in widths)
+            + " | floor | 1 tok / floor | 5 tok / 1 tok |",
+            "|---|---|---|---:|" + "---:|" * (len(widths) + 3),
+        ]
+        for c in curve["curves"]:
+            ms = {int(k): v for k, v in c["ms"].items()}
+            cells = " | ".join(_fmt(ms.get(w), "{:.1f}") for w in widths)
+            five = ms.get(5) / ms[1] if ms.get(5) else None
+            lines.append(
+                f"| {c['model']} | {c['dtype']} | {c['path']} | {c['threads']} | {cells} | {c['floor_ms']:.1f} | "
+                f"{ms[1] / c['floor_ms']:.2f} | {_fmt(five)} |"
+            )
+        lines += _products_lines(curve)
+    if payload.get("predicted"):
+        p = payload["predicted"]
+        lines += [
+            "",
+            f"SpS speed-up over sampling that these costs predict (fast path, γ = {setup['gamma']}, "
+            f"target {p['dtype']}): "
+            + ", ".join(f"α = {a}: {v:.2f}x" for a, v in p["by_alpha"].items())
+            + f"; at the α implied by the measured block efficiency ({_fmt(p.get('measured_alpha'))}): "
+            f"{_fmt(p.get('at_measured'))}x predicted, "
+            f"{_fmt(p.get('measured'))}x measured.",
+        ]
+    lines += _goals_lines(payload)
+    if payload.get("notes"):
+        lines += ["", "## Notes", "", *payload["notes"]]
+    (out_dir / "bench.md").write_text("\n".join(lines) + "\n")
+
+
+def rendered(payload: dict) -> dict:
+    """A stored payload with its curves' widths as ints again (JSON made them strings) and the
+    calibration derived anew from its measurements."""
+    curve = payload.get("curve")
+    if curve:
+        for row in [*curve["curves"], *curve.get("int8_products", [])]:
+            for key in ("ms", "linear_ms"):
+                if key in row:
+                    row[key] = {int(w): v for w, v in row[key].items()}
+        payload["calibration"] = calibration(curve, payload["setup"]["gamma"])
+    return payload
