@@ -14,16 +14,18 @@ CLAIMS = REPO / "results" / "runs" / "claims"
 
 @pytest.fixture(scope="module")
 def partial(tmp_path_factory):
-    from mtad.report.claims import ClaimsSettings, build_report, report_config
+    from dataclasses import replace
+
+    from mtad.experiments.claims import claims_config
+    from mtad.report.claims import build_report
 
     cell = CLAIMS / "smollm2_135m_head" / "chat" / "mtad"
     if not cell.is_dir():
         pytest.skip(f"no committed claims cells under {CLAIMS}")
     root = tmp_path_factory.mktemp("partial")
     shutil.copytree(cell, root / "claims" / "smollm2_135m_head" / "chat" / "mtad")
-    cfg, settings, _ = report_config(["experiment=claims"])
-    settings = ClaimsSettings(**{**settings.__dict__, "resamples": 199})
-    return build_report(root, "claims", cfg.pair.name, settings), root
+    cfg, settings, _ = claims_config(["experiment=claims"])
+    return build_report(root, "claims", cfg.pair.name, replace(settings.report, resamples=199)), root
 
 
 def test_every_measured_claim_row_appears_and_absent_cells_say_not_run(partial):
@@ -83,3 +85,16 @@ def test_a_measured_extension_row_gets_no_verdict_whatever_its_interval():
     claim = Claim.of(extension, "MMTAD vs sampling: PPL ratio − 1", "chat", "claims")
     claim.interval = iv.bootstrap_interval(iv.mean, [[-0.3, -0.2, -0.25, -0.28, -0.22]], resamples=199)
     assert claim.finish().verdict == iv.NO_VERDICT and "extension" in claim.reason
+
+
+def test_the_claims_section_splits_into_run_and_report_settings_and_refuses_unknown_keys():
+    from omegaconf import OmegaConf
+
+    from mtad.experiments.claims import ClaimsSettings
+
+    cfg = OmegaConf.create({"claims": {"tasks": ["chat"], "max_minutes": 5, "resamples": 99, "theory": {"gamma": 2}}})
+    settings = ClaimsSettings.from_config(cfg)
+    assert (settings.tasks, settings.max_minutes, settings.theory) == (["chat"], 5, {"gamma": 2})
+    assert (settings.report.tasks, settings.report.resamples) == (["chat"], 99)
+    with pytest.raises(ValueError, match=r"unknown key\(s\) \['resample'\].*max_minutes.*resamples"):
+        ClaimsSettings.from_config(OmegaConf.create({"claims": {"resample": 99}}))

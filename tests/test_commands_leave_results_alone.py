@@ -14,7 +14,7 @@ READING_COMMANDS = [
     ["make", "figures"],
     ["{python}", "scripts/make_table.py", "--experiment", "table2"],
     ["{python}", "scripts/make_figures.py"],
-    ["{python}", "-m", "mtad.report.claims", "results_root=results/runs"],
+    ["{python}", "-m", "mtad.experiments.claims", "--report-only", "results_root=results/runs"],
     ["{python}", "-m", "mtad.report.agreement", "claims", "results/claims/claims.json", "results/claims/claims.json"],
     ["{python}", "-m", "mtad.run", "pair=tiny_llama", "logger=none", "method=sampling", "task=chat", "limit=1"],
 ]

@@ -14,16 +14,78 @@ settings is there. Then ``mtad.report.claims`` builds the report from those file
 
 from __future__ import annotations
 
+import argparse
 import logging
 import sys
+from dataclasses import dataclass, field, fields
 
+from mtad.configs import compose
 from mtad.experiments.interleaved import run_interleaved
 from mtad.experiments.theory import ExactnessSettings, TheorySettings, run_theory, stored_theory, write_theory
-from mtad.report.claims import ClaimsSettings, arguments, publish, report_config, with_experiment
+from mtad.report.claims import ReportSettings, publish, report_name
 from mtad.runner import provenance
 from mtad.runner.layout import theory_path
 
 log = logging.getLogger("mtad.claims")
+
+
+@dataclass
+class ClaimsSettings:
+    """An experiment's ``claims:`` section (every key optional): what this command runs, and the
+    report's keys (``ReportSettings``: methods, planned tasks, statistics) under ``report``."""
+
+    max_minutes: float | None = None  # stop starting prompts after this long (a rerun continues)
+    theory: dict = field(default_factory=dict)  # C5's settings (mtad.experiments.theory.TheorySettings)
+    exactness: dict = field(default_factory=dict)  # C6's settings (mtad.experiments.theory.ExactnessSettings)
+    report: ReportSettings = field(default_factory=ReportSettings)
+
+    @property
+    def tasks(self) -> list | None:
+        """The tasks to run (interleaved) before the report; None: report from finished cells only."""
+        return self.report.tasks
+
+    @classmethod
+    def from_config(cls, cfg) -> "ClaimsSettings":
+        from omegaconf import OmegaConf
+
+        section = OmegaConf.to_container(cfg.claims, resolve=True) if "claims" in cfg else {}
+        own = {f.name for f in fields(cls)} - {"report"}
+        reported = {f.name for f in fields(ReportSettings)}
+        unknown = sorted(set(section) - own - reported)
+        if unknown:
+            raise ValueError(f"unknown key(s) {unknown} under claims:; valid: {sorted(own | reported)}")
+        run = {k: v for k, v in section.items() if k in own and (v is not None or k == "max_minutes")}
+        return cls(**run, report=ReportSettings(**{k: v for k, v in section.items() if k in reported}))
+
+
+def with_experiment(overrides: list[str]) -> list[str]:
+    """The overrides, naming ``experiment=claims`` unless they name an experiment."""
+    named = any(o.startswith("experiment=") for o in overrides)
+    return list(overrides) if named else ["experiment=claims", *overrides]
+
+
+def claims_config(overrides: list[str]):
+    """(config, settings, report name) of the experiment the overrides name (default: claims)."""
+    overrides = with_experiment(overrides)
+    cfg = compose(overrides)
+    experiment_only = [o for o in overrides if o.split("=", 1)[0] == "experiment"]
+    own_pair = any(o.startswith("pair=") for o in overrides)
+    default_pair = compose(experiment_only).pair.name if own_pair else cfg.pair.name
+    return cfg, ClaimsSettings.from_config(cfg), report_name(cfg.experiment_name, cfg.pair.name, default_pair)
+
+
+def arguments(description: str) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("overrides", nargs="*", help="Hydra overrides (default experiment=claims)")
+    parser.add_argument(
+        "--out",
+        default="results/local/claims",
+        help="output directory (default results/local/claims; the committed results/claims only when named)",
+    )
+    parser.add_argument("--name", default=None, help="file stem (default claims, or claims_<experiment>[_<pair>])")
+    parser.add_argument("--no-theory", action="store_true", help="leave out C5 and C6 (the tiny-model checks)")
+    parser.add_argument("--report-only", action="store_true", help="build the report from the cells, run nothing")
+    return parser
 
 
 def _tuples(values: dict) -> dict:
@@ -44,27 +106,25 @@ def theory_settings(settings: ClaimsSettings) -> tuple[TheorySettings, Exactness
 def run_theory_checks(cfg, settings: ClaimsSettings, theory: TheorySettings, exactness: ExactnessSettings) -> None:
     """C5 and C6 into the experiment's theory.json, unless it holds them for these settings."""
     path = theory_path(cfg.results_root, cfg.experiment_name)
-    if stored_theory(path, theory, exactness, settings.confidence) is not None:
+    if stored_theory(path, theory, exactness, settings.report.confidence) is not None:
         log.info("C5 and C6: %s holds them for these settings", path)
         return
     log.info("C5 and C6 on enumerable tiny models (a few minutes)")
-    write_theory(path, run_theory(theory, exactness, settings.confidence))
+    write_theory(path, run_theory(theory, exactness, settings.report.confidence))
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = arguments(__doc__)
-    parser.add_argument("--report-only", action="store_true", help="build the report from the cells, run nothing")
-    args = parser.parse_intermixed_args(argv)
+    args = arguments(__doc__).parse_intermixed_args(argv)
     provenance.capture()  # the code state this process starts from, before any cell runs
     logging.basicConfig(level=logging.INFO, format="[%(asctime)s][%(name)s] %(message)s")
     overrides = with_experiment(args.overrides)
     stopped = False
     try:
-        cfg, settings, name = report_config(overrides)
+        cfg, settings, name = claims_config(overrides)
         checks = None if (args.report_only or args.no_theory) else theory_settings(settings)  # checked first
         if settings.tasks and not args.report_only:
             summary = run_interleaved(
-                overrides, settings.methods, settings.tasks, settings.max_minutes, progress=bool(cfg.progress)
+                overrides, settings.report.methods, settings.tasks, settings.max_minutes, progress=bool(cfg.progress)
             )
             stopped = summary["stopped_by_time_limit"]
             log.info(
@@ -78,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"claims: {err}", file=sys.stderr)
         return 1
     note = "; the time limit stopped the run: rerun `make claims` to continue" if stopped else ""
-    return publish(cfg, settings, name, args, note)
+    return publish(cfg, settings.report, name, args, note)
 
 
 if __name__ == "__main__":

@@ -1,9 +1,7 @@
 """The claims report: every claim of the paper, from finished cells, with a 95% interval and a verdict.
 
-    python -m mtad.report.claims                                   # experiment=claims (embedded pair)
-    python -m mtad.report.claims experiment=table2_full pair=opt_66b_350m   # from a finished grid
-
-It only reads: the cells of the experiment (``mtad.experiments.claims`` runs the ``claims``
+``python -m mtad.experiments.claims --report-only [experiment=... pair=...]`` builds it; the report
+only reads: the cells of the experiment (``mtad.experiments.claims`` runs the ``claims``
 experiments, every method interleaved within each prompt; any other experiment, e.g. ``table2``,
 is read from its cells, whose examples are paired by id across methods) and the experiment's
 ``theory.json`` (C5, C6; ``mtad.experiments.theory``). Then:
@@ -26,7 +24,6 @@ is written at the top of the report. Output: ``results/claims/<name>.md`` and ``
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import sys
@@ -36,7 +33,6 @@ from pathlib import Path
 
 import pandas as pd
 
-from mtad.configs import compose
 from mtad.methods import LABELS
 from mtad.paper import APPROXIMATORS, NO_BOUND, VERSIONS, PaperClaim, claims_of, methods_needed
 from mtad.report.cells import load_cells
@@ -54,29 +50,16 @@ PAPER_TASKS = tuple(name for name, task in TASKS.items() if task.primary_score) 
 
 
 @dataclass
-class ClaimsSettings:
-    """The ``claims:`` section of an experiment (every key optional; these are the defaults). The
-    report reads the statistics keys; ``mtad.experiments.claims`` runs by the others."""
+class ReportSettings:
+    """What the report reads and how it tests: the report's keys of an experiment's ``claims:``
+    section (``mtad.experiments.claims.ClaimsSettings`` reads the whole section)."""
 
     methods: list = field(default_factory=lambda: list(DEFAULT_METHODS))
-    tasks: list | None = None  # set: the experiment is run (interleaved) before the report
-    max_minutes: float | None = None  # stop starting prompts after this long (a rerun continues)
+    tasks: list | None = None  # the planned tasks (absent cells get "not run" rows); None: those the cells hold
     zero_score_evidence: str | None = None  # experiment whose cells speak for paper tasks not run here
     confidence: float = iv.CONFIDENCE
     resamples: int = iv.RESAMPLES
     interval: str = "BCa"
-    theory: dict = field(default_factory=dict)  # C5's settings (mtad.experiments.theory.TheorySettings)
-    exactness: dict = field(default_factory=dict)  # C6's settings (mtad.experiments.theory.ExactnessSettings)
-
-    @classmethod
-    def from_config(cls, cfg) -> "ClaimsSettings":
-        from omegaconf import OmegaConf
-
-        section = OmegaConf.to_container(cfg.claims, resolve=True) if "claims" in cfg else {}
-        unknown = sorted(set(section) - set(cls.__dataclass_fields__))
-        if unknown:
-            raise ValueError(f"unknown key(s) {unknown} under claims:; valid: {sorted(cls.__dataclass_fields__)}")
-        return cls(**{k: v for k, v in section.items() if v is not None or k not in ("theory", "exactness")})
 
 
 # ----------------------------------------------------------------------------- one claim row
@@ -141,7 +124,7 @@ class Claim:
         return d
 
 
-def _boot(settings: ClaimsSettings, statistic, arrays) -> iv.Interval:
+def _boot(settings: ReportSettings, statistic, arrays) -> iv.Interval:
     return iv.bootstrap_interval(
         statistic, arrays, confidence=settings.confidence, resamples=settings.resamples, method=settings.interval
     )
@@ -389,7 +372,7 @@ def theory_claims(theory: dict) -> list[Claim]:
 
 
 # ----------------------------------------------------------------------------- the report
-def build_report(results_root, experiment: str, pair: str, settings: ClaimsSettings, theory: bool = True) -> dict:
+def build_report(results_root, experiment: str, pair: str, settings: ReportSettings, theory: bool = True) -> dict:
     """Every claim from the cells of ``experiment``/``pair`` under ``results_root``, and C5/C6 from
     the experiment's theory.json when there is one (``theory``: False leaves them out)."""
     cells = load_cells(results_root, experiment=experiment)
@@ -558,36 +541,7 @@ def write_report(report: dict, out_dir: str | Path, name: str) -> tuple[Path, Pa
     return md, js
 
 
-def with_experiment(overrides: list[str]) -> list[str]:
-    """The overrides, naming ``experiment=claims`` unless they name an experiment."""
-    named = any(o.startswith("experiment=") for o in overrides)
-    return list(overrides) if named else ["experiment=claims", *overrides]
-
-
-def report_config(overrides: list[str]):
-    """(config, settings, report name) of the experiment the overrides name (default: claims)."""
-    overrides = with_experiment(overrides)
-    cfg = compose(overrides)
-    experiment_only = [o for o in overrides if o.split("=", 1)[0] == "experiment"]
-    own_pair = any(o.startswith("pair=") for o in overrides)
-    default_pair = compose(experiment_only).pair.name if own_pair else cfg.pair.name
-    return cfg, ClaimsSettings.from_config(cfg), report_name(cfg.experiment_name, cfg.pair.name, default_pair)
-
-
-def arguments(description: str) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("overrides", nargs="*", help="Hydra overrides (default experiment=claims)")
-    parser.add_argument(
-        "--out",
-        default="results/local/claims",
-        help="output directory (default results/local/claims; the committed results/claims only when named)",
-    )
-    parser.add_argument("--name", default=None, help="file stem (default claims, or claims_<experiment>[_<pair>])")
-    parser.add_argument("--no-theory", action="store_true", help="leave out C5 and C6 (the tiny-model checks)")
-    return parser
-
-
-def publish(cfg, settings: ClaimsSettings, name: str, args, note: str = "") -> int:
+def publish(cfg, settings: ReportSettings, name: str, args, note: str = "") -> int:
     """Build the report from the cells, write it and print it."""
     try:
         report = build_report(cfg.results_root, cfg.experiment_name, cfg.pair.name, settings, not args.no_theory)
@@ -598,18 +552,3 @@ def publish(cfg, settings: ClaimsSettings, name: str, args, note: str = "") -> i
     print(md.read_text())
     print(f"wrote {md} and {js}{note}")
     return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = arguments(__doc__).parse_intermixed_args(argv)
-    logging.basicConfig(level=logging.INFO, format="[%(asctime)s][%(name)s] %(message)s")
-    try:
-        cfg, settings, name = report_config(args.overrides)
-    except (ValueError, FileNotFoundError) as err:
-        print(f"claims: {err}", file=sys.stderr)
-        return 1
-    return publish(cfg, settings, name, args)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
