@@ -6,8 +6,10 @@ A checkout has ``conf/`` beside the package; a wheel installs a copy under
 
 from __future__ import annotations
 
+import copy
 import os
 import sys
+from functools import lru_cache
 from pathlib import Path
 
 CHECKOUT_CONF = Path(__file__).resolve().parents[1] / "conf"
@@ -61,10 +63,47 @@ def setup() -> Path:
     return conf_dir()
 
 
-def compose(overrides: list[str]):
-    """The runner's config (conf/config.yaml) with Hydra overrides, as ``mtad-run`` composes it."""
+def compose(overrides: list[str], hydra: bool = False):
+    """The runner's config (conf/config.yaml) with Hydra overrides, as ``mtad-run`` composes it;
+    ``hydra=True`` keeps the ``hydra`` node too (a multirun's sweeper grid)."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
 
     with initialize_config_dir(config_dir=str(setup()), version_base="1.3"):
-        return hydra_compose("config", overrides=list(overrides))
+        return hydra_compose("config", overrides=list(overrides), return_hydra_config=hydra)
+
+
+def group_option(group: str, name: str) -> dict:
+    """One option of a config group (e.g. ``pair=<name>``) as ``mtad-run`` composes it, resolved
+    to a plain dict (a fresh copy: the caller may change it)."""
+    return copy.deepcopy(_group_option(group, name, str(conf_dir())))
+
+
+@lru_cache(maxsize=64)
+def _group_option(group: str, name: str, root: str) -> dict:  # root: a changed $MTAD_CONF_DIR composes anew
+    from omegaconf import OmegaConf
+
+    return OmegaConf.to_container(compose([f"{group}={name}"])[group], resolve=True)
+
+
+def planned_grid(experiment: str, sweep: str | None = None) -> dict[str, list]:
+    """``{override key: [values]}`` of the multirun grid that ``conf/experiment/<experiment>.yaml``
+    (plus ``conf/sweep/<sweep>.yaml``) declares, e.g. ``{"method": [...], "method.gamma": [1, ..., 8]}``.
+    Empty when the experiment file does not exist (an ad-hoc experiment name)."""
+    return {key: list(values) for key, values in _planned_grid(experiment, sweep, str(conf_dir()))}
+
+
+@lru_cache(maxsize=32)
+def _planned_grid(experiment: str, sweep: str | None, root: str) -> tuple[tuple[str, tuple], ...]:
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    if not (Path(root) / "experiment" / f"{experiment}.yaml").exists():
+        return ()
+    cfg = compose([f"experiment={experiment}"] + ([f"sweep={sweep}"] if sweep else []), hydra=True)
+    params = cfg.hydra.sweeper.get("params") or {}
+    parser = OverridesParser.create()
+    grid = []
+    for key, value in params.items():
+        override = parser.parse_overrides([f"{key}={value}"])[0]
+        grid.append((key, tuple(override.sweep_iterator()) if override.is_sweep_override() else (override.value(),)))
+    return tuple(grid)

@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 from matplotlib.figure import Figure
 
+from mtad.configs import planned_grid
 from mtad.report import figures
 from mtad.report.cells import load_cells
-from mtad.report.sweeps import caption, planned_grid, sweep_frame, table2_frame
+from mtad.report.sweeps import caption, sweep_frame, table2_frame
 
 REPO = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("make_results", REPO / "tests" / "fixtures" / "make_results.py")

@@ -64,14 +64,13 @@ def list_pairs() -> list[str]:
 def pair_config(name_or_cfg: str | Mapping, **overrides) -> dict:
     """The resolved pair config as a plain dict, overrides applied to top-level keys."""
     if isinstance(name_or_cfg, str):
-        path = pair_conf_dir() / f"{name_or_cfg}.yaml"
-        if not path.is_file():
+        if not (pair_conf_dir() / f"{name_or_cfg}.yaml").is_file():
             raise KeyError(
                 f"unknown pair {name_or_cfg!r}; valid pairs: {', '.join(list_pairs())} (in {pair_conf_dir()})"
             )
-        from omegaconf import OmegaConf
+        from mtad.configs import group_option
 
-        cfg = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
+        cfg = group_option("pair", name_or_cfg)
     else:
         try:
             from omegaconf import DictConfig, OmegaConf

@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import math
 import os
-from functools import lru_cache
 from itertools import product
 from pathlib import Path
 
 import pandas as pd
 
-from mtad import configs
+from mtad.configs import planned_grid
 from mtad.report.tables import METHOD_ORDER, TASK_ORDER, matching_values, table2
 from mtad.report.values import in_order, is_missing, present
 
@@ -48,34 +47,6 @@ METRIC_COLUMNS = (
 def runs_dir() -> Path:
     """``$MTAD_RESULTS/runs`` (MTAD_RESULTS: the results folder, default the checkout's results/)."""
     return Path(os.environ.get("MTAD_RESULTS") or REPO / "results") / "runs"
-
-
-def planned_grid(experiment: str, sweep: str | None = None, conf_dir: str | Path | None = None) -> dict[str, list]:
-    """``{override key: [values]}`` of the multirun grid that ``conf/experiment/<experiment>.yaml``
-    (plus ``conf/sweep/<sweep>.yaml``) declares, e.g. ``{"method": [...], "method.gamma": [1, ..., 8]}``.
-    Empty when the experiment file does not exist (an ad-hoc experiment name)."""
-    conf_dir = Path(conf_dir) if conf_dir is not None else configs.conf_dir()
-    return {key: list(values) for key, values in _planned_grid(experiment, sweep, str(conf_dir.resolve()))}
-
-
-@lru_cache(maxsize=32)
-def _planned_grid(experiment: str, sweep: str | None, conf_dir: str) -> tuple[tuple[str, tuple], ...]:
-    from hydra import compose, initialize_config_dir
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    if not (Path(conf_dir) / "experiment" / f"{experiment}.yaml").exists():
-        return ()
-    overrides = [f"experiment={experiment}"] + ([f"sweep={sweep}"] if sweep else [])
-    configs.register_code_defaults()
-    with initialize_config_dir(config_dir=str(conf_dir), version_base="1.3"):
-        cfg = compose("config", overrides=overrides, return_hydra_config=True)
-    params = cfg.hydra.sweeper.get("params") or {}
-    parser = OverridesParser.create()
-    grid = []
-    for key, value in params.items():
-        override = parser.parse_overrides([f"{key}={value}"])[0]
-        grid.append((key, tuple(override.sweep_iterator()) if override.is_sweep_override() else (override.value(),)))
-    return tuple(grid)
 
 
 def _choose(df: pd.DataFrame, column: str, wanted: str | None, what: str) -> str:

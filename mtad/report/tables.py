@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from mtad.configs import planned_grid
 from mtad.methods import METHODS
 from mtad.report.cells import load_cells
 from mtad.report.values import in_order, is_missing
@@ -304,8 +305,6 @@ def build_table2(
 def coverage_notes(df: pd.DataFrame, experiment: str, results_root) -> list[str]:
     """The cells the experiment's grid plans (conf/experiment/<experiment>.yaml: task x method), how
     many are here and which are missing (none when the experiment declares no such grid)."""
-    from mtad.report.sweeps import planned_grid
-
     grid = planned_grid(experiment)
     if not {"task", "method"} <= set(grid):
         return []
