@@ -18,7 +18,6 @@ the task families as for the layer draft.
 from __future__ import annotations
 
 import copy
-import json
 import logging
 import random
 import time
@@ -31,7 +30,9 @@ import torch.nn.functional as F
 from ..models.head import FeatureHead, build_head, load_head, save_head
 from .corpus import Corpus
 from .objectives import kl_paper, pair_stats
+from .pipeline import load_heldout
 from .training import choose_head_tokens, full_to_head_index, sample_batch
+from .training_loop import BATCHES_BEFORE_TRAINING, train, wait_for_records
 
 log = logging.getLogger(__name__)
 
@@ -194,9 +195,17 @@ def compute_dtype(name: str, device: torch.device) -> torch.dtype:
     return torch.bfloat16 if resolved == "bfloat16" else torch.float32
 
 
+def head_optimizer(head: FeatureHead, lr: float) -> torch.optim.Optimizer:
+    """AdamW over the head's own parameters (the target's embedding and LM-head rows stay frozen)."""
+    return torch.optim.AdamW(
+        [p for p in head.parameters() if p.requires_grad], lr=lr, betas=(0.9, 0.95), weight_decay=0.0
+    )
+
+
 class HeadTrainer:
-    """Resumable: checkpoint.pt (head, optimiser, state) every few minutes and on SIGTERM; the
-    head file head.safetensors beside it; held-out statistics appended to curve.jsonl."""
+    """The feature head's arm of `training_loop.train`. Resumable: checkpoint.pt (head, optimiser,
+    state) every few minutes and on SIGTERM; the head file head.safetensors beside it; held-out
+    statistics appended to curve.jsonl."""
 
     def __init__(self, cfg: HeadTrainConfig, target, special_ids: list[int] = ()):
         self.cfg, self.target, self.special_ids = cfg, target, list(special_ids)
@@ -206,19 +215,15 @@ class HeadTrainer:
         self.generator = torch.Generator().manual_seed(cfg.seed)
         self.state = {"step": 0, "trained_tokens": 0, "runs": []}
 
-    def _optimizer(self, head: FeatureHead) -> torch.optim.Optimizer:
-        return torch.optim.AdamW(
-            [p for p in head.parameters() if p.requires_grad], lr=self.cfg.lr, betas=(0.9, 0.95), weight_decay=0.0
-        )
+    def run(self) -> None:
+        train(self)
 
-    def build_or_resume(self) -> None:
-        ckpt = self.workdir / "checkpoint.pt"
-        if ckpt.exists():
-            saved = torch.load(ckpt, weights_only=False)
+    def build(self, saved: dict | None) -> None:
+        if saved is not None:
             self.state = saved["state"]
             self.head = build_head(self.target, saved["num_layers"], saved["head_token_ids"]).float()
             self.head.load_state_dict(saved["head"])
-            self.optimizer = self._optimizer(self.head)
+            self.optimizer = head_optimizer(self.head, self.cfg.lr)
             self.optimizer.load_state_dict(saved["optimizer"])
             log.info("resumed at step %d, %d trained tokens", self.state["step"], self.state["trained_tokens"])
             return
@@ -230,125 +235,74 @@ class HeadTrainer:
         else:
             ids = self._head_vocabulary() if self.cfg.head_size else None
             self.head = build_head(self.target, self.cfg.num_layers, ids, seed=self.cfg.seed).float()
-        self.optimizer = self._optimizer(self.head)
+        self.optimizer = head_optimizer(self.head, self.cfg.lr)
 
     def _head_vocabulary(self) -> list[int]:
         """The `head_size` tokens of most target mass over the first chunks of the corpus."""
-        while len(self.corpus.records) < 4 * self.cfg.batch_seqs:
-            time.sleep(5 if self.corpus.refresh() == 0 else 0)
+        wait_for_records(self.corpus, BATCHES_BEFORE_TRAINING * self.cfg.batch_seqs)
         mass = corpus_mass(self.corpus.records, self.target.config.vocab_size)
         ids = choose_head_tokens(mass, self.cfg.head_size, self.special_ids)
         self.state["head_mass_coverage"] = float(mass[ids].sum() / mass.sum())
         return ids
 
-    def checkpoint(self) -> None:
-        saved = {
+    def checkpoint(self) -> dict:
+        return {
             "num_layers": self.head.num_layers,
             "head_token_ids": self.head.head_ids,
             "head": self.head.state_dict(),
             "optimizer": self.optimizer.state_dict(),
             "state": self.state,
         }
-        path = self.workdir / "checkpoint.pt"
-        torch.save(saved, path.with_suffix(".tmp"))
-        path.with_suffix(".tmp").replace(path)
+
+    def export(self) -> None:
         meta = {
             "trained_tokens": self.state["trained_tokens"],
             "steps": self.state["step"],
             "train_config": asdict(self.cfg) | {"workdir": None},
         }
         save_head(self.head, self.workdir / "head.safetensors", extra_meta=meta)
-        (self.workdir / "state.json").write_text(json.dumps(self.state, indent=1))
 
-    def evaluate(self, heldout) -> None:
-        from .pipeline import _append
+    def heldout(self) -> dict[str, list[dict]]:
+        return load_heldout(self.workdir)
 
+    def start(self) -> None:
+        self.index = full_to_head_index(self.head)
+        self.device = next(self.head.parameters()).device
+        # autocast lowers float32 only (a float64 head, as in the exactness tests, stays as it is)
+        self.bf16 = (
+            compute_dtype(self.cfg.compute_dtype, self.device) == torch.bfloat16 and self.head.dtype == torch.float32
+        )
+        self.state["runs"][-1]["compute_dtype"] = "bfloat16" if self.bf16 else "float32"
+        self.kls: list[list[float]] = []
+
+    def step(self, records: list[dict]) -> int:
+        # outside autocast: collation concatenates the fp16 stores
+        batch = to_device(collate_features(records, self.cfg.max_len), self.device)
+        self.kls.append(
+            optimizer_step(
+                self.head, self.optimizer, batch, self.index, self.cfg, self.state["step"], self.generator, self.bf16
+            )
+        )
+        return 1
+
+    def window(self, rate: float) -> tuple[dict, str]:
+        mean_kls = [round(sum(k[s] for k in self.kls) / len(self.kls), 4) for s in range(self.cfg.steps)]
+        self.kls = []
+        row = {"step": self.state["step"], "trained_tokens_per_s": rate, "kl_per_step": mean_kls}
+        return row, f"KL per unrolled step {mean_kls}"
+
+    def evaluate(self, heldout) -> list[tuple[str, str, dict]]:
         stats = evaluate_head(self.head, heldout, max_len=self.cfg.max_len)
-        row = {
-            "arm": "head",
-            "loss": "kl_paper+ttt",
-            "trained_tokens": self.state["trained_tokens"],
-            "step": self.state["step"],
-            "corpus_tokens": self.corpus.answer_tokens,
-            "time": time.time(),
-        } | stats
-        _append(self.workdir / "curve.jsonl", row)
         log.info(
             "eval at %d tokens: accept@1 %s, mean accept@1..4 %s",
             self.state["trained_tokens"],
             {f: round(s["accept_paper"], 3) for f, s in stats.items()},
             [round(stats["mean"][f"accept_paper@{s}"], 3) for s in range(1, 5)],
         )
+        return [("head", "kl_paper+ttt", stats)]
 
-    def run(self) -> None:
-        from .pipeline import _append, _stop_event, load_heldout
-
-        cfg = self.cfg
-        torch.set_num_threads(cfg.threads)
-        self.build_or_resume()
-        self.state["runs"].append({"from_tokens": self.state["trained_tokens"], "config": asdict(cfg)})
-        heldout = load_heldout(self.workdir)
-        if self.state["step"] == 0:
-            self.evaluate(heldout)
-        index = full_to_head_index(self.head)
-        device = next(self.head.parameters()).device
-        # autocast lowers float32 only (a float64 head, as in the exactness tests, stays as it is)
-        bf16 = compute_dtype(cfg.compute_dtype, device) == torch.bfloat16 and self.head.dtype == torch.float32
-        self.state["runs"][-1]["compute_dtype"] = "bfloat16" if bf16 else "float32"
-        stop, t_start = _stop_event(), time.time()
-        last_ckpt = last_refresh = window_start = time.time()
-        window_tokens, by_family, kls = 0, self.corpus.by_family(), []
-        next_eval = self.state["trained_tokens"] + cfg.eval_every_tokens
-        while (
-            not stop.is_set()
-            and (time.time() - t_start) / 60 < cfg.max_minutes
-            and self.state["trained_tokens"] < cfg.max_train_tokens
-        ):
-            if time.time() - last_refresh > 30 or len(self.corpus.records) < 4 * cfg.batch_seqs:
-                if self.corpus.refresh() == 0 and len(self.corpus.records) < 4 * cfg.batch_seqs:
-                    time.sleep(5)  # a fresh work dir: wait for the producer's first chunks
-                    continue
-                by_family, last_refresh = self.corpus.by_family(), time.time()
-            records = sample_batch(by_family, cfg.batch_seqs, self.rng)
-            # outside autocast: collation concatenates the fp16 stores
-            batch = to_device(collate_features(records, cfg.max_len), device)
-            step_kls = optimizer_step(
-                self.head, self.optimizer, batch, index, cfg, self.state["step"], self.generator, bf16
-            )
-            kls.append(step_kls)
-            n = sum(len(r["answer_ids"]) for r in records)
-            self.state["step"] += 1
-            self.state["trained_tokens"] += n
-            window_tokens += n
-            if self.state["step"] % 20 == 0:
-                rate = window_tokens / (time.time() - window_start)
-                mean_kls = [round(sum(k[s] for k in kls) / len(kls), 4) for s in range(cfg.steps)]
-                _append(
-                    self.workdir / "rates.jsonl",
-                    {
-                        "process": "train",
-                        "time": time.time(),
-                        "step": self.state["step"],
-                        "trained_tokens_per_s": rate,
-                        "kl_per_step": mean_kls,
-                    },
-                )
-                log.info(
-                    "step %d tokens %d %.0f tok/s KL per unrolled step %s",
-                    self.state["step"],
-                    self.state["trained_tokens"],
-                    rate,
-                    mean_kls,
-                )
-                window_tokens, window_start, kls = 0, time.time(), []
-            if self.state["trained_tokens"] >= next_eval:
-                self.evaluate(heldout)
-                next_eval += cfg.eval_every_tokens
-            if time.time() - last_ckpt > cfg.ckpt_minutes * 60:
-                self.checkpoint()
-                last_ckpt = time.time()
-        self.checkpoint()
-        self.evaluate(heldout)
+    def after_step(self, heldout) -> bool:
+        return False
 
 
 # ----------------------------------------------------------------------------- design choices
@@ -357,9 +311,9 @@ class HeadTrainer:
 def with_vocabulary(head: FeatureHead, target, head_token_ids: list[int] | None) -> FeatureHead:
     """The same trained head read through another set of the target's LM-head rows (None: all):
     the head predicts a feature, so any vocabulary can read it; only the cost and q change."""
-    from ..models.head import FeatureHead as Head
-
-    other = Head(head.config, target.get_input_embeddings(), target.get_output_embeddings().weight, head_token_ids)
+    other = FeatureHead(
+        head.config, target.get_input_embeddings(), target.get_output_embeddings().weight, head_token_ids
+    )
     other.load_state_dict(head.state_dict())
     return other.to(head.dtype).eval()
 
@@ -396,10 +350,7 @@ def heads_ab(
     """Heads trained side by side on identical batches (and noise) for `tokens` answer tokens, each
     arm with its own compute dtype (bf16 under autocast, else float32): held-out acceptance per
     draft position and trained tokens/s."""
-    optimizers = {
-        n: torch.optim.AdamW(h.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=0.0)
-        for n, (h, _) in arms.items()
-    }
+    optimizers = {n: head_optimizer(h, cfg.lr) for n, (h, _) in arms.items()}
     first = next(iter(arms.values()))[0]
     index, rng, seconds = full_to_head_index(first), random.Random(cfg.seed), dict.fromkeys(arms, 0.0)
     by_family, trained, step = corpus.by_family(), 0, 0

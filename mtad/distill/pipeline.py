@@ -17,10 +17,8 @@ from __future__ import annotations
 import json
 import logging
 import random
-import signal
-import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -35,9 +33,9 @@ from .training import (
     collate,
     evaluate,
     full_to_head_index,
-    sample_batch,
     train_step,
 )
+from .training_loop import BATCHES_BEFORE_TRAINING, RATE_WINDOW, append_jsonl, stop_event, train, wait_for_records
 
 log = logging.getLogger(__name__)
 
@@ -68,20 +66,6 @@ class DistillConfig:
     threads: int = 1
     seed: int = 0
     features: bool = False  # store the target's hidden states per position (what a feature head reads)
-
-
-def _stop_event() -> threading.Event:
-    """Set by SIGTERM/SIGINT: the loop finishes its step, saves, and exits."""
-    stop = threading.Event()
-    if threading.current_thread() is threading.main_thread():
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, lambda *_: stop.set())
-    return stop
-
-
-def _append(path: Path, row: dict) -> None:
-    with open(path, "a") as f:
-        f.write(json.dumps(row) + "\n")
 
 
 # ----------------------------------------------------------------------------- producer
@@ -130,9 +114,9 @@ def produce(cfg: DistillConfig, target, tokenizer, name: str = "p0") -> None:
     torch.set_num_threads(cfg.threads)
     workdir = Path(cfg.workdir)
     corpus = Corpus(workdir)
-    stop, t_start = _stop_event(), time.time()
+    stop, t_start = stop_event(), time.time()
     ceiling = roofline(target, cfg.slots)  # what this machine allows, printed beside every chunk's rates
-    _append(workdir / "rates.jsonl", {"process": "roofline", "time": time.time()} | ceiling)
+    append_jsonl(workdir / "rates.jsonl", {"process": "roofline", "time": time.time()} | ceiling)
     log.info(
         "roofline: scoring %.0f positions/s, sampling %.0f tokens/s (%d slots)",
         ceiling["scored_positions_per_s"],
@@ -172,7 +156,7 @@ def produce(cfg: DistillConfig, target, tokenizer, name: str = "p0") -> None:
         n += 1
         meta.update(chunk=n, time=time.time(), tokens_per_s=meta["tokens"] / (meta["sample_s"] + meta["score_s"]))
         meta["scored_positions_per_s"] = meta["positions"] / meta["score_s"]
-        _append(workdir / "rates.jsonl", {"process": "produce"} | meta)
+        append_jsonl(workdir / "rates.jsonl", {"process": "produce"} | meta)
         log.info(
             "chunk %d (%s): %d answer tokens, sampled in %.1fs (%.0f tok/s; roofline %.0f), "
             "scored %d positions in %.1fs (%.0f/s; roofline %.0f)",
@@ -193,6 +177,10 @@ def produce(cfg: DistillConfig, target, tokenizer, name: str = "p0") -> None:
 
 
 class Trainer:
+    """The layer draft's arm of `training_loop.train`: one draft per loss of the A/B on identical batches
+    until `ab_tokens`, then the winner alone. Checkpoints hold every arm's trainable weights and
+    optimiser; `draft.safetensors` is written once one arm is left (the producer samples from it)."""
+
     def __init__(self, cfg: DistillConfig, target, special_ids: list[int] = ()):
         self.cfg, self.target, self.special_ids = cfg, target, list(special_ids)
         self.workdir = Path(cfg.workdir)
@@ -201,23 +189,23 @@ class Trainer:
         self.state = {"step": 0, "trained_tokens": 0, "winner": None, "runs": []}
         self.arms: list[Arm] = []
 
+    def run(self) -> None:
+        train(self)
+
     # -- draft, arms and checkpoints
     def _new_draft(self):
         if self.cfg.init_from:
             return load_draft(self.cfg.init_from, self.target, dtype=torch.float32)
         head = None
         if self.cfg.head_size:
-            while len(self.corpus.records) < 4 * self.cfg.batch_seqs:  # choose the head on the first chunks
-                time.sleep(5 if self.corpus.refresh() == 0 else 0)
+            wait_for_records(self.corpus, BATCHES_BEFORE_TRAINING * self.cfg.batch_seqs)  # the head: first chunks
             mass = target_mass(self.target, self.corpus.records)
             head = choose_head_tokens(mass, self.cfg.head_size, self.special_ids)
             self.state["head_mass_coverage"] = float(mass[head].sum() / mass.sum())
         return build_draft_from_target(self.target, self.cfg.layers, head).float()
 
-    def build_or_resume(self) -> None:
-        ckpt = self.workdir / "checkpoint.pt"
-        if ckpt.exists():
-            saved = torch.load(ckpt, weights_only=False)
+    def build(self, saved: dict | None) -> None:
+        if saved is not None:
             self.state = saved["state"]
             for arm_saved in saved["arms"]:
                 arm = Arm(
@@ -246,9 +234,9 @@ class Trainer:
             else [Arm(losses[0], base.draft, self.cfg.lr, losses[0])]
         )
 
-    def checkpoint(self) -> None:
+    def checkpoint(self) -> dict:
         lead = self.arms[0].draft
-        saved = {
+        return {
             "layers": list(lead.config.draft_source_layers),
             "head": list(lead.config.draft_head_token_ids) if lead.is_restricted else None,
             "arms": [
@@ -266,40 +254,53 @@ class Trainer:
             ],
             "state": self.state,
         }
-        path = self.workdir / "checkpoint.pt"
-        torch.save(saved, path.with_suffix(".tmp"))
-        path.with_suffix(".tmp").replace(path)
+
+    def export(self) -> None:
         if len(self.arms) == 1:  # the producer samples on-policy from this file
             meta = {
                 "trained_tokens": self.state["trained_tokens"],
                 "steps": self.state["step"],
                 "loss": self.arms[0].loss,
             }
-            save_draft(lead, self.workdir / "draft.safetensors", extra_meta=meta)  # written atomically
-        (self.workdir / "state.json").write_text(json.dumps(self.state, indent=1))
+            save_draft(self.arms[0].draft, self.workdir / "draft.safetensors", extra_meta=meta)  # written atomically
 
-    # -- evaluation and the A/B
+    # -- steps, evaluation and the A/B
     def heldout(self) -> dict[str, list[dict]]:
         return load_heldout(self.workdir)
 
-    def evaluate(self, heldout) -> None:
+    def start(self) -> None:
+        self.head_index = full_to_head_index(self.arms[0].draft)
+
+    def step(self, records: list[dict]) -> int:
+        batch = collate(records)
+        for arm in self.arms:
+            arm.losses.append(train_step(arm.draft, arm.optimizer, batch, self.head_index, arm.loss))
+        return len(self.arms)
+
+    def window(self, rate: float) -> tuple[dict, str]:
+        losses = {a.name: sum(a.losses[-RATE_WINDOW:]) / RATE_WINDOW for a in self.arms}
+        row = {"arms": len(self.arms), "trained_tokens_per_s": rate, "step": self.state["step"], "losses": losses}
+        rounded = {a: round(v, 4) for a, v in losses.items()}
+        return row, f"losses {rounded}"
+
+    def evaluate(self, heldout) -> list[tuple[str, str, dict]]:
+        out = []
         for arm in self.arms:
             stats = evaluate(arm.draft, heldout)
-            row = {
-                "arm": arm.name,
-                "loss": arm.loss,
-                "trained_tokens": self.state["trained_tokens"],
-                "step": self.state["step"],
-                "corpus_tokens": self.corpus.answer_tokens,
-                "time": time.time(),
-            } | stats
-            _append(self.workdir / "curve.jsonl", row)
+            out.append((arm.name, arm.loss, stats))
             log.info(
                 "eval %s at %d tokens: %s",
                 arm.name,
                 self.state["trained_tokens"],
                 {f: round(s["accept_paper"], 4) for f, s in stats.items()},
             )
+        return out
+
+    def after_step(self, heldout) -> bool:
+        if len(self.arms) > 1 and self.state["trained_tokens"] >= self.cfg.ab_tokens:
+            self.finish_ab(heldout)
+            return True
+        return False
 
     def finish_ab(self, heldout) -> None:
         """Keep the arm with the highest mean held-out acceptance at the paper's setting."""
@@ -315,69 +316,3 @@ class Trainer:
         )
         self.arms = [a for a in self.arms if a.name == winner]
         self.state["winner"] = winner
-
-    # -- the loop
-    def run(self) -> None:
-        cfg = self.cfg
-        torch.set_num_threads(cfg.threads)
-        self.build_or_resume()
-        self.state["runs"].append({"from_tokens": self.state["trained_tokens"], "config": asdict(cfg)})
-        heldout = self.heldout()
-        if self.state["step"] == 0:
-            self.evaluate(heldout)
-        head_index = full_to_head_index(self.arms[0].draft)
-        stop, t_start = _stop_event(), time.time()
-        last_ckpt = last_refresh = window_start = time.time()
-        window_tokens, by_family = 0, self.corpus.by_family()
-        next_eval = self.state["trained_tokens"] + cfg.eval_every_tokens
-        while (
-            not stop.is_set()
-            and (time.time() - t_start) / 60 < cfg.max_minutes
-            and self.state["trained_tokens"] < cfg.max_train_tokens
-        ):
-            if time.time() - last_refresh > 30 or len(self.corpus.records) < 4 * cfg.batch_seqs:
-                if self.corpus.refresh() == 0 and len(self.corpus.records) < 4 * cfg.batch_seqs:
-                    time.sleep(5)
-                    continue
-                by_family, last_refresh = self.corpus.by_family(), time.time()
-            records = sample_batch(by_family, cfg.batch_seqs, self.rng)
-            batch = collate(records)
-            for arm in self.arms:
-                arm.losses.append(train_step(arm.draft, arm.optimizer, batch, head_index, arm.loss))
-            n = sum(len(r["answer_ids"]) for r in records)
-            self.state["step"] += 1
-            self.state["trained_tokens"] += n
-            window_tokens += n * len(self.arms)
-            if self.state["step"] % 20 == 0:
-                rate = window_tokens / (time.time() - window_start)
-                _append(
-                    self.workdir / "rates.jsonl",
-                    {
-                        "process": "train",
-                        "time": time.time(),
-                        "arms": len(self.arms),
-                        "trained_tokens_per_s": rate,
-                        "step": self.state["step"],
-                        "losses": {a.name: sum(a.losses[-20:]) / 20 for a in self.arms},
-                    },
-                )
-                log.info(
-                    "step %d tokens %d %.0f tok/s losses %s",
-                    self.state["step"],
-                    self.state["trained_tokens"],
-                    rate,
-                    {a.name: round(sum(a.losses[-20:]) / 20, 4) for a in self.arms},
-                )
-                window_tokens, window_start = 0, time.time()
-            if len(self.arms) > 1 and self.state["trained_tokens"] >= cfg.ab_tokens:
-                self.finish_ab(heldout)
-                next_eval = self.state["trained_tokens"] + cfg.eval_every_tokens
-                self.checkpoint()
-            if self.state["trained_tokens"] >= next_eval:
-                self.evaluate(heldout)
-                next_eval += cfg.eval_every_tokens
-            if time.time() - last_ckpt > cfg.ckpt_minutes * 60:
-                self.checkpoint()
-                last_ckpt = time.time()
-        self.checkpoint()
-        self.evaluate(heldout)
