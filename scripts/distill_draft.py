@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+RESULTS = Path(__file__).resolve().parents[1] / "results" / "draft"
 
 
 def main(argv=None) -> int:
@@ -82,33 +83,16 @@ def main(argv=None) -> int:
     dest = dest if dest.is_absolute() else ASSETS_DIR / dest
     head = cfg["draft"]["source"] == "head"
     if args.job in ("export", "card"):
-        from mtad.distill.card import plot_curves, write_card, write_head_card
+        from mtad.distill.card import publish
 
         trained = workdir / ("head.safetensors" if head else "draft.safetensors")
         if args.job == "export":
             shutil.copyfile(trained, dest)
-        results = Path(__file__).resolve().parents[1] / "results" / "draft"
-        results.mkdir(parents=True, exist_ok=True)
-        prefix = "head_training_" if head else "training_"  # one set of training records per draft kind
-        for name in ("curve.jsonl", "ab.json", "rates.jsonl"):
-            if (workdir / name).exists():
-                shutil.copyfile(workdir / name, results / (prefix + name))
-        plot_curves(workdir, results / f"{prefix}curve.png")
-        if head:
-            write_head_card(workdir, dest, dest.with_suffix(".md"), args.command, results / "measure.json")
-        else:
-            write_card(
-                workdir,
-                dest,
-                dest.with_suffix(".md"),
-                args.command,
-                results / "measure.json",
-                results / "pipeline_rates.json",
-            )
+        card = publish("head" if head else "layers", workdir, dest, RESULTS, args.command)
         print(
-            f"exported {trained} -> {dest} (+ model card {dest.with_suffix('.md').name})"
+            f"exported {trained} -> {dest} (+ model card {card.name})"
             if args.job == "export"
-            else f"model card written: {dest.with_suffix('.md')}"
+            else f"model card written: {card}"
         )
         return 0
 
@@ -163,11 +147,10 @@ def main(argv=None) -> int:
 
 
 def head_design(args, workdir: Path, head_file: Path, target, special_ids: list[int]) -> int:
-    """The head's design choices on the stored corpus: depth (an A/B from scratch) and vocabulary."""
-    import json
-
+    """The head's design choices on the stored corpus: depth (an A/B from scratch), compute dtype and vocabulary."""
     import torch
 
+    from mtad.distill.card import write_design
     from mtad.distill.corpus import Corpus
     from mtad.distill.head_training import (
         HeadTrainConfig,
@@ -181,76 +164,24 @@ def head_design(args, workdir: Path, head_file: Path, target, special_ids: list[
     from mtad.distill.training import choose_head_tokens
     from mtad.models.head import load_head
 
-    results = Path(__file__).resolve().parents[1] / "results" / "draft"
-    path = results / "head_design.json"
-    design = json.loads(path.read_text()) if path.exists() else {}
     corpus, heldout = Corpus(workdir), load_heldout(workdir)
     mass = corpus_mass(corpus.records, target.config.vocab_size)
     if args.job == "head-ab":
         cfg = HeadTrainConfig(workdir=str(workdir), lr=args.head_lr, steps=args.unroll)
         ids = choose_head_tokens(mass, cfg.head_size, special_ids)
         layers = tuple(int(n) for n in args.ab_layers.split(","))
-        design["layers_ab"] = layers_ab(cfg, target, corpus, heldout, layers, args.ab_tokens, ids)
+        key, value = "layers_ab", layers_ab(cfg, target, corpus, heldout, layers, args.ab_tokens, ids)
     elif args.job == "dtype-ab":  # from the committed head, read through the trainer's vocabulary
         cfg = HeadTrainConfig(workdir=str(workdir), lr=args.head_lr, steps=args.unroll)
         ids = choose_head_tokens(mass, cfg.head_size, special_ids)
         head = with_vocabulary(load_head(head_file, target, torch.float32), target, ids)
-        design["compute_dtype_ab"] = compute_dtype_ab(cfg, corpus, heldout, head, args.ab_tokens)
+        key, value = "compute_dtype_ab", compute_dtype_ab(cfg, corpus, heldout, head, args.ab_tokens)
     else:
         head = load_head(head_file if head_file.exists() else workdir / "head.safetensors", target, torch.float32)
         sizes = [int(n) for n in args.vocab_sizes.split(",")]
-        design["vocabulary"] = {
-            "head_trained_tokens": head.meta.get("trained_tokens"),
-            "rows": vocabulary_sweep(head, target, heldout, mass, sizes, special_ids),
-        }
-    results.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(design, indent=1) + "\n")
-    lines = [
-        "# Feature head: design choices (`scripts/distill_draft.py head-ab | head-vocab`)",
-        "",
-        "Held-out E[accept] = sum_x min(p', q') at top-k 10 / top-p 0.9 on target answers to held-out "
-        "prompts; @s = the s-th drafted token (the head on its own features after the first).",
-    ]
-    for key, title, column in (
-        ("layers_ab", "Depth: from scratch on identical batches", "layers"),
-        ("compute_dtype_ab", "Compute dtype: the committed head trained on identical batches", "compute"),
-    ):
-        if key not in design:
-            continue
-        ab = design[key]
-        lines += [
-            "",
-            f"## {title}, {ab['tokens']} answer tokens each (corpus {ab['corpus_tokens']} tokens)",
-            "",
-            f"| {column} | @1 | @2 | @3 | @4 | trained tokens/s |",
-            "|---|---|---|---|---|---|",
-        ]
-        for n, arm in ab["arms"].items():
-            a = arm["accept_paper"]
-            lines.append(
-                f"| {n} | "
-                + " | ".join(f"{a[str(s)] if str(s) in a else a[s]:.3f}" for s in range(1, 5))
-                + f" | {arm['trained_tokens_per_s']:.0f} |"
-            )
-    if "vocabulary" in design:
-        v = design["vocabulary"]
-        lines += [
-            "",
-            f"## Vocabulary: the trained head ({v['head_trained_tokens']} tokens) read through the most "
-            "probable tokens of the corpus",
-            "",
-            "| vocabulary | target mass covered | @1 | @2 | @3 | @4 | head step (ms) | / target step |",
-            "|---|---|---|---|---|---|---|---|",
-        ]
-        for r in v["rows"]:
-            a = r["accept_paper"]
-            lines.append(
-                f"| {r['vocabulary']} | {r['mass_coverage']:.3f} | "
-                + " | ".join(f"{a[str(s)] if str(s) in a else a[s]:.3f}" for s in range(1, 5))
-                + f" | {r['step_ms']:.1f} | {r['step_ms'] / r['target_step_ms']:.1%} |"
-            )
-    (results / "head_design.md").write_text("\n".join(lines) + "\n")
-    print((results / "head_design.md").read_text())
+        rows = vocabulary_sweep(head, target, heldout, mass, sizes, special_ids)
+        key, value = "vocabulary", {"head_trained_tokens": head.meta.get("trained_tokens"), "rows": rows}
+    print(write_design(RESULTS, key, value))
     return 0
 
 

@@ -245,7 +245,7 @@ def test_scoring_keeps_the_targets_features_when_asked(tiny):
 
 def test_head_producer_and_trainer_run_resume_and_write_a_card(tiny, tmp_path):
     from mtad.distill import HeadTrainConfig, HeadTrainer
-    from mtad.distill.card import write_head_card
+    from mtad.distill.card import write_card
     from mtad.models.head import load_head
 
     target, tokenizer = tiny
@@ -290,7 +290,7 @@ def test_head_producer_and_trainer_run_resume_and_write_a_card(tiny, tmp_path):
     assert json.loads((fresh / "state.json").read_text())["trained_tokens"] == 0
 
     card = tmp_path / "card.md"
-    write_head_card(tmp_path, tmp_path / "head.safetensors", card, "make draft PAIR=x")
+    write_card("head", tmp_path, tmp_path / "head.safetensors", card, "make draft PAIR=x")
     text = card.read_text()
     assert "feature head" in text and f"| {state['trained_tokens']} |" in text
 

