@@ -46,61 +46,34 @@ from mtad.runner.cell import (
     failures_recorded,
     incomplete,
     missing_or_fail,
-    now,
     plan_cell,
 )
 from mtad.runner.checks import SettingError, check_override_keys
-from mtad.runner.devices import load_pair_cached, model_devices, reset_peak_memory
 from mtad.runner.layout import resolve_cell
 from mtad.runner.lock import cell_lock
-from mtad.runner.loop import CellRunner
 from mtad.runner.offline import settle_hub_access
+from mtad.runner.session import CellSession
 
 log = logging.getLogger("mtad.run")
 
 
 def run_cell(cfg: DictConfig, plan: CellPlan, logger) -> dict:
-    """Generate, score and record the examples of one cell that are not done yet (the cell is held)."""
-    import torch
+    """Generate, score and record the examples of one cell that are not done yet (the cell is held):
+    a session of one cell (``mtad.runner.session``)."""
     from tqdm import tqdm
 
-    from mtad.decoding import get_decoder
-    from mtad.metrics.energy import make_energy_meter
-
-    if cfg.threads:
-        torch.set_num_threads(int(cfg.threads))
     run = CellRun(plan, logger=logger)
     log.info("%s", run.describe())
     finished = run.finished_metrics()
     if finished is not None:
         log.info("cell %s is complete: nothing to do", plan.cell.name)
         return finished
-
-    pair = load_pair_cached(OmegaConf.to_container(cfg.pair, resolve=True))
-    plan.task.bind_pair(pair)
-    decoder = get_decoder(
-        plan.cell.method, target=pair.target, draft=pair.draft, decode_path=pair.decode_path, **plan.method_params
-    )
-    devices = model_devices(pair.target, pair.draft)
-    meter, energy_reason = make_energy_meter(cfg.energy.meter, devices)
-    if energy_reason:
-        log.info("energy: %s", energy_reason)
-    run.start(
-        {
-            **provenance.environment_record(devices=devices, models=(pair.target, pair.draft)),
-            "pair_name": getattr(pair, "name", None),
-            "energy_missing_reason": energy_reason,
-            "started": now(),
-        }
-    )
-    run.rescore()
-    runner = CellRunner(cfg, pair, plan.task, decoder, meter)
-    if run.pending and cfg.warmup_tokens:
-        runner.warm_up(run.pending[0])  # untimed: first-call allocations and kernel selection
-    reset_peak_memory(devices)
+    session = CellSession(cfg, {plan.cell.method: run})
+    session.open()
+    session.warm_up(run.pending[0] if run.pending else None, [plan.cell.method])
     for example in tqdm(list(run.pending), desc=plan.cell.name, disable=not cfg.progress, dynamic_ncols=True):
-        run.record(runner.run_example(example))
-    metrics = run.close(devices)
+        session.run(plan.cell.method, example)
+    (metrics,) = session.close().values()
     error = incomplete(metrics)
     if error is not None:
         raise error

@@ -103,7 +103,7 @@ def test_method_config_is_the_settings_class_with_its_defaults(method):
 )
 def test_method_overrides_reach_the_settings(method, override, key, value):
     composed = OmegaConf.to_container(compose_cfg([f"method={method}", override]).method)
-    settings = DECODERS[method].settings(**check_method(method, composed))
+    settings = check_method(method, composed)
     assert getattr(settings, key) == value and type(getattr(settings, key)) is type(value)
 
 

@@ -133,8 +133,8 @@ def test_unknown_keyword_or_other_settings_class_is_refused(models):
 
 def test_check_method_builds_the_settings_without_models():
     checked = check_method("specinfer", {"k_config": [2, 2], "replacement": False})
-    assert checked == dataclasses.asdict(SpecInferParams(k_config=(2, 2), replacement=False))
-    assert list(checked) == list(EXPECTED["specinfer"][1]) and checked["k_config"] == (2, 2)
+    assert checked == SpecInferParams(k_config=(2, 2), replacement=False)
+    assert list(dataclasses.asdict(checked)) == list(EXPECTED["specinfer"][1]) and checked.k_config == (2, 2)
     with pytest.raises(SettingError, match="method=mtad: threshold must be in"):
         check_method("mtad", {"threshold": 2.0})
     with pytest.raises(SettingError, match="method=sps: .*unknown parameter.*valid"):

@@ -204,7 +204,7 @@ def test_permission_errors_name_the_setting_of_their_folder(tmp_path):
 
 
 UNWRITABLE_CACHE = """
-import mtad.run as r
+import mtad.runner.session as r
 from mtad.data import cache_root
 def load_pair_cached(cfg):
     raise PermissionError(13, "Permission denied", str(cache_root() / "targets" / "x" / "model.safetensors"))

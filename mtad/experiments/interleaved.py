@@ -12,7 +12,9 @@ order in which generations ran differs. The run resumes like ``mtad-run``: a rer
 (prompt, method) already in its cell's ``samples.jsonl`` and scores again the answers a task
 could not score before. ``max_minutes`` stops starting new prompts after that long; the cells are
 then ``incomplete`` and a rerun continues them. Each cell's lifecycle (resume, records, metrics,
-env.json, error.txt, ``missing_data``) is ``mtad.runner.cell``'s, as for ``mtad-run``; no tracker
+env.json, error.txt, ``missing_data``) is ``mtad.runner.cell``'s and the resources every cell
+shares (pair, decoders, devices, energy, warm-up) one ``mtad.runner.session.CellSession``'s, as
+for ``mtad-run``, whose single cell is this with one method and one task; no tracker
 run is opened (one per cell cannot be open at once), so ``logger`` is ignored here.
 
     from mtad.experiments.interleaved import run_interleaved
@@ -26,15 +28,13 @@ import time
 from contextlib import ExitStack
 from itertools import zip_longest
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from mtad.configs import compose
-from mtad.runner import provenance
-from mtad.runner.cell import CellPlan, CellRun, failures_recorded, missing_or_fail, now, plan_cell
-from mtad.runner.devices import load_pair_cached, model_devices, reset_peak_memory
+from mtad.runner.cell import CellPlan, CellRun, failures_recorded, missing_or_fail, plan_cell
 from mtad.runner.layout import Cell, cell_directory, override_dirname
 from mtad.runner.lock import cell_lock
-from mtad.runner.loop import CellRunner
+from mtad.runner.session import CellSession
 
 log = logging.getLogger("mtad.interleaved")
 
@@ -119,37 +119,15 @@ def _open_runs(plans: dict[tuple[str, str], CellPlan], methods, tasks) -> dict[t
 
 
 def _run_held(plans, methods, tasks, max_minutes, progress) -> dict:
-    import torch
     from tqdm import tqdm
 
-    from mtad.decoding import get_decoder
-    from mtad.metrics.energy import make_energy_meter
-
     first = plans[(tasks[0], methods[0])].cfg
-    if first.threads:
-        torch.set_num_threads(int(first.threads))
     runs = _open_runs(plans, methods, tasks)
     tasks = [t for t in tasks if (t, methods[0]) in runs]
     if not tasks:
         return {"metrics": {}, "stopped_by_time_limit": False, "minutes": 0.0}
-    pair = load_pair_cached(OmegaConf.to_container(first.pair, resolve=True))
-    devices = model_devices(pair.target, pair.draft)
-    meter, energy_reason = make_energy_meter(first.energy.meter, devices)
-    environment = {
-        **provenance.environment_record(devices=devices, models=(pair.target, pair.draft)),
-        "pair_name": getattr(pair, "name", None),
-        "energy_missing_reason": energy_reason,
-        "started": now(),
-    }
-    runners = {}
-    for (t, m), run in runs.items():
-        run.task.bind_pair(pair)
-        decoder = get_decoder(
-            m, target=pair.target, draft=pair.draft, decode_path=pair.decode_path, **run.plan.method_params
-        )
-        runners[(t, m)] = CellRunner(run.cfg, pair, run.task, decoder, meter)
-        run.start(environment)
-        run.rescore()
+    session = CellSession(first, runs)
+    session.open()
 
     prompts = schedule({t: runs[(t, methods[0])].examples for t in tasks})
     pending = [(t, e) for t, e in prompts if any(str(e["id"]) not in runs[(t, m)].done for m in methods)]
@@ -160,10 +138,8 @@ def _run_held(plans, methods, tasks, max_minutes, progress) -> dict:
         len(methods),
         len(pending),
     )
-    if pending and first.warmup_tokens:
-        for m in methods:  # untimed: first-call allocations and kernel selection, per decoder
-            runners[(pending[0][0], m)].warm_up(pending[0][1])
-    reset_peak_memory(devices)
+    task, example = pending[0] if pending else (None, None)
+    session.warm_up(example, [(task, m) for m in methods])
     start, stopped = time.perf_counter(), False
     for k, (t, example) in enumerate(
         tqdm(pending, disable=not progress, desc=first.experiment_name, dynamic_ncols=True)
@@ -176,6 +152,6 @@ def _run_held(plans, methods, tasks, max_minutes, progress) -> dict:
             break
         for m in rotated(methods, k):
             if str(example["id"]) not in runs[(t, m)].done:
-                runs[(t, m)].record(runners[(t, m)].run_example(example))
-    metrics = {key: run.close(devices, timing=TIMING) for key, run in runs.items()}
+                session.run((t, m), example)
+    metrics = session.close(timing=TIMING)
     return {"metrics": metrics, "stopped_by_time_limit": stopped, "minutes": (time.perf_counter() - start) / 60}

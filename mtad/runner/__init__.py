@@ -7,5 +7,8 @@
 - ``provenance``: the environment record, with the commit read once when the process starts;
 - ``devices``: model loading, devices, synchronisation, peak memory;
 - ``loop``: generating, scoring and re-judging the examples of one cell;
+- ``session``: the resources a run of cells shares on one pair (pair, decoders, devices, energy
+  meter, environment, warm-up, peak memory) and their lifecycle, for ``mtad-run``'s single cell
+  and the interleaved scheduler's many;
 - ``aggregate``: a cell's metrics from its records.
 """

@@ -20,7 +20,7 @@ import json
 import logging
 import traceback
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -67,8 +67,13 @@ class CellPlan:
     cell: Cell
     task: object
     limit: int | None
-    method_params: dict
+    method_settings: object  # the method's frozen settings (mtad/decoding/params.py), built once
     identity: dict
+
+    @property
+    def method_params(self) -> dict:
+        """The method's settings as a dict in field order (what the records state)."""
+        return asdict(self.method_settings)
 
 
 def plan_cell(cfg: DictConfig, cell: Cell) -> CellPlan:
@@ -77,7 +82,7 @@ def plan_cell(cfg: DictConfig, cell: Cell) -> CellPlan:
     if cfg.missing_data not in MISSING_DATA_MODES:
         raise SettingError(f"missing_data must be one of {', '.join(MISSING_DATA_MODES)}, got {cfg.missing_data!r}")
     options, limit = task_settings(cfg, cell.task)
-    method_params = check_method(cell.method, OmegaConf.to_container(cfg.method, resolve=True))
+    method_settings = check_method(cell.method, OmegaConf.to_container(cfg.method, resolve=True))
     check_pair(OmegaConf.to_container(cfg.pair, resolve=True))
     task = build_task(cell.task, cfg.data_root, options)
     check_task_limit(task, cell.task, limit)
@@ -85,7 +90,7 @@ def plan_cell(cfg: DictConfig, cell: Cell) -> CellPlan:
     check_writable(cache_root(), "MTAD_CACHE (the cache of converted models and wheels)")
     identity = cell_identity(cfg, cell, options)
     check_identity(cell.directory, identity)
-    return CellPlan(cfg, cell, task, limit, method_params, identity)
+    return CellPlan(cfg, cell, task, limit, method_settings, identity)
 
 
 class CellRun:

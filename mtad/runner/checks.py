@@ -103,17 +103,15 @@ def check_pair(pair: dict) -> None:
         raise SettingError(f"pair={pair.get('name')}: {message}") from None
 
 
-def check_method(name: str, params: dict) -> dict:
-    """The method's full parameters (its settings class built from them, without loading a model),
-    as a dict in field order, for ``get_decoder(name, **params)`` and the records."""
-    from dataclasses import asdict
-
+def check_method(name: str, params: dict):
+    """The method's settings object (its frozen settings class built from ``params``, without
+    loading a model): what ``get_decoder(name, params=...)`` runs and the records state."""
     from mtad.decoding import DECODERS
 
     if name not in DECODERS:
         raise SettingError(f"unknown method {name!r}; valid: {', '.join(DECODERS)}")
     try:
-        return asdict(DECODERS[name].settings(**params))
+        return DECODERS[name].settings(**params)
     except (TypeError, ValueError) as exc:
         raise SettingError(f"method={name}: {exc}") from None
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from mtad.runner.devices import model_devices, output_device, sync
+from mtad.runner.devices import output_device, sync
 from mtad.runner.records import Record, SampleRecord, TurnRecord, derive_seed
 
 log = logging.getLogger("mtad.run")
@@ -15,11 +15,11 @@ log = logging.getLogger("mtad.run")
 class CellRunner:
     """Generates, scores and records the examples of one cell."""
 
-    def __init__(self, cfg, pair, task, decoder, meter):
+    def __init__(self, cfg, pair, task, decoder, meter, devices):
         import torch
 
         self.cfg, self.pair, self.task, self.decoder, self.meter = cfg, pair, task, decoder, meter
-        self.devices = model_devices(pair.target, pair.draft)
+        self.devices = devices  # every device the pair spans (synchronised around a timed window)
         self.gen_device = output_device(pair.target)
         self.torch = torch
 

@@ -1,0 +1,92 @@
+"""One session of cells on one pair: the resources every cell of a run shares, and their lifecycle.
+
+``mtad-run`` opens a session of one cell; the interleaved scheduler (``mtad.experiments.interleaved``)
+one of several methods (and tasks) on the same pair. Either way the session
+
+1. sets the torch threads, loads the pair (once per process), finds the devices it spans and
+   opens the energy meter over them;
+2. writes each cell's env.json start (one environment record, the same for every cell), binds
+   each cell's task to the pair, builds its decoder from the plan's checked settings and scores
+   again what a task could not score before;
+3. warms every decoder up untimed on the first pending prompt and resets the peak-memory counters;
+4. runs one (cell, example) at a time, as the scheduler orders them;
+5. closes every cell (metrics.json, env.json finish).
+
+    session = CellSession(first_cfg, runs)      # runs: {key: CellRun}
+    session.open()
+    session.warm_up(example, keys)
+    for key, example in order: session.run(key, example)
+    metrics = session.close()                   # {key: metrics}
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Hashable
+
+from omegaconf import DictConfig, OmegaConf
+
+from mtad.runner import provenance
+from mtad.runner.cell import CellRun, now
+from mtad.runner.devices import load_pair_cached, model_devices, reset_peak_memory
+from mtad.runner.loop import CellRunner
+
+log = logging.getLogger("mtad.run")
+
+
+class CellSession:
+    """The pair, devices, energy meter and environment shared by ``runs``, and each run's runner."""
+
+    def __init__(self, cfg: DictConfig, runs: dict[Hashable, CellRun]):
+        self.cfg, self.runs = cfg, runs  # cfg: the first cell's (threads, pair, energy, warm-up)
+        self.pair = self.devices = self.meter = None
+        self.runners: dict[Hashable, CellRunner] = {}
+
+    def open(self) -> None:
+        import torch
+
+        from mtad.decoding import get_decoder
+        from mtad.metrics.energy import make_energy_meter
+
+        if self.cfg.threads:
+            torch.set_num_threads(int(self.cfg.threads))
+        self.pair = load_pair_cached(OmegaConf.to_container(self.cfg.pair, resolve=True))
+        self.devices = model_devices(self.pair.target, self.pair.draft)
+        self.meter, energy_reason = make_energy_meter(self.cfg.energy.meter, self.devices)
+        if energy_reason:
+            log.info("energy: %s", energy_reason)
+        environment = {
+            **provenance.environment_record(devices=self.devices, models=(self.pair.target, self.pair.draft)),
+            "pair_name": getattr(self.pair, "name", None),
+            "energy_missing_reason": energy_reason,
+            "started": now(),
+        }
+        for key, run in self.runs.items():
+            run.task.bind_pair(self.pair)
+            decoder = get_decoder(
+                run.cell.method,
+                target=self.pair.target,
+                draft=self.pair.draft,
+                decode_path=self.pair.decode_path,
+                params=run.plan.method_settings,
+            )
+            self.runners[key] = CellRunner(run.cfg, self.pair, run.task, decoder, self.meter, self.devices)
+            run.start(environment)
+            run.rescore()
+
+    def warm_up(self, example: dict | None, keys) -> None:
+        """Untimed first calls (allocations, kernel selection) of each decoder of ``keys`` on
+        ``example`` (None: nothing left to run) when the config asks for warm-up tokens; then the
+        peak-memory counters restart."""
+        if example is not None and self.cfg.warmup_tokens:
+            for key in keys:
+                self.runners[key].warm_up(example)
+        reset_peak_memory(self.devices)
+
+    def run(self, key: Hashable, example: dict) -> None:
+        """Generate, score and record ``example`` in the cell ``key``."""
+        self.runs[key].record(self.runners[key].run_example(example))
+
+    def close(self, **extra) -> dict[Hashable, dict]:
+        """Every cell's metrics.json and env.json finish; ``extra`` goes into each metrics.json."""
+        return {key: run.close(self.devices, **extra) for key, run in self.runs.items()}
