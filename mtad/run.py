@@ -37,8 +37,7 @@ import time
 
 from omegaconf import DictConfig, OmegaConf
 
-from mtad import configs
-from mtad.runner import provenance
+from mtad import configs, provenance
 from mtad.runner.cell import (
     CellIncomplete,
     CellPlan,

@@ -115,7 +115,7 @@ def _weight_error(exact: torch.Tensor, other: torch.Tensor) -> dict:
 
 def write_q4_tv(result: dict, out_dir: str | Path = "results/bench") -> Path:
     """`q4_tv.json` and a short `q4_tv.md` beside it."""
-    from mtad.runner.provenance import cpu_model, git_commit
+    from mtad.provenance import cpu_model, git_commit
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

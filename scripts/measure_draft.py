@@ -43,7 +43,7 @@ def draft_file_meta(cfg: dict) -> tuple[str | None, dict]:
 def main(argv=None) -> int:
     from mtad.distill.measure import markdown, measure
     from mtad.models.pairs import load_draft_model, load_pair, pair_config
-    from mtad.runner.provenance import environment_record
+    from mtad.provenance import environment_record
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--pair", default="smollm2_135m_head")

@@ -38,7 +38,7 @@ def test_reading_commands_and_a_plain_run_leave_git_status_clean(tmp_path):
 
 
 def test_a_rebuild_that_only_changes_its_build_time_leaves_the_file_alone(tmp_path):
-    from mtad.runner.records import write_if_changed
+    from mtad.records import write_if_changed
 
     path = tmp_path / "table.md"
     assert write_if_changed(path, "# T\n- built: 2026-01-01T00:00:00+00:00 from x\n| a |\n")

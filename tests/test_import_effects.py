@@ -24,7 +24,7 @@ for name in names:
     importlib.import_module(name)
 from hydra.core.config_store import ConfigStore
 groups = sorted(k for k in ConfigStore.instance().repo if k.endswith("_defaults"))
-from mtad.runner import provenance
+from mtad import provenance
 print(len(names), calls, groups, looked, provenance._process_state)
 """
 

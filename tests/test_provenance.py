@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from mtad import provenance as prov
 from mtad.report.cells import load_cells
 from mtad.report.tables import ProvenanceError, build_table2, provenance
-from mtad.runner import provenance as prov
 
 REPO = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("make_results", REPO / "tests" / "fixtures" / "make_results.py")

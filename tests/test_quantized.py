@@ -31,7 +31,7 @@ from mtad.models.quantized import (
     zero_rounding,
 )
 from mtad.models.tiny import tiny_head, tiny_llama
-from mtad.runner.provenance import environment_record
+from mtad.provenance import environment_record
 
 Q4_1, Q8_0 = GGMLQuantizationType.Q4_1, GGMLQuantizationType.Q8_0
 U = 2.0**-24  # float32 unit roundoff

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from mtad.records import derive_seed, read_records
 from mtad.runner.layout import override_dirname
-from mtad.runner.records import derive_seed, read_records
 
 REPO = Path(__file__).resolve().parents[1]
 TASK_ARGS = ["task=cnndm", "task.max_new_tokens=12", "task.article_token_budget=48"]
@@ -94,7 +94,7 @@ def test_one_cell_writes_samples_metrics_env(tmp_path, data_args):
     assert "rougeL" in metrics["scores"] and metrics["peak_memory_mb"] > 0
     env = json.loads((cell / "env.json").read_text())
     assert env["seed"] == 0 and env["dtype"] and env["torch_threads"] >= 1 and "torch" in env["versions"]
-    from mtad.runner.provenance import read_git_state
+    from mtad.provenance import read_git_state
 
     assert env["git"] == read_git_state() and env["git_runs"] == [env["git"]]  # commit, dirty, diff hash
     assert env["cell"]["method"] == {
@@ -111,7 +111,7 @@ def test_one_cell_writes_samples_metrics_env(tmp_path, data_args):
 
 
 KILL_AFTER_TWO = """
-import os, signal, mtad.runner.records as r, mtad.runner.provenance as provenance
+import os, signal, mtad.records as r, mtad.provenance as provenance
 provenance._process_state = {"commit": "a" * 40, "dirty": False, "diff_sha256": None}  # an earlier commit
 _append = r.append_record
 def append_then_die(path, record, _n=[0]):
@@ -146,8 +146,8 @@ def test_resume_after_kill_loses_and_duplicates_nothing(tmp_path, data_args):
     ]
     assert json.loads((cell / "metrics.json").read_text())["examples"] == 4
     # two code states wrote this cell's records: both are recorded, and a table refuses them
+    from mtad.provenance import capture, provenance_key
     from mtad.report.cells import load_cells
-    from mtad.runner.provenance import capture, provenance_key
 
     env = json.loads((cell / "env.json").read_text())
     assert env["git_runs"] == [{"commit": "a" * 40, "dirty": False, "diff_sha256": None}, env["git"]]

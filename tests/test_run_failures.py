@@ -239,7 +239,7 @@ def valid_record(example_id: str) -> str:
 
 
 def test_a_corrupted_middle_line_is_reported_and_the_lines_after_it_kept(tmp_path, caplog):
-    from mtad.runner.records import read_records
+    from mtad.records import read_records
 
     path = tmp_path / "samples.jsonl"
     a, c, d = valid_record("a"), valid_record("c"), valid_record("d")
@@ -254,8 +254,8 @@ def test_a_corrupted_middle_line_is_reported_and_the_lines_after_it_kept(tmp_pat
 
 def test_a_record_failing_the_schema_is_quarantined_with_its_file_and_line(tmp_path, caplog):
     """Valid JSON without a field every reader needs (`turns`) is not a finished example."""
+    from mtad.records import read_records
     from mtad.report.examples import read_records
-    from mtad.runner.records import read_records
 
     path = tmp_path / "samples.jsonl"
     broken = json.dumps({"id": "b", "samples": [{"scores": {}}]}) + "\n"
@@ -269,8 +269,8 @@ def test_a_record_failing_the_schema_is_quarantined_with_its_file_and_line(tmp_p
 
 
 def test_duplicate_records_are_read_once_and_said(tmp_path, caplog):
+    from mtad.records import read_records
     from mtad.report.examples import read_records
-    from mtad.runner.records import read_records
 
     path = tmp_path / "samples.jsonl"
     path.write_text(valid_record("a") + valid_record("b") + valid_record("a"))

@@ -32,7 +32,7 @@ from mtad.decoding.static_kv import resolve_decode_path
 from mtad.metrics.speed import aggregate_speed
 from mtad.models import load_pair
 from mtad.models.pairs import QUANTIZED_DTYPES, auto_dtype, cpu_flags, load_target_and_tokenizer
-from mtad.runner.records import derive_seed
+from mtad.records import derive_seed
 from mtad.tasks.prompts import chat_ids, make_prompts
 
 
@@ -287,7 +287,7 @@ def summarise(configs: list[Config], results: dict[str, list[Measure]]) -> list[
 
 
 def environment(target, draft) -> dict:
-    from mtad.runner.provenance import environment_record
+    from mtad.provenance import environment_record
 
     flags = cpu_flags()
     env = environment_record(models=(target, draft))  # the runner's record: machine, versions, code state

@@ -19,11 +19,11 @@ import logging
 import sys
 from dataclasses import dataclass, field, fields
 
+from mtad import provenance
 from mtad.configs import compose
 from mtad.experiments.interleaved import run_interleaved
 from mtad.experiments.theory import ExactnessSettings, TheorySettings, run_theory, stored_theory, write_theory
 from mtad.report.claims import ReportSettings, publish, report_name
-from mtad.runner import provenance
 from mtad.runner.layout import theory_path
 
 log = logging.getLogger("mtad.claims")

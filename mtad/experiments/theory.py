@@ -273,7 +273,7 @@ def run_theory(theory: TheorySettings, exactness: ExactnessSettings, confidence:
 
 def stored_theory(path: Path, theory: TheorySettings, exactness: ExactnessSettings, confidence: float) -> dict | None:
     """The result stored at ``path`` when it was computed with these settings, else None."""
-    from mtad.runner.layout import read_json
+    from mtad.records import read_json
 
     stored = read_json(path)
     same = (
@@ -286,8 +286,8 @@ def stored_theory(path: Path, theory: TheorySettings, exactness: ExactnessSettin
 
 def write_theory(path: Path, result: dict) -> None:
     """``result`` with the environment that computed it (machine, versions, code state)."""
-    from mtad.runner.provenance import environment_record
-    from mtad.runner.records import write_json
+    from mtad.provenance import environment_record
+    from mtad.records import write_json
 
     path.parent.mkdir(parents=True, exist_ok=True)
     write_json(path, {**result, "environment": environment_record()})

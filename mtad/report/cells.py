@@ -42,9 +42,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from mtad.runner.layout import ENV, ERROR, METRICS, SAMPLES, parse_cell_directory, read_json
-from mtad.runner.provenance import provenance_key
-from mtad.runner.records import read_records
+from mtad.provenance import provenance_key
+from mtad.records import read_json, read_records
+from mtad.runner.layout import ENV, ERROR, METRICS, SAMPLES, parse_cell_directory
 from mtad.tasks import TASKS
 
 IDENTITY = ["experiment", "pair", "task", "method", "overrides"]

@@ -35,11 +35,11 @@ import pandas as pd
 
 from mtad.methods import LABELS
 from mtad.paper import APPROXIMATORS, NO_BOUND, VERSIONS, PaperClaim, claims_of, methods_needed
+from mtad.records import read_json, write_if_changed
 from mtad.report.cells import load_cells
 from mtad.report.examples import example_frame, paired
 from mtad.report.values import in_order, is_missing, present
-from mtad.runner.layout import read_json, theory_path
-from mtad.runner.records import write_if_changed
+from mtad.runner.layout import theory_path
 from mtad.stats import intervals as iv
 from mtad.tasks import TASKS
 

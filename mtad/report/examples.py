@@ -14,7 +14,7 @@ energy_j       summed joules, None when any window had no reading
 samples        samples of the example
 
 Nothing is filled in: a missing value stays None/NaN. The file is only read
-(``mtad.runner.records.read_records``: a torn or corrupt line is skipped, not cut off).
+(``mtad.records.read_records``: a torn or corrupt line is skipped, not cut off).
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from mtad.records import read_records
 from mtad.report.values import is_missing
-from mtad.runner.records import read_records
 
 IDENTITY = ["experiment", "pair", "task", "method", "overrides", "path"]
 # The headline score of a cell that is not a per-sample field: pass@1 over problems is the mean

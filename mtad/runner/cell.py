@@ -26,8 +26,10 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
+from mtad import provenance
 from mtad.data import cache_root
-from mtad.runner import provenance
+from mtad.devices import peak_memory
+from mtad.records import append_record, read_json, read_records, rewrite_records, write_json
 from mtad.runner.aggregate import cell_metrics, summary
 from mtad.runner.checks import (
     SettingError,
@@ -40,11 +42,9 @@ from mtad.runner.checks import (
     explain_os_error,
     task_settings,
 )
-from mtad.runner.devices import peak_memory
-from mtad.runner.layout import ENV, ERROR, METRICS, SAMPLES, Cell, cell_identity, check_identity, is_complete, read_json
+from mtad.runner.layout import ENV, ERROR, METRICS, SAMPLES, Cell, cell_identity, check_identity, is_complete
 from mtad.runner.lock import CellBusy
 from mtad.runner.loop import needs_rescoring, rescore
-from mtad.runner.records import append_record, read_records, rewrite_records, write_json
 
 log = logging.getLogger("mtad.run")
 

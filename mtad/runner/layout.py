@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mtad.records import read_json
+
 SAMPLES, METRICS, ENV, ERROR = "samples.jsonl", "metrics.json", "env.json", "error.txt"
 THEORY = "theory.json"  # an experiment's tiny-model checks (C5, C6): <results_root>/<experiment>/theory.json
 IDENTITY_PARTS = ("experiment", "pair", "task", "method")  # the directory levels below results_root
@@ -85,14 +87,6 @@ def parse_cell_directory(results_root: str | Path, directory: str | Path) -> dic
     if len(parts) < len(IDENTITY_PARTS):
         raise ValueError(f"{directory} is not <experiment>/<pair>/<task>/<method>[/<overrides>] under {results_root}")
     return {**dict(zip(IDENTITY_PARTS, parts)), "overrides": "/".join(parts[len(IDENTITY_PARTS) :])}
-
-
-def read_json(path: Path) -> dict:
-    """A JSON file's object, or {} when it is absent or unreadable."""
-    try:
-        return json.loads(Path(path).read_text())
-    except (OSError, ValueError):
-        return {}
 
 
 def is_complete(directory: Path) -> bool:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from mtad.runner.devices import output_device, sync
-from mtad.runner.records import Record, SampleRecord, TurnRecord, derive_seed
+from mtad.devices import output_device, sync
+from mtad.records import Record, SampleRecord, TurnRecord, derive_seed
 
 log = logging.getLogger("mtad.run")
 

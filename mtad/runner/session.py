@@ -21,17 +21,31 @@ one of several methods (and tasks) on the same pair. Either way the session
 
 from __future__ import annotations
 
+import json
 import logging
-from typing import Hashable
+from typing import Any, Hashable
 
 from omegaconf import DictConfig, OmegaConf
 
-from mtad.runner import provenance
+from mtad import provenance
+from mtad.devices import model_devices, reset_peak_memory
 from mtad.runner.cell import CellRun, now
-from mtad.runner.devices import load_pair_cached, model_devices, reset_peak_memory
 from mtad.runner.loop import CellRunner
 
 log = logging.getLogger("mtad.run")
+
+_PAIR_CACHE: dict[str, Any] = {}
+
+
+def load_pair_cached(pair_cfg: dict):
+    """Load a pair once per process: the cells of a multirun share it."""
+    from mtad.models import load_pair
+
+    key = json.dumps(pair_cfg, sort_keys=True, default=str)
+    if key not in _PAIR_CACHE:
+        _PAIR_CACHE.clear()  # keep one pair in memory
+        _PAIR_CACHE[key] = load_pair(pair_cfg)
+    return _PAIR_CACHE[key]
 
 
 class CellSession:

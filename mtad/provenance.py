@@ -16,7 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[1]
 NOT_CODE = (":(exclude)results",)  # pathspecs left out of the dirty check
 
 
@@ -86,7 +86,7 @@ def environment_record(models=(), devices=None) -> dict:
     import torch
     import transformers
 
-    from mtad.runner.devices import model_devices
+    from mtad.devices import model_devices
 
     models = [m for m in models if m is not None]
     devices = list(devices) if devices is not None else model_devices(*models)

@@ -237,6 +237,14 @@ def write_if_changed(path: Path, text: str) -> bool:
     return True
 
 
+def read_json(path: Path) -> dict:
+    """A JSON file's object, or {} when it is absent or unreadable."""
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return {}
+
+
 def write_json(path: Path, data: dict) -> None:
     tmp = Path(path).with_suffix(".tmp")
     tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")

@@ -1,24 +1,8 @@
-"""Models and devices: one loaded pair per process, the devices a model spans, CUDA
-synchronisation around timed windows, and peak memory."""
+"""Devices: the devices a model spans, CUDA synchronisation around timed windows, and peak memory."""
 
 from __future__ import annotations
 
-import json
 import resource
-from typing import Any
-
-_PAIR_CACHE: dict[str, Any] = {}
-
-
-def load_pair_cached(pair_cfg: dict):
-    """Load a pair once per process: the cells of a multirun share it."""
-    from mtad.models import load_pair
-
-    key = json.dumps(pair_cfg, sort_keys=True, default=str)
-    if key not in _PAIR_CACHE:
-        _PAIR_CACHE.clear()  # keep one pair in memory
-        _PAIR_CACHE[key] = load_pair(pair_cfg)
-    return _PAIR_CACHE[key]
 
 
 def model_devices(*models) -> list:
