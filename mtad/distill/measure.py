@@ -31,6 +31,7 @@ from ..decoding.capabilities import reads_target_features
 from ..decoding.sampling import SAMPLING_PARAMS
 from ..metrics.speed import aggregate_speed
 from ..models.draft import LlamaDraftForCausalLM
+from ..records import derive_seed
 from .corpus import PAPER_SETTING, encode, sample_answers
 from .kinds import ALL_KINDS, UNSEEN_KINDS, draw
 from .objectives import pair_stats
@@ -107,18 +108,20 @@ def totals(stats: list) -> dict:
 def decode_family(
     target, drafts: dict, eos: int, prompts: list[list[int]], max_new: int, seed: int, decode_path: str = "fast"
 ) -> dict:
-    """Sampling, then every other method with every draft, on every prompt (same per-prompt seed),
-    interleaved; totals per draft and method (each draft's table repeats sampling's row)."""
+    """Sampling, then every other method with every draft, on every prompt, interleaved; totals per
+    draft and method (each draft's table repeats sampling's row). Prompt i of a family is seeded as
+    the runner seeds an example (``derive_seed(seed, str(i), 0)``): every method draws the same
+    stream on it."""
     stats = {name: {m: [] for m in METHODS} for name in drafts}
     for i, prompt in enumerate(prompts):
-        ids = torch.tensor(prompt)[None]
+        ids, prompt_seed = torch.tensor(prompt)[None], derive_seed(seed, str(i), 0)
         runs = [("sampling", None, None)] + [
             (m, name, d) for name, d in drafts.items() for m in METHODS if m != "sampling"
         ]
         for method, name, draft in runs:
             dec = get_decoder(method, target=target, draft=draft, decode_path=decode_path, params=METHODS[method])
             out = dec.generate(
-                ids, max_new_tokens=max_new, eos_token_id=eos, generator=torch.Generator().manual_seed(seed + i)
+                ids, max_new_tokens=max_new, eos_token_id=eos, generator=torch.Generator().manual_seed(prompt_seed)
             )
             for key in [name] if name else drafts:
                 stats[key][method].append(out.stats)
