@@ -2,13 +2,19 @@
 draft (`training`) or a feature head (`head_training`); then measuring it and writing its card.
 
 - `sources`: the text of the four task families, in the tasks' prompt formats;
-- `corpus`: answering (real, target-sampled, draft-sampled) and scoring with the target;
+- `requests`: requests of many kinds built from text available offline (documentation, package
+  metadata, Debian text, translation catalogues), held out by subject;
+- `kinds`: the kinds of request trained on and held out of training, and their weights;
+- `sampler`: slot-refilled batched sampling over one preallocated KV cache;
+- `corpus`: answering (real, target-sampled, draft-sampled) and length-bucketed scoring with the target;
+- `roofline`: the machine's rates for both kinds of teacher work, logged beside the producer's;
 - `objectives`: the losses (KL on raw or processed p, TV on processed p and q) and agreement stats;
 - `training`: batches, one optimiser step, held-out evaluation per family;
-- `head_training`: the same for a feature head, unrolled on its own predictions;
-- `pipeline`: the producer and trainer loops (resumable, checkpointed);
-- `measure`: a pair's drafts on held-out prompts of every family (acceptance, block efficiency, cost);
-- `card`: the model card and training curve of an exported draft.
+- `head_training`: the same for a feature head, unrolled on its own predictions, and its A/B runs;
+- `training_loop`: the one resumable trainer loop (`train(arm)`) both draft kinds plug into;
+- `pipeline`: the producer process and the layer draft's arm of the loop;
+- `measure`: a pair's drafts on held-out requests of every kind (acceptance, block efficiency, cost);
+- `card`: the model card (one writer, a section table per draft kind) and the training curve.
 """
 
 from .head_training import HeadTrainConfig, HeadTrainer
