@@ -87,7 +87,7 @@ def main() -> None:
         print((Path(args.out) / "bench.md").read_text())
         return
     if args.q4_tv:
-        from mtad.target_distance import q4_tv, write_q4_tv
+        from mtad.bench.target_distance import q4_tv, write_q4_tv
 
         print(write_q4_tv(q4_tv(args.pair, args.q4_tv, args.max_new_tokens), args.out))
         return

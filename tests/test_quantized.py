@@ -259,7 +259,7 @@ def test_q4_1_target_of_the_embedded_gguf_matches_its_dequantized_weights():
 
 
 def test_distribution_distance_is_zero_for_one_model_and_counts_positions():
-    from mtad.target_distance import distribution_distance
+    from mtad.bench.target_distance import distribution_distance
 
     dense, q4 = tiny_llama(0, VOCAB, sharpness=2.0).float(), q4_target(0)
     sequences, starts = [PROMPT, PROMPT[:, :3]], [2, 1]

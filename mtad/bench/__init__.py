@@ -19,7 +19,9 @@ costs predict; optionally llama.cpp on the same GGUF (`llama_cpp_reference`); th
   speed-ups the measured costs predict;
 - ``llama_cpp``: llama.cpp on the same GGUF, the optional reference;
 - ``goal_checks``: the goals (a)-(e), their thresholds and whether a payload meets them;
-- ``render``: bench.json and bench.md from a payload, and a stored payload made ready to render.
+- ``render``: bench.json and bench.md from a payload, and a stored payload made ready to render;
+- ``target_distance``: how far each reduced target's distribution is from the float32 target's
+  (``--q4-tv``), and the rounding of the carry over the GGUF's Q4_1 blocks.
 """
 
 from mtad.bench.calibrate import calibration, measured_alpha, predicted_sps_speedup, predictions
