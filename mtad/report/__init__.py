@@ -1,1 +1,9 @@
-"""Reports derived only from the cell files under results/runs: tables (and figures)."""
+"""Reports derived only from the files a run wrote (cells, ``theory.json``); nothing here runs a model:
+
+- ``cells``: every cell under a results root as one pandas frame; ``examples``: per-example rows;
+- ``tables``: Table 2 (Markdown and CSV, with intervals, coverage and conditions);
+- ``sweeps`` and ``figures``: the figures' frames (planned cells kept as rows) and the figures;
+- ``claims`` and ``claims_markdown``: every claim of the paper with an interval and a verdict;
+- ``reproduce``: two runs of a cell compared exactly; ``agreement``: statistically, across machines;
+- ``values``: missing-value helpers.
+"""

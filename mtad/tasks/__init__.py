@@ -1,4 +1,8 @@
-"""Evaluation tasks: a registry of name -> Task class (see base.Task for the interface)."""
+"""Evaluation tasks: a registry of name -> Task class (``base.Task`` is the interface).
+
+``spider`` (execution accuracy), ``cnndm`` (ROUGE-L), ``mtbench`` (judge score; ``mtbench.judge``),
+``humaneval`` (pass@k in a sandbox), ``chat`` (held-out prompts, perplexity only; templates in
+``prompts``)."""
 
 from __future__ import annotations
 
