@@ -22,6 +22,7 @@ import torch
 
 from mtad.decoding.capabilities import reads_target_features
 from mtad.decoding.kv import CachedModel, FeatureStore
+from mtad.decoding.masks import step_mask
 from mtad.decoding.static_kv import BUCKETS, CAPACITY_STEP, StaticCachedModel, StaticKV, cached_model, run_layers
 
 
@@ -90,9 +91,7 @@ class HeadCachedModel(StaticCachedModel):
         kv, head = self.cache, self.model
         n, start = input_ids.numel(), kv.length
         kv.grow(start + n)
-        if allowed is None and n > 1:
-            allowed = torch.ones(n, start + n, dtype=torch.bool).tril(start)  # causal chain
-        mask = None if allowed is None else allowed[None, None].to(self.device)
+        mask = step_mask(allowed, start, n, self.device)
         x = head.model.fuse(input_ids[None].to(self.device), self._rows[None])  # [1, n, H]
         hidden = run_layers(
             head.model,

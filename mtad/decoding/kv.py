@@ -19,6 +19,8 @@ import time
 import torch
 from transformers import DynamicCache, PreTrainedModel
 
+from mtad.decoding.masks import additive, tree_mask
+
 
 def model_device(model: PreTrainedModel) -> torch.device:
     """Where input ids must go (the embedding's device, also under device_map="auto")."""
@@ -108,7 +110,7 @@ class CachedModel:
             kwargs["output_hidden_states"] = True
         if keep_last and self._keep_kw:
             kwargs["logits_to_keep"] = keep_last
-        mask = None if allowed is None else self._additive_mask(allowed)
+        mask = None if allowed is None else additive(allowed, self.model.dtype).to(self.device)
         out = self.model(
             input_ids=input_ids[None].to(self.device),
             position_ids=position_ids[None].to(self.device),
@@ -159,9 +161,8 @@ class CachedModel:
         committed_end = self.committed + m  # the committed chain after this call
         depths = torch.tensor(self.node_depths[first_new:])
         positions = torch.cat([torch.arange(self.committed, committed_end), committed_end - 1 + depths])
-        logits = self._forward(
-            torch.cat([tokens.to(nodes.device), nodes]), positions, self._tree_allowed(m, first_new), keep_last
-        )
+        allowed = tree_mask(self.committed, m, self._ancestors[first_new:])  # [1, 1, m + k, committed + m + nodes]
+        logits = self._forward(torch.cat([tokens.to(nodes.device), nodes]), positions, allowed, keep_last)
         self.committed = committed_end
         return logits
 
@@ -175,24 +176,6 @@ class CachedModel:
                 anc[i] = anc[parent]
             anc[i, i] = True
         self._ancestors = anc
-
-    def _tree_allowed(self, m: int, first_new: int) -> torch.Tensor:
-        """Which cached-or-new slots each new row sees, bool [m+k, committed+m+nodes]:
-        committed rows causal, node rows every committed token and their own ancestors."""
-        c, n = self.committed, self.num_nodes
-        k = n - first_new
-        allowed = torch.zeros(m + k, c + m + n, dtype=torch.bool)
-        allowed[:, :c] = True
-        allowed[:m, c : c + m] = torch.ones(m, m, dtype=torch.bool).tril()
-        allowed[m:, c : c + m] = True
-        allowed[m:, c + m :] = self._ancestors[first_new:]
-        return allowed
-
-    def _additive_mask(self, allowed: torch.Tensor) -> torch.Tensor:
-        """bool [q, kv] -> additive [1, 1, q, kv] in the model's dtype (what HF forwards take)."""
-        dtype = self.model.dtype
-        mask = torch.zeros(allowed.shape, dtype=dtype).masked_fill(~allowed, torch.finfo(dtype).min)
-        return mask[None, None].to(self.device)
 
     def crop(self, length: int) -> None:
         """Roll back to the first `length` committed tokens, dropping any tree nodes."""

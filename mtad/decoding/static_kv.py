@@ -36,6 +36,7 @@ from mtad.data import cache_root
 from mtad.decoding.capabilities import LEAN_FORWARD, RestrictedHead, has_lean_forward
 from mtad.decoding.kv import CachedModel, model_device
 from mtad.decoding.layer_math import attend, attention_dtype, attention_inputs, finish_layer
+from mtad.decoding.masks import chain_mask, padded, step_mask
 
 # eager: the model's own forward on a DynamicCache (kv.CachedModel); static: static cache and
 # lean forward; compiled: static + torch.compile; fast: the measured winner on this device.
@@ -263,9 +264,7 @@ class StaticCachedModel(CachedModel):
         kv.grow(start + (width or n))
         device = self.device
         if width is None:  # uncompiled: attend over the filled slots only
-            if allowed is None and n > 1:
-                allowed = torch.ones(n, start + n, dtype=torch.bool).tril(start)  # causal chain
-            mask = None if allowed is None else allowed[None, None].to(device)
+            mask = step_mask(allowed, start, n, device)
             hidden = llama_body(
                 self.model,
                 kv.keys,
@@ -276,11 +275,7 @@ class StaticCachedModel(CachedModel):
                 mask,
             )
         else:  # compiled: fixed shapes; pad rows write scratch slots past the fill pointer
-            full = torch.zeros(width, kv.capacity, dtype=torch.bool)
-            full[:n, : start + n] = (
-                torch.ones(n, start + n, dtype=torch.bool).tril(start) if allowed is None else allowed
-            )
-            full[n:, 0] = True  # a pad row must see something (an all-masked row is NaN)
+            full = padded(chain_mask(start, n) if allowed is None else allowed, width, kv.capacity)
             ids = torch.zeros(width, dtype=torch.long)
             ids[:n] = input_ids
             pos = torch.zeros(width, dtype=torch.long)
@@ -290,7 +285,7 @@ class StaticCachedModel(CachedModel):
                 ids[None].to(device),
                 pos[None].to(device),
                 torch.arange(start, start + width, device=device),
-                full[None, None].to(device),
+                full.to(device),
             )[:n]
         kv.length = start + n
         return head_logits(self.model, hidden[-keep_last:] if keep_last else hidden), hidden

@@ -28,6 +28,7 @@ from transformers import LlamaConfig
 from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRMSNorm, LlamaRotaryEmbedding
 
 from mtad.decoding.layer_math import attend, attention_inputs, finish_layer
+from mtad.decoding.masks import attends
 
 from .draft import expand_to_vocabulary, read_meta, write_with_meta
 
@@ -144,7 +145,6 @@ class FeatureHead(nn.Module):
         cos, sin = body.rotary_emb(features, position_ids)
         i = torch.arange(T, device=input_ids.device)
         w = i[first_row:]  # positions of the rows that later steps run on
-        seen = None if valid is None else valid[:, None, None, :]  # [B, 1, 1, T]: keys of real positions
         outs, keys, values = [], [[] for _ in body.layers], [[] for _ in body.layers]
         predicted = features  # step 0: the target's own features
         for s in range(1, steps + 1):
@@ -153,13 +153,10 @@ class FeatureHead(nn.Module):
             # keys of step 1 (true features, all T positions): causal up to i - s + 1; keys of step
             # m >= 2 (positions w): only position i - s + m (m = s: the row's own key, so no row is
             # ever fully masked)
-            causal = (i[None, :] <= rows[:, None] - s + 1)[None, None]  # [1, 1, rows, T]
-            if seen is not None:
-                causal = causal & (seen | (i[None, :] == rows[:, None])[None, None])
-            later = [(w[None, :] == rows[:, None] - s + m)[None, None] for m in range(2, s + 1)]
-            if seen is not None:  # own earlier drafts at pad positions are never seen either
-                later = [mk & (seen[..., first_row:] | (w[None, :] == rows[:, None])[None, None]) for mk in later]
-            later = [mk.expand(causal.shape[0], -1, -1, -1) for mk in later]
+            causal = attends(rows, i, lag=s - 1, key_valid=valid)  # [B or 1, 1, rows, T]
+            later_valid = None if valid is None else valid[:, first_row:]  # [B, |w|]: padding among the drafts too
+            later = [attends(rows, w, lag=s - m, only=True, key_valid=later_valid) for m in range(2, s + 1)]
+            later = [mk.expand(causal.shape[0], -1, -1, -1) for mk in later]  # [B or 1, 1, rows, |w|] each
             mask = torch.cat([causal, *later], dim=-1)  # [B or 1, 1, rows, T + (s-1)|w|]
             x = body.fuse(input_ids[:, rows], previous)  # [B, rows, H]
             for li, layer in enumerate(body.layers):
