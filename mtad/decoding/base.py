@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 import warnings
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Any, ClassVar
 
@@ -18,6 +18,7 @@ from mtad.decoding.kv import CachedModel, model_device, sync
 from mtad.decoding.logits import logits_to_probs
 from mtad.decoding.params import SamplingFields
 from mtad.decoding.static_kv import cached_model, resolve_decode_path
+from mtad.metrics.decode_stats import DecodeStats
 
 
 def check_prompt_ids(input_ids: torch.Tensor, max_new_tokens: int, target) -> None:
@@ -37,48 +38,6 @@ def check_prompt_ids(input_ids: torch.Tensor, max_new_tokens: int, target) -> No
             f"context of {context} positions: positions beyond it were never trained and the output may degrade",
             stacklevel=3,
         )
-
-
-@dataclass
-class DecodeStats:
-    """Per-sample statistics (mtad/decoding/README.md, "Statistics")."""
-
-    new_tokens: int = 0
-    target_calls: int = 0
-    draft_calls: int = 0
-    drafted: int = 0  # γ per iteration for chains, tree depth for trees
-    accepted: int = 0  # accepted draft tokens that were emitted
-    accept_lengths: list[int] = field(default_factory=list)
-    tree_nodes: int = 0  # draft tokens scored by the target in tree methods
-    seconds: float = 0.0  # wall time of decoding (prefill included), synchronised on CUDA
-    target_seconds: float = 0.0  # of which inside target forwards
-    draft_seconds: float = 0.0  # of which inside draft forwards (the rest is sampling, rules, caches, Python)
-    decode_path: str = ""  # target's path: eager | static | compiled (static_kv.py)
-    compiles: int = 0  # torch.compile compilations during this generation (0 in steady state)
-
-    @property
-    def block_efficiency(self) -> float:
-        """New tokens per target call (bonus token included)."""
-        return self.new_tokens / self.target_calls if self.target_calls else 0.0
-
-    @property
-    def acceptance_rate(self) -> float:
-        return self.accepted / self.drafted if self.drafted else 0.0
-
-    @property
-    def mean_accept_length(self) -> float:
-        return sum(self.accept_lengths) / len(self.accept_lengths) if self.accept_lengths else 0.0
-
-    @property
-    def tokens_per_second(self) -> float:
-        return self.new_tokens / self.seconds if self.seconds else 0.0
-
-    def as_dict(self) -> dict[str, Any]:
-        derived = {
-            k: getattr(self, k)
-            for k in ("block_efficiency", "acceptance_rate", "mean_accept_length", "tokens_per_second")
-        }
-        return {**asdict(self), **derived}
 
 
 @dataclass

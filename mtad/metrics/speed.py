@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import Iterable, Mapping
 
+from mtad.metrics.decode_stats import COUNTS, SUMMED
+
 
 def _ratio(numerator: float, denominator: float) -> float | None:
     return numerator / denominator if denominator else None
@@ -22,20 +24,7 @@ def _ratio(numerator: float, denominator: float) -> float | None:
 def aggregate_speed(stats: Iterable[Mapping]) -> dict:
     """Cell totals and ratios from per-generation ``DecodeStats.as_dict()`` records."""
     stats = list(stats)
-    totals = {
-        key: sum(s.get(key, 0) for s in stats)
-        for key in (
-            "new_tokens",
-            "target_calls",
-            "draft_calls",
-            "drafted",
-            "accepted",
-            "tree_nodes",
-            "seconds",
-            "target_seconds",
-            "draft_seconds",
-        )
-    }
+    totals = {key: sum(s.get(key, 0) for s in stats) for key in SUMMED}
     accept_lengths = [length for s in stats for length in s.get("accept_lengths", [])]
     n = len(stats)
     return {
@@ -48,11 +37,7 @@ def aggregate_speed(stats: Iterable[Mapping]) -> dict:
         "block_efficiency": _ratio(totals["new_tokens"], totals["target_calls"]),
         "acceptance_rate": _ratio(totals["accepted"], totals["drafted"]),
         "mean_accept_length": _ratio(sum(accept_lengths), len(accept_lengths)),
-        "target_calls": totals["target_calls"],
-        "draft_calls": totals["draft_calls"],
-        "drafted": totals["drafted"],
-        "accepted": totals["accepted"],
-        "tree_nodes": totals["tree_nodes"],
+        **{key: totals[key] for key in COUNTS if key != "new_tokens"},
         "target_calls_per_generation": _ratio(totals["target_calls"], n),
         "draft_calls_per_generation": _ratio(totals["draft_calls"], n),
         "new_tokens_per_generation": _ratio(totals["new_tokens"], n),

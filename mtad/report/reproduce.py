@@ -20,26 +20,12 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from mtad.metrics.decode_stats import COUNTS, EXACT_RATIOS, EXACT_STATS
 from mtad.report.cells import find_cells
 from mtad.runner.layout import ENV, METRICS, SAMPLES, read_json
 from mtad.runner.records import read_records
 
-EXACT_METRICS = (
-    "status",
-    "examples",
-    "samples",
-    "generations",
-    "new_tokens",
-    "target_calls",
-    "draft_calls",
-    "drafted",
-    "accepted",
-    "tree_nodes",
-    "block_efficiency",
-    "acceptance_rate",
-    "mean_accept_length",
-    "scores",
-)
+EXACT_METRICS = ("status", "examples", "samples", "generations", *COUNTS, *EXACT_RATIOS, "scores")
 CLOSE_METRICS = ("perplexity", "mean_logprob")
 EXACT_TURN_FIELDS = ("token_ids", "text", "completion", "logprob_n", "prompt_tokens")
 CLOSE_TURN_FIELDS = ("logprob_sum",)
@@ -48,7 +34,6 @@ CLOSE_TURN_FIELDS = ("logprob_sum",)
 # the same torch), far below any change in the tokens
 FLOAT_RTOL = {"float64": 1e-10, "float32": 1e-4}
 DEFAULT_RTOL = 1e-2  # half precision
-EXACT_STATS = ("new_tokens", "target_calls", "draft_calls", "drafted", "accepted", "accept_lengths", "tree_nodes")
 MACHINE_FIELDS = ("cpu", "gpus", "torch_threads", "dtype", "versions")
 
 

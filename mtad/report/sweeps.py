@@ -23,6 +23,7 @@ from pathlib import Path
 import pandas as pd
 
 from mtad.configs import planned_grid
+from mtad.metrics.decode_stats import EXACT_RATIOS
 from mtad.report.tables import METHOD_ORDER, TASK_ORDER, matching_values, table2
 from mtad.report.values import in_order, is_missing, present
 
@@ -34,9 +35,7 @@ METRIC_COLUMNS = (
     "tokens_per_s",
     "speedup_vs_sampling",
     "speedup_vs_sps",
-    "block_efficiency",
-    "acceptance_rate",
-    "mean_accept_length",
+    *EXACT_RATIOS,
     "perplexity",
     "score",
     "examples",

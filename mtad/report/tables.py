@@ -19,6 +19,7 @@ import pandas as pd
 
 from mtad.configs import planned_grid
 from mtad.methods import METHODS
+from mtad.metrics.decode_stats import EXACT_RATIOS
 from mtad.report.cells import load_cells
 from mtad.report.values import in_order, is_missing
 from mtad.runner.records import write_if_changed
@@ -35,9 +36,7 @@ COLUMNS = [
     "tokens_per_s",
     "speedup_vs_sampling",
     "speedup_vs_sps",
-    "block_efficiency",
-    "acceptance_rate",
-    "mean_accept_length",
+    *EXACT_RATIOS,
     "energy_j_per_token",
     "examples",
     "samples",

@@ -1,0 +1,77 @@
+"""A generation's decoding statistics, each field with its kind.
+
+The decoders fill a `DecodeStats` per sample (mtad/decoding/README.md, "Statistics"), the runner
+stores its ``as_dict()`` per turn, and the cell metrics (``speed.aggregate_speed``), the tables
+and the reproduction check read the fields by kind:
+
+- count:   discrete outcomes of the method (the same on any machine for the same seed), summed per cell
+- seconds: wall-clock time, summed per cell
+- lengths: the accepted length of every iteration, pooled per cell
+- run:     how the generation ran (decode path, compilations), not what it produced
+
+and the derived ratios: ``EXACT_RATIOS`` of counts, ``TIMED_RATIOS`` of seconds. Torch-free, so
+the report reads it without loading the decoding engine.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+COUNT, SECONDS, LENGTHS, RUN = "count", "seconds", "lengths", "run"
+
+
+def _stat(kind: str, default: Any = 0) -> Any:
+    return field(default=default, metadata={"kind": kind})
+
+
+@dataclass
+class DecodeStats:
+    """Per-sample statistics (mtad/decoding/README.md, "Statistics")."""
+
+    new_tokens: int = _stat(COUNT)
+    target_calls: int = _stat(COUNT)
+    draft_calls: int = _stat(COUNT)
+    drafted: int = _stat(COUNT)  # γ per iteration for chains, tree depth for trees
+    accepted: int = _stat(COUNT)  # accepted draft tokens that were emitted
+    accept_lengths: list[int] = field(default_factory=list, metadata={"kind": LENGTHS})
+    tree_nodes: int = _stat(COUNT)  # draft tokens scored by the target in tree methods
+    seconds: float = _stat(SECONDS, 0.0)  # wall time of decoding (prefill included), synchronised on CUDA
+    target_seconds: float = _stat(SECONDS, 0.0)  # of which inside target forwards
+    # of which inside draft forwards (the rest is sampling, rules, caches, Python)
+    draft_seconds: float = _stat(SECONDS, 0.0)
+    decode_path: str = _stat(RUN, "")  # target's path: eager | static | compiled (mtad/decoding/static_kv.py)
+    compiles: int = _stat(RUN)  # torch.compile compilations during this generation (0 in steady state)
+
+    @property
+    def block_efficiency(self) -> float:
+        """New tokens per target call (bonus token included)."""
+        return self.new_tokens / self.target_calls if self.target_calls else 0.0
+
+    @property
+    def acceptance_rate(self) -> float:
+        return self.accepted / self.drafted if self.drafted else 0.0
+
+    @property
+    def mean_accept_length(self) -> float:
+        return sum(self.accept_lengths) / len(self.accept_lengths) if self.accept_lengths else 0.0
+
+    @property
+    def tokens_per_second(self) -> float:
+        return self.new_tokens / self.seconds if self.seconds else 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**asdict(self), **{name: getattr(self, name) for name in EXACT_RATIOS + TIMED_RATIOS}}
+
+
+def stat_names(*kinds: str) -> tuple[str, ...]:
+    """The DecodeStats fields of these kinds, in declaration order."""
+    return tuple(f.name for f in fields(DecodeStats) if f.metadata["kind"] in kinds)
+
+
+COUNTS = stat_names(COUNT)  # new_tokens, target_calls, draft_calls, drafted, accepted, tree_nodes
+SUMMED = stat_names(COUNT, SECONDS)  # what a cell totals
+EXACT_STATS = stat_names(COUNT, LENGTHS)  # what a rerun must reproduce per turn
+# the derived properties: ratios of counts (reproducible) and of wall-clock seconds
+EXACT_RATIOS = ("block_efficiency", "acceptance_rate", "mean_accept_length")
+TIMED_RATIOS = ("tokens_per_second",)
