@@ -21,9 +21,9 @@ import math
 from pathlib import Path
 
 from mtad.metrics.decode_stats import COUNTS, EXACT_RATIOS, EXACT_STATS
+from mtad.records import read_json, read_records
 from mtad.report.cells import find_cells
-from mtad.runner.layout import ENV, METRICS, SAMPLES, read_json
-from mtad.runner.records import read_records
+from mtad.runner.layout import ENV, METRICS, SAMPLES
 
 EXACT_METRICS = ("status", "examples", "samples", "generations", *COUNTS, *EXACT_RATIOS, "scores")
 CLOSE_METRICS = ("perplexity", "mean_logprob")

@@ -20,9 +20,9 @@ import pandas as pd
 from mtad.configs import planned_grid
 from mtad.methods import METHODS
 from mtad.metrics.decode_stats import EXACT_RATIOS
+from mtad.records import write_if_changed
 from mtad.report.cells import load_cells
 from mtad.report.values import in_order, is_missing
-from mtad.runner.records import write_if_changed
 from mtad.tasks import TASKS
 
 METHOD_ORDER = list(METHODS)
