@@ -160,7 +160,7 @@ def verification_curve(
     draft,
     dtypes: tuple[str, ...] = ("float32", "bfloat16", *QUANTIZED_DTYPES),
     threads: tuple[int, ...] = (1, 2),
-    widths: tuple[int, ...] = (1, 2, 3, 5, 9),
+    widths: tuple[int, ...] = (1, 2, 3, 5, 9, 17),  # 17: a 16-node tree and its pending token
     context: int = 200,
     reps: int = 10,
     log=print,

@@ -2,13 +2,15 @@
 `OVERHEAD_GOAL` of its matrix products, (b) the 5-token products within `FIVE_OVER_ONE_GOAL` of the
 1-token ones, (c) sampling `VS_HF_GOAL` times HF eager generate(), (d) sampling with a 4-bit target
 `VS_LLAMA_CPP_GOAL` times llama.cpp on the same GGUF, (e) the compiled path's first use within
-`COMPILE_GOAL_S` where it is the default (`goals`); and the payload readers they share with the
+`COMPILE_GOAL_S` where it is the default, (f) the cost model's speed-ups from counts within
+`modelled.AGREEMENT` of the measured ones (`goals`); and the payload readers they share with the
 report (`fast_target_curves`, `default_dtype`, `q4_sampling_label`)."""
 
 from __future__ import annotations
 
 from mtad.bench.llama_cpp import llama_cpp_unmeasured
 from mtad.bench.measure import HF_REFERENCE_DTYPE
+from mtad.bench.modelled import AGREEMENT, modelled_rows
 from mtad.models.pairs import QUANTIZED_DTYPES
 
 OVERHEAD_GOAL = 1.25  # whole forward / its matrix products, at 1 and 5 tokens (fast path, each dtype)
@@ -127,4 +129,20 @@ def goals(payload: dict) -> list[dict]:
         _vs_hf_goal(payload),
         *_vs_llama_cpp_goals(payload),
         _compile_goal(payload),
+        _cost_model_goal(payload),
     ]
+
+
+def _cost_model_goal(payload: dict) -> dict:
+    """(f) every method's modelled speed-up over sampling (counts × this run's cost curves) within
+    ``AGREEMENT`` of the measured one."""
+    goal = f"cost model: speed-ups from counts and this machine's curves within {AGREEMENT:.0%} of measured"
+    rows = [r for r in modelled_rows(payload) if r["agrees"] is not None]
+    if not rows:
+        return _goal("f", goal, "not measured (no counts in the rows)", None)
+    worst = max(rows, key=lambda r: abs(r["modelled"] / r["measured"] - 1))
+    text = (
+        f"{sum(r['agrees'] for r in rows)} of {len(rows)} agree; worst {worst['label']}: "
+        f"{worst['modelled']:.2f}x modelled, {worst['measured']:.2f}x measured"
+    )
+    return _goal("f", goal, text, all(r["agrees"] for r in rows))

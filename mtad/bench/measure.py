@@ -58,6 +58,8 @@ class Measure:
     accepted: int = 0
     drafted: int = 0
     compiles: int = 0
+    draft_calls: int = 0
+    tree_nodes: int = 0
 
 
 PATHS = ("eager", "fast")
@@ -126,6 +128,8 @@ def run_ours(config: Config, target, draft, prompt: torch.Tensor, max_new_tokens
         s.accepted,
         s.drafted,
         s.compiles,
+        s.draft_calls,
+        s.tree_nodes,
     )
 
 
@@ -266,6 +270,14 @@ def summarise(configs: list[Config], results: dict[str, list[Measure]]) -> list[
                 block_efficiency=speed["block_efficiency"],
                 acceptance_rate=speed["acceptance_rate"],
                 ms_per_token=1000 * m.seconds / m.tokens,
+                counts={  # the median repetition's counts: the cost model's inputs (mtad.metrics.cost_model)
+                    "new_tokens": m.tokens,
+                    "target_calls": m.target_calls,
+                    "draft_calls": m.draft_calls,
+                    "drafted": m.drafted,
+                    "accepted": m.accepted,
+                    "tree_nodes": m.tree_nodes,
+                },
             )
         rows.append(row)
     by_label = {r["label"]: r for r in rows}

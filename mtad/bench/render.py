@@ -12,6 +12,7 @@ from pathlib import Path
 from mtad.bench.calibrate import calibration
 from mtad.bench.goal_checks import _by_width, _tokens_per_s, default_dtype, goals
 from mtad.bench.llama_cpp import llama_cpp_unmeasured
+from mtad.bench.modelled import modelled_rows
 from mtad.decoding import SamplingParams
 
 
@@ -115,6 +116,31 @@ def _calibration_line(cal: dict, auto: str | None) -> str:
     return line
 
 
+def _modelled_lines(payload: dict) -> list[str]:
+    """Measured and modelled speed-ups over sampling, from each row's counts (mtad.metrics.cost_model)."""
+    rows = modelled_rows(payload)
+    if not rows:
+        return []
+    device = rows[0]["accelerator"]
+    lines = [
+        "",
+        "Speed-up over sampling from each method's counts (target calls, tokens each verified, draft calls): "
+        "measured here; modelled with this run's cost curves (this machine, host work per call as "
+        f"sampling's); modelled on a memory-bound {device} from its datasheet bandwidth and the pair's "
+        "parameter counts (modelled, never measured):",
+        "",
+        f"| method | path | measured | modelled here | modelled / measured | modelled, {device} |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        ratio = r["modelled"] / r["measured"] if r["measured"] else None
+        lines.append(
+            f"| {r['method']} | {r['path']} | {_fmt(r['measured'])} | {_fmt(r['modelled'])} | {_fmt(ratio)} | "
+            f"{_fmt(r['modelled_on_accelerator'])} |"
+        )
+    return lines
+
+
 def _goals_lines(payload: dict) -> list[str]:
     marks = {True: "met", False: "not met", None: "n/a"}
     lines = ["", "## Goals", "", "| | goal | measured | met |", "|---|---|---|---|"]
@@ -207,6 +233,7 @@ def write_report(out_dir: Path, payload: dict) -> None:
             f"{_fmt(p.get('at_measured'))}x predicted, "
             f"{_fmt(p.get('measured'))}x measured.",
         ]
+    lines += _modelled_lines(payload)
     lines += _goals_lines(payload)
     if payload.get("notes"):
         lines += ["", "## Notes", "", *payload["notes"]]
