@@ -133,6 +133,13 @@ BENCH_ARGS ?=
 bench: install ## every method on the eager and fast paths (sampling and sps also compiled) vs HF generate (eager on the pair's and the fp32 target, static+compile) and assisted generation; sampling with the 4-bit targets; verification-cost curve per dtype (fp32, bf16, q4_1, q4_1_bf16), each forward beside its matrix products alone (and int8 per-row ones); llama.cpp on the same GGUF if llama-cpp-python is importable; goals table, calibration's pick (~18 min on 2 cores) -> results/bench/
 	$(PY) scripts/bench.py --pair $(EMBEDDED_PAIR) --compiled $(BENCH_ARGS)
 
+# --- the GPU paths in one prepared run (mtad/bench/gpu_check.py); no install step, so a system python
+# with torch runs it (PY=python3). GPU_CHECK_OUT=results/gpu_check writes the committed report.
+GPU_CHECK_OUT ?= results/local/gpu_check
+.PHONY: gpu-check
+gpu-check: ## on a GPU (<= 8 min, tiny random-weight models, nothing downloaded): exactness against the CPU, every method on every decode path, NVML energy, the target cost curve (widths 1-65 over 256 tokens) and copy bandwidth, the embedded pair if its files are here; without CUDA a dry run listing each check and why it is skipped -> results/local/gpu_check/
+	$(PY) scripts/gpu_check.py --out $(GPU_CHECK_OUT) $(ARGS)
+
 # --- the paper's claims (mtad/experiments/claims.py runs, mtad/report/claims.py reports): 95% intervals and verdicts -> results/claims/
 # EXPERIMENT=claims (default here) runs the interleaved claims experiment first; any other
 # experiment (table2, table2_full) is read from its finished cells. PAIR= picks another pair.
