@@ -197,6 +197,7 @@ def test_c5_rows_and_noise_floor():
         default=(1, 2, 0.5),
         operating_thresholds=(0.5,),
         replacements=(True,),
+        distances=(),
     )
     rows = approximation_rows(settings, resamples=200)
     assert [(r["point"]["draft"], r["point"]["vocab"], r["point"]["gamma"], r["point"]["operating"]) for r in rows] == [
@@ -216,6 +217,28 @@ def test_c5_rows_and_noise_floor():
             assert 0 <= tv["low"] <= tv["estimate"] <= tv["high"] <= 1
     probs = np.array([0.5, 0.25, 0.25])
     assert noise_floor(probs, 10_000) < noise_floor(probs, 100) < 0.2
+
+
+def test_a_draft_at_a_controlled_distance_lies_between_the_target_and_the_other_model():
+    from mtad.experiments.theory import TheorySettings, draft_at_distance, per_token_tv, tiny_pair
+
+    target, other = tiny_pair(4)
+    assert per_token_tv(target, target, 2) == pytest.approx(0.0, abs=1e-12)
+    farthest = per_token_tv(target, other, 2)
+    draft, weight, measured = draft_at_distance(target, other, 0.1, 2)
+    assert 0 < weight < 1 and measured == pytest.approx(0.1, abs=1e-3) and farthest > 0.1
+    with pytest.raises(ValueError, match="beyond the other model's"):
+        draft_at_distance(target, other, farthest + 0.01, 2)
+    labels = [p.draft for p in TheorySettings().points() if p.operating]
+    assert labels[-2:] == ["TV 0.1", "TV 0.3"]
+
+
+def test_the_chi_square_test_states_the_distance_it_detects():
+    from mtad.metrics.exactness import detectable_tv
+
+    small, large = detectable_tv(500, 16, 0.01), detectable_tv(2000, 16, 0.01)
+    assert large == pytest.approx(small / 2, rel=1e-6)  # δ* ∝ 1 / √runs
+    assert detectable_tv(2000, 64, 0.01) > large and detectable_tv(100, 1, 0.01) is None
 
 
 def test_c5_likelihood_verdict_comes_out_either_way():

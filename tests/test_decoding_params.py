@@ -26,7 +26,7 @@ EXPECTED = {
     "sampling": (SamplingParams, SAMPLING),
     "sps": (SpSParams, {"gamma": 4, **SAMPLING}),
     "spectr": (SpecTrParams, {"gamma": 4, "num_drafts": 4, **SAMPLING}),
-    "specinfer": (SpecInferParams, {"k_config": (4, 1, 1, 1), "replacement": True, **SAMPLING}),
+    "specinfer": (SpecInferParams, {"k_config": (4, 2, 2), "replacement": True, **SAMPLING}),
     "mtad": (MTADParams, {"gamma": 4, "beam_width": 4, "threshold": 0.5, "replacement": True, **SAMPLING}),
     "mmtad": (
         MMTADParams,

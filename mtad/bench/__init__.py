@@ -20,6 +20,10 @@ costs predict; optionally llama.cpp on the same GGUF (`llama_cpp_reference`); th
 - ``llama_cpp``: llama.cpp on the same GGUF, the optional reference;
 - ``goal_checks``: the goals (a)-(e), their thresholds and whether a payload meets them;
 - ``render``: bench.json and bench.md from a payload, and a stored payload made ready to render;
+- ``modelled``: the cost model's speed-ups from each row's counts, held against the measured ones;
+- ``gpu_check``: ``make gpu-check``, the GPU paths in one run on tiny random-weight models (exactness
+  against the CPU, every method on every decode path, NVML energy, the target cost curve and copy
+  bandwidth, the embedded pair when its files are here); a dry run without CUDA;
 - ``target_distance``: how far each reduced target's distribution is from the float32 target's
   (``--q4-tv``), and the rounding of the carry over the GGUF's Q4_1 blocks.
 """

@@ -86,8 +86,9 @@ class SpecTrFields(ChainFields):
 
 @dataclass(frozen=True)
 class SpecInferFields(DecoderParams):
-    # (4, 1, 1, 1): depth 4 = γ and 16 tree nodes, the same depth and node budget as MMTAD with γ = 4, W = 4
-    k_config: tuple[int, ...] = (4, 1, 1, 1)  # children per node at each depth of the draft tree
+    # (4, 2, 2): the tree of the official MTAD repository's SpecInfer baseline (--k-config 4,2,2): depth 3,
+    # 4 + 8 + 16 = 28 nodes; (4, 1, 1, 1) gives MMTAD's depth and node budget at γ = W = 4 (16 nodes)
+    k_config: tuple[int, ...] = (4, 2, 2)  # children per node at each depth of the draft tree
     replacement: bool = True  # siblings drawn from q i.i.d. (true) or without replacement
 
     def __post_init__(self) -> None:

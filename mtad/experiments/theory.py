@@ -46,6 +46,7 @@ from mtad.decoding.mtjd_exact import exact_block_distribution, joint_block_logpr
 from mtad.decoding.sampling import SAMPLING_PARAMS
 from mtad.metrics.exactness import (
     chisquare_exactness,
+    detectable_tv,
     draws_from_counts,
     empirical_counts,
     noise_floor,
@@ -62,7 +63,7 @@ NO_TRUNCATION = {"temperature": 1.0, "top_k": 0, "top_p": 1.0}
 
 @dataclass(frozen=True)
 class TheoryPoint:
-    draft: str  # "q ≠ p" (another random model) or "q = p"
+    draft: str  # "q ≠ p" (another random model), "q = p", or "TV 0.1" (a draft at that per-token distance)
     vocab: int
     gamma: int
     beam_width: int
@@ -79,9 +80,10 @@ class TheoryPoint:
 
 @dataclass
 class TheorySettings:
-    """C5's points: the operating point (each threshold, with and without replacement, and q = p)
-    over ``operating_vocab`` tokens; γ, W and τ varied one at a time around ``default`` over
-    ``grid_vocab`` tokens, beams with replacement (the official setting)."""
+    """C5's points: the operating point (each threshold, with and without replacement, q = p, and
+    drafts at the per-token distances ``distances`` from p) over ``operating_vocab`` tokens; γ, W and
+    τ varied one at a time around ``default`` over ``grid_vocab`` tokens, beams with replacement
+    (the official setting)."""
 
     runs: int = 400
     top_k: int = SAMPLING_PARAMS["top_k"]
@@ -96,6 +98,7 @@ class TheorySettings:
     thresholds: tuple = (0.1, 0.5, 0.9)
     default: tuple = (2, 4, 0.5)
     vocab: int = 4  # the zero-distance check's vocabulary
+    distances: tuple = (0.1, 0.3)  # drafts that mostly agree with p: mean per-token TV (draft_at_distance)
 
     def points(self) -> list[TheoryPoint]:
         (g_op, w_op), v_op = self.operating, self.operating_vocab
@@ -105,6 +108,9 @@ class TheorySettings:
             for r in self.replacements
         ]
         points.append(TheoryPoint("q = p", v_op, g_op, w_op, self.operating_thresholds[0], True, True))
+        points += [
+            TheoryPoint(f"TV {d:g}", v_op, g_op, w_op, self.operating_thresholds[0], True, True) for d in self.distances
+        ]
         g0, w0, t0 = self.default
         grid = (
             [(g, w0, t0) for g in self.gammas]
@@ -117,10 +123,14 @@ class TheorySettings:
 
 @dataclass
 class ExactnessSettings:
-    runs: int = 500
+    """C6: each case's first ``tokens`` tokens over ``runs`` seeded runs; 3 tokens at γ = 2 include
+    the bonus token a fully accepted draft earns, as the exactness tests check."""
+
+    runs: int = 2000
     alpha: float = 0.01
+    power: float = 0.8  # the power at which each test's smallest detectable distance is stated
     vocab: int = 4
-    tokens: int = 2
+    tokens: int = 3
     processing: dict = field(default_factory=lambda: {"temperature": 1.0, "top_k": 3, "top_p": 0.9})
     cases: tuple = (
         ("sps", {"gamma": 2}),
@@ -136,6 +146,50 @@ def tiny_pair(vocab: int):
     return tiny_model("llama", vocab, seed=0), tiny_model("llama", vocab, seed=1)
 
 
+@torch.inference_mode()
+def per_token_tv(target, draft, gamma: int) -> float:
+    """The mean over the γ positions of a block of E_p[TV(p(·|prefix), q(·|prefix))]: how far the
+    draft's raw next-token law is from the target's along the target's own continuations."""
+    blocks, logp = joint_block_logprobs(target, PROMPT[0], gamma)  # [N, γ], [N]
+    inputs = torch.cat([PROMPT.expand(blocks.shape[0], -1), blocks], dim=1)  # [N, L+γ]
+    start = PROMPT.shape[1] - 1
+    p = target(input_ids=inputs).logits[:, start:-1].double().softmax(-1)  # [N, γ, V]
+    q = draft(input_ids=inputs).logits[:, start:-1].double().softmax(-1)  # [N, γ, V]
+    tv_at = 0.5 * (p - q).abs().sum(-1)  # [N, γ]: at each position, given the block's prefix
+    # weighting every block by p(block) weighs each prefix of length t by p(prefix): the later
+    # tokens of a block sum out
+    return float((logp.double().exp()[:, None] * tv_at).sum(0).mean())
+
+
+def mixed_model(target, other, weight: float):
+    """A model of the target's architecture whose every weight is (1 − weight)·target's + weight·other's."""
+    import copy
+
+    mixed = copy.deepcopy(target)
+    with torch.no_grad():
+        for (_, mine), theirs in zip(mixed.named_parameters(), other.parameters()):
+            mine.mul_(1 - weight).add_(theirs, alpha=weight)
+    return mixed
+
+
+def draft_at_distance(target, other, distance: float, gamma: int, steps: int = 20) -> tuple[object, float, float]:
+    """(draft, weight, measured distance): the target's weights moved toward ``other``'s until the
+    per-token TV (``per_token_tv``) is ``distance``, by bisection on the mixing weight (the distance
+    is continuous in it, 0 at the target and ``per_token_tv(target, other)`` at the other model)."""
+    farthest = per_token_tv(target, other, gamma)
+    if distance >= farthest:
+        raise ValueError(f"TV {distance} is beyond the other model's {farthest:.3f}: no mixture reaches it")
+    low, high = 0.0, 1.0
+    for _ in range(steps):
+        middle = (low + high) / 2
+        if per_token_tv(target, mixed_model(target, other, middle), gamma) < distance:
+            low = middle
+        else:
+            high = middle
+    draft = mixed_model(target, other, high)
+    return draft, high, per_token_tv(target, draft, gamma)
+
+
 def _interval(statistic, arrays, confidence, resamples) -> dict:
     return iv.bootstrap_interval(
         statistic, arrays, method="percentile", resamples=resamples, confidence=confidence
@@ -147,7 +201,13 @@ def approximation_row(
 ) -> dict:
     """Joint log-likelihoods and distances to exact MTJD at one point (keys in the module doc)."""
     target, other = tiny_pair(point.vocab)
-    draft = target if point.draft == "q = p" else other
+    draft, distance = other, {"mixing_weight": 1.0}
+    if point.draft == "q = p":
+        draft, distance = target, {"mixing_weight": 0.0}
+    elif point.draft.startswith("TV "):
+        draft, weight, _ = draft_at_distance(target, other, float(point.draft[3:]), point.gamma)
+        distance = {"mixing_weight": weight}
+    distance["per_token_tv"] = per_token_tv(target, draft, point.gamma)
     processing = {"temperature": 1.0, "top_k": settings.top_k, "top_p": settings.top_p}
     _, logp = joint_block_logprobs(target, PROMPT[0], point.gamma)  # [N] raw joint log p of every block
     logp = logp.double()
@@ -163,6 +223,7 @@ def approximation_row(
         "point": point.__dict__,
         "label": point.label(),
         "runs": settings.runs,
+        "draft_distance": distance,
         "exact": {
             "mtjd_logp": float((mtjd * logp).sum()),
             "sampling_logp": sampling_logp,
@@ -210,7 +271,7 @@ def approximation_rows(
     return [approximation_row(p, settings, confidence, resamples) for p in settings.points()]
 
 
-def zero_distance_check(settings: TheorySettings, alpha: float) -> dict:
+def zero_distance_check(settings: TheorySettings, alpha: float, power: float) -> dict:
     """q = p, W = 1, no truncation, τ → 0: MTAD's first γ tokens are drawn from the joint p,
     which is exact MTJD without truncation; a chi-square test must not reject."""
     target, _ = tiny_pair(settings.vocab)
@@ -220,6 +281,8 @@ def zero_distance_check(settings: TheorySettings, alpha: float) -> dict:
     _, mtjd = exact_block_distribution(target, PROMPT[0], gamma, **NO_TRUNCATION)
     test = chisquare_exactness(counts, mtjd.double())
     return {
+        "detectable_tv": detectable_tv(test.runs, test.cells, alpha, power),
+        "power": power,
         "gamma": gamma,
         "beam_width": 1,
         "threshold": 0.01,
@@ -243,6 +306,8 @@ def exactness_rows(settings: ExactnessSettings) -> list[dict]:
         test = chisquare_exactness(counts, probs)
         rows.append(
             {
+                "detectable_tv": detectable_tv(test.runs, test.cells, settings.alpha, settings.power),
+                "power": settings.power,
                 "method": method,
                 "params": {k: list(v) if isinstance(v, tuple) else v for k, v in params.items()},
                 "processing": dict(settings.processing),
@@ -263,7 +328,7 @@ def run_theory(theory: TheorySettings, exactness: ExactnessSettings, confidence:
     """C5's rows at every point, the zero-distance check and C6's tests, with their settings."""
     return {
         "approximation": approximation_rows(theory, confidence),
-        "zero_distance_check": zero_distance_check(theory, exactness.alpha),
+        "zero_distance_check": zero_distance_check(theory, exactness.alpha, exactness.power),
         "exactness": exactness_rows(exactness),
         "theory_settings": _jsonable(asdict(theory)),
         "exactness_settings": _jsonable(asdict(exactness)),

@@ -5,5 +5,6 @@
 - ``perplexity``: the target's log-probability of an output, and the suite's perplexity;
 - ``energy``: energy meters (NVML on GPUs, RAPL on CPUs where readable, none);
 - ``exactness``: tests that a method samples the target's distribution (chi-square, TV);
-- ``forward_time``: the timing of one model forward at a width and context.
+- ``forward_time``: the timing of one model forward at a width and context;
+- ``cost_model``: modelled speed from counts on a device profile (this machine, memory-bound accelerators).
 """

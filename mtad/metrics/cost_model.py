@@ -196,6 +196,9 @@ def from_bench(payload: dict, dtype: str, path: str = "fast", host_ms: float = 0
 
 
 # --------------------------------------------------------------------------- the model
+COUNT_FIELDS = ("new_tokens", "target_calls", "draft_calls", "drafted", "tree_nodes")  # the model's inputs
+
+
 @dataclass(frozen=True)
 class Counts:
     """A cell's (or a generation's) counts, the inputs of the model."""

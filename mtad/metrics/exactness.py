@@ -21,7 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from scipy.stats import chisquare
+from scipy.optimize import brentq
+from scipy.stats import chi2, chisquare, ncx2
 
 from mtad.decoding import get_decoder
 from mtad.decoding.logits import logits_to_probs
@@ -87,9 +88,31 @@ class ExactnessTest:
     tv: float
     runs: int
     impossible: int  # draws of a sequence whose exact probability is 0 (then pvalue = 0)
+    cells: int = 0  # cells the test compares (those expecting < 5 draws pooled into one)
 
     def as_dict(self) -> dict:
-        return {"pvalue": self.pvalue, "tv": self.tv, "runs": self.runs, "impossible": self.impossible}
+        return {
+            "pvalue": self.pvalue,
+            "tv": self.tv,
+            "runs": self.runs,
+            "impossible": self.impossible,
+            "cells": self.cells,
+        }
+
+
+def detectable_tv(runs: int, cells: int, alpha: float, power: float = 0.8) -> float | None:
+    """The smallest total-variation distance from the exact law that the chi-square test over
+    ``cells`` cells and ``runs`` draws rejects at level ``alpha`` with probability ``power``, in the
+    direction hardest to see among those its cells can see (a deviation inside the pooled cell is
+    invisible to it). Against q the statistic is noncentral chi-square with λ = runs · Σ (q − p)² / p;
+    at a given TV δ, Σ (q − p)² / p is smallest, 4δ², when δ moves between two halves of p's mass,
+    so δ* = √(λ* / (4 · runs)) with λ* the noncentrality of ``power`` (Cohen's w = 2δ)."""
+    if cells < 2 or runs < 1:
+        return None
+    df = cells - 1
+    critical = chi2.ppf(1 - alpha, df)
+    noncentrality = brentq(lambda lam: ncx2.sf(critical, df, lam) - power, 1e-9, 1e6)
+    return float(np.sqrt(noncentrality / (4 * runs)))
 
 
 def chisquare_exactness(counts: torch.Tensor, probs: torch.Tensor) -> ExactnessTest:
@@ -110,7 +133,7 @@ def chisquare_exactness(counts: torch.Tensor, probs: torch.Tensor) -> ExactnessT
         pvalue = float(
             chisquare(obs[keep].numpy(), exp[keep].numpy() * obs[keep].sum().item() / exp[keep].sum().item()).pvalue
         )
-    return ExactnessTest(pvalue, tv(counts, probs), runs, impossible)
+    return ExactnessTest(pvalue, tv(counts, probs), runs, impossible, int(keep.sum()))
 
 
 def draws_from_counts(counts: torch.Tensor) -> np.ndarray:

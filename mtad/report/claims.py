@@ -34,6 +34,15 @@ from pathlib import Path
 import pandas as pd
 
 from mtad.methods import LABELS
+from mtad.metrics.cost_model import (
+    ACCELERATORS,
+    COUNT_FIELDS,
+    DEFAULT_ACCELERATOR,
+    PAIR_SIZES,
+    Counts,
+    accelerator_profile,
+    modelled_tokens_per_s,
+)
 from mtad.paper import APPROXIMATORS, NO_BOUND, VERSIONS, PaperClaim, claims_of, methods_needed
 from mtad.records import read_json, write_if_changed
 from mtad.report.cells import load_cells
@@ -219,7 +228,7 @@ def speed_claims(frame, tasks, settings, source, timing) -> list[Claim]:
             claim = Claim.of(
                 paper_claim, f"{LABELS[paper_claim.method]} / {_against(paper_claim)}: tokens/s ratio", task, source
             )
-            wide = _pairs(frame, task, methods, ["new_tokens", "seconds", "target_calls"])
+            wide = _pairs(frame, task, methods, ["seconds", *COUNT_FIELDS])
             missing = _not_run(frame, task, methods)
             if missing:
                 claim.reason = f"not run here: {', '.join(missing)} (add it to claims.methods)"
@@ -231,8 +240,26 @@ def speed_claims(frame, tasks, settings, source, timing) -> list[Claim]:
                     settings, iv.rate_over_best, _columns(wide, methods, ["new_tokens", "target_calls"])
                 )
                 claim.beside["timing"] = timing
+                modelled = _modelled_ratio(wide, methods, frame["pair"].iloc[0])
+                if modelled is not None:
+                    claim.beside["modelled"] = modelled
             claims.append(claim.finish())
     return claims
+
+
+def _modelled_ratio(wide: pd.DataFrame, methods: list[str], pair: str) -> dict | None:
+    """The speed ratio the paired prompts' counts give on a memory-bound accelerator (the method over
+    its fastest baseline there; ``mtad.metrics.cost_model``): modelled, never a verdict."""
+    if pair not in PAIR_SIZES:
+        return None
+    profile = accelerator_profile(pair, DEFAULT_ACCELERATOR)
+
+    def rate(method: str) -> float:
+        counts = Counts.of({c: int(wide[f"{method}.{c}"].sum()) for c in COUNT_FIELDS})
+        return modelled_tokens_per_s(counts, profile)
+
+    ratio = rate(methods[0]) / max(rate(m) for m in methods[1:])
+    return {"accelerator": ACCELERATORS[DEFAULT_ACCELERATOR].name, "ratio": ratio}
 
 
 def _energy_reason(cells: pd.DataFrame) -> str | None:
@@ -288,6 +315,13 @@ def _tiny(claim: str, comparison: str, paper: str, unit: str, interval: iv.Inter
     )
 
 
+def _power(test: dict) -> str:
+    """What a test that does not reject can vouch for: the smallest TV it detects at its power."""
+    if test.get("detectable_tv") is None:
+        return ""
+    return f"; detects TV ≥ {test['detectable_tv']:.3f} with {test['power']:.0%} power"
+
+
 def theory_claims(theory: dict) -> list[Claim]:
     """C5 rows at the paper's operating point (the whole grid is in the report's C5 section), the
     zero-distance check, and C6, from a stored ``theory.json`` (``mtad.experiments.theory``)."""
@@ -323,7 +357,7 @@ def theory_claims(theory: dict) -> list[Claim]:
                     "C5", comparison, "lowers perplexity", "logprob", interval, null=0.0, direction=+1, version=version
                 ).finish()
             )
-        if point["draft"] == "q ≠ p" and point["replacement"]:
+        if point["draft"] != "q = p" and point["replacement"]:
             for method in APPROXIMATORS:
                 comparison = f"TV({LABELS[method]}, MTJD) − TV(sampling, MTJD); {label}"
                 interval = iv.Interval(**row["methods"][method]["tv_gain"])
@@ -343,7 +377,7 @@ def theory_claims(theory: dict) -> list[Claim]:
     check = theory["zero_distance_check"]
     comparison = (
         f"distance zero where the maths says so (q = p, W = 1, τ = 0.01, no truncation): "
-        f"chi-square p = {check['pvalue']:.3g}"
+        f"chi-square p = {check['pvalue']:.3g}{_power(check)}"
     )
     claims.append(
         _tiny(
@@ -357,7 +391,7 @@ def theory_claims(theory: dict) -> list[Claim]:
     )
     for row in theory["exactness"]:
         params = ", ".join(f"{k}={v}" for k, v in row["params"].items())
-        comparison = f"{row['method']} ({params}) reproduces p: chi-square p = {row['pvalue']:.3g}"
+        comparison = f"{row['method']} ({params}) reproduces p: chi-square p = {row['pvalue']:.3g}{_power(row)}"
         claims.append(
             _tiny(
                 "C6",

@@ -9,7 +9,7 @@ example (summed or averaged over its samples and turns):
 
 mean_logprob   mean over samples of each sample's mean target log-prob per token (raw p)
 score          mean over samples of the task's headline score of one sample (``score_name``)
-new_tokens, seconds, target_calls, drafted, accepted     summed over samples and turns
+new_tokens, seconds, target_calls, draft_calls, drafted, accepted, tree_nodes   summed over samples and turns
 energy_j       summed joules, None when any window had no reading
 samples        samples of the example
 
@@ -60,8 +60,10 @@ def example_row(record: dict, score_name: str | None) -> dict:
         "new_tokens": total("new_tokens"),
         "seconds": total("seconds"),
         "target_calls": total("target_calls"),
+        "draft_calls": total("draft_calls"),
         "drafted": total("drafted"),
         "accepted": total("accepted"),
+        "tree_nodes": total("tree_nodes"),
         "energy_j": None if not joules or any(j is None for j in joules) else float(sum(joules)),
     }
 
@@ -79,8 +81,10 @@ def cell_examples(path: str | Path, score_name: str | None = None) -> pd.DataFra
             "new_tokens",
             "seconds",
             "target_calls",
+            "draft_calls",
             "drafted",
             "accepted",
+            "tree_nodes",
             "energy_j",
         ],
     )

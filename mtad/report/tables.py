@@ -19,6 +19,15 @@ import pandas as pd
 
 from mtad.configs import planned_grid
 from mtad.methods import METHODS
+from mtad.metrics.cost_model import (
+    ACCELERATORS,
+    COUNT_FIELDS,
+    DEFAULT_ACCELERATOR,
+    PAIR_SIZES,
+    Counts,
+    accelerator_profile,
+    modelled_speedup,
+)
 from mtad.metrics.decode_stats import EXACT_RATIOS
 from mtad.records import write_if_changed
 from mtad.report.cells import load_cells
@@ -26,6 +35,7 @@ from mtad.report.values import in_order, is_missing
 from mtad.tasks import TASKS
 
 METHOD_ORDER = list(METHODS)
+ACCELERATOR_LABEL = ACCELERATORS[DEFAULT_ACCELERATOR].name.removeprefix("NVIDIA ")
 TASK_ORDER = list(TASKS)
 COLUMNS = [
     "task",
@@ -36,6 +46,8 @@ COLUMNS = [
     "tokens_per_s",
     "speedup_vs_sampling",
     "speedup_vs_sps",
+    "modelled_vs_sampling",
+    "modelled_vs_sps",
     *EXACT_RATIOS,
     "energy_j_per_token",
     "examples",
@@ -61,6 +73,8 @@ HEADERS = {
     "tokens_per_s": "tokens/s",
     "speedup_vs_sampling": "speed-up vs sampling",
     "speedup_vs_sps": "speed-up vs SpS",
+    "modelled_vs_sampling": f"modelled vs sampling ({ACCELERATOR_LABEL})",
+    "modelled_vs_sps": f"modelled vs SpS ({ACCELERATOR_LABEL})",
     "block_efficiency": "block eff.",
     "acceptance_rate": "accept rate",
     "mean_accept_length": "mean accepted",
@@ -93,6 +107,36 @@ def add_speedups(cells: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
+def _counts(row: dict) -> Counts | None:
+    if any(pd.isna(row.get(c)) for c in ("new_tokens", "target_calls")) or not row.get("target_calls"):
+        return None
+    beam = row.get("param.beam_width")
+    return Counts.of(
+        {c: 0 if pd.isna(row.get(c)) else row.get(c) for c in COUNT_FIELDS},
+        None if beam is None or pd.isna(beam) else int(beam),
+    )
+
+
+def add_modelled_speedups(cells: pd.DataFrame, accelerator: str = DEFAULT_ACCELERATOR) -> pd.DataFrame:
+    """modelled_vs_<baseline>: the speed-up each cell's counts give over the baseline cell's on a
+    memory-bound ``accelerator`` (``mtad.metrics.cost_model``), for pairs with known parameter
+    counts; modelled, never measured (NaN for other pairs or cells without counts)."""
+    df = cells.copy()
+    keys = ["experiment", "pair", "task", "machine", "overrides"]
+    profiles = {p: accelerator_profile(p, accelerator) for p in set(df.get("pair", [])) if p in PAIR_SIZES}
+    for baseline in ("sampling", "sps"):
+        base = df[df["method"] == baseline]
+        columns = [c for c in (*COUNT_FIELDS, "param.beam_width") if c in df]
+        matched = {c: matching_values(df, base, keys, c) for c in columns if c in base}
+        values = []
+        for i, row in enumerate(df.to_dict("records")):
+            mine, theirs = _counts(row), _counts({c: v[i] for c, v in matched.items()})
+            profile = profiles.get(row.get("pair"))
+            values.append(modelled_speedup(mine, profile, theirs) if mine and theirs and profile else float("nan"))
+        df[f"modelled_vs_{baseline}"] = values
+    return df
+
+
 def table2(
     cells: pd.DataFrame, experiment: str = "table2", pair: str | None = None, overrides: str | None = ""
 ) -> pd.DataFrame:
@@ -118,7 +162,7 @@ def table2(
         if not (df["status"] == "missing").all():
             raise ValueError(f"no finished cell in experiment {experiment!r} (no metrics.json yet)")
         df = df.assign(tokens_per_s=float("nan"))  # every cell's data is missing: a table of reasons
-    df = add_speedups(df)
+    df = add_modelled_speedups(add_speedups(df))
     df["task"] = pd.Categorical(df["task"], in_order(set(df["task"]), TASK_ORDER), ordered=True)
     df["method"] = pd.Categorical(df["method"], in_order(set(df["method"]), METHOD_ORDER), ordered=True)
     df = df.sort_values(["task", "method"]).reset_index(drop=True)
@@ -172,7 +216,7 @@ def _fmt(value, column: str) -> str:
     if value is None or (isinstance(value, float) and pd.isna(value)):
         return "missing" if column == "energy_j_per_token" else "–"
     if isinstance(value, float):
-        if column.startswith("speedup"):
+        if column.startswith(("speedup", "modelled")):
             return f"{value:.2f}×"
         if column == "energy_j_per_token":
             return f"{value:.3g}"
@@ -223,6 +267,9 @@ def to_markdown(
         f"- sample counts per cell: {counts}",
         "- speed-up: tokens/s over the `sampling` (resp. `sps`) cell of the same task, pair and machine;"
         " J/token `missing` where no energy counter was readable",
+        f"- modelled ({ACCELERATOR_LABEL}): the speed-up the cell's counts (target calls, the tokens each verified,"
+        " draft calls) give over the baseline cell's on a memory-bound accelerator, from its datasheet bandwidth"
+        " and the pair's parameter counts (mtad/metrics/cost_model.py); modelled, never measured",
         f"- {INTERVAL_NOTE}",
         f"- built: {datetime.now(timezone.utc).isoformat(timespec='seconds')} from {source}/{experiment}",
         *[f"- {note}" for note in notes],
