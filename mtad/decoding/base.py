@@ -12,13 +12,13 @@ from typing import Any, ClassVar
 import torch
 from transformers import PreTrainedModel
 
+from mtad.decode_stats import DecodeStats
 from mtad.decoding.capabilities import reads_target_features
 from mtad.decoding.head_kv import draft_cached_model
 from mtad.decoding.kv import CachedModel, model_device, sync
 from mtad.decoding.logits import logits_to_probs
 from mtad.decoding.params import SamplingFields
 from mtad.decoding.static_kv import cached_model, resolve_decode_path
-from mtad.metrics.decode_stats import DecodeStats
 
 
 def check_prompt_ids(input_ids: torch.Tensor, max_new_tokens: int, target) -> None:
