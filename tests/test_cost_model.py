@@ -76,7 +76,7 @@ def _payload(sps_tokens_per_s: float) -> dict:
     ]  # fmt: skip
     return {
         "setup": {"pair": "smollm2_135m_head", "threads": 1},
-        "environment": {"target_dtype": "bfloat16", "threads": 1, "machine": "test"},
+        "environment": {"target_dtype": "torch.bfloat16", "threads": 1, "machine": "test"},
         "curve": {"context": 200, "curves": curves},
         "rows": rows,
     }

@@ -4,6 +4,7 @@ same seed -> same tokens in float64, caches that grow and roll back, compiles th
 import pytest
 import torch
 
+from mtad.bench.gpu_check import TOKEN_PARAMS
 from mtad.decoding import METHODS, get_decoder
 from mtad.decoding.capabilities import has_lean_forward
 from mtad.decoding.kv import CachedModel
@@ -21,14 +22,7 @@ from mtad.models.tiny import biased_llama, tiny_llama, tiny_opt
 
 PROMPT = torch.tensor([[5, 1, 9, 2, 7]])
 VOCAB = 24
-METHOD_PARAMS = {
-    "sampling": {},
-    "sps": {"gamma": 3},
-    "spectr": {"gamma": 3, "num_drafts": 3},
-    "specinfer": {"k_config": (3, 2, 1)},
-    "mtad": {"gamma": 3, "beam_width": 3},
-    "mmtad": {"gamma": 3, "beam_width": 3},
-}
+METHOD_PARAMS = TOKEN_PARAMS  # each method at small settings: the GPU check runs the same cases
 
 
 @pytest.fixture(scope="module")

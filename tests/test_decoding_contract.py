@@ -6,6 +6,7 @@ import re
 import pytest
 import torch
 
+from mtad.bench.gpu_check import TOKEN_PARAMS
 from mtad.decoding import DECODERS, METHODS, get_decoder
 from mtad.decoding.capabilities import reads_target_features
 from mtad.decoding.mtjd_exact import exact_block_distribution
@@ -14,14 +15,7 @@ from mtad.models.tiny import BUILDERS, tiny_head, tiny_llama
 
 PROMPT = torch.tensor([[5, 1, 9, 2, 7]])
 VOCAB = 24
-METHOD_PARAMS = {
-    "sampling": {},
-    "sps": {"gamma": 3},
-    "spectr": {"gamma": 3, "num_drafts": 3},
-    "specinfer": {"k_config": (3, 2, 1)},
-    "mtad": {"gamma": 3, "beam_width": 3},
-    "mmtad": {"gamma": 3, "beam_width": 3},
-}
+METHOD_PARAMS = TOKEN_PARAMS  # each method at small settings: the GPU check runs the same cases
 
 
 # every contract test runs on both decode paths; Llama takes the static cache on "static",

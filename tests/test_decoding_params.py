@@ -27,10 +27,28 @@ EXPECTED = {
     "sps": (SpSParams, {"gamma": 4, **SAMPLING}),
     "spectr": (SpecTrParams, {"gamma": 4, "num_drafts": 4, **SAMPLING}),
     "specinfer": (SpecInferParams, {"k_config": (4, 2, 2), "replacement": True, **SAMPLING}),
-    "mtad": (MTADParams, {"gamma": 4, "beam_width": 4, "threshold": 0.5, "replacement": True, **SAMPLING}),
+    "mtad": (
+        MTADParams,
+        {
+            "gamma": 4,
+            "beam_width": 4,
+            "threshold": 0.5,
+            "replacement": True,
+            "beam_weighting": "proportional",
+            **SAMPLING,
+        },
+    ),
     "mmtad": (
         MMTADParams,
-        {"gamma": 4, "beam_width": 4, "threshold": 0.5, "replacement": True, **SAMPLING, "denominator": "best_column"},
+        {
+            "gamma": 4,
+            "beam_width": 4,
+            "threshold": 0.5,
+            "replacement": True,
+            "beam_weighting": "proportional",
+            **SAMPLING,
+            "denominator": "best_column",
+        },
     ),
     "mtjd_exact": (MTJDExactParams, {"gamma": 2, **SAMPLING}),
 }

@@ -61,7 +61,7 @@ KNOWN_PATHS = ("eager", "static", "compiled", "fast")
 KNOWN_METHODS = ("sampling", "sps", "spectr", "specinfer", "mtad", "mmtad")
 EMBEDDED_PAIR = "smollm2_135m_head"
 
-# exactness: the cases of tests/test_decode_paths.py and tests/test_decoding_exact.py
+# exactness: the cases of tests/test_decode_paths.py and tests/test_decoding_exact.py (which read TOKEN_PARAMS)
 TOKEN_VOCAB = 24
 TOKEN_PROMPT = [5, 1, 9, 2, 7]
 TOKEN_PARAMS = {

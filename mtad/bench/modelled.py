@@ -38,7 +38,8 @@ def machine_profile(payload: dict, path: str) -> DeviceProfile | None:
         return None
     curves = [c for c in payload["curve"]["curves"] if c["path"] != "fast" or c.get("threads") == threads]
     try:
-        profile = from_bench({**payload, "curve": {**payload["curve"], "curves": curves}}, env["target_dtype"], path)
+        dtype = str(env["target_dtype"]).removeprefix("torch.")  # the run records torch's name of it
+        profile = from_bench({**payload, "curve": {**payload["curve"], "curves": curves}}, dtype, path)
     except KeyError:
         return None
     host = sampling["other_frac"] * sampling["ms_per_token"]

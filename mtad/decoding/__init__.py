@@ -4,7 +4,7 @@ dec = get_decoder(name, target=target_model, draft=draft_model, **params)  # or 
 out = dec.generate(input_ids, max_new_tokens=N, eos_token_id=None, generator=g)
 out.tokens, out.stats
 
-The contract in ``base`` (its statistics declared in ``mtad.metrics.decode_stats``), settings
+The contract in ``base`` (its statistics declared in ``mtad.decode_stats``), settings
 classes in ``params``, one module per method, the acceptance rules in ``acceptance``, p/q
 processing in ``logits``, caches and fast paths in ``kv``, ``static_kv`` and ``head_kv``, attention
 masks in ``masks``, trees and beams in ``tree`` and ``beam``.

@@ -12,13 +12,13 @@ from typing import Any, ClassVar
 import torch
 from transformers import PreTrainedModel
 
+from mtad.decode_stats import DecodeStats
 from mtad.decoding.capabilities import reads_target_features
 from mtad.decoding.head_kv import draft_cached_model
 from mtad.decoding.kv import CachedModel, model_device, sync
 from mtad.decoding.logits import logits_to_probs
 from mtad.decoding.params import SamplingFields
 from mtad.decoding.static_kv import cached_model, resolve_decode_path
-from mtad.metrics.decode_stats import DecodeStats
 
 
 def check_prompt_ids(input_ids: torch.Tensor, max_new_tokens: int, target) -> None:
@@ -54,6 +54,9 @@ class Step:
     accepted: int  # how many of `emitted` came from the draft
     drafted: int  # drafted tokens charged to this iteration (γ, or the tree depth)
     tree_nodes: int = 0
+
+
+STOP_RULES = ("eos", "block")  # how a generation ends at EOS (Decoder.generate)
 
 
 class Decoder:
@@ -124,7 +127,11 @@ class Decoder:
         max_new_tokens: int,
         eos_token_id: int | list[int] | None = None,
         generator: torch.Generator | None = None,
+        stop_rule: str = "eos",
     ) -> DecodeOutput:
+        """``stop_rule`` (one of ``STOP_RULES``): ``eos`` ends the output at its first EOS, dropping
+        the rest of the block it came in; ``block`` (the official implementation's) stops after the
+        block in which an EOS appears and keeps all of it, EOS and the tokens after it."""
         if not (isinstance(input_ids, torch.Tensor) and input_ids.dim() == 2 and input_ids.shape[0] == 1):
             raise ValueError(
                 f"input_ids must be a [1, L] LongTensor, got {getattr(input_ids, 'shape', type(input_ids))}"
@@ -134,6 +141,8 @@ class Decoder:
         check_prompt_ids(input_ids, max_new_tokens, self.target)
         if not (isinstance(max_new_tokens, int) and max_new_tokens >= 1):
             raise ValueError(f"max_new_tokens must be an int >= 1, got {max_new_tokens}")
+        if stop_rule not in STOP_RULES:
+            raise ValueError(f"stop_rule must be one of {STOP_RULES}, got {stop_rule!r}")
         eos = {eos_token_id} if isinstance(eos_token_id, int) else set(eos_token_id or ())
         self.generator = generator
         out_device = model_device(self.target)
@@ -162,10 +171,9 @@ class Decoder:
             while len(tokens) < max_new_tokens:
                 step = self.step()
                 emitted = step.emitted[: max_new_tokens - len(tokens)]
-                for i, tok in enumerate(emitted):
-                    if tok in eos:  # tokens after EOS inside a block are dropped, not counted
-                        emitted = emitted[: i + 1]
-                        break
+                ended = any(tok in eos for tok in emitted)
+                if ended and stop_rule == "eos":  # tokens after EOS inside a block are dropped, not counted
+                    emitted = emitted[: next(i for i, tok in enumerate(emitted) if tok in eos) + 1]
                 self._commit(emitted)
                 tokens.extend(emitted)
                 kept = min(step.accepted, len(emitted))
@@ -174,7 +182,7 @@ class Decoder:
                 stats.tree_nodes += step.tree_nodes
                 if step.drafted:
                     stats.accept_lengths.append(kept)
-                if emitted and emitted[-1] in eos:
+                if ended:
                     break
         sync(out_device)
         stats.seconds = time.perf_counter() - start

@@ -2,7 +2,10 @@
 
 Step 1 draws W tokens from q_1 with weights ∝ q_1(x). Step s scores every (beam i, token v)
 pair by w_i · q_s(v | beam i), draws W pairs in proportion to that score (or takes the top W
-at temperature 0: beam search) and renormalises the chosen scores into the new weights.
+at temperature 0: beam search) and renormalises the chosen scores into the new weights
+(``weighting="proportional"``). The official implementation instead applies a log-softmax to the
+chosen scores, which are probabilities, so its weights are ∝ exp(w_i · q_s(v)): nearly uniform,
+every surviving beam weighs about 1/W whatever its probability (``weighting="official_softmax"``).
 Every beam of every step is a node of a tree (W per depth, parent = the beam it extended),
 so each step's W beams are scored by one draft forward with tree attention.
 """
@@ -25,6 +28,13 @@ class BeamTree:
     best_leaf: int  # the final beam with the largest weight
 
 
+def chosen_weights(scores: torch.Tensor, weighting: str) -> torch.Tensor:
+    """[W] the new beam weights from the chosen pairs' scores w_i · q(v) [W]."""
+    if weighting == "official_softmax":
+        return scores.softmax(0)  # exp(score) / Σ exp(score): a score of 0.3 weighs 1.35, one of 0.01 weighs 1.01
+    return scores / scores.sum()
+
+
 def beam_sample(
     lm: CachedModel,
     fresh: torch.Tensor,
@@ -34,6 +44,7 @@ def beam_sample(
     greedy: bool,
     replacement: bool,
     generator: torch.Generator | None,
+    weighting: str = "proportional",
 ) -> BeamTree:
     """Run γ steps of beam sampling from the draft; γ draft forwards (the deepest level is
     not forwarded). `fresh` are the committed tokens the draft cache lacks."""
@@ -52,7 +63,7 @@ def beam_sample(
         else:
             chosen = sample_distinct(scores, width, generator)
         beam, token = chosen // vocab, chosen % vocab  # [W], [W]
-        weights = scores[chosen] / scores[chosen].sum()
+        weights = chosen_weights(scores[chosen], weighting)
         q_token.append(q[beam, token])
         first = len(tree)
         for b, t in zip(beam.tolist(), token.tolist()):

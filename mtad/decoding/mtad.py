@@ -46,6 +46,7 @@ class MultiTokenDecoder(Decoder):
             self.greedy,
             p.replacement,
             self.generator,
+            p.beam_weighting,
         )
 
 

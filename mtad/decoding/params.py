@@ -15,6 +15,9 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 DENOMINATORS = ("best_column", "node")  # MMTAD's Q: the best final beam's column, or each node's own
+# how beam sampling reweights the W chosen (beam, token) pairs (beam.py): in proportion to their scores
+# w_i · q(v), or as the official code does, a log-softmax of those scores (weights ∝ exp(w_i · q(v)))
+BEAM_WEIGHTINGS = ("proportional", "official_softmax")
 
 
 def check_positive_int(name: str, value: Any) -> None:
@@ -107,6 +110,7 @@ class MTADFields(ChainFields):
     beam_width: int = 4  # W: beams kept at every draft step
     threshold: float = 0.5  # τ: a prefix is accepted while its joint ratio P/Q exceeds τ
     replacement: bool = True  # beams' (beam, token) pairs drawn with replacement (true) or distinct
+    beam_weighting: str = "proportional"  # one of BEAM_WEIGHTINGS
 
     def __post_init__(self) -> None:
         super().__post_init__()  # γ first: the fields' order
@@ -114,6 +118,8 @@ class MTADFields(ChainFields):
         if not (0 < self.threshold <= 1):
             raise ValueError(f"threshold must be in (0, 1], got {self.threshold}")
         check_replacement(self.replacement)
+        if self.beam_weighting not in BEAM_WEIGHTINGS:
+            raise ValueError(f"beam_weighting must be one of {BEAM_WEIGHTINGS}, got {self.beam_weighting!r}")
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
-"""What every method and task shares, measured (mtad/metrics/README.md):
+"""What every method and task shares, measured (mtad/metrics/README.md; the decoding statistics
+themselves are declared in ``mtad.decode_stats``):
 
-- ``decode_stats``: a generation's decoding statistics, each field declared once with its kind;
 - ``speed``: a cell's speed and acceptance totals from its generations' statistics;
 - ``perplexity``: the target's log-probability of an output, and the suite's perplexity;
 - ``energy``: energy meters (NVML on GPUs, RAPL on CPUs where readable, none);

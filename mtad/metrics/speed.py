@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Iterable, Mapping
 
-from mtad.metrics.decode_stats import COUNTS, SUMMED
+from mtad.decode_stats import COUNTS, SUMMED
 
 
 def _ratio(numerator: float, denominator: float) -> float | None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from mtad.metrics.decode_stats import COUNTS, EXACT_RATIOS, EXACT_STATS
+from mtad.decode_stats import COUNTS, EXACT_RATIOS, EXACT_STATS
 from mtad.records import read_json, read_records
 from mtad.report.cells import find_cells
 from mtad.runner.layout import ENV, METRICS, SAMPLES

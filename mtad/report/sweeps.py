@@ -23,7 +23,7 @@ from pathlib import Path
 import pandas as pd
 
 from mtad.configs import planned_grid
-from mtad.metrics.decode_stats import EXACT_RATIOS
+from mtad.decode_stats import EXACT_RATIOS
 from mtad.report.tables import METHOD_ORDER, TASK_ORDER, matching_values, table2
 from mtad.report.values import in_order, is_missing, present
 

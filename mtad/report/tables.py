@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from mtad.configs import planned_grid
+from mtad.decode_stats import EXACT_RATIOS
 from mtad.methods import METHODS
 from mtad.metrics.cost_model import (
     ACCELERATORS,
@@ -28,7 +29,6 @@ from mtad.metrics.cost_model import (
     accelerator_profile,
     modelled_speedup,
 )
-from mtad.metrics.decode_stats import EXACT_RATIOS
 from mtad.records import write_if_changed
 from mtad.report.cells import load_cells
 from mtad.report.values import in_order, is_missing

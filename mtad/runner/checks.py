@@ -32,6 +32,10 @@ def check_run_settings(cfg) -> None:
         raise SettingError(f"warmup_tokens must be an integer >= 0 (0: no warm-up), got {cfg.warmup_tokens!r}")
     if not isinstance(cfg.progress, bool):
         raise SettingError(f"progress must be true or false, got {cfg.progress!r}")
+    from mtad.decoding.base import STOP_RULES
+
+    if cfg.stop_rule not in STOP_RULES:
+        raise SettingError(f"stop_rule must be one of {', '.join(STOP_RULES)}, got {cfg.stop_rule!r}")
 
 
 def check_override_keys(overrides: list[str]) -> str | None:

@@ -123,8 +123,28 @@ def cell_identity(cfg, cell: Cell, task_options: dict) -> dict:
             "task": {"name": cell.task, **task_options},
             "method": {"name": cell.method, **OmegaConf.to_container(cfg.method, resolve=True)},
             "seed": cfg.seed,
+            "stop_rule": cfg.stop_rule,
         }
     )
+
+
+# Settings added after cells were first recorded, each with the value every earlier cell ran with:
+# a recorded identity without one of them ran at that value, and still matches it.
+LATER_SETTINGS = {("stop_rule",): "eos", ("method", "beam_weighting"): "proportional"}
+
+
+def with_later_settings(recorded: dict, current: dict) -> dict:
+    """``recorded`` with each of ``LATER_SETTINGS`` it lacks filled in at the value earlier cells ran
+    with, where ``current`` has that setting (a method without it never gets it)."""
+    recorded = json.loads(json.dumps(recorded))
+    for path, value in LATER_SETTINGS.items():
+        *parents, key = path
+        held, now = recorded, current
+        for part in parents:
+            held, now = held.get(part), (now or {}).get(part)
+        if isinstance(held, dict) and isinstance(now, dict) and key in now and key not in held:
+            held[key] = value
+    return recorded
 
 
 def _without_connection(identity: dict) -> dict:
@@ -143,6 +163,7 @@ def check_identity(directory: Path, identity: dict) -> None:
     if recorded is None:
         return
     recorded, identity = _without_connection(recorded), _without_connection(identity)
+    recorded = with_later_settings(recorded, identity)
     if recorded == identity:
         return
     diffs = _diff(recorded, identity)

@@ -29,7 +29,11 @@ class CellRunner:
         sync(self.devices)
         self.meter.start()
         out = self.decoder.generate(
-            input_ids, max_new_tokens=max_new_tokens, eos_token_id=self.pair.eos_token_id, generator=generator
+            input_ids,
+            max_new_tokens=max_new_tokens,
+            eos_token_id=self.pair.eos_token_id,
+            generator=generator,
+            stop_rule=self.cfg.stop_rule,
         )
         sync(self.devices)
         energy = self.meter.stop()

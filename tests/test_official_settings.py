@@ -1,0 +1,72 @@
+"""The official implementation's settings offered as options: the chain MTAD's beam weighting and
+its stopping rule; a setting added later leaves the cells recorded before it valid."""
+
+import pytest
+import torch
+from omegaconf import OmegaConf
+
+from mtad.decoding import get_decoder
+from mtad.decoding.beam import chosen_weights
+from mtad.models.tiny import tiny_llama
+from mtad.runner.checks import SettingError, check_run_settings
+from mtad.runner.layout import with_later_settings
+
+PROMPT = torch.tensor([[1, 3, 2]])
+
+
+def test_the_official_weighting_is_a_softmax_of_probabilities_and_nearly_uniform():
+    scores = torch.tensor([0.30, 0.01], dtype=torch.float64)
+    assert chosen_weights(scores, "proportional").tolist() == pytest.approx([0.30 / 0.31, 0.01 / 0.31])
+    official = chosen_weights(scores, "official_softmax")
+    assert official.tolist() == pytest.approx([1 / (1 + torch.e**-0.29), 1 / (1 + torch.e**0.29)])
+    assert float(official.max() / official.min()) < 1.34  # against 30x in proportion
+
+
+def test_mtad_runs_with_either_weighting_and_refuses_another():
+    target, draft = tiny_llama(0, vocab=8), tiny_llama(1, vocab=8)
+    outs = {}
+    for weighting in ("proportional", "official_softmax"):
+        dec = get_decoder("mmtad", target=target, draft=draft, beam_weighting=weighting)
+        outs[weighting] = [
+            dec.generate(PROMPT, 24, generator=torch.Generator().manual_seed(s)).tokens for s in range(6)
+        ]
+    assert outs["proportional"] != outs["official_softmax"]  # the weights choose other beams
+    with pytest.raises(ValueError, match="beam_weighting must be one of .*official_softmax"):
+        get_decoder("mtad", target=target, draft=draft, beam_weighting="uniform")
+
+
+def test_the_block_rule_keeps_the_block_an_eos_came_in():
+    model = tiny_llama(0, vocab=8)  # q = p: every block of γ + 1 tokens is accepted
+    differ = 0
+    for seed in range(12):
+        runs = {
+            rule: get_decoder("sps", target=model, draft=model, gamma=4)
+            .generate(PROMPT, 40, eos_token_id=5, generator=torch.Generator().manual_seed(seed), stop_rule=rule)
+            .tokens
+            for rule in ("eos", "block")
+        }
+        eos, block = runs["eos"], runs["block"]
+        assert block[: len(eos)] == eos  # the same draws up to the first EOS
+        if 5 in eos:
+            assert eos[-1] == 5 and len(block) - len(eos) <= 4  # the rest of that block, at most γ tokens
+            differ += len(block) > len(eos)
+    assert differ  # some EOS came before the end of its block
+    with pytest.raises(ValueError, match="stop_rule must be one of"):
+        get_decoder("sampling", target=model).generate(PROMPT, 4, stop_rule="never")
+
+
+def test_a_bad_stop_rule_is_refused_before_anything_loads():
+    cfg = OmegaConf.create({"seed": 0, "threads": 1, "warmup_tokens": 0, "progress": False, "stop_rule": "late"})
+    with pytest.raises(SettingError, match="stop_rule must be one of eos, block"):
+        check_run_settings(cfg)
+
+
+def test_cells_recorded_before_a_later_setting_match_its_default_only():
+    recorded = {"method": {"name": "mtad", "gamma": 4}, "seed": 0}
+    current = {"method": {"name": "mtad", "gamma": 4, "beam_weighting": "proportional"}, "seed": 0, "stop_rule": "eos"}
+    assert with_later_settings(recorded, current) == current
+    official = {**current, "method": {**current["method"], "beam_weighting": "official_softmax"}}
+    assert with_later_settings(recorded, official) != official
+    assert with_later_settings(recorded, {**current, "stop_rule": "block"}) != {**current, "stop_rule": "block"}
+    sps = {"method": {"name": "sps", "gamma": 4}, "seed": 0, "stop_rule": "eos"}
+    assert "beam_weighting" not in with_later_settings({"method": {"name": "sps", "gamma": 4}}, sps)["method"]
