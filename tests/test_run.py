@@ -103,10 +103,12 @@ def test_one_cell_writes_samples_metrics_env(tmp_path, data_args):
         "beam_width": 4,
         "threshold": 0.5,
         "replacement": True,
+        "beam_weighting": "proportional",
         "temperature": 1.0,
         "top_k": 10,
         "top_p": 0.9,
     }
+    assert env["cell"]["stop_rule"] == "eos"
     assert list((tmp_path / "out" / "wandb").glob("offline-run-*/run-*.wandb"))  # logger=wandb, offline
 
 

@@ -67,7 +67,7 @@ def test_bad_settings_are_caught_before_any_work(tmp_path, override, message):
     [
         (
             ["method=mtad", "method.tau=-1"],
-            "method.tau: not a setting of method 'mtad'; valid: beam_width, gamma, "
+            "method.tau: not a setting of method 'mtad'; valid: beam_weighting, beam_width, gamma, "
             "replacement, temperature, threshold, top_k, top_p",
         ),
         (["method=mtad,mmtad", "method.denominator=node"], "method.denominator: not a setting of method 'mtad'"),
@@ -85,7 +85,9 @@ def test_unknown_setting_keys_list_the_valid_ones_before_hydra_runs(overrides, m
 
 def test_unknown_setting_key_from_the_command_line(tmp_path):
     proc = mtad_run([*TINY, "method=mtad", "method.tau=-1"], tmp_path, check=False)
-    assert proc.returncode == 1 and "valid: beam_width, gamma" in proc.log and "Traceback" not in proc.log
+    assert (
+        proc.returncode == 1 and "valid: beam_weighting, beam_width, gamma" in proc.log and "Traceback" not in proc.log
+    )
 
 
 def test_mistyped_method_value_from_the_command_line(tmp_path):
