@@ -176,13 +176,25 @@ def test_the_dry_runs_names_are_the_packages():
 
 
 def test_make_target_runs_without_install_and_writes_under_results_local():
-    dry = subprocess.run(["make", "-n", "gpu-check", "PY=python3"], cwd=REPO, capture_output=True, text=True)
-    assert dry.returncode == 0, dry.stderr
-    assert dry.stdout.strip() == "python3 scripts/gpu_check.py --out results/local/gpu_check"
-    given = subprocess.run(
-        ["make", "-n", "gpu-check", "GPU_CHECK_OUT=results/gpu_check", "ARGS=--quick"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-    )
-    assert given.stdout.strip() == ".venv/bin/python scripts/gpu_check.py --out results/gpu_check --quick"
+    # inside another make (make test), MAKEFLAGS would print the directory it enters: read the command only
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
+
+    def planned(*args: str) -> list[str]:
+        out = subprocess.run(
+            ["make", "--no-print-directory", "-n", "gpu-check", *args],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            env=env,
+        )
+        assert out.returncode == 0, out.stderr
+        return out.stdout.split()
+
+    assert planned("PY=python3") == ["python3", "scripts/gpu_check.py", "--out", "results/local/gpu_check"]
+    assert planned("GPU_CHECK_OUT=results/gpu_check", "ARGS=--quick") == [
+        ".venv/bin/python",
+        "scripts/gpu_check.py",
+        "--out",
+        "results/gpu_check",
+        "--quick",
+    ]
