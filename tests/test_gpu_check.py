@@ -176,8 +176,8 @@ def test_the_dry_runs_names_are_the_packages():
 
 
 def test_make_target_runs_without_install_and_writes_under_results_local():
-    # inside another make (make test), MAKEFLAGS would print the directory it enters: read the command only
-    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
+    # inside another make (make test) its MAKEFLAGS print directories and its PY is exported: read the defaults
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS", "PY")}
 
     def planned(*args: str) -> list[str]:
         out = subprocess.run(
