@@ -26,9 +26,14 @@ from mtad.decoding import SpSParams
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--pair", default="smollm2_135m_head")
-    ap.add_argument("--prompts", type=int, default=2)
+    ap.add_argument(
+        "--prompts",
+        type=int,
+        default=4,
+        help="held-out chat prompts (the cost model is tested on each from the others)",
+    )
     ap.add_argument("--max-new-tokens", type=int, default=40)
-    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--gamma", type=int, default=SpSParams().gamma, help="draft length of every chain method")
     ap.add_argument("--threads", type=int, default=2, help="torch threads (0: torch's default)")
     ap.add_argument("--target-dtype", default=None, help="override the pair's target dtype")

@@ -173,6 +173,27 @@ def test_sampling_row_with_another_target():
     )
     q4_row = {r["label"]: r for r in rows}["sampling fast q4_1"]
     assert q4_row["target_dtype"] == "q4_1" and q4_row["tokens_per_s"] > 0 and "vs_eager" not in q4_row
+    # each generation's counts and the split of its time the cost model is fitted to
+    (gen,) = q4_row["generations"]
+    assert (gen["rep"], gen["prompt"], gen["prompt_tokens"], gen["target_calls"]) == (0, 0, 4, 4)
+    assert 0 < gen["prefill_seconds"] and 0 < gen["target_seconds"] and gen["draft_seconds"] == 0
+    assert gen["prefill_seconds"] + gen["target_seconds"] <= gen["seconds"]
+    assert q4_row["counts"]["prompt_tokens"] == 4 and q4_row["counts"]["generations"] == 1
+
+
+def test_a_drafting_generation_splits_both_prefills_from_the_decode_forwards():
+    target, draft = dense_target(), tiny_llama(1, vocab=32).float()
+    configs = [c for c in default_configs(2, assisted=False) if c.label == "sps fast"]
+    (measure,) = measure_all(configs, target, draft, [torch.tensor([[5, 1, 9, 2, 7]])], 6, 1, log=lambda _: None)[
+        "sps fast"
+    ]
+    (gen,) = measure.generations
+    assert gen["prompt_tokens"] == 5 and gen["draft_calls"] == measure.draft_calls > 0
+    # the prefill holds one forward of each model; the rest of their time is the decode forwards'
+    assert gen["prefill_seconds"] + gen["target_seconds"] + gen["draft_seconds"] == pytest.approx(
+        measure.target_seconds + measure.draft_seconds
+    )
+    assert 0 < gen["draft_seconds"] < measure.draft_seconds and 0 < gen["target_seconds"] < measure.target_seconds
 
 
 # ---------------------------------------------------------------- llama.cpp (optional)

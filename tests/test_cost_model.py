@@ -2,7 +2,7 @@
 
 import pytest
 
-from mtad.bench.modelled import AGREEMENT, modelled_rows
+from mtad.bench.modelled import AGREEMENT, generation_costs, modelled_rows
 from mtad.metrics.cost_model import (
     ACCELERATORS,
     MODELS,
@@ -11,6 +11,7 @@ from mtad.metrics.cost_model import (
     DeviceProfile,
     accelerator_profile,
     curve,
+    fit_profile,
     from_bench,
     modelled_seconds,
     modelled_speedup,
@@ -58,39 +59,93 @@ def test_a_measured_curve_interpolates_and_extends_along_its_last_slope():
     assert (at(1), at(3), at(9), at(17)) == (10.0, 12.0, 22.0, 38.0)
 
 
-def _payload(sps_tokens_per_s: float) -> dict:
-    """A bench run: sampling (one 10 ms call per token + 1 ms outside) and SpS (γ = 4, 2 tokens per call)."""
-    counts = {"new_tokens": 40, "target_calls": 20, "draft_calls": 80, "drafted": 80, "accepted": 20, "tree_nodes": 0}
-    curves = [
-        {"model": "target", "dtype": "bfloat16", "path": "fast", "threads": 1, "ms": {"1": 10.0, "5": 12.0}},
-        {"model": "draft", "dtype": "bfloat16", "path": "fast", "threads": 1, "ms": {"1": 0.5, "4": 0.6}},
-        {"model": "target", "dtype": "bfloat16", "path": "fast", "threads": 2, "ms": {"1": 6.0, "5": 9.0}},
-        {"model": "draft", "dtype": "bfloat16", "path": "fast", "threads": 2, "ms": {"1": 0.3, "4": 0.4}},
+COST = {"a": 10.0, "b": 2.0, "c": 0.5, "d": 0.25, "prefill": 1.0, "host": {"sampling": 1.0, "sps": 3.0, "mtad": 6.0}}
+
+
+def _generation(method: str, rep: int, prompt: int, calls: int, prompt_tokens: int, beam: int = 1) -> dict:
+    """A generation timed on a machine whose costs are `COST` exactly (ms): 40 tokens, γ = 4 per call."""
+    drafts, gamma = (0, 0) if method == "sampling" else (4 * calls, 4)
+    target = calls * (COST["a"] + COST["b"] * (1 + gamma))
+    draft = drafts * (COST["c"] + COST["d"] * beam)
+    prefill, host = COST["prefill"] * prompt_tokens, COST["host"][method] * calls
+    return {
+        "rep": rep, "prompt": prompt, "new_tokens": 40, "target_calls": calls, "draft_calls": drafts,
+        "drafted": drafts, "accepted": 0, "tree_nodes": 0, "prompt_tokens": prompt_tokens, "generations": 1,
+        "seconds": (target + draft + prefill + host) / 1e3, "prefill_seconds": prefill / 1e3,
+        "target_seconds": target / 1e3, "draft_seconds": draft / 1e3,
+    }  # fmt: skip
+
+
+def _row(method: str, calls_by_prompt: tuple[int, ...], slower: float = 1.0) -> dict:
+    """A bench row of 3 repetitions over prompts of 30 and 50 tokens; `slower` scales its measured time."""
+    beam = 4 if method == "mtad" else 1
+    gens = [
+        _generation(method, rep, i, calls + (rep if method != "sampling" else 0), (30, 50)[i], beam)
+        for rep in range(3)
+        for i, calls in enumerate(calls_by_prompt)
     ]
-    sampling = {"new_tokens": 40, "target_calls": 40, "draft_calls": 0, "drafted": 0, "accepted": 0, "tree_nodes": 0}
-    rows = [
-        {"label": "sampling fast", "impl": "ours", "method": "sampling", "path": "fast", "params": {},
-         "tokens_per_s": 1000 / 11, "other_frac": 1 / 11, "ms_per_token": 11.0, "counts": sampling},
-        {"label": "sps fast", "impl": "ours", "method": "sps", "path": "fast", "params": {"gamma": 4},
-         "tokens_per_s": sps_tokens_per_s, "speedup_vs_sampling": sps_tokens_per_s * 11 / 1000, "counts": counts},
-    ]  # fmt: skip
+    tps = [40 * len(calls_by_prompt) / (slower * sum(g["seconds"] for g in gens if g["rep"] == r)) for r in range(3)]
+    return {
+        "label": f"{method} fast", "impl": "ours", "method": method, "path": "fast",
+        "params": {"beam_width": beam} if beam > 1 else {}, "tokens_per_s": sorted(tps)[1], "generations": gens,
+        "counts": {k: sum(g[k] for g in gens if g["rep"] == 1) for k in gens[0] if k not in ("rep", "prompt")},
+        "other_frac": 0.05, "ms_per_token": 20.0,
+    }  # fmt: skip
+
+
+def _payload(slower_sps: float = 1.0) -> dict:
+    """A bench run on a machine of costs `COST`: sampling, SpS and MTAD (beam of 4) on two prompts."""
+    rows = [_row("sampling", (40, 40)), _row("sps", (20, 16), slower_sps), _row("mtad", (18, 22))]
+    for r in rows:
+        r["speedup_vs_sampling"] = r["tokens_per_s"] / rows[0]["tokens_per_s"]
     return {
         "setup": {"pair": "smollm2_135m_head", "threads": 1},
         "environment": {"target_dtype": "torch.bfloat16", "threads": 1, "machine": "test"},
-        "curve": {"context": 200, "curves": curves},
+        "curve": None,
         "rows": rows,
     }
 
 
+def test_a_profile_fitted_to_exact_costs_recovers_them():
+    every = [c for r in _payload()["rows"] for _, _, c in generation_costs(r)]
+    fit = fit_profile(every)
+    assert fit.target == pytest.approx((COST["a"], COST["b"])) and fit.draft == pytest.approx((COST["c"], COST["d"]))
+    assert fit.prefill_per_token_ms == pytest.approx(COST["prefill"]) and fit.host_ms == pytest.approx(COST["host"])
+    with pytest.raises(KeyError, match="fitted: sampling, sps, mtad"):
+        fit.profile("mmtad")
+
+
 def test_the_bench_holds_the_model_against_its_own_measurements():
-    # at the run's 1 thread: 20 x (T(5) 12 + host 1) + 80 x D(1) 0.5 = 300 ms for 40 tokens; sampling 40 x 11 ms
-    (row,) = modelled_rows(_payload(sps_tokens_per_s=1000 * 40 / 300))
-    assert row["modelled"] == pytest.approx(440 / 300) and row["agrees"]
-    assert row["modelled_on_accelerator"] > 1 and row["accelerator"] == "NVIDIA H100 SXM"
-    (slower,) = modelled_rows(_payload(sps_tokens_per_s=1000 * 40 / 300 / (1 + 2 * AGREEMENT)))
-    assert not slower["agrees"]
+    rows = {r["method"]: r for r in modelled_rows(_payload())}
+    assert set(rows) == {"sps", "mtad"} and all(r["agrees"] for r in rows.values())
+    assert rows["sps"]["modelled"] == pytest.approx(rows["sps"]["measured"])
+    assert rows["sps"]["modelled_on_accelerator"] > 1 and rows["sps"]["accelerator"] == "NVIDIA H100 SXM"
+    # SpS timed slower than its counts and the others' costs say: the held-out prediction disagrees
+    slower = {r["method"]: r for r in modelled_rows(_payload(slower_sps=1 + 2 * AGREEMENT))}
+    assert not slower["sps"]["agrees"] and slower["mtad"]["agrees"]
+
+
+def test_one_prompt_leaves_nothing_to_hold_out():
+    payload = _payload()
+    for r in payload["rows"]:
+        r["generations"] = [g for g in r["generations"] if g["prompt"] == 0]
+    assert all(r["modelled"] is None and r["agrees"] is None for r in modelled_rows(payload))
+
+
+def _curve_payload() -> dict:
+    curves = [
+        {"model": "target", "dtype": "bfloat16", "path": "fast", "threads": 1, "ms": {"1": 10.0, "5": 12.0}},
+        {"model": "draft", "dtype": "bfloat16", "path": "fast", "threads": 1, "ms": {"1": 0.5, "4": 0.6}},
+    ]
+    return {**_payload(), "curve": {"context": 200, "curves": curves}}
+
+
+def test_the_isolated_forwards_model_the_same_counts_beside_the_fit():
+    # sps's median repetition: 2 prompts, 17 + 21 calls at T(5) 12 ms + host 1 ms, 152 draft steps of 0.5 ms
+    (sps, _) = modelled_rows(_curve_payload())
+    assert sps["modelled_isolated"] == pytest.approx((80 * 11) / (38 * 13 + 152 * 0.5))
 
 
 def test_a_curve_the_bench_lacks_is_named_with_those_it_has():
     with pytest.raises(KeyError, match="no target or draft curve at float32"):
-        from_bench(_payload(100.0), "float32", "fast")
+        from_bench(_curve_payload(), "float32", "fast")

@@ -2,7 +2,7 @@
 `OVERHEAD_GOAL` of its matrix products, (b) the 5-token products within `FIVE_OVER_ONE_GOAL` of the
 1-token ones, (c) sampling `VS_HF_GOAL` times HF eager generate(), (d) sampling with a 4-bit target
 `VS_LLAMA_CPP_GOAL` times llama.cpp on the same GGUF, (e) the compiled path's first use within
-`COMPILE_GOAL_S` where it is the default, (f) the cost model's speed-ups from counts within
+`COMPILE_GOAL_S` where it is the default, (f) the cost model's held-out speed-ups from counts within
 `modelled.AGREEMENT` of the measured ones (`goals`); and the payload readers they share with the
 report (`fast_target_curves`, `default_dtype`, `q4_sampling_label`)."""
 
@@ -134,12 +134,12 @@ def goals(payload: dict) -> list[dict]:
 
 
 def _cost_model_goal(payload: dict) -> dict:
-    """(f) every method's modelled speed-up over sampling (counts × this run's cost curves) within
-    ``AGREEMENT`` of the measured one."""
-    goal = f"cost model: speed-ups from counts and this machine's curves within {AGREEMENT:.0%} of measured"
+    """(f) every method's modelled speed-up over sampling (its counts × a profile fitted to the other
+    prompts' generations) within ``AGREEMENT`` of the measured one."""
+    goal = f"cost model: speed-ups from counts, each prompt's fitted on the others, within {AGREEMENT:.0%} of measured"
     rows = [r for r in modelled_rows(payload) if r["agrees"] is not None]
     if not rows:
-        return _goal("f", goal, "not measured (no counts in the rows)", None)
+        return _goal("f", goal, "not measured (the rows record no generations of two or more prompts)", None)
     worst = max(rows, key=lambda r: abs(r["modelled"] / r["measured"] - 1))
     text = (
         f"{sum(r['agrees'] for r in rows)} of {len(rows)} agree; worst {worst['label']}: "

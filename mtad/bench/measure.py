@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 
 import torch
 
@@ -60,6 +60,9 @@ class Measure:
     compiles: int = 0
     draft_calls: int = 0
     tree_nodes: int = 0
+    prompt_tokens: int = 0
+    prefill_seconds: float = 0.0  # the prompt's forwards, target and draft (within target and draft seconds)
+    generations: list = field(default_factory=list)  # one `generation_record` per generation summed here
 
 
 PATHS = ("eager", "fast")
@@ -118,10 +121,14 @@ def run_ours(config: Config, target, draft, prompt: torch.Tensor, max_new_tokens
     start = time.perf_counter()
     out = decoder.generate(prompt, max_new_tokens=max_new_tokens, generator=torch.Generator().manual_seed(seed))
     sync(model_device(target))
-    s = out.stats
-    return Measure(
+    s, seconds = out.stats, time.perf_counter() - start
+    prefills = [
+        lm.forward_log[0][1] for lm in (decoder.target_lm, decoder.draft_lm) if lm is not None and lm.forward_log
+    ]
+    prefill = sum(prefills) if prompt.numel() > 1 else 0.0  # a 1-token prompt is all pending: no prefill
+    m = Measure(
         len(out.tokens),
-        time.perf_counter() - start,
+        seconds,
         s.target_seconds,
         s.draft_seconds,
         s.target_calls,
@@ -130,7 +137,37 @@ def run_ours(config: Config, target, draft, prompt: torch.Tensor, max_new_tokens
         s.compiles,
         s.draft_calls,
         s.tree_nodes,
+        prompt.numel(),
+        prefill,
     )
+    m.generations.append(generation_record(m, prefills[0] if prompt.numel() > 1 else 0.0))
+    return m
+
+
+def generation_record(m: Measure, target_prefill_s: float) -> dict:
+    """One generation's counts and the split of its wall time that the cost model is fitted to
+    (`mtad.metrics.cost_model.fit_profile`); target and draft seconds exclude the prefill."""
+    return {
+        **counts_of(m),
+        "seconds": m.seconds,
+        "prefill_seconds": m.prefill_seconds,
+        "target_seconds": m.target_seconds - target_prefill_s,
+        "draft_seconds": m.draft_seconds - (m.prefill_seconds - target_prefill_s),
+    }
+
+
+def counts_of(m: Measure) -> dict:
+    """The counts the cost model reads (`mtad.metrics.cost_model.Counts.of`)."""
+    return {
+        "new_tokens": m.tokens,
+        "target_calls": m.target_calls,
+        "draft_calls": m.draft_calls,
+        "drafted": m.drafted,
+        "accepted": m.accepted,
+        "tree_nodes": m.tree_nodes,
+        "prompt_tokens": m.prompt_tokens,
+        "generations": max(len(m.generations), 1),
+    }
 
 
 def run_hf(config: Config, target, draft, prompt: torch.Tensor, max_new_tokens: int, seed: int) -> Measure:
@@ -216,19 +253,26 @@ def measure_all(
     targets: dict | None = None,
     seed: int = 0,
 ) -> dict[str, list[Measure]]:
-    """Alternate configs within each repetition (drift hits all alike); one Measure per rep. Prompt i
-    of repetition `rep` samples from seed `derive_seed(seed, str(i), rep)`, as the runner seeds
-    sample `rep` of example `i`: the same in every config."""
+    """Alternate configs on each prompt of each repetition, so that the generations compared run
+    seconds apart (a shared machine drifts by tens of percent over minutes); one Measure per config
+    and repetition, its prompts summed. Prompt i of repetition `rep` samples from seed
+    `derive_seed(seed, str(i), rep)`, as the runner seeds sample `rep` of example `i`: the same in
+    every config."""
     results: dict[str, list[Measure]] = {c.label: [] for c in configs}
     for rep in range(reps):
-        for config in configs:
-            total = Measure()
-            for i, prompt in enumerate(prompts):
+        totals = {c.label: Measure() for c in configs}
+        for i, prompt in enumerate(prompts):
+            for config in configs:
                 m = run(
                     config, target, draft, prompt, max_new_tokens, seed=derive_seed(seed, str(i), rep), targets=targets
                 )
+                for record in m.generations:
+                    record.update(rep=rep, prompt=i)
+                total = totals[config.label]
                 for key in vars(total):
                     setattr(total, key, getattr(total, key) + getattr(m, key))
+        for config in configs:
+            total = totals[config.label]
             results[config.label].append(total)
             log(f"rep {rep} {config.label:28s} {total.tokens / total.seconds:7.2f} tok/s")
     return results
@@ -270,14 +314,8 @@ def summarise(configs: list[Config], results: dict[str, list[Measure]]) -> list[
                 block_efficiency=speed["block_efficiency"],
                 acceptance_rate=speed["acceptance_rate"],
                 ms_per_token=1000 * m.seconds / m.tokens,
-                counts={  # the median repetition's counts: the cost model's inputs (mtad.metrics.cost_model)
-                    "new_tokens": m.tokens,
-                    "target_calls": m.target_calls,
-                    "draft_calls": m.draft_calls,
-                    "drafted": m.drafted,
-                    "accepted": m.accepted,
-                    "tree_nodes": m.tree_nodes,
-                },
+                counts=counts_of(m),  # the median repetition's: the cost model's inputs (mtad.metrics.cost_model)
+                generations=[g for rep in ms for g in rep.generations],  # what the cost model is fitted to
             )
         rows.append(row)
     by_label = {r["label"]: r for r in rows}
@@ -338,9 +376,9 @@ SAMPLING_TARGETS = ("q4_1", "q4_1_bf16")  # other targets sampling runs with, a 
 def measure_pair(
     pair_name: str,
     *,
-    prompts: int = 2,
+    prompts: int = 4,
     max_new_tokens: int = 40,
-    reps: int = 3,
+    reps: int = 5,
     gamma: int = SpSParams().gamma,
     threads: int = 2,
     target_dtype: str | None = None,

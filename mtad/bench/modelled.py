@@ -1,13 +1,18 @@
 """The cost model (``mtad.metrics.cost_model``) held against the bench's own measurements.
 
-Each method's row of the pair's own target carries the counts of its median repetition. From them
-and this machine's cost curves (the same run's ``curve``, at the row's path and the run's thread
-count) the model gives a speed-up over sampling; it must agree with the measured one within
-``AGREEMENT`` (the model's test). Beside it, the same counts on a memory-bound accelerator
-(``DEFAULT_ACCELERATOR``): modelled, never measured.
+Every timed generation of the pair's own target records its counts and where its time went
+(prefill, target forwards, draft forwards, the rest). The model's test is held-out prediction: for
+each prompt, a profile is fitted (``fit_profile``) to the same repetition's generations of the *other*
+prompts, all methods on the path together, and predicts this prompt's generations from their counts alone; a
+method's modelled speed-up over sampling is the median over repetitions of its predicted tokens/s,
+over sampling's. It must agree with the measured one within ``AGREEMENT``. Beside it, the same
+counts with the isolated forwards of the run's cost curve (``from_bench``, host work as
+sampling's), and on a memory-bound accelerator (``DEFAULT_ACCELERATOR``): modelled, never measured.
 """
 
 from __future__ import annotations
+
+import statistics
 
 from mtad.metrics.cost_model import (
     ACCELERATORS,
@@ -15,8 +20,11 @@ from mtad.metrics.cost_model import (
     PAIR_SIZES,
     Counts,
     DeviceProfile,
+    GenerationCost,
     accelerator_profile,
+    fit_profile,
     from_bench,
+    modelled_seconds,
     modelled_speedup,
 )
 
@@ -27,16 +35,55 @@ def _beam_width(row: dict) -> int | None:
     return (row.get("params") or {}).get("beam_width")
 
 
-def machine_profile(payload: dict, path: str) -> DeviceProfile | None:
-    """This machine at the pair's target dtype on ``path``: the curves measured at the run's thread
-    count, host work per call as sampling's time outside the forwards (``other_frac`` of its ms per
-    token: one call per token). None when the run has no such curve or sampling row."""
+def generation_costs(row: dict) -> list[tuple[int, int, GenerationCost]]:
+    """(repetition, prompt, cost) of each timed generation a bench row recorded."""
+    return [
+        (
+            g["rep"],
+            g["prompt"],
+            GenerationCost(
+                row["method"],
+                Counts.of(g, _beam_width(row)),
+                g["seconds"],
+                g["prefill_seconds"],
+                g["target_seconds"],
+                g["draft_seconds"],
+            ),
+        )
+        for g in row.get("generations") or []
+    ]
+
+
+def held_out_speeds(rows: list[dict]) -> dict[str, float] | None:
+    """label -> the median over repetitions of predicted tokens/s. Each generation is predicted by a
+    profile fitted to the same repetition's generations of the other prompts: the configs alternate
+    within a repetition, so its profile is the machine of that stretch of time (a shared VM drifts
+    by tens of percent between repetitions). None when the run has one prompt."""
+    costs = {r["label"]: generation_costs(r) for r in rows}
+    every = [c for cs in costs.values() for c in cs]
+    if len({prompt for _, prompt, _ in every}) < 2:
+        return None
+    folds = {(rep, prompt) for rep, prompt, _ in every}
+    fits = {(rep, p): fit_profile([c for r, q, c in every if r == rep and q != p]) for rep, p in folds}
+    speeds = {}
+    for label, cs in costs.items():
+        by_rep: dict[int, list[float]] = {}
+        for rep, prompt, c in cs:
+            tokens_seconds = by_rep.setdefault(rep, [0.0, 0.0])
+            tokens_seconds[0] += c.counts.new_tokens
+            tokens_seconds[1] += modelled_seconds(c.counts, fits[rep, prompt].profile(c.method))
+        speeds[label] = statistics.median(tokens / seconds for tokens, seconds in by_rep.values())
+    return speeds
+
+
+def isolated_profile(payload: dict, path: str) -> DeviceProfile | None:
+    """This machine from the run's isolated forwards (its cost curve at the run's thread count), host
+    work per call as sampling's time outside the forwards. None when the run has no such curve."""
     env = payload["environment"]
-    threads = env.get("threads")
     sampling = next((r for r in payload["rows"] if r["label"] == f"sampling {path}"), None)
     if not payload.get("curve") or sampling is None:
         return None
-    curves = [c for c in payload["curve"]["curves"] if c["path"] != "fast" or c.get("threads") == threads]
+    curves = [c for c in payload["curve"]["curves"] if c["path"] != "fast" or c.get("threads") == env.get("threads")]
     try:
         dtype = str(env["target_dtype"]).removeprefix("torch.")  # the run records torch's name of it
         profile = from_bench({**payload, "curve": {**payload["curve"], "curves": curves}}, dtype, path)
@@ -47,24 +94,26 @@ def machine_profile(payload: dict, path: str) -> DeviceProfile | None:
 
 
 def modelled_rows(payload: dict, accelerator: str = DEFAULT_ACCELERATOR) -> list[dict]:
-    """Per method and path with counts: measured and modelled speed-ups over sampling (this machine),
-    whether they agree within ``AGREEMENT``, and the accelerator's modelled speed-up."""
+    """Per method and path with counts: measured and modelled (held-out fit) speed-ups over
+    sampling, whether they agree within ``AGREEMENT``, the isolated forwards' modelled speed-up, and
+    the accelerator's."""
     pair = payload["setup"]["pair"]
     on_device = accelerator_profile(pair, accelerator) if pair in PAIR_SIZES else None
     out = []
     for path in ("eager", "fast"):
-        profile = machine_profile(payload, path)
         rows = [r for r in payload["rows"] if r["impl"] == "ours" and r["path"] == path and not r.get("target_dtype")]
         base = next((r for r in rows if r["method"] == "sampling" and r.get("counts")), None)
-        if profile is None or base is None:
+        if base is None:
             continue
+        speeds = held_out_speeds(rows) or {}
+        isolated = isolated_profile(payload, path)
         baseline = Counts.of(base["counts"])
         for r in rows:
             if r["method"] == "sampling" or not r.get("counts"):
                 continue
             counts = Counts.of(r["counts"], _beam_width(r))
-            modelled = modelled_speedup(counts, profile, baseline)
             measured = r.get("speedup_vs_sampling")
+            modelled = speeds[r["label"]] / speeds[base["label"]] if r["label"] in speeds else None
             out.append(
                 {
                     "label": r["label"],
@@ -72,7 +121,8 @@ def modelled_rows(payload: dict, accelerator: str = DEFAULT_ACCELERATOR) -> list
                     "path": path,
                     "measured": measured,
                     "modelled": modelled,
-                    "agrees": None if measured is None else abs(modelled / measured - 1) <= AGREEMENT,
+                    "agrees": None if None in (measured, modelled) else abs(modelled / measured - 1) <= AGREEMENT,
+                    "modelled_isolated": isolated and modelled_speedup(counts, isolated, baseline),
                     "accelerator": ACCELERATORS[accelerator].name,
                     "modelled_on_accelerator": on_device and modelled_speedup(counts, on_device, baseline),
                 }

@@ -124,19 +124,21 @@ def _modelled_lines(payload: dict) -> list[str]:
     device = rows[0]["accelerator"]
     lines = [
         "",
-        "Speed-up over sampling from each method's counts (target calls, tokens each verified, draft calls): "
-        "measured here; modelled with this run's cost curves (this machine, host work per call as "
-        f"sampling's); modelled on a memory-bound {device} from its datasheet bandwidth and the pair's "
-        "parameter counts (modelled, never measured):",
+        "Speed-up over sampling from each method's counts (prompt tokens, target calls and the tokens each "
+        "verified, draft calls and their rows): measured here; modelled here by a profile fitted to the other "
+        "prompts' timed generations (prefill per prompt token, target and draft forwards linear in width and "
+        "rows, host work per call per method; `mtad.bench.modelled`); modelled from the isolated forwards of "
+        "the cost curve below (host work as sampling's); modelled on a memory-bound "
+        f"{device} from its datasheet bandwidth and the pair's parameter counts (modelled, never measured):",
         "",
-        f"| method | path | measured | modelled here | modelled / measured | modelled, {device} |",
-        "|---|---|---:|---:|---:|---:|",
+        f"| method | path | measured | modelled here | modelled / measured | isolated forwards | modelled, {device} |",
+        "|---|---|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
-        ratio = r["modelled"] / r["measured"] if r["measured"] else None
+        ratio = r["modelled"] / r["measured"] if r["measured"] and r["modelled"] else None
         lines.append(
             f"| {r['method']} | {r['path']} | {_fmt(r['measured'])} | {_fmt(r['modelled'])} | {_fmt(ratio)} | "
-            f"{_fmt(r['modelled_on_accelerator'])} |"
+            f"{_fmt(r['modelled_isolated'])} | {_fmt(r['modelled_on_accelerator'])} |"
         )
     return lines
 

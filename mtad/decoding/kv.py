@@ -74,6 +74,7 @@ class CachedModel:
         self.calls = 0
         self.tokens_fed = 0  # positions run through the model: the prompt once, then only new tokens
         self.seconds = 0.0  # wall time inside this model's forwards (for the overhead breakdown)
+        self.forward_log: list[tuple[int, float]] = []  # (positions, seconds) of every forward, prefill first
         accepted = inspect.signature(model.forward).parameters
         self._keep_kw = "logits_to_keep" in accepted
         # transformers >= 5.2x names the cache argument `cache`; older releases `past_key_values`
@@ -95,7 +96,9 @@ class CachedModel:
         if self.features is not None:
             self.features.write(first_slot, hidden)
         sync(self.device)  # charge the kernels to this forward, not to what follows
-        self.seconds += time.perf_counter() - start
+        elapsed = time.perf_counter() - start
+        self.seconds += elapsed
+        self.forward_log.append((input_ids.numel(), elapsed))
         self.calls += 1
         self.tokens_fed += input_ids.numel()
         return logits

@@ -9,17 +9,21 @@ device profile says what one call costs there:
 - ``D(r)``: one draft step over ``r`` rows (1 for a chain, the beam width or tree level otherwise);
 - ``h``: host work per target call (sampling, acceptance rules, caches) beyond the forwards.
 
-Then, for ``n`` new tokens from ``C`` target calls and ``C_d`` draft calls,
+- ``F(P)``: a generation's prefill of its ``P``-token prompt (target and draft), where counts carry it.
 
-    seconds = C · (T(w̄) + h) + C_d · D(r̄),    w̄ = 1 + verified / C,   r̄ = draft rows per call,
+Then, for ``n`` new tokens from ``C`` target calls and ``C_d`` draft calls over ``G`` prompts,
+
+    seconds = G · F(P̄) + C · (T(w̄) + h) + C_d · D(r̄),    w̄ = 1 + verified / C,   r̄ = draft rows per call,
 
 and a method's modelled speed-up over sampling (``n`` calls of ``T(1) + h``) is
 ``n · (T(1) + h) / seconds``. For a chain with draft length γ on a memory-bound device
 (``T(w) ≈ T(1)``, ``h ≈ 0``) and a draft cost ratio ``c = D / T(1)``, block efficiency E[tokens]
 = n / C and C_d = γ C, so the speed-up is E[tokens] / (γ c + 1): Leviathan et al. (2023), Thm 3.8.
 
-Profiles (``DeviceProfile``): *this machine* from the cost curve ``make bench`` measures
-(``from_bench``), and memory-bound accelerators from published bandwidth and peak compute
+Profiles (``DeviceProfile``): *this machine* fitted to the costs of generations ``make bench``
+times (``fit_profile``: T and D linear in width and rows, F per prompt token, h per method, by
+least squares over each generation's split of its time), or read from the isolated forwards its cost
+curve times (``from_bench``); and memory-bound accelerators from published bandwidth and peak compute
 (``accelerator_profile``, figures and their sources in ``ACCELERATORS``), for a pair given by its
 parameter counts (``PAIR_SIZES``).
 """
@@ -30,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
+from scipy.optimize import nnls
 
 
 # --------------------------------------------------------------------------- published figures
@@ -127,6 +132,7 @@ class DeviceProfile:
     draft_ms: Callable[[float], float]
     host_ms: float = 0.0
     sources: dict = field(default_factory=dict)
+    prefill_ms: Callable[[float], float] | None = None  # one prompt of P tokens, target and draft (None: left out)
 
 
 def roofline_ms(size: ModelSize, accelerator: Accelerator, width: float, context: int, dtype_bytes: int = 2) -> float:
@@ -159,6 +165,7 @@ def accelerator_profile(pair: str, accelerator: str = DEFAULT_ACCELERATOR, conte
             "target": MODELS[PAIR_SIZES[pair][0]].source,
             "draft": MODELS[PAIR_SIZES[pair][1]].source,
         },
+        lambda p: roofline_ms(target, device, p, 0) + roofline_ms(draft, device, p, 0),
     )
 
 
@@ -209,6 +216,8 @@ class Counts:
     drafted: int = 0  # γ per iteration for chains, the depth for trees
     tree_nodes: int = 0  # draft tokens a tree method's target calls scored
     draft_rows: float = 1.0  # rows of one draft step (a beam's width); trees: nodes per draft call
+    prompt_tokens: int = 0  # prompt tokens prefilled, over `generations` prompts (0: prefill left out)
+    generations: int = 0
 
     @classmethod
     def of(cls, totals: dict, beam_width: int | None = None) -> "Counts":
@@ -222,6 +231,8 @@ class Counts:
             int(totals.get("drafted") or 0),
             nodes,
             rows,
+            int(totals.get("prompt_tokens") or 0),
+            int(totals.get("generations") or 0),
         )
 
     @property
@@ -231,12 +242,20 @@ class Counts:
             return 0.0
         return (self.tree_nodes or self.drafted) / self.target_calls
 
+    @property
+    def baseline(self) -> "Counts":
+        """Sampling's counts for the same tokens and prompts: one width-1 target call per token."""
+        return Counts(self.new_tokens, self.new_tokens, prompt_tokens=self.prompt_tokens, generations=self.generations)
+
 
 def modelled_seconds(counts: Counts, profile: DeviceProfile) -> float:
-    """C · (T(1 + verified per call) + h) + C_d · D(draft rows), in seconds."""
+    """G · F(P̄) + C · (T(1 + verified per call) + h) + C_d · D(draft rows), in seconds."""
     target = counts.target_calls * (profile.target_ms(1.0 + counts.verified_per_call) + profile.host_ms)
     draft = counts.draft_calls * profile.draft_ms(counts.draft_rows) if counts.draft_calls else 0.0
-    return (target + draft) / 1e3
+    prefill = 0.0
+    if counts.generations and profile.prefill_ms is not None:
+        prefill = counts.generations * profile.prefill_ms(counts.prompt_tokens / counts.generations)
+    return (target + draft + prefill) / 1e3
 
 
 def modelled_tokens_per_s(counts: Counts, profile: DeviceProfile) -> float:
@@ -245,5 +264,79 @@ def modelled_tokens_per_s(counts: Counts, profile: DeviceProfile) -> float:
 
 def modelled_speedup(counts: Counts, profile: DeviceProfile, baseline: Counts | None = None) -> float:
     """Modelled tokens/s over the baseline's (default: sampling, one width-1 call per token)."""
-    baseline = baseline or Counts(counts.new_tokens, counts.new_tokens)
+    baseline = baseline or counts.baseline
     return modelled_tokens_per_s(counts, profile) / modelled_tokens_per_s(baseline, profile)
+
+
+# --------------------------------------------------------------------------- a profile fitted to timed generations
+@dataclass(frozen=True)
+class GenerationCost:
+    """One timed generation: its counts (``generations`` 1) and where its wall time went."""
+
+    method: str
+    counts: Counts
+    seconds: float  # wall time, prefill included
+    prefill_seconds: float  # the prompt's forwards, target and draft
+    target_seconds: float  # target forwards after the prefill
+    draft_seconds: float  # draft forwards after the prefill
+
+    @property
+    def host_seconds(self) -> float:
+        """Everything outside the forwards: sampling, acceptance rules, cache moves, Python."""
+        return self.seconds - self.prefill_seconds - self.target_seconds - self.draft_seconds
+
+
+def _non_negative_fit(columns: list[list[float]], seconds: list[float]) -> tuple[float, ...]:
+    """Least-squares coefficients ≥ 0 of ``seconds ≈ Σ coefficient · column``, in ms per unit."""
+    if not seconds:
+        return (0.0,) * len(columns)
+    coefficients, _ = nnls(np.array(columns, dtype=float).T, 1e3 * np.array(seconds, dtype=float))
+    return tuple(float(c) for c in coefficients)
+
+
+@dataclass(frozen=True)
+class FittedProfile:
+    """A machine's costs fitted to timed generations: ``T(w) = a + b·w`` over the target calls'
+    totals (``a·C + b·Σw``, Σw = C + tokens verified), ``D(r) = c + d·r`` over the draft calls'
+    (``c·C_d + d·Σr``), prefill ``F(P) = e·P``, and each method's host work per target call."""
+
+    target: tuple[float, float]  # a (ms per call), b (ms per token of width)
+    draft: tuple[float, float]  # c (ms per call), d (ms per row)
+    prefill_per_token_ms: float
+    host_ms: dict[str, float]  # method -> host work per target call
+    generations: int  # how many it was fitted to
+
+    def profile(self, method: str, name: str = "this machine (fitted)") -> DeviceProfile:
+        if method not in self.host_ms:
+            raise KeyError(f"no fitted host work for {method!r}; fitted: {', '.join(self.host_ms)}")
+        (a, b), (c, d) = self.target, self.draft
+        return DeviceProfile(
+            name,
+            lambda w: a + b * w,
+            lambda r: c + d * r,
+            self.host_ms[method],
+            {"device": f"least squares over {self.generations} timed generations"},
+            lambda p: self.prefill_per_token_ms * p,
+        )
+
+
+def fit_profile(generations: list[GenerationCost]) -> FittedProfile:
+    """The linear costs of ``FittedProfile`` from ``generations`` (several methods, so that widths
+    and rows vary). Host work is each method's own: its time outside the forwards per target call."""
+    calls = [g.counts for g in generations]
+    target = _non_negative_fit(
+        [[c.target_calls for c in calls], [c.target_calls + (c.tree_nodes or c.drafted) for c in calls]],
+        [g.target_seconds for g in generations],
+    )
+    drafting = [g for g in generations if g.counts.draft_calls]
+    draft = _non_negative_fit(
+        [[g.counts.draft_calls for g in drafting], [g.counts.draft_calls * g.counts.draft_rows for g in drafting]],
+        [g.draft_seconds for g in drafting],
+    )
+    prompt_tokens = sum(c.prompt_tokens for c in calls)
+    prefill = 1e3 * sum(g.prefill_seconds for g in generations) / prompt_tokens if prompt_tokens else 0.0
+    host = {}
+    for method in dict.fromkeys(g.method for g in generations):
+        mine = [g for g in generations if g.method == method]
+        host[method] = 1e3 * sum(g.host_seconds for g in mine) / max(sum(g.counts.target_calls for g in mine), 1)
+    return FittedProfile(target, draft, prefill, host, len(generations))
