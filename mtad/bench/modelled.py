@@ -94,9 +94,9 @@ def isolated_profile(payload: dict, path: str) -> DeviceProfile | None:
 
 
 def modelled_rows(payload: dict, accelerator: str = DEFAULT_ACCELERATOR) -> list[dict]:
-    """Per method and path with counts: measured and modelled (held-out fit) speed-ups over
-    sampling, whether they agree within ``AGREEMENT``, the isolated forwards' modelled speed-up, and
-    the accelerator's."""
+    """Per method and path with counts: measured (the row's, and its range over repetitions) and
+    modelled (held-out fit) speed-ups over sampling, whether they agree within ``AGREEMENT``, the
+    isolated forwards' modelled speed-up, and the accelerator's."""
     pair = payload["setup"]["pair"]
     on_device = accelerator_profile(pair, accelerator) if pair in PAIR_SIZES else None
     out = []
@@ -113,6 +113,9 @@ def modelled_rows(payload: dict, accelerator: str = DEFAULT_ACCELERATOR) -> list
                 continue
             counts = Counts.of(r["counts"], _beam_width(r))
             measured = r.get("speedup_vs_sampling")
+            # the ratio repetition by repetition (beside sampling in the same minute): its spread is the
+            # measurement's resolution, against which the agreement is read
+            paired = [m / s for m, s in zip(r.get("tokens_per_s_reps") or [], base.get("tokens_per_s_reps") or [])]
             modelled = speeds[r["label"]] / speeds[base["label"]] if r["label"] in speeds else None
             out.append(
                 {
@@ -120,6 +123,7 @@ def modelled_rows(payload: dict, accelerator: str = DEFAULT_ACCELERATOR) -> list
                     "method": r["method"],
                     "path": path,
                     "measured": measured,
+                    "measured_range": (min(paired), max(paired)) if paired else None,
                     "modelled": modelled,
                     "agrees": None if None in (measured, modelled) else abs(modelled / measured - 1) <= AGREEMENT,
                     "modelled_isolated": isolated and modelled_speedup(counts, isolated, baseline),
