@@ -35,6 +35,11 @@ def test_seconds_add_target_calls_at_their_width_host_work_and_draft_steps():
     assert modelled_seconds(tree, profile) == pytest.approx(0.430)
     chain = Counts.of({"new_tokens": 30, "target_calls": 10, "draft_calls": 40, "drafted": 40}, beam_width=4)
     assert (chain.verified_per_call, chain.draft_rows) == (4.0, 4.0)
+    # two prompts of 50 tokens on average, each prefilled at F(P) = 0.5 ms per token: + 50 ms, sampling's too
+    prefilled = DeviceProfile("linear", lambda w: 2.0 * w, lambda r: 0.5 * r, 1.0, {}, lambda p: 0.5 * p)
+    with_prompts = Counts(30, 10, 40, 40, 160, 4, prompt_tokens=100, generations=2)
+    assert modelled_seconds(with_prompts, prefilled) == pytest.approx(0.480)
+    assert modelled_speedup(with_prompts, prefilled) == pytest.approx((30 * 3 + 50) / 480)
 
 
 def test_a_large_target_is_memory_bound_until_hundreds_of_tokens():

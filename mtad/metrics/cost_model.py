@@ -7,16 +7,15 @@ device profile says what one call costs there:
 - ``T(w)``: a target forward over ``w`` new tokens (the pending token plus the drafted tokens or
   tree nodes it verifies) on a cache of the run's context;
 - ``D(r)``: one draft step over ``r`` rows (1 for a chain, the beam width or tree level otherwise);
-- ``h``: host work per target call (sampling, acceptance rules, caches) beyond the forwards.
-
+- ``h``: host work per target call (sampling, acceptance rules, caches) beyond the forwards;
 - ``F(P)``: a generation's prefill of its ``P``-token prompt (target and draft), where counts carry it.
 
 Then, for ``n`` new tokens from ``C`` target calls and ``C_d`` draft calls over ``G`` prompts,
 
     seconds = G · F(P̄) + C · (T(w̄) + h) + C_d · D(r̄),    w̄ = 1 + verified / C,   r̄ = draft rows per call,
 
-and a method's modelled speed-up over sampling (``n`` calls of ``T(1) + h``) is
-``n · (T(1) + h) / seconds``. For a chain with draft length γ on a memory-bound device
+and a method's modelled speed-up over sampling is sampling's modelled seconds (``n`` width-1 calls,
+the same prefill) over these. For a chain with draft length γ on a memory-bound device
 (``T(w) ≈ T(1)``, ``h ≈ 0``) and a draft cost ratio ``c = D / T(1)``, block efficiency E[tokens]
 = n / C and C_d = γ C, so the speed-up is E[tokens] / (γ c + 1): Leviathan et al. (2023), Thm 3.8.
 
