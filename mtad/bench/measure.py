@@ -122,10 +122,8 @@ def run_ours(config: Config, target, draft, prompt: torch.Tensor, max_new_tokens
     out = decoder.generate(prompt, max_new_tokens=max_new_tokens, generator=torch.Generator().manual_seed(seed))
     sync(model_device(target))
     s, seconds = out.stats, time.perf_counter() - start
-    prefills = [
-        lm.forward_log[0][1] for lm in (decoder.target_lm, decoder.draft_lm) if lm is not None and lm.forward_log
-    ]
-    prefill = sum(prefills) if prompt.numel() > 1 else 0.0  # a 1-token prompt is all pending: no prefill
+    target_prefill = decoder.target_lm.prefill_seconds
+    draft_prefill = decoder.draft_lm.prefill_seconds if decoder.draft_lm is not None else 0.0
     m = Measure(
         len(out.tokens),
         seconds,
@@ -138,9 +136,9 @@ def run_ours(config: Config, target, draft, prompt: torch.Tensor, max_new_tokens
         s.draft_calls,
         s.tree_nodes,
         prompt.numel(),
-        prefill,
+        target_prefill + draft_prefill,
     )
-    m.generations.append(generation_record(m, prefills[0] if prompt.numel() > 1 else 0.0))
+    m.generations.append(generation_record(m, target_prefill))
     return m
 
 

@@ -171,9 +171,10 @@ class Decoder:
             while len(tokens) < max_new_tokens:
                 step = self.step()
                 emitted = step.emitted[: max_new_tokens - len(tokens)]
-                ended = any(tok in eos for tok in emitted)
+                first_eos = next((i for i, tok in enumerate(emitted) if tok in eos), None)
+                ended = first_eos is not None
                 if ended and stop_rule == "eos":  # tokens after EOS inside a block are dropped, not counted
-                    emitted = emitted[: next(i for i, tok in enumerate(emitted) if tok in eos) + 1]
+                    emitted = emitted[: first_eos + 1]
                 self._commit(emitted)
                 tokens.extend(emitted)
                 kept = min(step.accepted, len(emitted))

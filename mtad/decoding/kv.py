@@ -74,7 +74,7 @@ class CachedModel:
         self.calls = 0
         self.tokens_fed = 0  # positions run through the model: the prompt once, then only new tokens
         self.seconds = 0.0  # wall time inside this model's forwards (for the overhead breakdown)
-        self.forward_log: list[tuple[int, float]] = []  # (positions, seconds) of every forward, prefill first
+        self.prefill_seconds = 0.0  # of which caching prompts (`prefill`)
         accepted = inspect.signature(model.forward).parameters
         self._keep_kw = "logits_to_keep" in accepted
         # transformers >= 5.2x names the cache argument `cache`; older releases `past_key_values`
@@ -96,9 +96,7 @@ class CachedModel:
         if self.features is not None:
             self.features.write(first_slot, hidden)
         sync(self.device)  # charge the kernels to this forward, not to what follows
-        elapsed = time.perf_counter() - start
-        self.seconds += elapsed
-        self.forward_log.append((input_ids.numel(), elapsed))
+        self.seconds += time.perf_counter() - start
         self.calls += 1
         self.tokens_fed += input_ids.numel()
         return logits
@@ -128,7 +126,9 @@ class CachedModel:
     def prefill(self, tokens: torch.Tensor) -> None:
         """Cache a committed chain without computing its logits (only the last is kept)."""
         if tokens.numel():
+            before = self.seconds
             self.extend(tokens, keep_last=1)
+            self.prefill_seconds += self.seconds - before
 
     def extend(
         self,

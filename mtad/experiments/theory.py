@@ -201,13 +201,12 @@ def approximation_row(
 ) -> dict:
     """Joint log-likelihoods and distances to exact MTJD at one point (keys in the module doc)."""
     target, other = tiny_pair(point.vocab)
-    draft, distance = other, {"mixing_weight": 1.0}
-    if point.draft == "q = p":
-        draft, distance = target, {"mixing_weight": 0.0}
-    elif point.draft.startswith("TV "):
-        draft, weight, _ = draft_at_distance(target, other, float(point.draft[3:]), point.gamma)
-        distance = {"mixing_weight": weight}
-    distance["per_token_tv"] = per_token_tv(target, draft, point.gamma)
+    if point.draft.startswith("TV "):
+        draft, weight, draft_tv = draft_at_distance(target, other, float(point.draft[3:]), point.gamma)
+    else:
+        draft, weight = (target, 0.0) if point.draft == "q = p" else (other, 1.0)
+        draft_tv = per_token_tv(target, draft, point.gamma)
+    distance = {"mixing_weight": weight, "per_token_tv": draft_tv}
     processing = {"temperature": 1.0, "top_k": settings.top_k, "top_p": settings.top_p}
     _, logp = joint_block_logprobs(target, PROMPT[0], point.gamma)  # [N] raw joint log p of every block
     logp = logp.double()

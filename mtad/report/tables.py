@@ -124,9 +124,9 @@ def add_modelled_speedups(cells: pd.DataFrame, accelerator: str = DEFAULT_ACCELE
     df = cells.copy()
     keys = ["experiment", "pair", "task", "machine", "overrides"]
     profiles = {p: accelerator_profile(p, accelerator) for p in set(df.get("pair", [])) if p in PAIR_SIZES}
+    columns = [c for c in (*COUNT_FIELDS, "param.beam_width") if c in df]
     for baseline in ("sampling", "sps"):
         base = df[df["method"] == baseline]
-        columns = [c for c in (*COUNT_FIELDS, "param.beam_width") if c in df]
         matched = {c: matching_values(df, base, keys, c) for c in columns if c in base}
         values = []
         for i, row in enumerate(df.to_dict("records")):
