@@ -67,10 +67,12 @@ def test_a_measured_curve_interpolates_and_extends_along_its_last_slope():
 COST = {"a": 10.0, "b": 2.0, "c": 0.5, "d": 0.25, "prefill": 1.0, "host": {"sampling": 1.0, "sps": 3.0, "mtad": 6.0}}
 
 
-def _generation(method: str, rep: int, prompt: int, calls: int, prompt_tokens: int, beam: int = 1) -> dict:
-    """A generation timed on a machine whose costs are `COST` exactly (ms): 40 tokens, γ = 4 per call."""
-    drafts, gamma = (0, 0) if method == "sampling" else (4 * calls, 4)
-    target = calls * (COST["a"] + COST["b"] * (1 + gamma))
+def _generation(method: str, rep: int, prompt: int, calls: int, prompt_tokens: int, slower: float = 1.0) -> dict:
+    """A generation timed on a machine whose costs are `COST` exactly (ms), except that its target forwards
+    take `slower` times theirs: 40 tokens, γ = 4 per call for SpS, 2 for MTAD's beam of 4."""
+    gamma, beam = {"sampling": (0, 1), "sps": (4, 1), "mtad": (2, 4)}[method]
+    drafts = gamma * calls
+    target = slower * calls * (COST["a"] + COST["b"] * (1 + gamma))
     draft = drafts * (COST["c"] + COST["d"] * beam)
     prefill, host = COST["prefill"] * prompt_tokens, COST["host"][method] * calls
     return {
@@ -82,17 +84,18 @@ def _generation(method: str, rep: int, prompt: int, calls: int, prompt_tokens: i
 
 
 def _row(method: str, calls_by_prompt: tuple[int, ...], slower: float = 1.0) -> dict:
-    """A bench row of 3 repetitions over prompts of 30 and 50 tokens; `slower` scales its measured time."""
+    """A bench row of 3 repetitions over prompts of 30 and 50 tokens; `slower` scales its target forwards."""
     beam = 4 if method == "mtad" else 1
     gens = [
-        _generation(method, rep, i, calls + (rep if method != "sampling" else 0), (30, 50)[i], beam)
+        _generation(method, rep, i, calls + (rep if method != "sampling" else 0), (30, 50)[i], slower)
         for rep in range(3)
         for i, calls in enumerate(calls_by_prompt)
     ]
-    tps = [40 * len(calls_by_prompt) / (slower * sum(g["seconds"] for g in gens if g["rep"] == r)) for r in range(3)]
+    tps = [40 * len(calls_by_prompt) / sum(g["seconds"] for g in gens if g["rep"] == r) for r in range(3)]
     return {
         "label": f"{method} fast", "impl": "ours", "method": method, "path": "fast",
         "params": {"beam_width": beam} if beam > 1 else {}, "tokens_per_s": sorted(tps)[1], "generations": gens,
+        "tokens_per_s_reps": tps,
         "counts": {k: sum(g[k] for g in gens if g["rep"] == 1) for k in gens[0] if k not in ("rep", "prompt")},
         "other_frac": 0.05, "ms_per_token": 20.0,
     }  # fmt: skip
@@ -123,11 +126,14 @@ def test_a_profile_fitted_to_exact_costs_recovers_them():
 def test_the_bench_holds_the_model_against_its_own_measurements():
     rows = {r["method"]: r for r in modelled_rows(_payload())}
     assert set(rows) == {"sps", "mtad"} and all(r["agrees"] for r in rows.values())
-    assert rows["sps"]["modelled"] == pytest.approx(rows["sps"]["measured"])
+    assert rows["sps"]["modelled"] == pytest.approx(rows["sps"]["measured_pooled"])
+    assert rows["sps"]["measured_pooled"] == pytest.approx(rows["sps"]["measured"], rel=0.05)
+    assert rows["sps"]["measured_range"][0] <= rows["sps"]["measured"] <= rows["sps"]["measured_range"][1]
     assert rows["sps"]["modelled_on_accelerator"] > 1 and rows["sps"]["accelerator"] == "NVIDIA H100 SXM"
-    # SpS timed slower than its counts and the others' costs say: the held-out prediction disagrees
-    slower = {r["method"]: r for r in modelled_rows(_payload(slower_sps=1 + 2 * AGREEMENT))}
-    assert not slower["sps"]["agrees"] and slower["mtad"]["agrees"]
+    # SpS's target forwards slower than a line through the three methods' widths (1, 3, 5) allows: the
+    # shared fit cannot follow every method, and the test flags the machine as not the model's shape
+    slower = modelled_rows(_payload(slower_sps=1 + 4 * AGREEMENT))
+    assert not all(r["agrees"] for r in slower)
 
 
 def test_one_prompt_leaves_nothing_to_hold_out():

@@ -3,16 +3,18 @@
 Every timed generation of the pair's own target records its counts and where its time went
 (prefill, target forwards, draft forwards, the rest). The model's test is held-out prediction: for
 each prompt, a profile is fitted (``fit_profile``) to the same repetition's generations of the *other*
-prompts, all methods on the path together, and predicts this prompt's generations from their counts alone; a
-method's modelled speed-up over sampling is the median over repetitions of its predicted tokens/s,
-over sampling's. It must agree with the measured one within ``AGREEMENT``. Beside it, the same
-counts with the isolated forwards of the run's cost curve (``from_bench``, host work as
-sampling's), and on a memory-bound accelerator (``DEFAULT_ACCELERATOR``): modelled, never measured.
+prompts, all methods on the path together, and predicts this prompt's generations from their counts
+alone. A method's modelled speed-up over sampling is its tokens over its predicted seconds, summed over
+every timed generation, over sampling's; the measured speed-up it is held against is the same sum of
+the measured seconds. It must agree within ``AGREEMENT``. The sums, not the rows' medians over
+repetitions, because the model predicts seconds, which add over generations: a median picks one
+repetition for the measured and perhaps another for the modelled, so the comparison would carry that
+one repetition's error instead of the run's. Beside it, the same counts with the isolated forwards of
+the run's cost curve (``from_bench``, host work as sampling's), and on a memory-bound accelerator
+(``DEFAULT_ACCELERATOR``): modelled, never measured.
 """
 
 from __future__ import annotations
-
-import statistics
 
 from mtad.metrics.cost_model import (
     ACCELERATORS,
@@ -54,11 +56,12 @@ def generation_costs(row: dict) -> list[tuple[int, int, GenerationCost]]:
     ]
 
 
-def held_out_speeds(rows: list[dict]) -> dict[str, float] | None:
-    """label -> the median over repetitions of predicted tokens/s. Each generation is predicted by a
-    profile fitted to the same repetition's generations of the other prompts: the configs alternate
-    within a repetition, so its profile is the machine of that stretch of time (a shared VM drifts
-    by tens of percent between repetitions). None when the run has one prompt."""
+def held_out_speeds(rows: list[dict]) -> dict[str, tuple[float, float]] | None:
+    """label -> (measured, predicted) tokens/s over every timed generation of the row: its tokens over
+    the sum of its measured seconds, and over the sum of its predicted ones. Each generation is
+    predicted by a profile fitted to the same repetition's generations of the other prompts: the configs
+    alternate within a repetition, so its profile is the machine of that stretch of time (a shared VM
+    drifts by tens of percent between repetitions). None when the run has one prompt."""
     costs = {r["label"]: generation_costs(r) for r in rows}
     every = [c for cs in costs.values() for c in cs]
     if len({prompt for _, prompt, _ in every}) < 2:
@@ -67,12 +70,12 @@ def held_out_speeds(rows: list[dict]) -> dict[str, float] | None:
     fits = {(rep, p): fit_profile([c for r, q, c in every if r == rep and q != p]) for rep, p in folds}
     speeds = {}
     for label, cs in costs.items():
-        by_rep: dict[int, list[float]] = {}
-        for rep, prompt, c in cs:
-            tokens_seconds = by_rep.setdefault(rep, [0.0, 0.0])
-            tokens_seconds[0] += c.counts.new_tokens
-            tokens_seconds[1] += modelled_seconds(c.counts, fits[rep, prompt].profile(c.method))
-        speeds[label] = statistics.median(tokens / seconds for tokens, seconds in by_rep.values())
+        if not cs:
+            continue
+        tokens = sum(c.counts.new_tokens for _, _, c in cs)
+        measured = sum(c.seconds for _, _, c in cs)
+        predicted = sum(modelled_seconds(c.counts, fits[rep, prompt].profile(c.method)) for rep, prompt, c in cs)
+        speeds[label] = (tokens / measured, tokens / predicted)
     return speeds
 
 
@@ -94,9 +97,10 @@ def isolated_profile(payload: dict, path: str) -> DeviceProfile | None:
 
 
 def modelled_rows(payload: dict, accelerator: str = DEFAULT_ACCELERATOR) -> list[dict]:
-    """Per method and path with counts: measured (the row's, and its range over repetitions) and
-    modelled (held-out fit) speed-ups over sampling, whether they agree within ``AGREEMENT``, the
-    isolated forwards' modelled speed-up, and the accelerator's."""
+    """Per method and path with counts: measured speed-ups over sampling (the row's, its range over
+    repetitions, and over all its timed generations pooled), the held-out modelled one of the same
+    generations and whether it agrees with the pooled measurement within ``AGREEMENT``, the isolated
+    forwards' modelled speed-up, and the accelerator's."""
     pair = payload["setup"]["pair"]
     on_device = accelerator_profile(pair, accelerator) if pair in PAIR_SIZES else None
     out = []
@@ -116,7 +120,10 @@ def modelled_rows(payload: dict, accelerator: str = DEFAULT_ACCELERATOR) -> list
             # the ratio repetition by repetition (beside sampling in the same minute): its spread is the
             # measurement's resolution, against which the agreement is read
             paired = [m / s for m, s in zip(r.get("tokens_per_s_reps") or [], base.get("tokens_per_s_reps") or [])]
-            modelled = speeds[r["label"]] / speeds[base["label"]] if r["label"] in speeds else None
+            pooled, modelled = None, None
+            if r["label"] in speeds and base["label"] in speeds:
+                (mine, predicted), (sampling, sampling_predicted) = speeds[r["label"]], speeds[base["label"]]
+                pooled, modelled = mine / sampling, predicted / sampling_predicted
             out.append(
                 {
                     "label": r["label"],
@@ -124,8 +131,9 @@ def modelled_rows(payload: dict, accelerator: str = DEFAULT_ACCELERATOR) -> list
                     "path": path,
                     "measured": measured,
                     "measured_range": (min(paired), max(paired)) if paired else None,
+                    "measured_pooled": pooled,
                     "modelled": modelled,
-                    "agrees": None if None in (measured, modelled) else abs(modelled / measured - 1) <= AGREEMENT,
+                    "agrees": None if None in (pooled, modelled) else abs(modelled / pooled - 1) <= AGREEMENT,
                     "modelled_isolated": isolated and modelled_speedup(counts, isolated, baseline),
                     "accelerator": ACCELERATORS[accelerator].name,
                     "modelled_on_accelerator": on_device and modelled_speedup(counts, on_device, baseline),
