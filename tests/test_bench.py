@@ -163,6 +163,19 @@ def test_calibration_picks_a_dense_dtype_and_names_a_faster_4_bit_target():
     assert "differs" in _calibration_line(cal, "float32")
 
 
+def test_a_row_counts_every_repetition_and_times_the_median_one():
+    (config,) = [c for c in default_configs(2, assisted=False) if c.label == "sps fast"]
+    # three repetitions of the same config: different speeds, different acceptance
+    reps = [
+        Measure(tokens=40, seconds=s, target_seconds=0.8 * s, target_calls=calls, accepted=40 - calls, drafted=80)
+        for s, calls in ((1.0, 20), (2.0, 25), (4.0, 10))
+    ]
+    (row,) = summarise([config], {config.label: reps})
+    assert row["tokens_per_s"] == 20.0 and row["ms_per_token"] == 50.0  # the median repetition's time
+    assert row["block_efficiency"] == pytest.approx(120 / 55) and row["counts"]["target_calls"] == 55
+    assert row["acceptance_rate"] == pytest.approx((120 - 55) / 240)
+
+
 def test_sampling_row_with_another_target():
     target, q4 = dense_target(), q4_target()
     configs = [c for c in default_configs(3, assisted=False, target_dtypes=("q4_1",)) if c.label.startswith("sampling")]

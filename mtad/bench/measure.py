@@ -266,9 +266,7 @@ def measure_all(
                 )
                 for record in m.generations:
                     record.update(rep=rep, prompt=i)
-                total = totals[config.label]
-                for key in vars(total):
-                    setattr(total, key, getattr(total, key) + getattr(m, key))
+                totals[config.label] = summed([totals[config.label], m])
         for config in configs:
             total = totals[config.label]
             results[config.label].append(total)
@@ -276,7 +274,19 @@ def measure_all(
     return results
 
 
+def summed(measures: list[Measure]) -> Measure:
+    """One Measure holding the sums of ``measures`` (their generations' records concatenated)."""
+    total = Measure()
+    for m in measures:
+        for key in vars(total):
+            setattr(total, key, getattr(total, key) + getattr(m, key))
+    return total
+
+
 def summarise(configs: list[Config], results: dict[str, list[Measure]]) -> list[dict]:
+    """One row per config: tokens/s and the split of its time from the median repetition; block
+    efficiency, acceptance and the cost model's counts over every repetition (counts do not depend on
+    the machine's load, so which repetition was the median must not change them)."""
     rows = []
     for c in configs:
         ms = results[c.label]
@@ -294,14 +304,15 @@ def summarise(configs: list[Config], results: dict[str, list[Measure]]) -> list[
         }
         if c.impl == "ours":
             m = sorted(ms, key=lambda m: m.tokens / m.seconds)[len(ms) // 2]
+            every = summed(ms)
             speed = aggregate_speed(
                 [
                     {
-                        "new_tokens": m.tokens,
-                        "seconds": m.seconds,
-                        "target_calls": m.target_calls,
-                        "accepted": m.accepted,
-                        "drafted": m.drafted,
+                        "new_tokens": every.tokens,
+                        "seconds": every.seconds,
+                        "target_calls": every.target_calls,
+                        "accepted": every.accepted,
+                        "drafted": every.drafted,
                     }
                 ]
             )  # the runner's totals
@@ -312,8 +323,8 @@ def summarise(configs: list[Config], results: dict[str, list[Measure]]) -> list[
                 block_efficiency=speed["block_efficiency"],
                 acceptance_rate=speed["acceptance_rate"],
                 ms_per_token=1000 * m.seconds / m.tokens,
-                counts=counts_of(m),  # the median repetition's: the cost model's inputs (mtad.metrics.cost_model)
-                generations=[g for rep in ms for g in rep.generations],  # what the cost model is fitted to
+                counts=counts_of(every),  # the cost model's inputs (mtad.metrics.cost_model)
+                generations=every.generations,  # what the cost model is fitted to
             )
         rows.append(row)
     by_label = {r["label"]: r for r in rows}
