@@ -305,17 +305,7 @@ def summarise(configs: list[Config], results: dict[str, list[Measure]]) -> list[
         if c.impl == "ours":
             m = sorted(ms, key=lambda m: m.tokens / m.seconds)[len(ms) // 2]
             every = summed(ms)
-            speed = aggregate_speed(
-                [
-                    {
-                        "new_tokens": every.tokens,
-                        "seconds": every.seconds,
-                        "target_calls": every.target_calls,
-                        "accepted": every.accepted,
-                        "drafted": every.drafted,
-                    }
-                ]
-            )  # the runner's totals
+            speed = aggregate_speed([counts_of(every)])  # the runner's ratios of totals
             row.update(
                 target_frac=m.target_seconds / m.seconds,
                 draft_frac=m.draft_seconds / m.seconds,

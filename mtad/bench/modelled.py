@@ -118,7 +118,7 @@ def modelled_rows(payload: dict, accelerator: str = DEFAULT_ACCELERATOR) -> list
             counts = Counts.of(r["counts"], _beam_width(r))
             measured = r.get("speedup_vs_sampling")
             # the ratio repetition by repetition (beside sampling in the same minute): its spread is the
-            # measurement's resolution, against which the agreement is read
+            # measurement's resolution
             paired = [m / s for m, s in zip(r.get("tokens_per_s_reps") or [], base.get("tokens_per_s_reps") or [])]
             pooled, modelled = None, None
             if r["label"] in speeds and base["label"] in speeds:
