@@ -128,16 +128,24 @@ HEAD_CASES = [
     ("llama", "eager", *LOSSLESS[2]),
     ("llama", "static", *LOSSLESS[3]),
 ]
+# the fused-depths head with its own output layer (models.head): every lossless method once
+FUSED_HEAD_CASES = [
+    ("llama", "eager", *LOSSLESS[0]),
+    ("llama", "static", *LOSSLESS[1]),
+    ("opt", "eager", *LOSSLESS[2]),
+    ("llama", "static", *LOSSLESS[3]),
+]
+HEAD_CASES = [(*c, False) for c in HEAD_CASES] + [(*c, True) for c in FUSED_HEAD_CASES]
 
 
-@pytest.mark.parametrize("arch,path,method,params", HEAD_CASES, ids=lambda v: str(v))
-def test_lossless_with_a_head_draft(arch, path, method, params):
+@pytest.mark.parametrize("arch,path,method,params,fused", HEAD_CASES, ids=lambda v: str(v))
+def test_lossless_with_a_head_draft(arch, path, method, params, fused):
     build = tiny_llama if arch == "llama" else tiny_opt
     target = build(0, VOCAB, sharpness=3.0)
-    head = tiny_head(target, 1, sharpness=3.0)
+    head = tiny_head(target, 1, sharpness=3.0, fused=fused, own_output=fused)
     processing = PAPER if arch == "opt" else NO_TRUNCATION
     counts = empirical(method, target, head, {**params, **processing}, runs=DRAFT_RUNS, decode_path=path)
-    check(counts, exact_probs(target, processing), f"head/{arch}/{path}/{method}/{params}/{processing}")
+    check(counts, exact_probs(target, processing), f"head/{arch}/{path}/{method}/{params}/{processing}/fused={fused}")
 
 
 @pytest.mark.parametrize("method,params", [LOSSLESS[1], LOSSLESS[3]], ids=lambda v: str(v))

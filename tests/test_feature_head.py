@@ -30,47 +30,57 @@ def path_of(node):
     return out[::-1]
 
 
-def hidden(model, ids):
-    """The target's final hidden states (after the final norm) of a chain run alone. [T, H]"""
+# the two designs of `models.head`: one depth on the target's LM head, and fused depths with its own output layer
+DESIGNS = {"one_depth": {}, "fused": {"fused": True, "own_output": True}}
+
+
+def hidden(model, ids, depths=(-1,)):
+    """The target's hidden states at `depths` (default: the final one, after the final norm) of a
+    chain run alone, side by side. [T, D*H]"""
     with torch.no_grad():
-        return model(input_ids=ids[None], output_hidden_states=True).hidden_states[-1][0]
+        states = model(input_ids=ids[None], output_hidden_states=True).hidden_states
+    return torch.cat([states[d][0] for d in depths], dim=-1)
 
 
+@pytest.mark.parametrize("depths", [(-1,), (1, 2)], ids=["final", "two_depths"])
 @pytest.mark.parametrize("arch,path", CASES)
-def test_target_features_follow_the_cache(arch, path):
-    """Every slot's feature is the hidden state of its path run alone, before and after commit_path."""
+def test_target_features_follow_the_cache(arch, path, depths):
+    """Every slot's features are the hidden states of its path run alone, before and after commit_path."""
     model = BUILDERS[arch](0, vocab=12)
-    lm = cached_model(model, None, path, features=True)
+    lm = cached_model(model, None, path, features=depths)
+    hidden_of = lambda m, ids: hidden(m, ids, depths)  # noqa: E731
     lm.prefill(PREFIX[:-1])
     lm.extend(PREFIX[-1:], nodes=torch.tensor(LEVEL1[0]), parents=LEVEL1[1])
     lm.extend(PREFIX[:0], nodes=torch.tensor(LEVEL2[0]), parents=LEVEL2[1])
     c = PREFIX.numel()
-    assert torch.allclose(lm.features.buf[:c], hidden(model, PREFIX), atol=1e-9)
+    assert torch.allclose(lm.features.buf[:c], hidden_of(model, PREFIX), atol=1e-9)
     for node in range(len(TOKENS)):
-        alone = hidden(model, torch.cat([PREFIX, torch.tensor([TOKENS[i] for i in path_of(node)])]))[-1]
+        alone = hidden_of(model, torch.cat([PREFIX, torch.tensor([TOKENS[i] for i in path_of(node)])]))[-1]
         assert torch.allclose(lm.features.buf[c + node], alone, atol=1e-9), f"node {node}"
     lm.commit_path([1, 5])
     lm.extend(torch.tensor([11]))
     sequence = torch.cat([PREFIX, torch.tensor([2, 1, 11])])
-    assert torch.allclose(lm.features.buf[: sequence.numel()], hidden(model, sequence), atol=1e-9)
+    assert torch.allclose(lm.features.buf[: sequence.numel()], hidden_of(model, sequence), atol=1e-9)
     lm.crop(3)
     lm.extend(torch.tensor([6]))
-    assert torch.allclose(lm.features.buf[:4], hidden(model, torch.cat([PREFIX[:3], torch.tensor([6])])), atol=1e-9)
+    assert torch.allclose(lm.features.buf[:4], hidden_of(model, torch.cat([PREFIX[:3], torch.tensor([6])])), atol=1e-9)
 
 
 def head_pair(arch, path, **kw):
     target = BUILDERS[arch](0, vocab=12, sharpness=2.0)
     head = tiny_head(target, 1, sharpness=2.0, **kw)
-    target_lm = cached_model(target, None, path, features=True)
+    target_lm = cached_model(target, None, path, features=head.target_depths)
     return target, head, target_lm, HeadCachedModel(head, target_lm)
 
 
+@pytest.mark.parametrize("design", DESIGNS)
 @pytest.mark.parametrize("layers", [1, 2])
-@pytest.mark.parametrize("arch,path", [c for c in CASES if "compiled" not in str(c.values)])
-def test_head_tree_nodes_match_the_unroll_training_uses(arch, path, layers):
+@pytest.mark.parametrize("arch,path", CASES)
+def test_head_tree_nodes_match_the_unroll_training_uses(arch, path, layers, design):
     """A node at depth d is the head's (d+1)-th drafted position: its logits equal
-    FeatureHead.unroll(steps=d+1) at that position, so decoding drafts what training trains."""
-    target, head, target_lm, lm = head_pair(arch, path, layers=layers)
+    FeatureHead.unroll(steps=d+1) at that position, so decoding drafts what training trains
+    (on every decode path: the target's cache keeps the depths the head reads)."""
+    target, head, target_lm, lm = head_pair(arch, path, layers=layers, **DESIGNS[design])
     target_lm.prefill(PREFIX[:-1])  # as Decoder.generate: the target first, the pending token left out
     lm.prefill(PREFIX[:-1])
     root = lm.extend(PREFIX[-1:])[-1]
@@ -80,7 +90,7 @@ def test_head_tree_nodes_match_the_unroll_training_uses(arch, path, layers):
 
     def unrolled(sequence, steps):
         with torch.no_grad():
-            f_hat = head.unroll(sequence[None], hidden(target, sequence)[None], steps)[-1][0, -1]
+            f_hat = head.unroll(sequence[None], hidden(target, sequence, head.target_depths)[None], steps)[-1][0, -1]
         return head.expand_logits(head.head_logits(f_hat))
 
     assert torch.allclose(root, unrolled(PREFIX, 1), atol=1e-9)
@@ -90,8 +100,9 @@ def test_head_tree_nodes_match_the_unroll_training_uses(arch, path, layers):
         assert torch.allclose(node_logits[node], unrolled(sequence, len(path_nodes) + 1), atol=1e-9), f"node {node}"
 
 
-def test_head_rollback_feeds_accepted_tokens_again_with_the_target_features():
-    target, head, target_lm, lm = head_pair("llama", "static")
+@pytest.mark.parametrize("design", DESIGNS)
+def test_head_rollback_feeds_accepted_tokens_again_with_the_target_features(design):
+    target, head, target_lm, lm = head_pair("llama", "static", **DESIGNS[design])
     target_lm.prefill(PREFIX[:-1])
     lm.prefill(PREFIX[:-1])
     lm.extend(PREFIX[-1:])
@@ -102,7 +113,7 @@ def test_head_rollback_feeds_accepted_tokens_again_with_the_target_features():
     target_lm.extend(sequence[PREFIX.numel() - 1 : -1])  # the target scored the pending token and token 2
     q = lm.extend(sequence[lm.committed :])[-1]
     with torch.no_grad():
-        f_hat = head.unroll(sequence[None], hidden(target, sequence)[None])[0][0]
+        f_hat = head.unroll(sequence[None], hidden(target, sequence, head.target_depths)[None])[0][0]
     assert torch.allclose(lm.features.buf[: sequence.numel()], f_hat, atol=1e-9)
     assert torch.allclose(q, head.expand_logits(head.head_logits(f_hat[-1])), atol=1e-9)
     # a chain past the target's features: drafted one token at a time, then cropped back to `exact`
@@ -149,6 +160,47 @@ def test_head_file_round_trip_keeps_only_its_own_parameters(tmp_path):
 
         save_file(saved, str(tmp_path / "bare.safetensors"))
         load_head(tmp_path / "bare.safetensors", target)
+
+
+def test_fused_head_file_keeps_its_output_layer_and_v1_files_still_load(tmp_path):
+    """A fused head saves its depth map and its own output layer (never the embedding) and reloads
+    to the same q; a file of the first format (no design fields) loads as a one-depth head."""
+    import json
+
+    from safetensors import safe_open
+    from safetensors.torch import load_file, save_file
+
+    target = BUILDERS["llama"](0, vocab=12)
+    head = tiny_head(target, 3, head_token_ids=[0, 2, 5, 7, 11], fused=True, own_output=True)
+    path = save_head(head, tmp_path / "head.safetensors", dtype=torch.float64)
+    meta, saved = read_head_meta(path), load_file(str(path))
+    assert meta["fused_depths"] == [1, 1, 2] and meta["own_output"] is True
+    assert saved["lm_head.weight"].shape == (5, 32) and "model.depths_fc.weight" in saved
+    assert not any("embed" in k for k in saved)
+    again = load_head(path, target, dtype=torch.float64)
+    ids, feats = PREFIX[None], hidden(target, PREFIX, head.target_depths)[None]
+    with torch.no_grad():
+        a = head.expand_logits(head.head_logits(head.unroll(ids, feats, 2)[-1]))
+        b = again.expand_logits(again.head_logits(again.unroll(ids, feats, 2)[-1]))
+    assert torch.equal(a, b) and again.target_depths == (1, 1, 2)
+    deeper = BUILDERS["llama"](0, vocab=12, layers=6)
+    with pytest.raises(ValueError, match="trained on another target"):
+        load_head(path, deeper)
+
+    one = tiny_head(target, 4)
+    v2 = save_head(one, tmp_path / "one.safetensors", dtype=torch.float64)
+    with safe_open(str(v2), framework="pt") as f:
+        old = {k: v for k, v in json.loads(f.metadata()["mtad"]).items() if k not in ("fused_depths", "own_output")}
+    save_file(
+        load_file(str(v2)),
+        str(tmp_path / "v1.safetensors"),
+        metadata={"mtad": json.dumps(old | {"format": "mtad-head-v1"})},
+    )
+    v1 = load_head(tmp_path / "v1.safetensors", target, dtype=torch.float64)
+    assert v1.fused_depths is None and not v1.own_output and v1.target_depths == (-1,)
+    with torch.no_grad():
+        feats = hidden(target, PREFIX)[None]
+        assert torch.equal(one.unroll(ids, feats)[0], v1.unroll(ids, feats)[0])
 
 
 def test_head_training_lowers_the_unrolled_loss():

@@ -13,7 +13,7 @@ import torch
 from transformers import PreTrainedModel
 
 from mtad.decode_stats import DecodeStats
-from mtad.decoding.capabilities import reads_target_features
+from mtad.decoding.capabilities import target_feature_depths
 from mtad.decoding.head_kv import draft_cached_model
 from mtad.decoding.kv import CachedModel, model_device, sync
 from mtad.decoding.logits import logits_to_probs
@@ -148,7 +148,7 @@ class Decoder:
         out_device = model_device(self.target)
         room = input_ids.shape[1] + max_new_tokens  # committed positions a cache may need (trees come on top)
         self.target_lm = cached_model(
-            self.target, out_device, self.decode_path, room, features=reads_target_features(self.draft)
+            self.target, out_device, self.decode_path, room, features=target_feature_depths(self.draft)
         )
         self.draft_lm = (
             draft_cached_model(self.draft, self.target_lm, out_device, self.decode_path, room)

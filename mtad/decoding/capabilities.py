@@ -51,3 +51,11 @@ class RestrictedHead(Protocol):
 def reads_target_features(model) -> bool:
     """Whether `model` is a draft that reads the target's hidden states (a feature head)."""
     return getattr(model, READS_TARGET_FEATURES, False) is True
+
+
+def target_feature_depths(draft) -> tuple[int, ...] | None:
+    """The target's `hidden_states` indices the draft reads, low to high (-1: the final, normed
+    one), or None when it reads none: what the target's cache keeps per slot for it."""
+    if draft is None or not reads_target_features(draft):
+        return None
+    return tuple(getattr(draft, "target_depths", (-1,)))

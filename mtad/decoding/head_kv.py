@@ -3,9 +3,10 @@
 The head (a draft that reads the target's features: `capabilities.reads_target_features`) at
 position i reads the feature of the position before it, f_{i-1}. Where that position has been
 scored by the target — every committed slot the target's cache holds — it is the target's own
-hidden state, read from the target's FeatureStore; past that (the pending token's successors
-while drafting, tree nodes) it is the head's own prediction at that slot, kept in the head's
-FeatureStore by the same slot rules as its KV cache. So
+hidden state(s) at the depths the head reads (`target_depths`), read from the target's
+FeatureStore and mapped to the head's width (`reduce`: one linear map for a fused head); past
+that (the pending token's successors while drafting, tree nodes) it is the head's own output at
+that slot, kept in the head's FeatureStore by the same slot rules as its KV cache. So
 
 - chains (SpS) run γ steps on their own predicted features;
 - beams and trees feed each node the predicted feature of its parent node (the pending
@@ -46,15 +47,24 @@ class HeadCachedModel(StaticCachedModel):
         self._rows: torch.Tensor | None = None  # input features of the forward being run [n, H]
 
     # -- which feature each new row reads
-    def _feature_at(self, position: int) -> torch.Tensor:
-        """f_position for a committed position: the target's if it scored it, else the head's own. [H]"""
-        if position < 0:
-            return self.features.buf.new_zeros(self.features.buf.shape[1])
-        if position < self.source.committed:
-            return self.source.features.buf[position].to(self.features.buf.device, self.features.buf.dtype)
-        if position < self.committed:
-            return self.features.buf[position]
-        raise RuntimeError(f"feature head: no feature for position {position} yet (cache holds {self.committed})")
+    @torch.no_grad()
+    def _features_at(self, first: int, n: int) -> torch.Tensor:
+        """g at committed positions first .. first + n - 1, [n, H]: zeros before the sequence, the
+        target's (reduced to the head's width) where the target scored it, else the head's own."""
+        own_buf, scored_end = self.features.buf, self.source.committed
+        if first + n - 1 >= max(self.committed, scored_end):
+            raise RuntimeError(
+                f"feature head: no feature for position {first + n - 1} yet (cache holds {self.committed})"
+            )
+        out = own_buf.new_zeros(n, own_buf.shape[1])
+        lo, hi = max(first, 0), min(first + n, scored_end)  # the target's positions: one slice
+        if hi > lo:
+            rows = self.source.features.buf[lo:hi].to(own_buf.device)
+            out[lo - first : hi - first] = self.model.model.reduce(rows.to(self.model.dtype)).to(own_buf.dtype)
+        if first + n > max(scored_end, first):  # past the target's: the head's own outputs
+            own_lo = max(scored_end, first)
+            out[own_lo - first :] = own_buf[own_lo : first + n]
+        return out
 
     def extend(
         self,
@@ -68,16 +78,16 @@ class HeadCachedModel(StaticCachedModel):
             return self.extend(tokens[:0], nodes, parents, keep_last)
         c = self.committed
         if nodes is None or nodes.numel() == 0:
-            # past the target's features a chain is drafted one token at a time (_feature_at raises)
-            rows = [self._feature_at(c + r - 1) for r in range(tokens.numel())]
+            # past the target's features a chain is drafted one token at a time (_features_at raises)
+            self._rows = self._features_at(c - 1, tokens.numel())
             exact = [c + r - 1 < self.source.committed for r in range(tokens.numel())]
         else:
             cached = self.num_nodes
             if any(p >= cached for p in parents):
                 raise RuntimeError("feature head: a tree node's parent must be forwarded before it")
-            rows = [self._feature_at(c - 1) if p < 0 else self.features.buf[c + p] for p in parents]
+            pending = self._features_at(c - 1, 1)[0]
+            self._rows = torch.stack([pending if p < 0 else self.features.buf[c + p] for p in parents])
             exact = []
-        self._rows = torch.stack(rows)
         out = super().extend(tokens, nodes, parents, keep_last)
         for r, ok in enumerate(exact):
             if ok and self.exact == c + r:

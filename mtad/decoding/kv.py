@@ -27,6 +27,13 @@ def model_device(model: PreTrainedModel) -> torch.device:
     return model.get_input_embeddings().weight.device
 
 
+def feature_depths(features: bool | tuple[int, ...] | None) -> tuple[int, ...] | None:
+    """A cache's `features` argument as `hidden_states` indices (None: no features kept)."""
+    if features is None or features is False:
+        return None
+    return (-1,) if features is True else tuple(int(d) for d in features)
+
+
 def sync(device: torch.device) -> None:
     """Wait for queued kernels on a CUDA device, so wall-clock timings include them."""
     if device.type == "cuda":
@@ -59,10 +66,17 @@ class FeatureStore:
 class CachedModel:
     """One causal LM plus its DynamicCache, with tree-aware extension and rollback.
 
-    `features=True` also keeps each slot's final hidden state (`self.features`, a FeatureStore):
-    the forward computes it anyway, so keeping it costs one copy per call."""
+    `features` also keeps hidden states of each slot (`self.features`, a FeatureStore): True or
+    (-1,) the final (normed) one, a tuple of `hidden_states` indices those depths side by side
+    ([D*H] per slot, low to high). The forward computes them anyway, so keeping them costs one
+    copy per call."""
 
-    def __init__(self, model: PreTrainedModel, out_device: torch.device | None = None, features: bool = False):
+    def __init__(
+        self,
+        model: PreTrainedModel,
+        out_device: torch.device | None = None,
+        features: bool | tuple[int, ...] | None = None,
+    ):
         self.model = model
         self.device = model_device(model)
         self.out_device = out_device or self.device
@@ -79,7 +93,9 @@ class CachedModel:
         self._keep_kw = "logits_to_keep" in accepted
         # transformers >= 5.2x names the cache argument `cache`; older releases `past_key_values`
         self._cache_kw = "cache" if "cache" in accepted else "past_key_values"
-        self.features = FeatureStore(model.config.hidden_size, model.dtype, self.device) if features else None
+        self.feature_depths = feature_depths(features)
+        width = model.config.hidden_size * len(self.feature_depths or ())
+        self.features = FeatureStore(width, model.dtype, self.device) if self.feature_depths else None
 
     @property
     def num_nodes(self) -> int:
@@ -120,7 +136,9 @@ class CachedModel:
             **kwargs,
         )
         logits = out.logits[0]
-        hidden = out.hidden_states[-1][0] if self.features is not None else None  # after the final norm
+        hidden = None
+        if self.features is not None:  # [n, D*H]; index -1 is after the final norm
+            hidden = torch.cat([out.hidden_states[d][0] for d in self.feature_depths], dim=-1)
         return (logits[-keep_last:] if keep_last else logits), hidden
 
     def prefill(self, tokens: torch.Tensor) -> None:

@@ -71,7 +71,7 @@ def cached_model(
     out_device: torch.device | None,
     decode_path: str | None,
     min_capacity: int = 0,
-    features: bool = False,
+    features: bool | tuple[int, ...] | None = None,
 ) -> CachedModel:
     """A CachedModel for `model` on the resolved decode path (`features`: keep hidden states)."""
     path = resolve_decode_path(decode_path, model)
@@ -140,14 +140,18 @@ def llama_body(
     position_ids: torch.Tensor,
     slots: torch.Tensor,
     allowed: torch.Tensor | None,
-) -> torch.Tensor:
+    depths: tuple[int, ...] | None = None,
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Decoder layers and final norm over new positions, writing their K/V at `slots`.
 
     input_ids, position_ids: [1, n]; slots: [n]; allowed: bool [1, 1, n, kv] (kv <= capacity:
     attention spans buffer slots [0, kv)), None = every slot up to the last written one.
     keys/values: [layers, 1, kv_heads, capacity, head_dim], or a sequence of each layer's
-    [1, kv_heads, capacity, head_dim] (what the compiled body takes). Returns hidden states [n, H]."""
-    return run_layers(model.model, model.model.embed_tokens(input_ids), keys, values, position_ids, slots, allowed)
+    [1, kv_heads, capacity, head_dim] (what the compiled body takes). Returns hidden states [n, H]
+    and, with `depths` (`hidden_states` indices, as `CachedModel` keeps them), those depths side by
+    side [n, D*H]."""
+    x = model.model.embed_tokens(input_ids)
+    return run_layers(model.model, x, keys, values, position_ids, slots, allowed, depths)
 
 
 def run_layers(
@@ -158,17 +162,27 @@ def run_layers(
     position_ids: torch.Tensor,
     slots: torch.Tensor,
     allowed: torch.Tensor | None,
-) -> torch.Tensor:
-    """`llama_body` from the layer inputs x [1, n, H] on: body.layers, body.rotary_emb, body.norm."""
+    depths: tuple[int, ...] | None = None,
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    """`llama_body` from the layer inputs x [1, n, H] on: body.layers, body.rotary_emb, body.norm.
+    `depths`: also the inputs of those layers (index d: after layer d-1; the layer count or -1:
+    after the final norm), concatenated [n, D*H]."""
     kv_len = allowed.shape[-1] if allowed is not None else int(slots[-1]) + 1
     cos, sin = body.rotary_emb(x, position_ids)  # [1, n, D]
+    last = len(body.layers)
+    captured = {}
     for i, layer in enumerate(body.layers):
+        if depths is not None and i in depths:
+            captured[i] = x[0]
         q, k, v = attention_inputs(layer, x, cos, sin)  # [1, Hq, n, D], [1, Hkv, n, D] x 2
         layer_keys, layer_values = keys[i], values[i]  # [1, Hkv, capacity, D] each
         layer_keys.index_copy_(2, slots, k.to(layer_keys.dtype))
         layer_values.index_copy_(2, slots, v.to(layer_values.dtype))
         x = finish_layer(layer, x, attend(layer, q, layer_keys[:, :, :kv_len], layer_values[:, :, :kv_len], allowed))
-    return body.norm(x)[0]
+    hidden = body.norm(x)[0]
+    if depths is None:
+        return hidden
+    return hidden, torch.cat([hidden if d in (-1, last) else captured[d] for d in depths], dim=-1)
 
 
 def head_logits(model: PreTrainedModel, hidden: torch.Tensor) -> torch.Tensor:
@@ -185,7 +199,7 @@ class CompiledBody:
     TORCHINDUCTOR_CACHE_DIR says otherwise, so a machine compiles each shape once: a later process
     loads it (measured on a 2-core CPU: 76 s the first time, 7 s from the cache)."""
 
-    def __init__(self, model: PreTrainedModel):
+    def __init__(self, model: PreTrainedModel, depths: tuple[int, ...] | None = None):
         os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(cache_root() / "inductor"))
         self.model_ref = weakref.ref(model)
         self.compiles = 0
@@ -198,7 +212,7 @@ class CompiledBody:
             return compile_fx(gm, example_inputs)
 
         def body(keys, values, input_ids, position_ids, slots, allowed):
-            return llama_body(self.model_ref(), keys, values, input_ids, position_ids, slots, allowed)
+            return llama_body(self.model_ref(), keys, values, input_ids, position_ids, slots, allowed, depths)
 
         # CUDA: capture graphs (launch-bound decoding); CPU: inductor's default code generation
         self.fn = (
@@ -212,14 +226,15 @@ class CompiledBody:
         return self.fn(*args)
 
 
-_COMPILED: "weakref.WeakKeyDictionary[PreTrainedModel, CompiledBody]" = weakref.WeakKeyDictionary()
+_COMPILED: "weakref.WeakKeyDictionary[PreTrainedModel, dict]" = weakref.WeakKeyDictionary()
 
 
-def compiled_body(model: PreTrainedModel) -> CompiledBody:
-    """One compiled body per model, shared by every decoder and generation that uses it."""
-    if model not in _COMPILED:
-        _COMPILED[model] = CompiledBody(model)
-    return _COMPILED[model]
+def compiled_body(model: PreTrainedModel, depths: tuple[int, ...] | None = None) -> CompiledBody:
+    """One compiled body per model and kept depths, shared by every decoder and generation that uses it."""
+    bodies = _COMPILED.setdefault(model, {})
+    if depths not in bodies:
+        bodies[depths] = CompiledBody(model, depths)
+    return bodies[depths]
 
 
 def bucket(n: int) -> int | None:
@@ -236,7 +251,7 @@ class StaticCachedModel(CachedModel):
         out_device: torch.device | None = None,
         min_capacity: int = 0,
         compiled: bool = False,
-        features: bool = False,
+        features: bool | tuple[int, ...] | None = None,
     ):
         reason = fast_unsupported(model)
         if reason:
@@ -244,7 +259,7 @@ class StaticCachedModel(CachedModel):
         super().__init__(model, out_device, features)
         capacity = max(CAPACITY_STEP, -(-(min_capacity + BUCKETS[-1]) // CAPACITY_STEP) * CAPACITY_STEP)
         self.cache = StaticKV(model, capacity)
-        self.compiled = compiled_body(model) if compiled else None
+        self.compiled = compiled_body(model, self.feature_depths) if compiled else None
         if self.compiled is not None and self.compiled.cuda:
             for buf in (self.cache.keys, self.cache.values, *sum(self.cache.layer_views(), [])):
                 torch._dynamo.mark_static_address(buf)
@@ -265,7 +280,7 @@ class StaticCachedModel(CachedModel):
         device = self.device
         if width is None:  # uncompiled: attend over the filled slots only
             mask = step_mask(allowed, start, n, device)
-            hidden = llama_body(
+            out = llama_body(
                 self.model,
                 kv.keys,
                 kv.values,
@@ -273,6 +288,7 @@ class StaticCachedModel(CachedModel):
                 position_ids[None].to(device),
                 torch.arange(start, start + n, device=device),
                 mask,
+                self.feature_depths,
             )
         else:  # compiled: fixed shapes; pad rows write scratch slots past the fill pointer
             full = padded(chain_mask(start, n) if allowed is None else allowed, width, kv.capacity)
@@ -280,15 +296,17 @@ class StaticCachedModel(CachedModel):
             ids[:n] = input_ids
             pos = torch.zeros(width, dtype=torch.long)
             pos[:n] = position_ids
-            hidden = self.compiled(
+            out = self.compiled(
                 *kv.layer_views(),
                 ids[None].to(device),
                 pos[None].to(device),
                 torch.arange(start, start + width, device=device),
                 full.to(device),
-            )[:n]
+            )
+            out = tuple(t[:n] for t in out) if isinstance(out, tuple) else out[:n]
         kv.length = start + n
-        return head_logits(self.model, hidden[-keep_last:] if keep_last else hidden), hidden
+        hidden, kept = out if isinstance(out, tuple) else (out, None)
+        return head_logits(self.model, hidden[-keep_last:] if keep_last else hidden), kept
 
     def _select_tail(self, start: int, tail: torch.Tensor | None) -> None:
         self.cache.keep(start, tail)

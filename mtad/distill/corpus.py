@@ -82,7 +82,12 @@ def score(
     """Teacher-forced target forwards over prompt + answer, batched by length (`length_buckets`);
     top-K log-probs at the answer positions only (the LM head runs on those rows alone).
     `features`: also keep the target's final hidden state at every position ([P + n, H], fp16),
-    what a feature head reads. Records come back in the order of `prompts`."""
+    what a one-depth feature head reads, and its hidden states at the three depths a fused head
+    reads (`head.fused_depths`: [P + n, 3H], fp16, low to high). Records come back in the order
+    of `prompts`."""
+    from ..models.head import fused_depths
+
+    depths = fused_depths(target.config.num_hidden_layers)
     seqs = [p + a for p, a in zip(prompts, answers)]
     records: list[dict | None] = [None] * len(seqs)
     device = next(target.parameters()).device
@@ -93,8 +98,11 @@ def score(
         for b, i in enumerate(batch):
             ids[b, : len(seqs[i])] = torch.tensor(seqs[i])
             mask[b, : len(seqs[i])] = 1
-        hidden = target.model(input_ids=ids.to(device), attention_mask=mask.to(device), use_cache=False)
-        hidden = hidden.last_hidden_state  # [B, T, H]
+        out = target.model(
+            input_ids=ids.to(device), attention_mask=mask.to(device), use_cache=False, output_hidden_states=features
+        )
+        hidden = out.last_hidden_state  # [B, T, H]
+        fused = torch.cat([out.hidden_states[d] for d in depths], dim=-1) if features else None  # [B, T, 3H]
         P = [len(prompts[i]) for i in batch]
         n = [len(answers[i]) for i in batch]
         # the LM head and top-K on the kept rows only: position P-1+j predicts answer token j
@@ -111,6 +119,7 @@ def score(
             }
             if features:  # one conversion, no further copy (a view would save the whole batch's storage)
                 records[i]["features"] = hidden[b, : len(seqs[i])].to("cpu", torch.float16, copy=True)  # [P + n, H]
+                records[i]["depth_features"] = fused[b, : len(seqs[i])].to("cpu", torch.float16, copy=True)
     return records
 
 

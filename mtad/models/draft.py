@@ -195,15 +195,17 @@ def write_with_meta(path: Path, tensors: dict[str, torch.Tensor], meta: dict) ->
     return path
 
 
-def read_meta(path: str | Path, expected_format: str, what: str) -> dict:
-    """The "mtad" metadata of a file; refused unless its format is `expected_format`."""
+def read_meta(path: str | Path, expected_format: str | tuple[str, ...], what: str) -> dict:
+    """The "mtad" metadata of a file; refused unless its format is `expected_format` (or one of them)."""
     from safetensors import safe_open
 
     with safe_open(str(path), framework="pt") as f:
         meta = json.loads((f.metadata() or {}).get("mtad", "{}"))
-    if meta.get("format") != expected_format:
+    formats = (expected_format,) if isinstance(expected_format, str) else tuple(expected_format)
+    if meta.get("format") not in formats:
         raise ValueError(
-            f"{path} is not an mtad {what} file (metadata format {meta.get('format')!r}, expected {expected_format!r})"
+            f"{path} is not an mtad {what} file (metadata format {meta.get('format')!r}, "
+            f"expected {' or '.join(map(repr, formats))})"
         )
     return meta
 

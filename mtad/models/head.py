@@ -1,21 +1,30 @@
 """A feature head: an EAGLE-style draft that reads the target's own hidden states.
 
-At position i the head takes the token x_i and the target's final hidden state f_{i-1} of
-the position before (the feature that predicted x_i), fuses them,
+At position i the head takes the token x_i and the target's feature g_{i-1} of the position
+before (the one that predicted x_i), fuses them,
 
-    z_i = W_fuse [e(x_i); f_{i-1}]              (Linear 2H -> H, e = the target's embedding)
+    z_i = W_fuse [e(x_i); g_{i-1}]              (Linear 2H -> H, e = the target's embedding)
     f^_i = norm(layers(z_<=i))                  (Llama decoder layer(s), causal over the head's cache)
-    q(x_{i+1}) = softmax(W_rows f^_i)           (the target's LM-head rows of a restricted vocabulary)
+    q(x_{i+1}) = softmax(W_out f^_i)            (over a restricted vocabulary)
 
-and predicts the next feature f^_i, read through the target's frozen LM head. While drafting
-a block the head runs on its own predictions (f^ in place of f for positions the target has
-not scored yet), which is how training unrolls it too (`mtad.distill.head_training`).
+Two designs share this module, told apart by the file's metadata:
+
+- one depth (EAGLE-1/2): g is the target's final hidden state f, W_out the target's frozen
+  LM-head rows, and training also regresses f^ onto f (the head predicts the next feature);
+- fused depths (EAGLE-3): g = W_depths [h_low; h_mid; h_high], the target's hidden states
+  after three layers (`fused_depths`) mapped 3H -> H by one linear map, and W_out the head's
+  own trainable output layer (initialised from the target's rows); no feature is predicted,
+  so nothing ties f^ to the target's top layer.
+
+While drafting a block the head runs on its own outputs (f^ in place of g for positions the
+target has not scored yet), which is how training unrolls it too (`mtad.distill.head_training`).
 
 It is still an auxiliary model with a q over every γ-token block, so every method drafts
-with it unchanged; the decoding side (`mtad.decoding.head_kv`) feeds it the target's features.
-The head's vocabulary is restricted to `head_token_ids` (q = 0 elsewhere, which keeps every
-lossless method exact). Shared with the target and never saved: the token embedding and the
-LM-head rows; the head file holds the fusion, the layer(s) and the norm.
+with it unchanged; the decoding side (`mtad.decoding.head_kv`) feeds it the target's features
+at the depths it declares (`target_depths`), taken from the target's own forward. The head's
+vocabulary is restricted to `head_token_ids` (q = 0 elsewhere, which keeps every lossless method
+exact). Shared with the target and never saved: the token embedding, and the LM-head rows of a
+one-depth head; the head file holds the rest.
 """
 
 from __future__ import annotations
@@ -32,7 +41,20 @@ from mtad.decoding.masks import attends
 
 from .draft import expand_to_vocabulary, read_meta, write_with_meta
 
-HEAD_FORMAT = "mtad-head-v1"
+HEAD_FORMAT = "mtad-head-v2"
+FORMATS = ("mtad-head-v1", HEAD_FORMAT)  # v1: one depth, the target's LM head (no design fields)
+
+
+def fused_depths(num_layers: int) -> tuple[int, int, int]:
+    """The target's hidden states a fused head reads, as indices into a forward's `hidden_states`
+    (0 = the embeddings, d = the output of layer d, num_layers = after the final norm): a low, a
+    middle and a high one, as EAGLE-3 picks them (layers 2, L/2 and L-3: 2, 15 and 27 of
+    SmolLM2-135M's 30). A target of fewer than 6 layers (the tests' tiny ones) gives 1, L/2 and L."""
+    if num_layers < 1:
+        raise ValueError(f"a fused head reads a target with at least one layer, not {num_layers}")
+    if num_layers < 6:
+        return (1, max(num_layers // 2, 1), num_layers)
+    return (2, num_layers // 2, num_layers - 3)
 
 
 class HeadBody(nn.Module):
@@ -44,6 +66,9 @@ class HeadBody(nn.Module):
         # neither convert nor save the target's embedding
         self.__dict__["embed_tokens"] = embed_tokens
         H = config.hidden_size
+        depths = getattr(config, "head_fused_depths", None)
+        # fused depths: [h_low; h_mid; h_high] -> H by one map (EAGLE-3); one depth reads f as it is
+        self.depths_fc = nn.Linear(len(depths) * H, H, bias=False) if depths else None
         self.fc = nn.Linear(2 * H, H, bias=True)
         self.layers = nn.ModuleList(LlamaDecoderLayer(config, i) for i in range(config.num_hidden_layers))
         self.norm = LlamaRMSNorm(H, eps=config.rms_norm_eps)
@@ -54,6 +79,12 @@ class HeadBody(nn.Module):
             self.layers[0].input_layernorm = nn.Identity()
         if not getattr(config, "head_final_norm", True):
             self.norm = nn.Identity()
+
+    def reduce(self, target_features: torch.Tensor) -> torch.Tensor:
+        """The target's features as the head reads them: [..., D*H] -> [..., H] (one depth: as they are)."""
+        if self.depths_fc is None:
+            return target_features
+        return self.depths_fc(target_features.to(self.depths_fc.weight.dtype))
 
     def fuse(self, input_ids: torch.Tensor, features: torch.Tensor) -> torch.Tensor:
         """[B, n] tokens and [B, n, H] preceding features -> layer inputs [B, n, H]."""
@@ -73,6 +104,7 @@ class FeatureHead(nn.Module):
         embed_tokens: nn.Embedding,
         lm_head_weight: torch.Tensor,
         head_token_ids: list[int] | None = None,
+        target_depths: tuple[int, ...] | None = None,
     ):
         super().__init__()
         self.config = config
@@ -88,8 +120,17 @@ class FeatureHead(nn.Module):
         else:
             self.head_token_ids = None
             rows = lm_head_weight
-        # the target's LM-head rows: frozen, shared in value (a copy of the rows), never saved
-        self.register_buffer("lm_head_rows", rows.detach().clone(), persistent=False)
+        # which of the target's `hidden_states` the head reads, low to high (one depth: the final one)
+        fused = getattr(config, "head_fused_depths", None)
+        self.target_depths = tuple(fused) if fused else tuple(target_depths or (-1,))
+        if getattr(config, "head_own_output", False):  # trainable, saved with the head
+            self.lm_head = nn.Linear(rows.shape[1], rows.shape[0], bias=False)
+            with torch.no_grad():
+                self.lm_head.weight.copy_(rows.detach())
+            self.lm_head_rows = None
+        else:  # the target's LM-head rows: frozen, shared in value (a copy of the rows), never saved
+            self.lm_head = None
+            self.register_buffer("lm_head_rows", rows.detach().clone(), persistent=False)
 
     # what decoders and loaders read of a draft model
     @property
@@ -104,11 +145,28 @@ class FeatureHead(nn.Module):
     def num_layers(self) -> int:
         return self.config.num_hidden_layers
 
+    @property
+    def fused_depths(self) -> tuple[int, ...] | None:
+        """The target depths fused by one map (the EAGLE-3 design), None for a one-depth head."""
+        depths = getattr(self.config, "head_fused_depths", None)
+        return tuple(depths) if depths else None
+
+    @property
+    def own_output(self) -> bool:
+        return self.lm_head is not None
+
+    @property
+    def predicts_feature(self) -> bool:
+        """Whether f^ is read through the target's own LM head (so regressing it onto f is meaningful)."""
+        return self.lm_head is None
+
     def get_input_embeddings(self) -> nn.Embedding:
         return self.model.embed_tokens
 
     def head_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """[..., H] -> [..., |head|]"""
+        if self.lm_head is not None:
+            return self.lm_head(hidden.to(self.lm_head.weight.dtype))
         return hidden.to(self.lm_head_rows.dtype) @ self.lm_head_rows.T
 
     def expand_logits(self, head_logits: torch.Tensor) -> torch.Tensor:
@@ -126,27 +184,27 @@ class FeatureHead(nn.Module):
     ) -> list[torch.Tensor]:
         """Teacher-forced forward, unrolled `steps` times on its own predictions (training-time test).
 
-        input_ids [B, T]; features [B, T, H]: the target's f_i at each position (shifted here:
-        position i reads f_{i-1}, zeros at 0). valid [B, T]: False on left padding, whose keys
-        no real row sees (each pad row sees itself only; positions are relative under rotary, so a
-        left-padded sequence computes what it would alone). Step 1 reads the target's features; step
-        s > 1 reads step s-1's predictions, and its
-        query at position i sees what a head drafting its s-th token sees: the step-1 keys of
-        positions <= i-s+1 (committed, true features) and the step-m key of position i-s+m for
-        m = 2..s (its own earlier drafts). Steps s > 1 run on rows >= first_row only (the rows a
-        loss reads): rows below first_row come back as 0, and rows in [first_row, first_row + s - 2)
+        input_ids [B, T]; features [B, T, D*H]: the target's features at each position (shifted
+        here: position i reads g_{i-1}, zeros at 0; D = len(target_depths)). valid [B, T]: False
+        on left padding, whose keys no real row sees (each pad row sees itself only; positions
+        are relative under rotary, so a left-padded sequence computes what it would alone).
+        Step 1 reads the target's features; step s > 1 reads step s-1's outputs, and its query at
+        position i sees what a head drafting its s-th token sees: the step-1 keys of positions
+        <= i-s+1 (committed, true features) and the step-m key of position i-s+m for m = 2..s
+        (its own earlier drafts). Steps s > 1 run on rows >= first_row only (the rows a loss
+        reads): rows below first_row come back as 0, and rows in [first_row, first_row + s - 2)
         of step s are computed from an incomplete chain of earlier steps, so only rows from
         first_row + s - 2 on are exact.
-        Returns the predicted features f^ of each step, [B, T, H].
+        Returns the head's output f^ of each step, [B, T, H].
         """
         B, T = input_ids.shape
         body = self.model
         position_ids = torch.arange(T, device=input_ids.device).expand(B, T)
-        cos, sin = body.rotary_emb(features, position_ids)
+        predicted = body.reduce(features)  # step 0: the target's own features, [B, T, H]
+        cos, sin = body.rotary_emb(predicted, position_ids)
         i = torch.arange(T, device=input_ids.device)
         w = i[first_row:]  # positions of the rows that later steps run on
         outs, keys, values = [], [[] for _ in body.layers], [[] for _ in body.layers]
-        predicted = features  # step 0: the target's own features
         for s in range(1, steps + 1):
             rows = i if s == 1 else w
             previous = torch.cat([predicted.new_zeros(B, 1, predicted.shape[-1]), predicted[:, :-1]], dim=1)[:, rows]
@@ -174,7 +232,9 @@ class FeatureHead(nn.Module):
 # ---------------------------------------------------------------- building and files
 
 
-def head_config_from_target(target_config, num_layers: int) -> LlamaConfig:
+def head_config_from_target(
+    target_config, num_layers: int, fused: bool = False, own_output: bool = False
+) -> LlamaConfig:
     """Llama layers of the target's shape (a non-Llama target, OPT say: of its width, heads and MLP size)."""
     values = target_config.to_dict()
     if target_config.model_type != "llama":
@@ -188,25 +248,35 @@ def head_config_from_target(target_config, num_layers: int) -> LlamaConfig:
             "max_position_embeddings": values.get("max_position_embeddings", 2048),
         }
     cfg = LlamaConfig.from_dict(values)
+    cfg.head_fused_depths = list(fused_depths(target_config.num_hidden_layers)) if fused else None
+    cfg.head_own_output = bool(own_output)
     cfg.num_hidden_layers = num_layers
     if hasattr(cfg, "quantization_config"):
         del cfg.quantization_config
     return cfg
 
 
-def build_head(target, num_layers: int = 1, head_token_ids: list[int] | None = None, seed: int = 0) -> FeatureHead:
-    """A randomly initialised head over `target` (fusion, layers and norm are its own)."""
+def build_head(
+    target,
+    num_layers: int = 1,
+    head_token_ids: list[int] | None = None,
+    seed: int = 0,
+    fused: bool = False,
+    own_output: bool = False,
+) -> FeatureHead:
+    """A randomly initialised head over `target` (fusion, layers and norm are its own; `fused`: it
+    reads three depths of the target; `own_output`: its output layer is its own, from the target's rows)."""
     width = target.get_output_embeddings().weight.shape[1]
     if width != target.config.hidden_size:  # OPT-350m projects its last hidden state to a smaller width
         raise ValueError(
             f"a feature head reads the LM head's input ({width} wide), which is not the target's "
             f"hidden size ({target.config.hidden_size}); such targets are not supported"
         )
-    cfg = head_config_from_target(target.config, num_layers)
+    cfg = head_config_from_target(target.config, num_layers, fused, own_output)
     torch.manual_seed(seed)
     head = FeatureHead(cfg, target.get_input_embeddings(), target.get_output_embeddings().weight, head_token_ids)
     std = getattr(cfg, "initializer_range", 0.02)
-    for module in head.model.modules():
+    for module in head.model.modules():  # the output layer keeps the target's rows it starts from
         if isinstance(module, nn.Linear):
             nn.init.normal_(module.weight, std=std)
             if module.bias is not None:
@@ -221,12 +291,19 @@ def save_head(
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tensors = {k: v.detach().to(dtype).contiguous() for k, v in head.state_dict().items()}
-    meta = {"format": HEAD_FORMAT, "num_layers": head.num_layers, "head_token_ids": head.head_ids} | (extra_meta or {})
+    meta = {
+        "format": HEAD_FORMAT,
+        "num_layers": head.num_layers,
+        "head_token_ids": head.head_ids,
+        "fused_depths": list(head.fused_depths) if head.fused_depths else None,
+        "own_output": head.own_output,
+    } | (extra_meta or {})
     return write_with_meta(path, tensors, meta)
 
 
 def read_head_meta(path: str | Path) -> dict:
-    return read_meta(path, HEAD_FORMAT, "feature-head")
+    """The head file's metadata (either format: a v1 file is a one-depth head on the target's LM head)."""
+    return read_meta(path, FORMATS, "feature-head")
 
 
 def load_head(path: str | Path, target, dtype: torch.dtype | None = None) -> FeatureHead:
@@ -234,7 +311,15 @@ def load_head(path: str | Path, target, dtype: torch.dtype | None = None) -> Fea
     from safetensors.torch import load_file
 
     meta = read_head_meta(path)
-    head = build_head(target, meta["num_layers"], meta["head_token_ids"])
+    fused = meta.get("fused_depths")
+    if fused and tuple(fused) != fused_depths(target.config.num_hidden_layers):
+        raise ValueError(
+            f"head file {path} reads target depths {fused}, not this target's "
+            f"{list(fused_depths(target.config.num_hidden_layers))}: it was trained on another target"
+        )
+    head = build_head(
+        target, meta["num_layers"], meta["head_token_ids"], fused=bool(fused), own_output=meta.get("own_output", False)
+    )
     own, expected = load_file(str(path)), set(head.state_dict())
     if set(own) != expected:
         raise ValueError(

@@ -195,12 +195,24 @@ def biased_llama(seed: int, bias: torch.Tensor, sharpness: float = 1.0) -> Biase
     return model.set_bias(bias)
 
 
-def tiny_head(target, seed: int, sharpness: float = 1.0, layers: int = 1, head_token_ids=None):
+def tiny_head(
+    target,
+    seed: int,
+    sharpness: float = 1.0,
+    layers: int = 1,
+    head_token_ids=None,
+    fused: bool = False,
+    own_output: bool = False,
+):
     """A random feature head over `target` (its embedding and LM-head rows), float64 like the target;
-    `sharpness` scales the fusion so that the head's q is far from the target's."""
+    `sharpness` scales the fusion so that the head's q is far from the target's. `fused`,
+    `own_output`: the fused-depths design (`models.head`)."""
     from .head import build_head
 
-    head = build_head(target, num_layers=layers, head_token_ids=head_token_ids, seed=seed).double().eval()
+    head = build_head(target, layers, head_token_ids, seed=seed, fused=fused, own_output=own_output)
+    head = head.double().eval()
     with torch.no_grad():
         head.model.fc.weight.mul_(sharpness)
+        if own_output:  # its own rows, away from the target's so that q differs from p
+            head.lm_head.weight.add_(torch.randn_like(head.lm_head.weight) * sharpness)
     return head
