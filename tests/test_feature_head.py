@@ -203,13 +203,16 @@ def test_fused_head_file_keeps_its_output_layer_and_v1_files_still_load(tmp_path
         assert torch.equal(one.unroll(ids, feats)[0], v1.unroll(ids, feats)[0])
 
 
-def test_head_training_lowers_the_unrolled_loss():
-    """A few optimiser steps on one batch of stored teacher records lower every unrolled step's KL."""
-    from mtad.distill.head_training import HeadTrainConfig, collate_features, head_loss
+@pytest.mark.parametrize("design", DESIGNS)
+def test_head_training_lowers_the_unrolled_loss(design):
+    """A few optimiser steps on one batch of stored teacher records lower every unrolled step's KL
+    (the fused head reads the stored depths, with no regression term, and trains its output layer)."""
+    from mtad.distill.head_training import HeadTrainConfig, collate_features, feature_key, head_loss
     from mtad.distill.training import full_to_head_index
 
     target = BUILDERS["llama"](0, vocab=12, sharpness=3.0).float()
-    head = tiny_head(target, 1).float()
+    head = tiny_head(target, 1, **DESIGNS[design]).float()
+    output_before = head.lm_head.weight.detach().clone() if head.own_output else None
     gen = torch.Generator().manual_seed(0)
     records = []
     for _ in range(4):
@@ -226,11 +229,13 @@ def test_head_training_lowers_the_unrolled_loss():
                 "top_ids": top.indices.int(),
                 "top_logprobs": top.values.half(),
                 "features": out.hidden_states[-1][0].half(),
+                "depth_features": torch.cat([out.hidden_states[d][0] for d in (1, 1, 2)], -1).half(),
             }
         )
-    batch = collate_features(records, max_len=12)  # cuts 2 prompt positions of every record
+    batch = collate_features(records, max_len=12, key=feature_key(head))  # cuts 2 prompt positions of every record
     assert batch[0].shape == (4, 12) and batch[4].min() == 3
-    cfg = HeadTrainConfig(workdir="unused", steps=3, noise=0.0)
+    assert batch[1].shape[-1] == (96 if head.fused_depths else 32) and batch[-1].shape[-1] == 32
+    cfg = HeadTrainConfig(workdir="unused", steps=3, noise=0.0, reg_weight=0.0 if head.own_output else 0.1)
     index = full_to_head_index(head)
     optimizer = torch.optim.AdamW(head.parameters(), lr=3e-3)
     first = head_loss(head, batch, index, cfg)[1]
@@ -242,6 +247,9 @@ def test_head_training_lowers_the_unrolled_loss():
     last = head_loss(head, batch, index, cfg)[1]
     assert all(b < 0.7 * a for a, b in zip(first, last)), (first, last)
     assert target.get_input_embeddings().weight.grad is None  # the shared embedding stays frozen
+    if output_before is not None:  # its own output layer trains; the target's LM head does not
+        assert not torch.equal(head.lm_head.weight, output_before)
+        assert target.get_output_embeddings().weight.grad is None
 
 
 def eagle1_reference_logits(state, target, ids):

@@ -1,18 +1,22 @@
 """Training a feature head (mtad/models/head.py) on the stored teacher pass.
 
-The producer (`pipeline.produce` with features on) stores per sequence the target's final
-hidden state at every position and its top-K log-probs at the answer positions; the head
-never needs the target at training time, so it runs many epochs over the stored corpus.
+The producer (`pipeline.produce` with features on) stores per sequence the target's hidden
+states at every position (the final one, and the three depths a fused head reads) and its
+top-K log-probs at the answer positions; the head never needs the target at training time, so
+it runs many epochs over the stored corpus.
 
-Per batch, with the head unrolled `steps` times on its own predictions (training-time test:
+Per batch, with the head unrolled `steps` times on its own outputs (training-time test:
 step s trains the s-th drafted token as it is used, `FeatureHead.unroll`):
 
     loss = sum_s  w^(s-1) * [ KL(p' || q_s) + reg * SmoothL1(f^_s, f) ]
 
-p' is the target's distribution processed with the paper's setting (`objectives.kl_paper`),
-f the target's feature at the same position; noise on the input features (uniform, scaled by
-their RMS) keeps the head robust to its own imperfect predictions. Batches are balanced over
-the task families as for the layer draft.
+p' is the target's distribution processed with the paper's setting (`objectives.kl_paper`:
+soft labels over its support), f the target's final feature at the same position. The
+regression term is the one-depth design's (its f^ is read through the target's LM head); a
+fused head with its own output layer has nothing to predict but q, so its `reg_weight` is 0
+unless an ablation asks otherwise. Noise on the input features (uniform, scaled by their RMS)
+keeps the head robust to its own imperfect outputs. Batches are balanced over the task
+families as for the layer draft.
 """
 
 from __future__ import annotations
@@ -21,12 +25,14 @@ import copy
 import logging
 import random
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
+from ..decoding.logits import logits_to_probs
+from ..decoding.sampling import SAMPLING_PARAMS
 from ..models.head import FeatureHead, build_head, load_head, save_head
 from .corpus import Corpus
 from .objectives import kl_paper, pair_stats
@@ -42,6 +48,9 @@ class HeadTrainConfig:
     workdir: str
     init_from: str | None = None  # head file to start from when the work dir has no checkpoint
     num_layers: int = 1
+    # the fused-depths design (models.head): three target depths by one map, its own output layer
+    fused: bool = False
+    own_output: bool = False
     head_size: int = 4096  # restricted vocabulary chosen on the corpus' target mass; 0 = full
     # with init_from: read the loaded head through a new `head_size` vocabulary chosen on the corpus
     # (the head predicts a feature, so any vocabulary can read it) instead of keeping its own
@@ -50,7 +59,7 @@ class HeadTrainConfig:
     compute_dtype: str = "auto"
     steps: int = 3  # training-time-test unroll
     step_decay: float = 0.8  # weight of step s: decay^(s-1)
-    reg_weight: float = 0.1  # feature regression beside the KL
+    reg_weight: float = 0.1  # feature regression beside the KL (read only by heads on the target's LM head)
     noise: float = 0.1  # uniform noise on input features, times their RMS
     lr: float = 1e-3
     warmup_steps: int = 50
@@ -64,41 +73,53 @@ class HeadTrainConfig:
     seed: int = 0
 
 
-def corpus_mass(records: list[dict], vocab: int) -> torch.Tensor:
-    """[V] the target's probability summed over every stored answer position (top-K only)."""
+def corpus_mass(records: list[dict], vocab: int, processed: bool = False) -> torch.Tensor:
+    """[V] the target's probability summed over every stored answer position (top-K only);
+    `processed`: of p' (the paper's setting), the distribution acceptance compares q against."""
     mass = torch.zeros(vocab, dtype=torch.float64)
     for r in records:
-        mass.index_add_(0, r["top_ids"].long().flatten(), r["top_logprobs"].double().exp().flatten())
+        lp = r["top_logprobs"].float()
+        probs = logits_to_probs(lp, **SAMPLING_PARAMS) if processed else lp.exp()
+        mass.index_add_(0, r["top_ids"].long().flatten(), probs.double().flatten())
     return mass
 
 
-def collate_features(records: list[dict], max_len: int) -> tuple:
-    """Left-padded ids [B, T], target features [B, T, H] (float32), valid [B, T], the answer
-    positions (rows, cols [N]: the row before answer token j predicts it) and the target's top-K
-    there (ids, log-probs [N, K]). Sequences longer than max_len lose their first positions.
-    Left padding ends every answer at T, so the unrolled steps run on the last rows only."""
-    seqs, feats, answers = [], [], []
+def feature_key(head: FeatureHead) -> str:
+    """The stored features a head reads: the three depths side by side, or the final one."""
+    return "depth_features" if head.fused_depths else "features"
+
+
+def collate_features(records: list[dict], max_len: int, key: str = "features") -> tuple:
+    """Left-padded ids [B, T], the target's features the head reads [B, T, D*H] (`key`: the
+    stored "features" or "depth_features"; float32), valid [B, T], the answer positions (rows,
+    cols [N]: the row before answer token j predicts it), the target's top-K there (ids,
+    log-probs [N, K]) and the final features [B, T, H] (what the regression term reads).
+    Sequences longer than max_len lose their first positions. Left padding ends every answer
+    at T, so the unrolled steps run on the last rows only."""
+    seqs, feats, finals, answers = [], [], [], []
     for r in records:
         seq = torch.cat([r["prompt_ids"], r["answer_ids"]]).long()
         drop = max(0, len(seq) - max_len)
         seqs.append(seq[drop:])
-        feats.append(r["features"][drop:].float())
+        feats.append(r[key][drop:].float())
+        finals.append(r["features"][drop:].float())
         answers.append((len(r["prompt_ids"]) - drop, len(r["answer_ids"])))
-    B, T, H = len(seqs), max(len(s) for s in seqs), feats[0].shape[-1]
+    B, T = len(seqs), max(len(s) for s in seqs)
     ids = torch.zeros(B, T, dtype=torch.long)
-    features = torch.zeros(B, T, H)
+    features = torch.zeros(B, T, feats[0].shape[-1])
+    final = torch.zeros(B, T, finals[0].shape[-1])
     valid = torch.zeros(B, T, dtype=torch.bool)
     rows, cols, keep = [], [], []
     for b, (s, f, (P, n)) in enumerate(zip(seqs, feats, answers)):
         pad = T - len(s)
-        ids[b, pad:], features[b, pad:], valid[b, pad:] = s, f, True
+        ids[b, pad:], features[b, pad:], final[b, pad:], valid[b, pad:] = s, f, finals[b], True
         start = max(P - 1, 0)  # a cut prompt may have lost the position before the first answer token
         rows.append(torch.full((P - 1 + n - start,), b))
         cols.append(pad + torch.arange(start, P - 1 + n))
         keep.append(torch.arange(start - (P - 1), n))
     top_ids = torch.cat([r["top_ids"].long()[k] for r, k in zip(records, keep)])
     top_lp = torch.cat([r["top_logprobs"][k] for r, k in zip(records, keep)])
-    return ids, features, valid, torch.cat(rows), torch.cat(cols), top_ids, top_lp
+    return ids, features, valid, torch.cat(rows), torch.cat(cols), top_ids, top_lp, final
 
 
 def to_device(batch: tuple, device: torch.device) -> tuple:
@@ -110,7 +131,7 @@ def head_loss(
     head: FeatureHead, batch: tuple, index: torch.Tensor, cfg: HeadTrainConfig, generator: torch.Generator | None = None
 ) -> tuple[torch.Tensor, list[float]]:
     """The unrolled loss of one batch and each step's KL (for the log)."""
-    ids, features, valid, rows, cols, top_ids, top_lp = batch
+    ids, features, valid, rows, cols, top_ids, top_lp, final = batch
     rms = features.pow(2).mean(-1, keepdim=True).sqrt()
     noise = (torch.rand(features.shape, generator=generator).to(features.device) - 0.5) * 2 * cfg.noise * rms
     first = max(int(cols.min()) - cfg.steps, 0)  # later steps only where the loss reads them
@@ -119,10 +140,12 @@ def head_loss(
     for s, f_hat in enumerate(predicted):
         logq = torch.log_softmax(head.head_logits(f_hat[rows, cols]).float(), dim=-1)  # [N, |head|]
         kl = kl_paper(logq, top_ids, top_lp, index)
-        on = valid.clone()
-        on[:, : first + s] &= s == 0  # step s+1 is exact from row first + s on
-        reg = F.smooth_l1_loss(f_hat[on], features[on])
-        total = total + cfg.step_decay**s * (kl + cfg.reg_weight * reg)
+        step_loss = kl
+        if cfg.reg_weight:
+            on = valid.clone()
+            on[:, : first + s] &= s == 0  # step s+1 is exact from row first + s on
+            step_loss = kl + cfg.reg_weight * F.smooth_l1_loss(f_hat[on], final[on])
+        total = total + cfg.step_decay**s * step_loss
         kls.append(float(kl.detach()))
     return total, kls
 
@@ -139,8 +162,8 @@ def evaluate_head(head: FeatureHead, heldout: dict[str, list[dict]], steps: int 
     for family, records in heldout.items():
         sums, count = {}, 0
         for r in records:
-            batch = to_device(collate_features([r], max_len), device)
-            ids, features, _, rows, cols, top_ids, top_lp = batch
+            batch = to_device(collate_features([r], max_len, feature_key(head)), device)
+            ids, features, _, rows, cols, top_ids, top_lp, _ = batch
             p_logits = torch.full((len(rows), head.vocab_size), float("-inf"), device=device)
             p_logits = p_logits.scatter(-1, top_ids, top_lp.float())
             first = max(int(cols.min()) - steps, 0)
@@ -221,7 +244,8 @@ class HeadTrainer:
     def build(self, saved: dict | None) -> None:
         if saved is not None:
             self.state = saved["state"]
-            self.head = build_head(self.target, saved["num_layers"], saved["head_token_ids"]).float()
+            design = {"fused": saved.get("fused", False), "own_output": saved.get("own_output", False)}
+            self.head = build_head(self.target, saved["num_layers"], saved["head_token_ids"], **design).float()
             self.head.load_state_dict(saved["head"])
             self.optimizer = head_optimizer(self.head, self.cfg.lr)
             self.optimizer.load_state_dict(saved["optimizer"])
@@ -234,13 +258,15 @@ class HeadTrainer:
                 self.head = with_vocabulary(self.head, self.target, ids).float()
         else:
             ids = self._head_vocabulary() if self.cfg.head_size else None
-            self.head = build_head(self.target, self.cfg.num_layers, ids, seed=self.cfg.seed).float()
+            design = {"fused": self.cfg.fused, "own_output": self.cfg.own_output}
+            self.head = build_head(self.target, self.cfg.num_layers, ids, seed=self.cfg.seed, **design).float()
         self.optimizer = head_optimizer(self.head, self.cfg.lr)
 
     def _head_vocabulary(self) -> list[int]:
         """The `head_size` tokens of most target mass over the first chunks of the corpus."""
         wait_for_records(self.corpus, BATCHES_BEFORE_TRAINING * self.cfg.batch_seqs)
-        mass = corpus_mass(self.corpus.records, self.target.config.vocab_size)
+        # chosen by p' (what acceptance compares q against), not by the raw distribution
+        mass = corpus_mass(self.corpus.records, self.target.config.vocab_size, processed=True)
         ids = choose_head_tokens(mass, self.cfg.head_size, self.special_ids)
         self.state["head_mass_coverage"] = float(mass[ids].sum() / mass.sum())
         return ids
@@ -249,6 +275,8 @@ class HeadTrainer:
         return {
             "num_layers": self.head.num_layers,
             "head_token_ids": self.head.head_ids,
+            "fused": bool(self.head.fused_depths),
+            "own_output": self.head.own_output,
             "head": self.head.state_dict(),
             "optimizer": self.optimizer.state_dict(),
             "state": self.state,
@@ -277,7 +305,7 @@ class HeadTrainer:
 
     def step(self, records: list[dict]) -> int:
         # outside autocast: collation concatenates the fp16 stores
-        batch = to_device(collate_features(records, self.cfg.max_len), self.device)
+        batch = to_device(collate_features(records, self.cfg.max_len, feature_key(self.head)), self.device)
         self.kls.append(
             optimizer_step(
                 self.head, self.optimizer, batch, self.index, self.cfg, self.state["step"], self.generator, self.bf16
@@ -344,36 +372,89 @@ def vocabulary_sweep(
     return rows
 
 
-def heads_ab(
-    cfg: HeadTrainConfig, corpus: Corpus, heldout: dict, arms: dict[str, tuple[FeatureHead, torch.dtype]], tokens: int
-) -> dict:
-    """Heads trained side by side on identical batches (and noise) for `tokens` answer tokens, each
-    arm with its own compute dtype (bf16 under autocast, else float32): held-out acceptance per
-    draft position and trained tokens/s."""
-    optimizers = {n: head_optimizer(h, cfg.lr) for n, (h, _) in arms.items()}
-    first = next(iter(arms.values()))[0]
+@dataclass
+class AblationArm:
+    """One head of a side-by-side run: the head, its compute dtype (bf16 under autocast, else
+    float32) and the weight of its feature-regression term."""
+
+    head: FeatureHead
+    dtype: torch.dtype = torch.float32
+    reg_weight: float = 0.1
+
+
+def heads_ab(cfg: HeadTrainConfig, corpus: Corpus, heldout: dict, arms: dict, tokens: int, target=None) -> dict:
+    """Heads trained side by side on identical records (and noise) for `tokens` answer tokens
+    (`arms`: name -> AblationArm, or (head, dtype)): held-out acceptance per draft position,
+    trained tokens/s and, given `target`, the head's fast-path step beside the target's."""
+    from .measure import step_ms
+
+    arms = {n: a if isinstance(a, AblationArm) else AblationArm(a[0], a[1], cfg.reg_weight) for n, a in arms.items()}
+    optimizers = {n: head_optimizer(a.head, cfg.lr) for n, a in arms.items()}
+    first = next(iter(arms.values())).head
     index, rng, seconds = full_to_head_index(first), random.Random(cfg.seed), dict.fromkeys(arms, 0.0)
     by_family, trained, step = corpus.by_family(), 0, 0
     while trained < tokens:
-        batch = collate_features(sample_batch(by_family, cfg.batch_seqs, rng), cfg.max_len)
-        for n, (head, dtype) in arms.items():
+        records, batches = sample_batch(by_family, cfg.batch_seqs, rng), {}
+        for n, arm in arms.items():
+            key = feature_key(arm.head)
+            if key not in batches:  # identical records, each arm reading the features it is built for
+                batches[key] = collate_features(records, cfg.max_len, key)
+            arm_cfg = replace(cfg, reg_weight=arm.reg_weight)
             start = time.perf_counter()
             generator = torch.Generator().manual_seed(step)
-            optimizer_step(head, optimizers[n], batch, index, cfg, step, generator, dtype == torch.bfloat16)
+            optimizer_step(
+                arm.head, optimizers[n], batches[key], index, arm_cfg, step, generator, arm.dtype == torch.bfloat16
+            )
             seconds[n] += time.perf_counter() - start
-        trained += int(batch[3].numel())
+        trained += int(next(iter(batches.values()))[3].numel())
         step += 1
     out = {"tokens": trained, "corpus_tokens": corpus.answer_tokens, "arms": {}}
-    for n, (head, dtype) in arms.items():
-        stats = evaluate_head(head, heldout)
+    target_ms = step_ms(target) if target is not None else None
+    for n, arm in arms.items():
+        stats = evaluate_head(arm.head, heldout)
         out["arms"][n] = {
-            "compute_dtype": str(dtype).replace("torch.", ""),
+            "design": design_of(arm.head) | {"reg_weight": arm.reg_weight},
+            "compute_dtype": str(arm.dtype).replace("torch.", ""),
             "accept_paper": {s: stats["mean"][f"accept_paper@{s}"] for s in range(1, 5)},
             "by_family": {f: stats[f]["accept_paper"] for f in stats if f != "mean"},
             "trained_tokens_per_s": trained / seconds[n],
         }
+        if target is not None:
+            ms = step_ms(target, arm.head.to(target.dtype))
+            out["arms"][n] |= {"step_ms": ms, "target_step_ms": target_ms}
         log.info("arm %s after %d tokens: %s", n, trained, out["arms"][n])
     return out
+
+
+def design_of(head: FeatureHead) -> dict:
+    return {"layers": head.num_layers, "fused_depths": head.fused_depths, "own_output": head.own_output}
+
+
+# the levers of the fused design, one added at a time (then the depth), on identical records
+DESIGN_ARMS = {
+    "one depth (today's)": dict(fused=False, own_output=False, reg=0.1, layers=1),
+    "+ fused depths": dict(fused=True, own_output=False, reg=0.1, layers=1),
+    "+ own output layer": dict(fused=True, own_output=True, reg=0.1, layers=1),
+    "- feature loss": dict(fused=True, own_output=True, reg=0.0, layers=1),
+    "- feature loss, 2 layers": dict(fused=True, own_output=True, reg=0.0, layers=2),
+}
+
+
+def design_ablation(
+    cfg: HeadTrainConfig, target, corpus: Corpus, heldout: dict, tokens: int, ids: list[int], arms=DESIGN_ARMS
+) -> dict:
+    """Every lever of the fused design measured from scratch at equal trained tokens on identical
+    records (`heads_ab`), one vocabulary for all (`ids`), each arm in the trainer's compute dtype."""
+    dtype = compute_dtype(cfg.compute_dtype, torch.device("cpu"))
+    built = {
+        name: AblationArm(
+            build_head(target, a["layers"], ids, seed=cfg.seed, fused=a["fused"], own_output=a["own_output"]).float(),
+            dtype,
+            a["reg"],
+        )
+        for name, a in arms.items()
+    }
+    return heads_ab(cfg, corpus, heldout, built, tokens, target=target)
 
 
 def layers_ab(
@@ -401,6 +482,7 @@ __all__ = [
     "evaluate_head",
     "head_loss",
     "compute_dtype_ab",
+    "design_ablation",
     "heads_ab",
     "layers_ab",
     "vocabulary_sweep",

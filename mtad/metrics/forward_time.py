@@ -10,7 +10,7 @@ import time
 
 import torch
 
-from mtad.decoding.capabilities import reads_target_features
+from mtad.decoding.capabilities import reads_target_features, target_feature_depths
 from mtad.decoding.head_kv import draft_cached_model
 from mtad.decoding.kv import CachedModel, model_device, sync
 from mtad.decoding.static_kv import cached_model
@@ -27,7 +27,7 @@ def forward_ms(model, path: str, width: int, context: int = 200, reps: int = 10,
         torch.randint(0, vocab, (width,), generator=gen),
     )
     if reads_target_features(model):
-        target_lm = cached_model(target, None, path, context + width + 16, features=True)
+        target_lm = cached_model(target, None, path, context + width + 16, features=target_feature_depths(model))
         target_lm.prefill(torch.cat([prefix, tokens]))
         lm = draft_cached_model(model, target_lm, None, path, context + 16)
     else:
