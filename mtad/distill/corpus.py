@@ -139,6 +139,15 @@ def draft_logits(draft, out) -> torch.Tensor:
     return out.logits[:, -1]
 
 
+def write_chunk(corpus_dir: Path, name: str, records: list[dict], meta: dict) -> Path:
+    """One chunk file `chunk_<name>.pt`, written atomically (a trainer may be reading the folder)."""
+    path = Path(corpus_dir) / f"chunk_{name}.pt"
+    tmp = path.with_suffix(".tmp")
+    torch.save({"records": records, "meta": meta}, tmp)
+    tmp.replace(path)
+    return path
+
+
 class Corpus:
     """The chunks on disk; `refresh()` loads chunks written since the last call."""
 
@@ -157,17 +166,14 @@ class Corpus:
             chunk = torch.load(path, weights_only=False)
             for r in chunk["records"]:
                 r.pop("mass", None)  # kept by early chunks; not needed for training
+                r["chunk"] = path.stem.removeprefix("chunk_")  # where it came from (the dataset's rows name it)
             self.records.extend(chunk["records"])
             self.loaded.add(path.name)
             new += 1
         return new
 
     def write(self, name: str, records: list[dict], meta: dict) -> Path:
-        path = self.dir / f"chunk_{name}.pt"
-        tmp = path.with_suffix(".tmp")
-        torch.save({"records": records, "meta": meta}, tmp)
-        tmp.replace(path)
-        return path
+        return write_chunk(self.dir, name, records, meta)
 
     def by_family(self) -> dict[str, list[dict]]:
         out: dict[str, list[dict]] = {}
