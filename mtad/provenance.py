@@ -80,6 +80,20 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+# the instruction sets that decide which CPU kernels run (and so the figures' speed and rounding)
+CPU_ISA = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16")
+
+
+def cpu_isa() -> list[str]:
+    """Which of `CPU_ISA` this CPU has ([] where /proc/cpuinfo is not readable)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return []
+    flags = next((line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith("flags")), [])
+    return [f for f in CPU_ISA if f in flags]
+
+
 def environment_record(models=(), devices=None) -> dict:
     """Machine, devices, dtypes, threads, library versions and the code state; the one record
     written by the runner (env.json), the benchmark and the draft measurement."""
@@ -108,6 +122,7 @@ def environment_record(models=(), devices=None) -> dict:
     return {
         "machine": f"{len(gpus)}x {gpus[0]}" if gpus else f"{cpu} ({os.cpu_count()} CPUs)",
         "cpu": cpu,
+        "cpu_isa": cpu_isa(),
         "cpu_count": os.cpu_count(),
         "gpus": gpus,
         "devices": [str(d) for d in devices],

@@ -8,7 +8,15 @@
     python scripts/distill_draft.py head-ab    --pair smollm2_135m_head  # 1 vs 2 layers, equal tokens, same batches
     python scripts/distill_draft.py head-vocab --pair smollm2_135m_head  # the trained head over other vocabularies
     python scripts/distill_draft.py dtype-ab   --pair smollm2_135m_head  # float32 vs bf16 compute, same batches
-(head-ab, head-vocab and dtype-ab write results/draft/head_design.{json,md}; time them on a quiet machine.)
+    python scripts/distill_draft.py head-design --pair smollm2_135m_head --ab-tokens 300000  # each lever of the
+        fused design (three depths, own output layer, no feature loss, 1 vs 2 layers) from scratch, same records
+    python scripts/distill_draft.py head-calibration --pair smollm2_135m_head  # the head's confidence against
+        the target's acceptance of what it drafts, per drafted position -> results/draft/calibration.{json,md}
+    python scripts/distill_draft.py snapshot  --pair smollm2_135m_head  # the work dir's sampled answers into
+        the committed teacher-answers dataset (mtad/assets/drafts/teacher_answers/)
+    python scripts/distill_draft.py featurize --pair smollm2_135m_head  # that dataset scored into the work dir's
+        corpus (a fresh machine's first step: the trainers then read it as they read the producer's chunks)
+(head-design, head-ab, head-vocab and dtype-ab write results/draft/head_design.{json,md}; time them on a quiet machine.)
 """
 
 from __future__ import annotations
@@ -32,7 +40,22 @@ def main(argv=None) -> int:
     from mtad.models.pairs import ASSETS_DIR, auto_dtype, load_target_and_tokenizer, pair_config
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("job", choices=["produce", "train", "export", "card", "head-ab", "head-vocab", "dtype-ab"])
+    ap.add_argument(
+        "job",
+        choices=[
+            "produce",
+            "train",
+            "export",
+            "card",
+            "snapshot",
+            "featurize",
+            "head-design",
+            "head-calibration",
+            "head-ab",
+            "head-vocab",
+            "dtype-ab",
+        ],
+    )
     ap.add_argument("--pair", default="smollm2_135m_head")
     ap.add_argument("--workdir", default=None, help="default: $MTAD_CACHE/distill/<pair>")
     ap.add_argument(
@@ -60,6 +83,14 @@ def main(argv=None) -> int:
     ap.add_argument("--unroll", type=int, default=3, help="feature head: training-time-test steps on its own features")
     ap.add_argument("--head-layers", type=int, default=1, help="feature head: decoder layers (a new head only)")
     ap.add_argument(
+        "--design",
+        choices=["one_depth", "fused"],
+        default="one_depth",
+        help="feature head (a new head only): one_depth reads the target's final feature through its LM head "
+        "with a feature loss; fused reads three depths by one map with its own output layer and no feature loss",
+    )
+    ap.add_argument("--dataset", default=None, help="snapshot/featurize: the teacher-answers file (default: committed)")
+    ap.add_argument(
         "--head-size",
         type=int,
         default=None,
@@ -82,6 +113,17 @@ def main(argv=None) -> int:
     dest = Path(cfg["draft"]["file"])
     dest = dest if dest.is_absolute() else ASSETS_DIR / dest
     head = cfg["draft"]["source"] == "head"
+    if args.job == "snapshot":  # token ids only: no model needed
+        from mtad.distill.answers import DATASET_DIR, DATASET_FILE, export, target_identity
+        from mtad.models.pairs import auto_dtype as _auto
+
+        dataset = Path(args.dataset or DATASET_DIR / DATASET_FILE)
+        stats = export(workdir / "corpus", dataset, target_identity(cfg), _auto(torch_device(args)))
+        print(
+            f"{dataset}: {stats['answers']} answers ({stats['added']} new), {stats['answer_tokens']} answer tokens, "
+            f"{stats['distinct_prompts']} distinct prompts, {stats['bytes'] / 1e6:.1f} MB"
+        )
+        return 0
     if args.job in ("export", "card"):
         from mtad.distill.card import publish
 
@@ -119,13 +161,21 @@ def main(argv=None) -> int:
     )
     # the producer runs the target in the dtype decoding uses on this machine (the calibration's pick:
     # bf16 on a CPU that multiplies it natively); trainers keep float32 master weights
-    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    dtype = auto_dtype(torch.device(device)) if args.job == "produce" else "float32"
+    device = str(torch_device(args))
+    dtype = auto_dtype(torch.device(device)) if args.job in ("produce", "featurize") else "float32"
     target, tokenizer = load_target_and_tokenizer(cfg, device=device, dtype=dtype)
     target.requires_grad_(False)
     special_ids = tokenizer.all_special_ids + [tokenizer.eos_token_id]
-    if args.job in ("head-ab", "head-vocab", "dtype-ab"):
+    if args.job in ("head-ab", "head-vocab", "dtype-ab", "head-design", "head-calibration"):
         return head_design(args, workdir, dest, target, special_ids)
+    if args.job == "featurize":
+        from mtad.distill.answers import DATASET_DIR, DATASET_FILE, featurize
+        from mtad.distill.pipeline import make_heldout
+
+        make_heldout(dcfg, target, tokenizer)  # a fresh machine's held-out set (target answers to held-out requests)
+        done = featurize(Path(args.dataset or DATASET_DIR / DATASET_FILE), workdir / "corpus", target)
+        print(f"scored {done} dataset answers into {workdir / 'corpus'}")
+        return 0
     if args.job == "produce":
         produce(dcfg, target, tokenizer, name=args.name)
     elif head:
@@ -135,6 +185,9 @@ def main(argv=None) -> int:
             lr=args.head_lr,
             steps=args.unroll,
             num_layers=args.head_layers,
+            fused=args.design == "fused",
+            own_output=args.design == "fused",
+            reg_weight=0.0 if args.design == "fused" else 0.1,
             revocabulary=args.head_size is not None and init_from is not None,
             **({} if args.head_size is None else {"head_size": args.head_size}),
             max_minutes=args.max_minutes,
@@ -144,6 +197,12 @@ def main(argv=None) -> int:
     else:
         Trainer(dcfg, target, special_ids=special_ids).run()
     return 0
+
+
+def torch_device(args):
+    import torch
+
+    return torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
 
 
 def head_design(args, workdir: Path, head_file: Path, target, special_ids: list[int]) -> int:
@@ -164,9 +223,28 @@ def head_design(args, workdir: Path, head_file: Path, target, special_ids: list[
     from mtad.distill.training import choose_head_tokens
     from mtad.models.head import load_head
 
-    corpus, heldout = Corpus(workdir), load_heldout(workdir)
-    mass = corpus_mass(corpus.records, target.config.vocab_size)
-    if args.job == "head-ab":
+    heldout = load_heldout(workdir)
+    if args.job == "head-calibration":  # the committed head (else the work dir's) on the held-out answers
+        from mtad.distill.card import write_calibration
+        from mtad.distill.head_training import confidence_calibration
+
+        head = load_head(head_file if head_file.exists() else workdir / "head.safetensors", target, torch.float32)
+        table = confidence_calibration(head, heldout) | {"head": str(head_file.name), "meta": head.meta}
+        print(write_calibration(RESULTS, table))
+        return 0
+    corpus = Corpus(workdir)
+    mass = corpus_mass(corpus.records, target.config.vocab_size, processed=args.job == "head-design")
+    if args.job == "head-design":
+        from mtad.distill.head_training import design_ablation
+        from mtad.provenance import environment_record
+
+        cfg = HeadTrainConfig(workdir=str(workdir), lr=args.head_lr, steps=args.unroll)
+        ids = choose_head_tokens(mass, cfg.head_size, special_ids)
+        value = design_ablation(cfg, target, corpus, heldout, args.ab_tokens, ids)
+        env = environment_record([target])
+        machine = f"{env['machine']}, {'/'.join(env['cpu_isa']) or 'no AVX2'}, {torch.get_num_threads()} thread(s)"
+        key, value = "design_ablation", value | {"machine": machine, "environment": env}
+    elif args.job == "head-ab":
         cfg = HeadTrainConfig(workdir=str(workdir), lr=args.head_lr, steps=args.unroll)
         ids = choose_head_tokens(mass, cfg.head_size, special_ids)
         layers = tuple(int(n) for n in args.ab_layers.split(","))

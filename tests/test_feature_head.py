@@ -365,3 +365,46 @@ def test_unroll_of_a_left_padded_batch_equals_each_sequence_alone(layers):
     assert torch.allclose(
         batched[0][0, T - short.numel() :], alone[0][0][0], atol=1e-9, rtol=0
     )  # step 1: every real row
+
+
+def teacher_records(target, n=4, length=14, prompt=6, seed=0):
+    """Stored teacher records of random sequences, as the producer writes them (features at every depth)."""
+    gen = torch.Generator().manual_seed(seed)
+    records = []
+    for _ in range(n):
+        seq = torch.randint(0, target.config.vocab_size, (length,), generator=gen)
+        with torch.no_grad():
+            out = target(input_ids=seq[None], output_hidden_states=True)
+        top = out.logits[0, prompt - 1 : -1].log_softmax(-1).topk(8)
+        records.append(
+            {
+                "prompt_ids": seq[:prompt].int(),
+                "answer_ids": seq[prompt:].int(),
+                "top_ids": top.indices.int(),
+                "top_logprobs": top.values.float(),
+                "features": out.hidden_states[-1][0].float(),
+                "depth_features": torch.cat([out.hidden_states[d][0] for d in (1, 1, 2)], -1).float(),
+            }
+        )
+    return records
+
+
+@pytest.mark.parametrize("design", DESIGNS)
+def test_confidence_bins_add_up_to_the_expected_acceptance(design):
+    """sum over bins of (drafted share x acceptance) is sum_x q'(x) min(1, p'/q') = sum_x min(p', q'):
+    the calibration table holds the same acceptance as evaluate_head, split by the head's confidence."""
+    from mtad.distill.head_training import confidence_calibration, evaluate_head
+
+    target = BUILDERS["llama"](0, vocab=12, sharpness=2.0).float()
+    head = tiny_head(target, 1, sharpness=2.0, **DESIGNS[design]).float()
+    heldout = {"code": teacher_records(target)}
+    table = confidence_calibration(head, heldout, steps=3)
+    stats = evaluate_head(head, heldout, steps=3)
+    for s, bins in table["rows"].items():
+        assert sum(b["drafted_share"] for b in bins) == pytest.approx(1.0)
+        total = sum(b["drafted_share"] * b["acceptance"] for b in bins if b["acceptance"] is not None)
+        assert total == pytest.approx(stats["code"][f"accept_paper@{s}"], abs=1e-5)
+        for b in bins:
+            if b["mean_confidence"] is not None:
+                assert b["bin"][0] <= b["mean_confidence"] <= b["bin"][1]
+                assert 0.0 <= b["acceptance"] <= 1.0

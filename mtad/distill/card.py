@@ -537,15 +537,20 @@ def publish(kind: str, workdir: Path, draft_file: Path, results: Path, command: 
 # ----------------------------------------------------------------------------- the head's design choices
 
 
+def _at(accept: dict, s: int) -> float:
+    """E[accept] at draft position s (keys int, or str once read back from JSON)."""
+    return accept[str(s)] if str(s) in accept else accept[s]
+
+
 def _at_positions(accept: dict) -> str:
-    """E[accept] at draft positions 1..4 (keys int, or str once read back from JSON)."""
-    return " | ".join(f"{accept[str(s)] if str(s) in accept else accept[s]:.3f}" for s in range(1, 5))
+    """E[accept] at draft positions 1..4."""
+    return " | ".join(f"{_at(accept, s):.3f}" for s in range(1, 5))
 
 
 def design_markdown(design: dict) -> str:
     """The tables of `head_design.json`: the depth and compute-dtype A/Bs and the vocabulary sweep."""
     lines = [
-        "# Feature head: design choices (`scripts/distill_draft.py head-ab | head-vocab`)",
+        "# Feature head: design choices (`scripts/distill_draft.py head-design | head-ab | head-vocab | dtype-ab`)",
         "",
         "Held-out E[accept] = sum_x min(p', q') at top-k 10 / top-p 0.9 on target answers to held-out "
         "prompts; @s = the s-th drafted token (the head on its own features after the first).",
@@ -566,6 +571,32 @@ def design_markdown(design: dict) -> str:
         ]
         for n, arm in ab["arms"].items():
             lines.append(f"| {n} | {_at_positions(arm['accept_paper'])} | {arm['trained_tokens_per_s']:.0f} |")
+    if "design_ablation" in design:
+        ab = design["design_ablation"]
+        lines += [
+            "",
+            f"## The fused design, one lever at a time: from scratch on identical records, {ab['tokens']} answer "
+            f"tokens each (corpus {ab['corpus_tokens']} tokens)",
+            "",
+            "Fused depths: the target's hidden states after layers "
+            f"{_depths_of(ab)} by one linear map; own output layer: trainable, from the target's rows; "
+            "feature loss: SmoothL1 of the head's output onto the target's final feature, weight 0.1. "
+            f"Machine: {ab.get('machine', 'not recorded')}.",
+            "",
+            "| arm | layers | fused depths | own output | feature loss | @1 | @2 | @3 | @4 | @4 - @1 "
+            "| head step (ms) | / target step | trained tokens/s |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        for n, arm in ab["arms"].items():
+            d, acc = arm["design"], arm["accept_paper"]
+            step = arm.get("step_ms")
+            cost = f"{step:.1f} | {step / arm['target_step_ms']:.1%}" if step else "– | –"
+            fused, own = ("yes" if d[k] else "no" for k in ("fused_depths", "own_output"))
+            lines.append(
+                f"| {n} | {d['layers']} | {fused} | {own} "
+                f"| {d['reg_weight']:g} | {_at_positions(acc)} | {_at(acc, 4) - _at(acc, 1):+.3f} | {cost} "
+                f"| {arm['trained_tokens_per_s']:.0f} |"
+            )
     if "vocabulary" in design:
         v = design["vocabulary"]
         lines += [
@@ -584,6 +615,11 @@ def design_markdown(design: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _depths_of(ab: dict) -> str:
+    fused = next((a["design"]["fused_depths"] for a in ab["arms"].values() if a["design"]["fused_depths"]), None)
+    return ", ".join(str(d) for d in fused) if fused else "–"
+
+
 def write_design(results: Path, key: str, value: dict) -> str:
     """`value` under `key` in `results/head_design.json` (beside the choices measured before) and the tables
     of every choice in `head_design.md`; the Markdown."""
@@ -594,4 +630,44 @@ def write_design(results: Path, key: str, value: dict) -> str:
     path.write_text(json.dumps(design, indent=1) + "\n")
     text = design_markdown(design)
     (results / "head_design.md").write_text(text)
+    return text
+
+
+def calibration_markdown(table: dict) -> str:
+    """The head's confidence against the target's acceptance, one table per drafted position."""
+    meta = table.get("meta") or {}
+    lines = [
+        "# Feature head: confidence against acceptance (`scripts/distill_draft.py head-calibration`)",
+        "",
+        f"Head `{table.get('head')}` ({meta.get('trained_tokens', '?')} trained tokens) on the held-out target "
+        "answers of every kind. A token x drafted from q' (the head at top-k 10 / top-p 0.9) is accepted "
+        "with probability min(1, p'(x) / q'(x)); over every answer position and every x in q''s support, "
+        "weighted by q'(x), binned by the confidence q'(x). Exact expectations (no sampling); position s = "
+        "the s-th drafted token (the head on its own outputs after the first).",
+    ]
+    for s, bins in table["rows"].items():
+        total = sum(b["drafted_share"] * b["acceptance"] for b in bins if b["acceptance"] is not None)
+        lines += [
+            "",
+            f"## Drafted position {s} (expected acceptance {total:.3f})",
+            "",
+            "| confidence q'(x) | share of drafted tokens | mean confidence | acceptance |",
+            "|---|---:|---:|---:|",
+        ]
+        for b in bins:
+            if b["acceptance"] is None:
+                continue
+            lo, hi = b["bin"]
+            lines.append(
+                f"| {lo:.2f}–{hi:.2f} | {b['drafted_share']:.3f} | {b['mean_confidence']:.3f} | {b['acceptance']:.3f} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def write_calibration(results: Path, table: dict) -> str:
+    """`table` to `results/calibration.json` and its Markdown to `calibration.md`; the Markdown."""
+    results.mkdir(parents=True, exist_ok=True)
+    (results / "calibration.json").write_text(json.dumps(table, indent=1) + "\n")
+    text = calibration_markdown(json.loads((results / "calibration.json").read_text()))
+    (results / "calibration.md").write_text(text)
     return text

@@ -151,27 +151,34 @@ def head_loss(
 
 
 @torch.no_grad()
-def evaluate_head(head: FeatureHead, heldout: dict[str, list[dict]], steps: int = 4, max_len: int = 512) -> dict:
-    """Per family and draft position s = 1..steps (s = 1: the first drafted token, read from the
-    target's features; s > 1: from the head's own): argmax agreement with the target and the
-    expected SpS acceptance sum_x min(p', q') at T = 1 and at the paper's setting, on held-out
-    target answers (p from the stored top-K, as `training.evaluate`)."""
+def unrolled_distributions(head: FeatureHead, records: list[dict], steps: int = 4, max_len: int = 512):
+    """Per held-out record and draft position s = 1..steps (s = 1: the first drafted token, read
+    from the target's features; s > 1: from the head's own outputs): the target's logits p
+    (its stored top-K, -inf elsewhere) and the head's q at the answer positions, [N, V] each."""
     head.eval()
     device = next(head.parameters()).device
+    for r in records:
+        batch = to_device(collate_features([r], max_len, feature_key(head)), device)
+        ids, features, _, rows, cols, top_ids, top_lp, _ = batch
+        p_logits = torch.full((len(rows), head.vocab_size), float("-inf"), device=device)
+        p_logits = p_logits.scatter(-1, top_ids, top_lp.float())
+        first = max(int(cols.min()) - steps, 0)
+        for s, f_hat in enumerate(head.unroll(ids, features.to(head.dtype), steps, first), start=1):
+            yield s, p_logits, head.expand_logits(head.head_logits(f_hat[rows, cols])).float()
+
+
+@torch.no_grad()
+def evaluate_head(head: FeatureHead, heldout: dict[str, list[dict]], steps: int = 4, max_len: int = 512) -> dict:
+    """Per family and draft position s = 1..steps (`unrolled_distributions`): argmax agreement
+    with the target and the expected SpS acceptance sum_x min(p', q') at T = 1 and at the paper's
+    setting, on held-out target answers (p from the stored top-K, as `training.evaluate`)."""
     out = {}
     for family, records in heldout.items():
         sums, count = {}, 0
-        for r in records:
-            batch = to_device(collate_features([r], max_len, feature_key(head)), device)
-            ids, features, _, rows, cols, top_ids, top_lp, _ = batch
-            p_logits = torch.full((len(rows), head.vocab_size), float("-inf"), device=device)
-            p_logits = p_logits.scatter(-1, top_ids, top_lp.float())
-            first = max(int(cols.min()) - steps, 0)
-            for s, f_hat in enumerate(head.unroll(ids, features.to(head.dtype), steps, first), start=1):
-                q_logits = head.expand_logits(head.head_logits(f_hat[rows, cols])).float()
-                for key, val in pair_stats(p_logits, q_logits).items():
-                    sums[f"{key}@{s}"] = sums.get(f"{key}@{s}", 0.0) + float(val.sum())
-            count += len(rows)
+        for s, p_logits, q_logits in unrolled_distributions(head, records, steps, max_len):
+            for key, val in pair_stats(p_logits, q_logits).items():
+                sums[f"{key}@{s}"] = sums.get(f"{key}@{s}", 0.0) + float(val.sum())
+            count += len(p_logits) if s == 1 else 0
         out[family] = {k: v / max(count, 1) for k, v in sums.items()} | {"positions": count}
     families = [f for f in out if out[f]["positions"]]
     keys = [k for k in out[families[0]] if k != "positions"] if families else []
@@ -181,6 +188,51 @@ def evaluate_head(head: FeatureHead, heldout: dict[str, list[dict]], steps: int 
             if f"{key}@1" in part:
                 part[key] = part[f"{key}@1"]
     return out
+
+
+CONFIDENCE_EDGES = (0.0, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0)
+
+
+@torch.no_grad()
+def confidence_calibration(
+    head: FeatureHead, heldout: dict[str, list[dict]], steps: int = 4, edges=CONFIDENCE_EDGES, max_len: int = 512
+) -> dict:
+    """How far the head's confidence in a drafted token predicts its acceptance, per draft position.
+
+    A token x drafted from q' (the head's distribution at the paper's setting) is accepted by
+    speculative sampling with probability min(1, p'(x) / q'(x)). Over every held-out answer
+    position and every x in q''s support, weighted by q'(x) (how often it is drafted), binned by
+    the confidence q'(x): the share of drafted tokens in each bin, their mean confidence and their
+    acceptance rate; exact expectations, no sampling. Rows: {position: [bin, ...]}."""
+    bins = len(edges) - 1
+    edges_t = torch.tensor(edges, dtype=torch.float64)
+    drafted = torch.zeros(steps, bins, dtype=torch.float64)
+    confidence, accepted = torch.zeros_like(drafted), torch.zeros_like(drafted)
+    records = [r for rs in heldout.values() for r in rs]
+    for s, p_logits, q_logits in unrolled_distributions(head, records, steps, max_len):
+        p = logits_to_probs(p_logits, **SAMPLING_PARAMS).double()
+        q = logits_to_probs(q_logits, **SAMPLING_PARAMS).double()
+        k = min(int((q > 0).sum(-1).max()), q.shape[-1])
+        qv, qi = q.topk(k, dim=-1)  # [N, k]: q''s support (top-k keeps at most k tokens)
+        accept = torch.minimum(torch.ones_like(qv), p.gather(-1, qi) / qv.clamp_min(1e-300))
+        on = qv > 0
+        b = (torch.bucketize(qv[on], edges_t, right=True) - 1).clamp(0, bins - 1)
+        drafted[s - 1].index_add_(0, b, qv[on])
+        confidence[s - 1].index_add_(0, b, qv[on] * qv[on])
+        accepted[s - 1].index_add_(0, b, qv[on] * accept[on])
+    out = {}
+    for s in range(steps):
+        total = float(drafted[s].sum())
+        out[s + 1] = [
+            {
+                "bin": [edges[i], edges[i + 1]],
+                "drafted_share": float(drafted[s, i]) / total if total else 0.0,
+                "mean_confidence": float(confidence[s, i] / drafted[s, i]) if drafted[s, i] else None,
+                "acceptance": float(accepted[s, i] / drafted[s, i]) if drafted[s, i] else None,
+            }
+            for i in range(bins)
+        ]
+    return {"positions": steps, "edges": list(edges), "rows": out}
 
 
 def optimizer_step(
@@ -482,6 +534,7 @@ __all__ = [
     "evaluate_head",
     "head_loss",
     "compute_dtype_ab",
+    "confidence_calibration",
     "design_ablation",
     "heads_ab",
     "layers_ab",
