@@ -3,7 +3,8 @@
 of every task family (see mtad/distill/measure.py).
 
     python scripts/measure_draft.py --pair smollm2_135m_head --compare smollm2_135m --per-family 3
-Writes results/draft/measure.json and measure.md.
+Writes results/draft/measure.json and measure.md, and renders the README's summary of it
+(`measure.readme_block`) when writing the committed results/draft.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ def draft_file_meta(cfg: dict) -> tuple[str | None, dict]:
 
 
 def main(argv=None) -> int:
-    from mtad.distill.measure import markdown, measure
+    from mtad.distill.measure import markdown, measure, readme_block, replace_readme_block
     from mtad.models.pairs import load_draft_model, load_pair, pair_config
     from mtad.provenance import environment_record
 
@@ -106,6 +107,9 @@ def main(argv=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     (out / "measure.json").write_text(json.dumps(result, indent=1) + "\n")
     (out / "measure.md").write_text(markdown(result, header))
+    readme = ROOT / "README.md"
+    if out.resolve() == (ROOT / "results" / "draft").resolve() and readme.exists():
+        readme.write_text(replace_readme_block(readme.read_text(), readme_block(result)))
     print((out / "measure.md").read_text())
     return 0
 

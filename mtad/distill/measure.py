@@ -56,11 +56,12 @@ def heldout_prompts(tokenizer, per_family: int, seed: int) -> dict[str, list[lis
 
 
 @torch.no_grad()
-def teacher_forced_q(draft, seq: torch.Tensor, target_features: torch.Tensor) -> torch.Tensor:
+def teacher_forced_q(draft, seq: torch.Tensor, hidden_states: tuple) -> torch.Tensor:
     """The draft's next-token logits at every position of seq [1, T] (a head reads the target's
-    features [1, T, H]). [T, V]"""
+    `hidden_states` [1, T, H] each, at the depths it declares). [T, V]"""
     if reads_target_features(draft):
-        return draft.expand_logits(draft.head_logits(draft.unroll(seq, target_features.to(draft.dtype))[0][0]))
+        features = torch.cat([hidden_states[d] for d in draft.target_depths], dim=-1).to(draft.dtype)
+        return draft.expand_logits(draft.head_logits(draft.unroll(seq, features)[0][0]))
     return draft(seq).logits[0]
 
 
@@ -74,7 +75,7 @@ def distribution_match(target, drafts: dict, prompts: list[list[int]], answers: 
         out = target(input_ids=seq, output_hidden_states=True)
         p_logits = out.logits[0, P - 1 : P - 1 + n].float()  # [n, V], predicting the answer
         for name, draft in drafts.items():
-            q_logits = teacher_forced_q(draft, seq, out.hidden_states[-1])[P - 1 : P - 1 + n].float()
+            q_logits = teacher_forced_q(draft, seq, out.hidden_states)[P - 1 : P - 1 + n].float()
             stats = pair_stats(p_logits, q_logits)
             stats["tv"] = 0.5 * (p_logits.softmax(-1) - q_logits.softmax(-1)).abs().sum(-1)
             for key, val in stats.items():
@@ -335,3 +336,60 @@ def markdown(result: dict, header: list[str]) -> str:
         "depends on the machine and its load.",
     ]
     return "\n".join(lines) + "\n"
+
+
+README_BEGIN = "<!-- draft-measurement: rendered from results/draft/measure.json by scripts/measure_draft.py -->"
+README_END = "<!-- /draft-measurement -->"
+
+
+def readme_block(result: dict, name: str | None = None) -> str:
+    """The README's summary of a committed draft measurement: every figure read from `result`
+    (measure.json), so the prose can never quote another run."""
+    name = name or result["pair"]
+    r = result["drafts"][name]
+    env = result["environment"]
+    isa = "/".join(env.get("cpu_isa") or []) or "instruction sets not recorded"
+    p = METHODS
+    lines = [
+        README_BEGIN,
+        f"**Measured** (`make measure-draft`, `results/draft/measure.md`: draft `{r['file']}`, "
+        f"{r['meta'].get('trained_tokens', '?')} trained tokens; {result['per_family']} held-out requests of each "
+        f"of the {len(r['families'])} kinds, ≤ {result['max_new_tokens']} new tokens, the paper's setting, "
+        f"γ = {p['sps'].gamma}, W = {p['mtad'].beam_width}, τ = {p['mtad'].threshold}, {result['threads']} torch "
+        f"thread(s), {result['target_dtype'].replace('torch.', '')} target, {result['decode_path']} decode path; "
+        f"{env['machine']}, {isa}; E[accept] teacher-forced on target answers, α from SpS's accepted "
+        "lengths, BE = block efficiency):",
+        "",
+        "| requests | E[accept] | SpS α | BE SpS / MTAD / MMTAD | tokens/s vs sampling, SpS / MTAD / MMTAD |",
+        "|---|---|---|---|---|",
+    ]
+    labels = {"trained": "(a) the kinds trained on, held-out subjects", "unseen": "(b) kinds never trained on"}
+    for group, label in labels.items():
+        g = r["groups"].get(group)
+        if g is None:
+            continue
+        be, sp = g["block_efficiency"], g["speedup_vs_sampling"]
+        lines.append(
+            f"| {label} ({len(g['kinds'])}) | {g['accept_paper']:.3f} | {g['alpha_sps']:.3f} | "
+            f"{be['sps']:.2f} / {be['mtad']:.2f} / {be['mmtad']:.2f} | "
+            f"{sp['sps']:.2f}× / {sp['mtad']:.2f}× / {sp['mmtad']:.2f}× |"
+        )
+    alphas = {f: fam["decoding"]["sps"]["alpha"] or 0.0 for f, fam in r["families"].items()}
+    low, high = min(alphas, key=alphas.get), max(alphas, key=alphas.get)
+    met = [k for k, ok in r["goals"]["met"].items() if ok]
+    lines += [
+        "",
+        f"By kind, SpS α runs from {alphas[low]:.2f} ({low}) to {alphas[high]:.2f} ({high}); a head step costs "
+        f"{r['cost']['draft_over_target']:.1%} of a target step. Goals met: {', '.join(met) or 'none'} "
+        f"(of {', '.join(r['goals']['met'])}).",
+        README_END,
+    ]
+    return "\n".join(lines)
+
+
+def replace_readme_block(readme_text: str, block: str) -> str:
+    """`readme_text` with its draft-measurement block replaced by `block`."""
+    start, end = readme_text.find(README_BEGIN), readme_text.find(README_END)
+    if start < 0 or end < start:
+        raise ValueError(f"the README has no draft-measurement block ({README_BEGIN} ... {README_END})")
+    return readme_text[:start] + block + readme_text[end + len(README_END) :]
