@@ -2,7 +2,7 @@
 """Measure a pair's draft, and the drafts of other pairs over the same target, on held-out prompts
 of every task family (see mtad/distill/measure.py).
 
-    python scripts/measure_draft.py --pair smollm2_135m_head --compare smollm2_135m --per-family 3
+    python scripts/measure_draft.py --pair smollm2_135m_head --compare smollm2_135m --per-family 10
 Writes results/draft/measure.json and measure.md, and renders the README's summary of it
 (`measure.readme_block`) when writing the committed results/draft.
 """
@@ -54,7 +54,7 @@ def main(argv=None) -> int:
         help="comma-separated pairs whose drafts are measured beside, on this pair's target (they must share it)",
     )
     ap.add_argument("--draft-file", default=None, help="measure this draft file instead of the pair's")
-    ap.add_argument("--per-family", type=int, default=3, help="held-out requests per kind")
+    ap.add_argument("--per-family", type=int, default=10, help="held-out requests per kind")
     ap.add_argument("--max-new-tokens", type=int, default=48)
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--threads", type=int, default=int(os.environ.get("MTAD_THREADS", "1")))

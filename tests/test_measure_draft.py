@@ -97,3 +97,42 @@ def test_the_readme_quotes_the_committed_draft_measurement():
     other["drafts"][result["pair"]]["groups"]["trained"]["alpha_sps"] += 0.01
     assert readme_block(other) != block  # the check reads the figures, not just the layout
     assert replace_readme_block(readme, readme_block(other)).count(README_BEGIN) == 1
+
+
+def synthetic_family(accepts: list[float], speed: float) -> dict:
+    """A kind's measurement from per-request figures: request i accepts accepts[i] per position, and
+    its speculative run makes 1 + accepts[i] tokens per target call, `speed` x sampling's rate."""
+    from mtad.distill.measure import rows_of
+
+    def run(tokens, calls, seconds, accepted=0, drafted=0):
+        return {"new_tokens": tokens, "target_calls": calls, "seconds": seconds, "accepted": accepted,
+                "drafted": drafted, "accept_lengths": [accepted / calls] * calls if drafted else []}  # fmt: skip
+
+    by_method = {"sampling": [], "sps": [], "mtad": [], "mmtad": []}
+    for a in accepts:
+        calls = 10
+        by_method["sampling"].append(run(40, 40, 1.0))
+        for m in ("sps", "mtad", "mmtad"):
+            by_method[m].append(run(round(calls * (1 + 4 * a)), calls, 1.0 / speed, round(calls * 4 * a), calls * 4))
+    requests = [{"accept_paper_sum": 20 * a, "positions": 20} for a in accepts]
+    return {"distribution": {"accept_paper": sum(accepts) / len(accepts), "requests": requests},
+            "decoding": rows_of(by_method)}  # fmt: skip
+
+
+def test_group_intervals_resample_requests_within_kinds():
+    from mtad.distill.measure import group_intervals, group_means
+
+    spread = {"chat": synthetic_family([0.2, 0.4, 0.6, 0.3], 1.2), "code": synthetic_family([0.5, 0.5, 0.5], 1.5)}
+    fixed = {"chat": synthetic_family([0.4] * 4, 1.2), "code": synthetic_family([0.5] * 3, 1.5)}
+    wide, narrow = group_intervals(spread)["trained"], group_intervals(fixed)["trained"]
+    point = group_means(spread)["trained"]
+    lo, hi = wide["accept_paper"]
+    assert lo < point["accept_paper"] < hi and hi - lo > 0.05  # requests differ: the interval has width
+    assert narrow["accept_paper"] == pytest.approx([0.45, 0.45])  # identical requests: no width at all
+    speedup = (26 * 1.2 / 40 + 30 * 1.5 / 40) / 2  # tokens/s over sampling's 40, a mean over the two kinds
+    assert narrow["speedup_vs_sampling"]["sps"] == pytest.approx([speedup, speedup])
+    assert wide["block_efficiency"]["sampling"] == pytest.approx([1.0, 1.0])
+    lo, hi = wide["block_efficiency"]["sps"]
+    assert lo <= point["block_efficiency"]["sps"] <= hi
+    single = {"chat": synthetic_family([0.4], 1.2)}
+    assert group_intervals(single) == {}  # one request per kind: nothing to resample

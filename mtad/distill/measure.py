@@ -67,8 +67,10 @@ def teacher_forced_q(draft, seq: torch.Tensor, hidden_states: tuple) -> torch.Te
 
 @torch.no_grad()
 def distribution_match(target, drafts: dict, prompts: list[list[int]], answers: list[list[int]]) -> dict:
-    """Per draft: agreement of q with p on the target's answers (teacher-forced)."""
+    """Per draft: agreement of q with p on the target's answers (teacher-forced), and per request
+    (`requests`: each answer's summed E[accept] at the paper's setting and its positions)."""
     sums, count = {name: {} for name in drafts}, 0
+    requests = {name: [] for name in drafts}
     for prompt, answer in zip(prompts, answers):
         seq = torch.tensor(prompt + answer)[None]
         P, n = len(prompt), len(answer)
@@ -80,8 +82,12 @@ def distribution_match(target, drafts: dict, prompts: list[list[int]], answers: 
             stats["tv"] = 0.5 * (p_logits.softmax(-1) - q_logits.softmax(-1)).abs().sum(-1)
             for key, val in stats.items():
                 sums[name][key] = sums[name].get(key, 0.0) + float(val.sum())
+            requests[name].append({"accept_paper_sum": float(stats["accept_paper"].sum()), "positions": n})
         count += n
-    return {name: {"positions": count} | {k: v / max(count, 1) for k, v in s.items()} for name, s in sums.items()}
+    return {
+        name: {"positions": count, "requests": requests[name]} | {k: v / max(count, 1) for k, v in s.items()}
+        for name, s in sums.items()
+    }
 
 
 def alpha_from_accept_lengths(mean_accepted: float, gamma: int = 4) -> float:
@@ -101,7 +107,7 @@ def alpha_from_accept_lengths(mean_accepted: float, gamma: int = 4) -> float:
 
 def totals(stats: list) -> dict:
     """The runner's cell totals (`aggregate_speed`) plus alpha from the mean accepted length."""
-    row = aggregate_speed(s.as_dict() for s in stats)
+    row = aggregate_speed(s if isinstance(s, dict) else s.as_dict() for s in stats)
     mean_accepted = row["mean_accept_length"]
     return row | {"alpha": None if mean_accepted is None else alpha_from_accept_lengths(mean_accepted)}
 
@@ -126,13 +132,18 @@ def decode_family(
             )
             for key in [name] if name else drafts:
                 stats[key][method].append(out.stats)
-    result = {}
-    for name, by_method in stats.items():
-        rows = {m: totals(s) for m, s in by_method.items()}
-        for row in rows.values():
-            row["speedup_vs_sampling"] = row["tokens_per_s"] / rows["sampling"]["tokens_per_s"]
-        result[name] = rows
-    return result
+    return {name: rows_of(by_method) for name, by_method in stats.items()}
+
+
+def rows_of(by_method: dict) -> dict:
+    """Each method's totals over its generations (DecodeStats or their dicts) and its speed-up
+    over sampling's; the per-generation records kept under `requests` (what intervals resample)."""
+    as_dicts = {m: [s if isinstance(s, dict) else s.as_dict() for s in runs] for m, runs in by_method.items()}
+    rows = {m: totals(runs) for m, runs in as_dicts.items()}
+    for m, row in rows.items():
+        row["speedup_vs_sampling"] = row["tokens_per_s"] / rows["sampling"]["tokens_per_s"]
+        row["requests"] = as_dicts[m]
+    return rows
 
 
 def step_ms(target, draft=None, context: int = 200, repeats: int = 15) -> float:
@@ -170,6 +181,65 @@ def group_means(families: dict) -> dict:
         }
     if len(out) == 2:
         out["gap"] = {k: out["trained"][k] - out["unseen"][k] for k in ("accept_paper", "alpha_sps")}
+    return out
+
+
+def kind_figures(family: dict, idx, methods: list[str]) -> list[float]:
+    """One kind's E[accept], SpS alpha, block efficiency and speed-up of every method over the
+    requests `idx` (indices into its per-request records, repeats allowed)."""
+    dist = [family["distribution"]["requests"][i] for i in idx]
+    accept = sum(r["accept_paper_sum"] for r in dist) / max(sum(r["positions"] for r in dist), 1)
+    rows = {m: totals([family["decoding"][m]["requests"][i] for i in idx]) for m in methods}
+    speed = {m: rows[m]["tokens_per_s"] / rows["sampling"]["tokens_per_s"] for m in methods}
+    return (
+        [accept, rows["sps"]["alpha"] or 0.0]
+        + [rows[m]["block_efficiency"] for m in methods]
+        + [speed[m] for m in methods]
+    )
+
+
+def group_intervals(families: dict, n_resamples: int = 1000, level: float = 0.95, seed: int = 0) -> dict:
+    """95% bootstrap intervals (percentile, `scipy.stats.bootstrap`) of every group's figures in
+    `group_means`, resampling requests within each kind (each kind one sample, so every
+    resample keeps the kinds' counts and the group stays a mean over kinds). Groups whose kinds
+    hold fewer than two requests get none."""
+    import numpy as np
+    from scipy.stats import bootstrap
+
+    out = {}
+    for group, g in group_means(families).items():
+        if group == "gap":
+            continue
+        kinds = g["kinds"]
+        counts = [len(families[f]["distribution"].get("requests", [])) for f in kinds]
+        if min(counts) < 2:
+            continue
+        methods = list(families[kinds[0]]["decoding"])
+
+        def statistic(*idx):
+            per_kind = [kind_figures(families[f], i, methods) for f, i in zip(kinds, idx)]
+            return np.mean(per_kind, axis=0)
+
+        samples = tuple(np.arange(n) for n in counts)
+        ci = bootstrap(
+            samples,
+            statistic,
+            vectorized=False,
+            n_resamples=n_resamples,
+            confidence_level=level,
+            method="percentile",
+            rng=np.random.default_rng(seed),
+        ).confidence_interval
+        pairs = [[float(lo), float(hi)] for lo, hi in zip(ci.low, ci.high)]
+        k = len(methods)
+        out[group] = {
+            "level": level,
+            "resampled": "requests within each kind",
+            "accept_paper": pairs[0],
+            "alpha_sps": pairs[1],
+            "block_efficiency": dict(zip(methods, pairs[2 : 2 + k])),
+            "speedup_vs_sampling": dict(zip(methods, pairs[2 + k :])),
+        }
     return out
 
 
@@ -213,6 +283,7 @@ def measure(
         per_draft[name]["cost"] = {"target_step_ms": t_ms, "draft_step_ms": d_ms, "draft_over_target": d_ms / t_ms}
         per_draft[name]["goals"] = {"thresholds": GOALS, "met": goals_met(per_draft[name])}
         per_draft[name]["groups"] = group_means(per_draft[name]["families"])
+        per_draft[name]["intervals"] = group_intervals(per_draft[name]["families"])
     return {
         "per_family": per_family,
         "max_new_tokens": max_new,
@@ -232,8 +303,30 @@ def _setting_heading() -> str:
     )
 
 
+def _ci(value: float, interval: list | None, digits: int = 3, unit: str = "") -> str:
+    """A figure and, where measured, its interval: 0.381 [0.360, 0.402]."""
+    text = f"{value:.{digits}f}{unit}"
+    return text if interval is None else f"{text} [{interval[0]:.{digits}f}, {interval[1]:.{digits}f}]"
+
+
+def group_cells(r: dict, group: str) -> tuple[str, str, str, str]:
+    """A group's E[accept], SpS alpha, block efficiencies and speed-ups (SpS / MTAD / MMTAD), each
+    with its bootstrap interval where the measurement has one."""
+    g, ci = r["groups"][group], (r.get("intervals") or {}).get(group, {})
+    be, sp = g["block_efficiency"], g["speedup_vs_sampling"]
+    be_ci, sp_ci = ci.get("block_efficiency", {}), ci.get("speedup_vs_sampling", {})
+    three = ("sps", "mtad", "mmtad")
+    return (
+        _ci(g["accept_paper"], ci.get("accept_paper")),
+        _ci(g["alpha_sps"], ci.get("alpha_sps")),
+        " / ".join(_ci(be[m], be_ci.get(m), 2) for m in three),
+        " / ".join(_ci(sp[m], sp_ci.get(m), 2, "×") for m in three),
+    )
+
+
 def group_table(drafts: dict) -> list[str]:
-    """(a) kinds trained on, held-out subjects; (b) kinds never trained on; and the gap."""
+    """(a) kinds trained on, held-out subjects; (b) kinds never trained on; and the gap; 95%
+    bootstrap intervals over requests in brackets."""
     lines = [
         "",
         "## Requests of the kinds trained on (held-out subjects) against kinds never trained on",
@@ -246,13 +339,8 @@ def group_table(drafts: dict) -> list[str]:
             if group == "gap":
                 lines.append(f"| {name} | gap (a) - (b) | | {g['accept_paper']:+.3f} | {g['alpha_sps']:+.3f} | | |")
                 continue
-            be, sp = g["block_efficiency"], g["speedup_vs_sampling"]
             label = "(a) trained" if group == "trained" else "(b) never trained"
-            lines.append(
-                f"| {name} | {label} | {', '.join(g['kinds'])} | {g['accept_paper']:.3f} | {g['alpha_sps']:.3f} | "
-                f"{be['sps']:.2f} / {be['mtad']:.2f} / {be['mmtad']:.2f} | "
-                f"{sp['sps']:.2f}x / {sp['mtad']:.2f}x / {sp['mmtad']:.2f}x |"
-            )
+            lines.append(f"| {name} | {label} | {', '.join(g['kinds'])} | " + " | ".join(group_cells(r, group)) + " |")
     return lines
 
 
@@ -365,15 +453,12 @@ def readme_block(result: dict, name: str | None = None) -> str:
     ]
     labels = {"trained": "(a) the kinds trained on, held-out subjects", "unseen": "(b) kinds never trained on"}
     for group, label in labels.items():
-        g = r["groups"].get(group)
-        if g is None:
-            continue
-        be, sp = g["block_efficiency"], g["speedup_vs_sampling"]
-        lines.append(
-            f"| {label} ({len(g['kinds'])}) | {g['accept_paper']:.3f} | {g['alpha_sps']:.3f} | "
-            f"{be['sps']:.2f} / {be['mtad']:.2f} / {be['mmtad']:.2f} | "
-            f"{sp['sps']:.2f}× / {sp['mtad']:.2f}× / {sp['mmtad']:.2f}× |"
-        )
+        if group in r["groups"]:
+            lines.append(
+                f"| {label} ({len(r['groups'][group]['kinds'])}) | " + " | ".join(group_cells(r, group)) + " |"
+            )
+    if r.get("intervals"):
+        lines += ["", "In brackets: 95% bootstrap intervals, requests resampled within each kind."]
     alphas = {f: fam["decoding"]["sps"]["alpha"] or 0.0 for f, fam in r["families"].items()}
     low, high = min(alphas, key=alphas.get), max(alphas, key=alphas.get)
     met = [k for k, ok in r["goals"]["met"].items() if ok]
