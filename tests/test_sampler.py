@@ -66,3 +66,26 @@ def test_bucketed_scoring_returns_records_in_prompt_order():
         assert torch.equal(rec["top_ids"], alone["top_ids"])
         assert torch.allclose(rec["features"].float(), alone["features"].float(), atol=1e-3)
         assert rec["features"].shape == (len(p) + len(a), model.config.hidden_size)
+
+
+def test_the_sampling_forwards_are_the_teacher_pass_scoring_would_compute():
+    """keep_top_k: the top-K log-probs and hidden states kept while sampling (refills and a compacted
+    cache included) equal a teacher-forced scoring of the same answers, but for the last answer
+    token's features, which no forward computes."""
+    model = tiny_model("llama", 64, seed=3, num_layers=4).double()
+    rng = random.Random(1)
+    prompts = [[rng.randrange(3, 64) for _ in range(rng.randrange(1, 20))] for _ in range(7)]
+    answers, passes = sample_stream(
+        model, prompts, 25, (1.0, 0, 1.0), eos=2, seed=0, slots=2, max_prompt=20, keep_top_k=8, depths=(1, 2, 4)
+    )
+    plain = sample_stream(model, prompts, 25, (1.0, 0, 1.0), eos=2, seed=0, slots=2, max_prompt=20)
+    assert answers == plain  # keeping the pass changes no draw
+    scored = score(model, prompts, answers, top_k=8, features=True)
+    for answer, kept, ref in zip(answers, passes, scored):
+        n = len(answer)
+        assert kept["top_ids"].shape == (n, 8) and torch.equal(kept["top_ids"], ref["top_ids"])
+        assert torch.allclose(kept["top_logprobs"].float(), ref["top_logprobs"].float(), atol=1e-3)
+        assert kept["features"].shape == ref["features"].shape
+        assert torch.allclose(kept["features"][:-1].float(), ref["features"][:-1].float(), atol=1e-3)
+        assert torch.allclose(kept["depth_features"][:-1].float(), ref["depth_features"][:-1].float(), atol=1e-3)
+        assert not kept["features"][-1].any() and not kept["depth_features"][-1].any()

@@ -1,9 +1,11 @@
 """The distillation corpus: sequences with the target's top-K log-probs at every answer position.
 
-Three ways to fill it, all ending in teacher-forced target forwards batched by length
-(scoring a sequence costs far less per token than sampling it):
-- ``real``: an item's real answer (code, SQL) is scored as it is;
-- ``target``: the target samples the answer (the text the suite actually decodes);
+Three ways to fill it, all ending in the target's teacher pass of the answer:
+- ``real``: an item's real answer (code, SQL) is scored as it is, teacher-forced forwards
+  batched by length;
+- ``target``: the target samples the answer (the text the suite actually decodes); the
+  sampling forwards are its teacher pass (`sampler.sample_stream(keep_top_k=...)`), so nothing
+  is scored twice;
 - ``draft``: the draft samples the answer and the target scores it (on-policy data: the
   draft is trained where its own samples go wrong).
 Sampling keeps a fixed number of rows decoding, each refilled as its answer ends
@@ -206,14 +208,29 @@ def make_chunk(
     setting = setting or SAMPLING_SETTINGS[seed % len(SAMPLING_SETTINGS)]
     if kind == "real":
         answers = [answer_ids(tokenizer, it.answer, max_new) for it in items]
-    elif kind == "target":
-        answers = sample_answers(target, prompts, max_new, setting, eos, seed, slots=slots)
+    elif kind == "target":  # the sampling forwards keep the teacher pass: no second forward
+        from ..models.head import fused_depths
+
+        depths = fused_depths(target.config.num_hidden_layers) if features else ()
+        answers, passes = sample_stream(
+            target, prompts, max_new, setting, eos, seed, slots=slots, keep_top_k=top_k, depths=depths
+        )
     elif kind == "draft":
         answers = sample_answers(draft, prompts, max_new, setting, eos, seed, logits_of=draft_logits, slots=slots)
     else:
         raise ValueError(f"unknown chunk kind {kind!r}; valid: real, target, draft")
     t1 = time.perf_counter()
-    records = score(target, prompts, answers, top_k, features)
+    if kind == "target":
+        records = [
+            {
+                "prompt_ids": torch.tensor(p, dtype=torch.int32),
+                "answer_ids": torch.tensor(a, dtype=torch.int32),
+            }
+            | {k: v for k, v in tp.items() if features or k.startswith("top_")}
+            for p, a, tp in zip(prompts, answers, passes)
+        ]
+    else:
+        records = score(target, prompts, answers, top_k, features)
     for r, it in zip(records, items):
         r.update(family=it.family, kind=kind, setting=setting)
     t2 = time.perf_counter()

@@ -13,6 +13,13 @@ nothing, and HF's growing cache copies every layer's keys and values at every st
   dropped by one shift to the left.
 
 Answers come back in prompt order whatever slot served them, up to and including EOS.
+
+`keep_top_k`: the forwards that sample an answer are the target's teacher pass of it as well
+(each step's logits at temperature 1 predict the token it draws; each fed token's hidden states
+are its features), so they also keep what `corpus.score` would compute by a second forward:
+the top-K log-probs at every answer position and the hidden states of every position (the
+final one and the depths `depths`), except the answer's last token, which is never fed (its
+features are zeros: no loss reads them).
 """
 
 from __future__ import annotations
@@ -93,10 +100,14 @@ def sample_stream(
     slots: int = 48,
     logits_of=None,
     max_prompt: int = 768,
-) -> list[list[int]]:
+    keep_top_k: int = 0,
+    depths: tuple[int, ...] = (),
+) -> list[list[int]] | tuple[list[list[int]], list[dict]]:
     """Sample an answer to every prompt with `slots` rows decoding at once, each refilled as soon
     as its answer ends. `logits_of(model, out)` maps a forward's output to [B, V] logits at the
-    last position (default `out.logits[:, -1]`). Returns answers in prompt order."""
+    last position (default `out.logits[:, -1]`). Returns answers in prompt order; with
+    `keep_top_k`, also each answer's teacher pass (`top_ids`, `top_logprobs` [n, K], `features`
+    [P + n, H] and `depth_features` [P + n, D*H], fp16, as `corpus.score` stores them)."""
     temperature, top_k, top_p = setting
     device = next(model.parameters()).device
     slots = max(1, min(slots, len(prompts)))
@@ -110,6 +121,18 @@ def sample_stream(
     answers: list[list[int]] = [[] for _ in prompts]
     last = torch.full((slots,), eos, dtype=torch.long, device=device)  # the token each slot feeds next
     queue = iter(range(len(prompts)))
+    kept = [{"top": [], "features": [], "depths": []} for _ in prompts] if keep_top_k else None
+    forward_kw = {"output_hidden_states": True} if keep_top_k else {}
+
+    def keep(index: int, logits: torch.Tensor, hidden_states: tuple, row: int, cols: slice) -> None:
+        """Prompt `index`'s teacher pass from one forward: the top-K of `logits` [V] (the next
+        token's), the features of positions `cols` of batch row `row`."""
+        top = torch.log_softmax(logits.float(), dim=-1).topk(keep_top_k)
+        kept[index]["top"].append((top.indices.to(torch.int32).cpu(), top.values.to(torch.float16).cpu()))
+        kept[index]["features"].append(hidden_states[-1][row, cols].to("cpu", torch.float16))
+        if depths:
+            fused = torch.cat([hidden_states[d][row, cols] for d in depths], dim=-1)
+            kept[index]["depths"].append(fused.to("cpu", torch.float16))
 
     def fill(slot: int) -> bool:
         nonlocal mask
@@ -121,7 +144,9 @@ def sample_stream(
         prompt = torch.tensor(prompts[index][-max_prompt:], device=device)[None]  # [1, P]
         P = prompt.shape[1]
         single = DynamicCache(config=model.config)
-        out = model(input_ids=prompt, use_cache=True, logits_to_keep=1, **{key: single})
+        out = model(input_ids=prompt, use_cache=True, logits_to_keep=1, **{key: single}, **forward_kw)
+        if kept is not None:
+            keep(index, out.logits[0, -1], out.hidden_states, 0, slice(None))
         T = layers[0].length
         if P > T:  # the new prompt is longer than the buffer's filled part: widen it on the left
             for layer in layers:
@@ -163,10 +188,28 @@ def sample_stream(
             use_cache=True,
             logits_to_keep=1,
             **{key: cache},
+            **forward_kw,
         )
+        if kept is not None:
+            for slot, index in enumerate(owner):
+                if index >= 0:
+                    keep(index, out.logits[slot, -1], out.hidden_states, slot, slice(-1, None))
         position += 1
         last = _draw(logits_of(model, out) if logits_of else out.logits[:, -1], temperature, top_k, top_p, gen)
-    return answers
+    if kept is None:
+        return answers
+    return answers, [teacher_pass(k) for k in kept]
+
+
+def teacher_pass(kept: dict) -> dict:
+    """One answer's kept rows as a corpus record's tensors (the unfed last token's features zero)."""
+    ids, logprobs = (torch.stack([t[i] for t in kept["top"]]) for i in (0, 1))
+    out = {"top_ids": ids, "top_logprobs": logprobs}
+    for name, key in (("features", "features"), ("depth_features", "depths")):
+        if kept[key]:
+            rows = torch.cat(kept[key])
+            out[name] = torch.cat([rows, rows.new_zeros(1, rows.shape[-1])])
+    return out
 
 
 def _draw(logits: torch.Tensor, temperature: float, top_k: int, top_p: float, gen: torch.Generator) -> torch.Tensor:
