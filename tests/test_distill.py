@@ -312,3 +312,38 @@ def test_head_producer_and_trainer_run_resume_and_write_a_card(tiny, tmp_path):
     arms = dtype_ab["arms"]
     assert [a["compute_dtype"] for a in arms.values()] == ["float32", "bfloat16"]
     assert arms["float32"]["accept_paper"] != arms["bfloat16"]["accept_paper"]
+
+    # the fused design: the producer stored the three depths; every lever of the ablation trains on the
+    # same records; a fused head trains, is written with its design and resumes through the trainer
+    import shutil
+
+    from mtad.distill.card import design_markdown
+    from mtad.distill.head_training import DESIGN_ARMS, design_ablation
+
+    width = 3 * target.config.hidden_size
+    assert all(r["depth_features"].shape == (r["features"].shape[0], width) for r in corpus.records)
+    ids = choose_head_tokens(corpus_mass(corpus.records, target.config.vocab_size, processed=True), 32, [2])
+    ablation = design_ablation(hcfg, target, corpus, heldout, 20, ids)
+    arms = ablation["arms"]
+    assert list(arms) == list(DESIGN_ARMS) and ablation["tokens"] >= 20
+    design = arms["- feature loss"]["design"]
+    assert design["layers"] == 1 and tuple(design["fused_depths"]) == (1, 1, 3)
+    assert design["own_output"] and design["reg_weight"] == 0.0
+    assert (
+        not arms["one depth (today's)"]["design"]["fused_depths"] and arms["+ fused depths"]["design"]["fused_depths"]
+    )
+    assert all(a["step_ms"] > 0 and a["target_step_ms"] > 0 for a in arms.values())
+    assert len({json.dumps(a["accept_paper"]) for a in arms.values()}) == len(arms)  # five different heads
+    table = design_markdown({"design_ablation": ablation})
+    assert "| - feature loss, 2 layers | 2 | yes | yes | 0 |" in table
+    fused_dir = tmp_path / "fused"
+    shutil.copytree(tmp_path / "corpus", fused_dir / "corpus")
+    shutil.copy(tmp_path / "heldout.pt", fused_dir / "heldout.pt")
+    fcfg = HeadTrainConfig(workdir=str(fused_dir), fused=True, own_output=True, reg_weight=0.0, head_size=64,
+                           batch_seqs=2, max_train_tokens=40, eval_every_tokens=40, steps=2)  # fmt: skip
+    HeadTrainer(fcfg, target, special_ids=[tokenizer.eos_token_id]).run()
+    fused = load_head(fused_dir / "head.safetensors", target)
+    assert fused.fused_depths == (1, 1, 3) and fused.own_output
+    fcfg.max_train_tokens = json.loads((fused_dir / "state.json").read_text())["trained_tokens"] + 20
+    HeadTrainer(fcfg, target, special_ids=[tokenizer.eos_token_id]).run()  # resumes the fused head
+    assert len(json.loads((fused_dir / "state.json").read_text())["runs"]) == 2
