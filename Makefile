@@ -47,10 +47,12 @@ DRAFT_PAIR ?= $(EMBEDDED_PAIR)
 DRAFT_MINUTES ?= 60
 .PHONY: draft measure-draft
 draft: install ## distil DRAFT_PAIR's draft (a layer draft or a feature head) DRAFT_MINUTES more minutes (producer + trainer, a core each), export it
+	nice -n 5 $(PY) scripts/distill_draft.py featurize --pair $(DRAFT_PAIR) $(ARGS)
 	@nice -n 5 $(PY) scripts/distill_draft.py produce --pair $(DRAFT_PAIR) --max-minutes $(DRAFT_MINUTES) $(ARGS) & producer=$$!; \
 	  nice -n 5 $(PY) scripts/distill_draft.py train --pair $(DRAFT_PAIR) --max-minutes $(DRAFT_MINUTES) $(ARGS); status=$$?; \
 	  kill -TERM $$producer 2>/dev/null; wait $$producer; exit $$status
 	$(PY) scripts/distill_draft.py export --pair $(DRAFT_PAIR)
+	$(PY) scripts/distill_draft.py snapshot --pair $(DRAFT_PAIR)
 
 measure-draft: install ## the embedded pair's draft on held-out requests of every kind, trained and never trained (acceptance, block efficiency, tokens/s, cost) -> results/draft/ (OTHER_DRAFT_PAIRS=smollm2_135m: the layer draft beside)
 	$(PY) scripts/measure_draft.py --pair $(EMBEDDED_PAIR) --compare "$(OTHER_DRAFT_PAIRS)" $(ARGS)
