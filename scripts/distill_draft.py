@@ -240,7 +240,7 @@ def head_design(args, workdir: Path, head_file: Path, target, special_ids: list[
 
         cfg = HeadTrainConfig(workdir=str(workdir), lr=args.head_lr, steps=args.unroll)
         ids = choose_head_tokens(mass, cfg.head_size, special_ids)
-        value = design_ablation(cfg, target, corpus, heldout, args.ab_tokens, ids)
+        value = design_ablation(cfg, target, corpus, heldout, args.ab_tokens, ids, max_minutes=args.max_minutes)
         env = environment_record([target])
         machine = f"{env['machine']}, {'/'.join(env['cpu_isa']) or 'no AVX2'}, {torch.get_num_threads()} thread(s)"
         key, value = "design_ablation", value | {"machine": machine, "environment": env}

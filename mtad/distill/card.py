@@ -576,7 +576,12 @@ def design_markdown(design: dict) -> str:
         lines += [
             "",
             f"## The fused design, one lever at a time: from scratch on identical records, {ab['tokens']} answer "
-            f"tokens each (corpus {ab['corpus_tokens']} tokens)",
+            f"tokens each (corpus {ab['corpus_tokens']} tokens)"
+            + (
+                f"; stopped by its time limit before the {ab['target_tokens']} asked for"
+                if ab.get("target_tokens", 0) > ab["tokens"]
+                else ""
+            ),
             "",
             "Fused depths: the target's hidden states after layers "
             f"{_depths_of(ab)} by one linear map; own output layer: trainable, from the target's rows; "

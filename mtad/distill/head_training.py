@@ -434,18 +434,27 @@ class AblationArm:
     reg_weight: float = 0.1
 
 
-def heads_ab(cfg: HeadTrainConfig, corpus: Corpus, heldout: dict, arms: dict, tokens: int, target=None) -> dict:
-    """Heads trained side by side on identical records (and noise) for `tokens` answer tokens
-    (`arms`: name -> AblationArm, or (head, dtype)): held-out acceptance per draft position,
-    trained tokens/s and, given `target`, the head's fast-path step beside the target's."""
+def heads_ab(
+    cfg: HeadTrainConfig,
+    corpus: Corpus,
+    heldout: dict,
+    arms: dict,
+    tokens: int,
+    target=None,
+    max_minutes: float | None = None,
+) -> dict:
+    """Heads trained side by side on identical records (and noise) for `tokens` answer tokens, or
+    until `max_minutes` (the arms stay at equal tokens either way: each step trains every arm on
+    the same batch) (`arms`: name -> AblationArm, or (head, dtype)): held-out acceptance per draft
+    position, trained tokens/s and, given `target`, the head's fast-path step beside the target's."""
     from .measure import step_ms
 
     arms = {n: a if isinstance(a, AblationArm) else AblationArm(a[0], a[1], cfg.reg_weight) for n, a in arms.items()}
     optimizers = {n: head_optimizer(a.head, cfg.lr) for n, a in arms.items()}
     first = next(iter(arms.values())).head
     index, rng, seconds = full_to_head_index(first), random.Random(cfg.seed), dict.fromkeys(arms, 0.0)
-    by_family, trained, step = corpus.by_family(), 0, 0
-    while trained < tokens:
+    by_family, trained, step, started = corpus.by_family(), 0, 0, time.perf_counter()
+    while trained < tokens and (max_minutes is None or time.perf_counter() - started < 60 * max_minutes):
         records, batches = sample_batch(by_family, cfg.batch_seqs, rng), {}
         for n, arm in arms.items():
             key = feature_key(arm.head)
@@ -460,7 +469,9 @@ def heads_ab(cfg: HeadTrainConfig, corpus: Corpus, heldout: dict, arms: dict, to
             seconds[n] += time.perf_counter() - start
         trained += int(next(iter(batches.values()))[3].numel())
         step += 1
-    out = {"tokens": trained, "corpus_tokens": corpus.answer_tokens, "arms": {}}
+        if step % 20 == 0:
+            log.info("%d answer tokens per arm, %.0f s", trained, time.perf_counter() - started)
+    out = {"tokens": trained, "target_tokens": tokens, "corpus_tokens": corpus.answer_tokens, "arms": {}}
     target_ms = step_ms(target) if target is not None else None
     for n, arm in arms.items():
         stats = evaluate_head(arm.head, heldout)
@@ -493,7 +504,14 @@ DESIGN_ARMS = {
 
 
 def design_ablation(
-    cfg: HeadTrainConfig, target, corpus: Corpus, heldout: dict, tokens: int, ids: list[int], arms=DESIGN_ARMS
+    cfg: HeadTrainConfig,
+    target,
+    corpus: Corpus,
+    heldout: dict,
+    tokens: int,
+    ids: list[int],
+    arms=DESIGN_ARMS,
+    max_minutes: float | None = None,
 ) -> dict:
     """Every lever of the fused design measured from scratch at equal trained tokens on identical
     records (`heads_ab`), one vocabulary for all (`ids`), each arm in the trainer's compute dtype."""
@@ -506,7 +524,7 @@ def design_ablation(
         )
         for name, a in arms.items()
     }
-    return heads_ab(cfg, corpus, heldout, built, tokens, target=target)
+    return heads_ab(cfg, corpus, heldout, built, tokens, target=target, max_minutes=max_minutes)
 
 
 def layers_ab(
