@@ -229,7 +229,8 @@ def head_design(args, workdir: Path, head_file: Path, target, special_ids: list[
         from mtad.distill.head_training import confidence_calibration
 
         head = load_head(head_file if head_file.exists() else workdir / "head.safetensors", target, torch.float32)
-        table = confidence_calibration(head, heldout) | {"head": str(head_file.name), "meta": head.meta}
+        meta = {k: v for k, v in head.meta.items() if k not in ("head_token_ids", "train_config")}
+        table = confidence_calibration(head, heldout) | {"head": str(head_file.name), "meta": meta}
         print(write_calibration(RESULTS, table))
         return 0
     corpus = Corpus(workdir)
