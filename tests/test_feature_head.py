@@ -22,6 +22,14 @@ LEVEL2 = ([8, 8, 1, 6], [0, 0, 1, 2])
 TOKENS, PARENTS = LEVEL1[0] + LEVEL2[0], LEVEL1[1] + LEVEL2[1]
 
 
+def atol_of(path):
+    """Float64 agreement expected on a decode path. The compiled body computes the rotary table's
+    cos/sin (float32 in transformers' Llama, whatever the model's dtype) with inductor's own
+    vectorised float32 maths, which differs from eager's by an ulp (2.4e-7 measured on an AVX2 CPU):
+    far below what a wrong slot or depth would show (order 1)."""
+    return 1e-5 if path == "compiled" else 1e-9
+
+
 def path_of(node):
     out = []
     while node >= 0:
@@ -53,17 +61,19 @@ def test_target_features_follow_the_cache(arch, path, depths):
     lm.extend(PREFIX[-1:], nodes=torch.tensor(LEVEL1[0]), parents=LEVEL1[1])
     lm.extend(PREFIX[:0], nodes=torch.tensor(LEVEL2[0]), parents=LEVEL2[1])
     c = PREFIX.numel()
-    assert torch.allclose(lm.features.buf[:c], hidden_of(model, PREFIX), atol=1e-9)
+    assert torch.allclose(lm.features.buf[:c], hidden_of(model, PREFIX), atol=atol_of(path))
     for node in range(len(TOKENS)):
         alone = hidden_of(model, torch.cat([PREFIX, torch.tensor([TOKENS[i] for i in path_of(node)])]))[-1]
-        assert torch.allclose(lm.features.buf[c + node], alone, atol=1e-9), f"node {node}"
+        assert torch.allclose(lm.features.buf[c + node], alone, atol=atol_of(path)), f"node {node}"
     lm.commit_path([1, 5])
     lm.extend(torch.tensor([11]))
     sequence = torch.cat([PREFIX, torch.tensor([2, 1, 11])])
-    assert torch.allclose(lm.features.buf[: sequence.numel()], hidden_of(model, sequence), atol=1e-9)
+    assert torch.allclose(lm.features.buf[: sequence.numel()], hidden_of(model, sequence), atol=atol_of(path))
     lm.crop(3)
     lm.extend(torch.tensor([6]))
-    assert torch.allclose(lm.features.buf[:4], hidden_of(model, torch.cat([PREFIX[:3], torch.tensor([6])])), atol=1e-9)
+    assert torch.allclose(
+        lm.features.buf[:4], hidden_of(model, torch.cat([PREFIX[:3], torch.tensor([6])])), atol=atol_of(path)
+    )
 
 
 def head_pair(arch, path, **kw):
@@ -93,11 +103,13 @@ def test_head_tree_nodes_match_the_unroll_training_uses(arch, path, layers, desi
             f_hat = head.unroll(sequence[None], hidden(target, sequence, head.target_depths)[None], steps)[-1][0, -1]
         return head.expand_logits(head.head_logits(f_hat))
 
-    assert torch.allclose(root, unrolled(PREFIX, 1), atol=1e-9)
+    assert torch.allclose(root, unrolled(PREFIX, 1), atol=atol_of(path))
     for node in range(len(TOKENS)):
         path_nodes = path_of(node)
         sequence = torch.cat([PREFIX, torch.tensor([TOKENS[i] for i in path_nodes])])
-        assert torch.allclose(node_logits[node], unrolled(sequence, len(path_nodes) + 1), atol=1e-9), f"node {node}"
+        assert torch.allclose(node_logits[node], unrolled(sequence, len(path_nodes) + 1), atol=atol_of(path)), (
+            f"node {node}"
+        )
 
 
 @pytest.mark.parametrize("design", DESIGNS)
@@ -203,6 +215,28 @@ def test_fused_head_file_keeps_its_output_layer_and_v1_files_still_load(tmp_path
         assert torch.equal(one.unroll(ids, feats)[0], v1.unroll(ids, feats)[0])
 
 
+def teacher_records(target, n=4, length=14, prompt=6, seed=0):
+    """Stored teacher records of random sequences, as the producer writes them (features at every depth)."""
+    gen = torch.Generator().manual_seed(seed)
+    records = []
+    for _ in range(n):
+        seq = torch.randint(0, target.config.vocab_size, (length,), generator=gen)
+        with torch.no_grad():
+            out = target(input_ids=seq[None], output_hidden_states=True)
+        top = out.logits[0, prompt - 1 : -1].log_softmax(-1).topk(8)
+        records.append(
+            {
+                "prompt_ids": seq[:prompt].int(),
+                "answer_ids": seq[prompt:].int(),
+                "top_ids": top.indices.int(),
+                "top_logprobs": top.values.float(),
+                "features": out.hidden_states[-1][0].float(),
+                "depth_features": torch.cat([out.hidden_states[d][0] for d in (1, 1, 2)], -1).float(),
+            }
+        )
+    return records
+
+
 @pytest.mark.parametrize("design", DESIGNS)
 def test_head_training_lowers_the_unrolled_loss(design):
     """A few optimiser steps on one batch of stored teacher records lower every unrolled step's KL
@@ -213,25 +247,7 @@ def test_head_training_lowers_the_unrolled_loss(design):
     target = BUILDERS["llama"](0, vocab=12, sharpness=3.0).float()
     head = tiny_head(target, 1, **DESIGNS[design]).float()
     output_before = head.lm_head.weight.detach().clone() if head.own_output else None
-    gen = torch.Generator().manual_seed(0)
-    records = []
-    for _ in range(4):
-        seq = torch.randint(0, 12, (14,), generator=gen)
-        with torch.no_grad():
-            out = target(input_ids=seq[None], output_hidden_states=True)
-        P = 6
-        logprobs = out.logits[0, P - 1 : -1].log_softmax(-1)
-        top = logprobs.topk(8)
-        records.append(
-            {
-                "prompt_ids": seq[:P].int(),
-                "answer_ids": seq[P:].int(),
-                "top_ids": top.indices.int(),
-                "top_logprobs": top.values.half(),
-                "features": out.hidden_states[-1][0].half(),
-                "depth_features": torch.cat([out.hidden_states[d][0] for d in (1, 1, 2)], -1).half(),
-            }
-        )
+    records = teacher_records(target)
     batch = collate_features(records, max_len=12, key=feature_key(head))  # cuts 2 prompt positions of every record
     assert batch[0].shape == (4, 12) and batch[4].min() == 3
     assert batch[1].shape[-1] == (96 if head.fused_depths else 32) and batch[-1].shape[-1] == 32
@@ -365,28 +381,6 @@ def test_unroll_of_a_left_padded_batch_equals_each_sequence_alone(layers):
     assert torch.allclose(
         batched[0][0, T - short.numel() :], alone[0][0][0], atol=1e-9, rtol=0
     )  # step 1: every real row
-
-
-def teacher_records(target, n=4, length=14, prompt=6, seed=0):
-    """Stored teacher records of random sequences, as the producer writes them (features at every depth)."""
-    gen = torch.Generator().manual_seed(seed)
-    records = []
-    for _ in range(n):
-        seq = torch.randint(0, target.config.vocab_size, (length,), generator=gen)
-        with torch.no_grad():
-            out = target(input_ids=seq[None], output_hidden_states=True)
-        top = out.logits[0, prompt - 1 : -1].log_softmax(-1).topk(8)
-        records.append(
-            {
-                "prompt_ids": seq[:prompt].int(),
-                "answer_ids": seq[prompt:].int(),
-                "top_ids": top.indices.int(),
-                "top_logprobs": top.values.float(),
-                "features": out.hidden_states[-1][0].float(),
-                "depth_features": torch.cat([out.hidden_states[d][0] for d in (1, 1, 2)], -1).float(),
-            }
-        )
-    return records
 
 
 @pytest.mark.parametrize("design", DESIGNS)
