@@ -4,7 +4,8 @@ of every task family (see mtad/distill/measure.py).
 
     python scripts/measure_draft.py --pair smollm2_135m_head --compare smollm2_135m --per-family 10
 Writes results/draft/measure.json and measure.md, and renders the README's summary of it
-(`measure.readme_block`) when writing the committed results/draft.
+(`measure.readme_block`) and the measured drafts' model cards' "Measured" sections
+(`card.refresh_measured`) when writing the committed results/draft.
 """
 
 from __future__ import annotations
@@ -109,7 +110,13 @@ def main(argv=None) -> int:
     (out / "measure.md").write_text(markdown(result, header))
     readme = ROOT / "README.md"
     if out.resolve() == (ROOT / "results" / "draft").resolve() and readme.exists():
+        from mtad.distill.card import refresh_measured
+
         readme.write_text(replace_readme_block(readme.read_text(), readme_block(result)))
+        for name, r in result["drafts"].items():  # each measured file's model card, its Measured section
+            card = (ROOT / r["file"]).with_suffix(".md") if r.get("file") else None
+            if card is not None and card.exists():
+                refresh_measured(card, out / "measure.json", r["kind"])
     print((out / "measure.md").read_text())
     return 0
 

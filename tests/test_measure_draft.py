@@ -136,3 +136,27 @@ def test_group_intervals_resample_requests_within_kinds():
     assert lo <= point["block_efficiency"]["sps"] <= hi
     single = {"chat": synthetic_family([0.4], 1.2)}
     assert group_intervals(single) == {}  # one request per kind: nothing to resample
+
+
+def test_the_model_card_quotes_the_committed_draft_measurement(tmp_path):
+    """The committed head's card carries the "Measured" section that the committed measure.json renders."""
+    import json
+    import shutil
+    from pathlib import Path
+
+    from mtad.distill.card import refresh_measured
+
+    root = Path(__file__).resolve().parents[1]
+    result = json.loads((root / "results" / "draft" / "measure.json").read_text())
+    r = result["drafts"][result["pair"]]
+    card = (root / r["file"]).with_suffix(".md")
+    copy = tmp_path / card.name
+    shutil.copy(card, copy)
+    shutil.copy(card.with_suffix(".safetensors"), copy.with_suffix(".safetensors"))
+    assert refresh_measured(copy, root / "results" / "draft" / "measure.json", r["kind"])
+    assert copy.read_text() == card.read_text()
+    other = json.loads(json.dumps(result))
+    other["drafts"][result["pair"]]["families"]["chat"]["decoding"]["sps"]["alpha"] += 0.01
+    (tmp_path / "measure.json").write_text(json.dumps(other))
+    refresh_measured(copy, tmp_path / "measure.json", r["kind"])
+    assert copy.read_text() != card.read_text()  # the section follows the figures

@@ -520,6 +520,24 @@ def write_card(
     card.write_text("\n".join(lines) + "\n")
 
 
+def refresh_measured(card: Path, measure_json: Path, kind: str) -> bool:
+    """The card's "Measured" section rendered again from `measure_json` (the rest of the card, which
+    needs the training run's work dir, kept as it is); False when the measurement is not of this file."""
+    from safetensors import safe_open
+
+    draft_file = card.with_suffix(".safetensors")
+    with safe_open(str(draft_file), framework="pt") as f:
+        trained_tokens = json.loads((f.metadata() or {}).get("mtad", "{}")).get("trained_tokens")
+    section = _measured_lines(measure_json, kind, trained_tokens)
+    if not section:
+        return False
+    text = card.read_text()
+    start, end = text.find("## Measured"), text.rfind(LICENCE)
+    before = text[:start] if start >= 0 else text[:end]
+    card.write_text(before + "\n".join(section) + "\n\n" + text[end:])
+    return True
+
+
 def publish(kind: str, workdir: Path, draft_file: Path, results: Path, command: str) -> Path:
     """The work dir's training records (curve, A/B, rates) copied into `results` under the kind's prefix, the
     curve plotted beside them, and the model card written beside `draft_file`; the card's path."""
