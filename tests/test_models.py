@@ -318,7 +318,7 @@ def test_head_pair_loads_from_package_without_training(monkeypatch):
         out = pair.target(input_ids=seq, output_hidden_states=True)
         P = ids.shape[1]
         p = out.logits[0, P - 1 : -1]  # [24, V]: the target's next token along its greedy answer
-        q = teacher_forced_q(head, seq, out.hidden_states[-1])[P - 1 : -1]
+        q = teacher_forced_q(head, seq, out.hidden_states)[P - 1 : -1]
     assert q.shape == p.shape and torch.allclose(q.float().softmax(-1).sum(-1), torch.ones(len(q)), atol=1e-4)
     # trained on chat-templated answers, the head often agrees with the target's argmax (0.25 here;
     # a random head of the same vocabulary: 0)

@@ -312,7 +312,9 @@ def write_table2(
     out_dir.mkdir(parents=True, exist_ok=True)
     md, csv = out_dir / f"{name}.md", out_dir / f"{name}.csv"
     write_if_changed(md, to_markdown(df, experiment, notes, source, code))
-    write_if_changed(csv, df.to_csv(index=False))
+    # 12 significant digits: a machine's last-bit rounding of a derived figure (a bootstrap bound)
+    # must not rewrite a committed table that nothing it reads has changed
+    write_if_changed(csv, df.to_csv(index=False, float_format="%.12g"))
     return md, csv
 
 
