@@ -76,7 +76,17 @@ def test_the_sampling_forwards_are_the_teacher_pass_scoring_would_compute():
     rng = random.Random(1)
     prompts = [[rng.randrange(3, 64) for _ in range(rng.randrange(1, 20))] for _ in range(7)]
     answers, passes = sample_stream(
-        model, prompts, 25, (1.0, 0, 1.0), eos=2, seed=0, slots=2, max_prompt=20, keep_top_k=8, depths=(1, 2, 4)
+        model,
+        prompts,
+        25,
+        (1.0, 0, 1.0),
+        eos=2,
+        seed=0,
+        slots=2,
+        max_prompt=20,
+        keep_top_k=8,
+        keep_features=True,
+        depths=(1, 2, 4),
     )
     plain = sample_stream(model, prompts, 25, (1.0, 0, 1.0), eos=2, seed=0, slots=2, max_prompt=20)
     assert answers == plain  # keeping the pass changes no draw

@@ -213,7 +213,16 @@ def make_chunk(
 
         depths = fused_depths(target.config.num_hidden_layers) if features else ()
         answers, passes = sample_stream(
-            target, prompts, max_new, setting, eos, seed, slots=slots, keep_top_k=top_k, depths=depths
+            target,
+            prompts,
+            max_new,
+            setting,
+            eos,
+            seed,
+            slots=slots,
+            keep_top_k=top_k,
+            keep_features=features,
+            depths=depths,
         )
     elif kind == "draft":
         answers = sample_answers(draft, prompts, max_new, setting, eos, seed, logits_of=draft_logits, slots=slots)
@@ -226,7 +235,7 @@ def make_chunk(
                 "prompt_ids": torch.tensor(p, dtype=torch.int32),
                 "answer_ids": torch.tensor(a, dtype=torch.int32),
             }
-            | {k: v for k, v in tp.items() if features or k.startswith("top_")}
+            | tp
             for p, a, tp in zip(prompts, answers, passes)
         ]
     else:

@@ -438,18 +438,17 @@ def heads_ab(
     cfg: HeadTrainConfig,
     corpus: Corpus,
     heldout: dict,
-    arms: dict,
+    arms: dict[str, AblationArm],
     tokens: int,
     target=None,
     max_minutes: float | None = None,
 ) -> dict:
     """Heads trained side by side on identical records (and noise) for `tokens` answer tokens, or
     until `max_minutes` (the arms stay at equal tokens either way: each step trains every arm on
-    the same batch) (`arms`: name -> AblationArm, or (head, dtype)): held-out acceptance per draft
+    the same batch) (`arms`: name -> AblationArm): held-out acceptance per draft
     position, trained tokens/s and, given `target`, the head's fast-path step beside the target's."""
     from .measure import step_ms
 
-    arms = {n: a if isinstance(a, AblationArm) else AblationArm(a[0], a[1], cfg.reg_weight) for n, a in arms.items()}
     optimizers = {n: head_optimizer(a.head, cfg.lr) for n, a in arms.items()}
     first = next(iter(arms.values())).head
     index, rng, seconds = full_to_head_index(first), random.Random(cfg.seed), dict.fromkeys(arms, 0.0)
@@ -531,7 +530,9 @@ def layers_ab(
     cfg: HeadTrainConfig, target, corpus: Corpus, heldout: dict, layers: tuple[int, ...], tokens: int, ids: list[int]
 ) -> dict:
     """Heads of each depth in `layers`, from scratch on identical batches (float32 compute)."""
-    arms = {n: (build_head(target, n, ids, seed=cfg.seed).float(), torch.float32) for n in layers}
+    arms = {
+        n: AblationArm(build_head(target, n, ids, seed=cfg.seed).float(), torch.float32, cfg.reg_weight) for n in layers
+    }
     return heads_ab(cfg, corpus, heldout, arms, tokens)
 
 
@@ -539,8 +540,8 @@ def compute_dtype_ab(cfg: HeadTrainConfig, corpus: Corpus, heldout: dict, head: 
     """The same head trained in float32 and in bf16 compute (float32 master weights) on identical
     batches: whether bf16 keeps the held-out curve at equal tokens, and what it gains per second."""
     arms = {
-        "float32": (copy.deepcopy(head).float(), torch.float32),
-        "bfloat16": (copy.deepcopy(head).float(), torch.bfloat16),
+        "float32": AblationArm(copy.deepcopy(head).float(), torch.float32, cfg.reg_weight),
+        "bfloat16": AblationArm(copy.deepcopy(head).float(), torch.bfloat16, cfg.reg_weight),
     }
     return heads_ab(cfg, corpus, heldout, arms, tokens)
 

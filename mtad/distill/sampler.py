@@ -101,13 +101,15 @@ def sample_stream(
     logits_of=None,
     max_prompt: int = 768,
     keep_top_k: int = 0,
+    keep_features: bool = False,
     depths: tuple[int, ...] = (),
 ) -> list[list[int]] | tuple[list[list[int]], list[dict]]:
     """Sample an answer to every prompt with `slots` rows decoding at once, each refilled as soon
     as its answer ends. `logits_of(model, out)` maps a forward's output to [B, V] logits at the
     last position (default `out.logits[:, -1]`). Returns answers in prompt order; with
-    `keep_top_k`, also each answer's teacher pass (`top_ids`, `top_logprobs` [n, K], `features`
-    [P + n, H] and `depth_features` [P + n, D*H], fp16, as `corpus.score` stores them)."""
+    `keep_top_k`, also each answer's teacher pass (`top_ids`, `top_logprobs` [n, K]; with
+    `keep_features`, `features` [P + n, H] and `depth_features` [P + n, D*H], fp16, as
+    `corpus.score` stores them)."""
     temperature, top_k, top_p = setting
     device = next(model.parameters()).device
     slots = max(1, min(slots, len(prompts)))
@@ -122,13 +124,15 @@ def sample_stream(
     last = torch.full((slots,), eos, dtype=torch.long, device=device)  # the token each slot feeds next
     queue = iter(range(len(prompts)))
     kept = [{"top": [], "features": [], "depths": []} for _ in prompts] if keep_top_k else None
-    forward_kw = {"output_hidden_states": True} if keep_top_k else {}
+    forward_kw = {"output_hidden_states": True} if keep_top_k and keep_features else {}
 
     def keep(index: int, logits: torch.Tensor, hidden_states: tuple, row: int, cols: slice) -> None:
         """Prompt `index`'s teacher pass from one forward: the top-K of `logits` [V] (the next
         token's), the features of positions `cols` of batch row `row`."""
         top = torch.log_softmax(logits.float(), dim=-1).topk(keep_top_k)
         kept[index]["top"].append((top.indices.to(torch.int32).cpu(), top.values.to(torch.float16).cpu()))
+        if not keep_features:
+            return
         kept[index]["features"].append(hidden_states[-1][row, cols].to("cpu", torch.float16))
         if depths:
             fused = torch.cat([hidden_states[d][row, cols] for d in depths], dim=-1)
