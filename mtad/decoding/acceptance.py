@@ -1,16 +1,19 @@
 """The acceptance rules as pure tensor functions, testable on hand-made p and q.
 
 Conventions: p is the processed target distribution, q the processed draft distribution,
-both [V] (or [n, V]) float tensors summing to 1. Randomness comes only from `generator`.
+each a `Dist` (on its support, as the decoders keep them) or a dense [V] (or [n, V]) float tensor
+summing to 1; a rule returns a distribution of the kind it was given. The rules work on the union
+of the two supports, a handful of entries under top-k. Randomness comes only from `generator`.
 """
 
 from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 
-from mtad.decoding.logits import sample, uniform
+from mtad.decoding.logits import Dist, as_dist, sample, uniform
 
 
 def residual(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
@@ -34,32 +37,49 @@ def speculative_accept(
     then the token drawn from the residual at n+1, or the bonus from p_{γ+1} if all passed.
     """
     gamma = draft.shape[0]
-    idx = torch.arange(gamma, device=p.device)
-    p_tok, q_tok = p[idx, draft], q[idx, draft]  # [γ]
+    p, q = as_dist(p), as_dist(q)
+    p_tok, q_tok = p[:gamma].prob_of(draft), q.prob_of(draft)  # [γ]
     # accept x_i with probability min(1, p/q): q >= p rejects sometimes, q < p always accepts
-    passed = uniform(gamma, generator, p.device) * q_tok < p_tok  # [γ]
+    passed = uniform(gamma, generator, p_tok.device) * q_tok < p_tok  # [γ]
     n = int(passed.long().cumprod(0).sum())  # leading run of acceptances (one host sync)
     if n < gamma:
-        return n, int(sample(residual(p[n], q[n]), generator))
+        index, p_s, q_s = union(p[n], q[n])
+        return n, int(sample(Dist(index, residual(p_s, q_s), p.vocab), generator))
     return n, int(sample(p[gamma], generator))
 
 
-def _support(p: torch.Tensor, q: torch.Tensor, candidates: list[int]):
-    """Restrict p and q [V] to the tokens where either is non-zero (top-k/top-p leave a few):
-    the rules below then touch a handful of entries instead of the whole vocabulary.
-    Returns (index [S], p [S], q [S], candidates as positions in the support)."""
-    index = ((p > 0) | (q > 0)).nonzero().flatten()  # [S], sorted token ids
-    position = {int(t): i for i, t in enumerate(index.tolist())}
-    return index, p[index], q[index], [position[c] for c in candidates]
+def union(p: Dist, q: Dist) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One row of p and of q on the union of their supports: (ids [S] ascending, p [S], q [S])."""
+    index = torch.cat([p.ids, q.ids]).unique()  # sorted
+    zeros = torch.zeros(index.shape, dtype=p.probs.dtype, device=p.probs.device)
+    p_s = zeros.index_put((torch.searchsorted(index, p.ids),), p.probs)
+    q_s = zeros.index_put((torch.searchsorted(index, q.ids),), q.probs.to(p.probs.dtype))
+    return index, p_s, q_s
 
 
-def _scatter(index: torch.Tensor, values: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+def _support(p: Dist | torch.Tensor, q: Dist | torch.Tensor, candidates: list[int]):
+    """Restrict p and q to the tokens of their supports (top-k/top-p leave a few; a dense row's
+    support is where it is non-zero): the rules below then touch a handful of entries instead of
+    the whole vocabulary. Returns (index [S], p [S], q [S], candidates as positions in the support)."""
+    if isinstance(p, Dist) or isinstance(q, Dist):
+        index, p_s, q_s = union(as_dist(p), as_dist(q))
+    else:
+        index = ((p > 0) | (q > 0)).nonzero().flatten()  # [S], sorted token ids
+        p_s, q_s = p[index], q[index]
+    where = torch.searchsorted(index, torch.tensor(candidates, dtype=index.dtype, device=index.device))
+    return index, p_s, q_s, where.tolist()
+
+
+def _scatter(index: torch.Tensor, values: torch.Tensor, like: Dist | torch.Tensor) -> Dist | torch.Tensor:
+    """A rule's distribution on the support `index` as the kind `like` is: a Dist, or dense."""
+    if isinstance(like, Dist):
+        return Dist(index, values.to(like.probs.dtype), like.vocab)
     return torch.zeros_like(like).index_put_((index,), values.to(like.dtype))
 
 
 def multi_draft_accept(
-    p: torch.Tensor,
-    q: torch.Tensor,
+    p: Dist | torch.Tensor,
+    q: Dist | torch.Tensor,
     candidates: list[int],
     replacement: bool = True,
     generator: torch.Generator | None = None,
@@ -108,19 +128,26 @@ def kseq_rho(p: torch.Tensor, q: torch.Tensor, k: int, grid: int = 64, iters: in
 
     The condition holds at ρ = k always. Scan a grid for the first point where it holds,
     then bisect in the bracket before it; return the upper end, where the condition holds,
-    so the rule stays exact whatever the resolution.
+    so the rule stays exact whatever the resolution. In numpy on the host: p and q are a
+    node's support (a few entries), and the ~100 evaluations are too small for tensor ops.
     """
     if k == 1:
         return 1.0  # (1-(1-β))/β = 1 <= 1: K-SEQ reduces to speculative sampling
-    rhos = torch.linspace(1.0, float(k), grid, dtype=torch.float64, device=p.device)
-    ok = _kseq_gain(kseq_beta(p, q, rhos), k) <= rhos + 1e-12  # [grid]
-    first = int(ok.long().argmax())  # ok[-1] is True (ρ = k)
+    p_np, q_np = p.double().cpu().numpy(), q.double().cpu().numpy()
+    powers = np.arange(k, dtype=np.float64)
+
+    def holds(rho: np.ndarray) -> np.ndarray:  # [G] -> [G]: the condition at each ρ
+        beta = np.minimum(q_np, p_np / rho[:, None]).sum(-1)  # β(ρ) [G]
+        return ((1 - beta)[:, None] ** powers).sum(-1) <= rho + 1e-12  # Σ_{i<k} (1-β)^i <= ρ
+
+    rhos = np.linspace(1.0, float(k), grid)
+    first = int(holds(rhos).argmax())  # the last point (ρ = k) holds
     if first == 0:
         return 1.0
     lo, hi = float(rhos[first - 1]), float(rhos[first])
     for _ in range(iters):
         mid = 0.5 * (lo + hi)
-        if float(_kseq_gain(kseq_beta(p, q, mid), k)) <= mid + 1e-12:
+        if holds(np.array([mid]))[0]:
             hi = mid
         else:
             lo = mid
@@ -140,8 +167,8 @@ def kseq_residual(p: torch.Tensor, q: torch.Tensor, k: int, rho: float) -> torch
 
 
 def kseq_accept(
-    p: torch.Tensor, q: torch.Tensor, candidates: list[int], generator: torch.Generator | None = None
-) -> tuple[int, torch.Tensor]:
+    p: Dist | torch.Tensor, q: Dist | torch.Tensor, candidates: list[int], generator: torch.Generator | None = None
+) -> tuple[int, Dist | torch.Tensor]:
     """K-SEQ over k i.i.d. candidates from q (SpecTr). Returns (accepted index or -1, residual)."""
     index, p_s, q_s, cands = _support(p, q, candidates)
     j, p_res = _kseq_accept(p_s, q_s, cands, generator)

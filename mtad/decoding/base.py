@@ -16,7 +16,7 @@ from mtad.decode_stats import DecodeStats
 from mtad.decoding.capabilities import target_feature_depths
 from mtad.decoding.head_kv import draft_cached_model
 from mtad.decoding.kv import CachedModel, model_device, sync
-from mtad.decoding.logits import logits_to_probs
+from mtad.decoding.logits import Dist, logits_to_dist
 from mtad.decoding.params import SamplingFields
 from mtad.decoding.static_kv import cached_model, resolve_decode_path
 
@@ -116,9 +116,10 @@ class Decoder:
             raise TypeError(f"{cls.name}: unknown parameter(s) {unknown}; valid: {sorted(names)}")
         return replace(params, **values) if values else params
 
-    def probs(self, logits: torch.Tensor) -> torch.Tensor:
+    def probs(self, logits: torch.Tensor) -> Dist:
+        """[..., V] logits -> the processed distribution on its support (p or q)."""
         p = self.params
-        return logits_to_probs(logits, p.temperature, p.top_k, p.top_p)
+        return logits_to_dist(logits, p.temperature, p.top_k, p.top_p)
 
     # -- the loop -------------------------------------------------------------------
     def generate(

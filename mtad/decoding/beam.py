@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import torch
 
 from mtad.decoding.kv import CachedModel
-from mtad.decoding.logits import sample, sample_distinct
+from mtad.decoding.logits import Dist, sample, sample_distinct
 from mtad.decoding.tree import DraftTree
 
 
@@ -49,28 +49,28 @@ def beam_sample(
     """Run γ steps of beam sampling from the draft; γ draft forwards (the deepest level is
     not forwarded). `fresh` are the committed tokens the draft cache lacks."""
     tree = DraftTree()
-    q = probs_fn(lm.extend(fresh)[-1:])  # [B=1, V] next-token q per beam
-    frontier, weights = [-1], torch.ones(1, device=q.device)
+    q: Dist = probs_fn(lm.extend(fresh)[-1:])  # [B=1, k] next-token q per beam
+    frontier, weights = [-1], torch.ones(1, device=q.probs.device)
     q_token: list[torch.Tensor] = []
     for step in range(1, gamma + 1):
-        vocab = q.shape[-1]
-        scores = (weights[:, None] * q).flatten()  # [B*V] w_i · q_s(v | beam i)
-        support = int((scores > 0).sum())
+        # [B*k] w_i · q_s(v | beam i), beam-major with ascending ids: a dense [B*V] row's order
+        # on its support, so a draw over it picks the pair the dense row would
+        scores = (weights[:, None] * q.probs).flatten()
         if greedy:
-            chosen = torch.topk(scores, min(width, support)).indices
+            chosen = torch.topk(scores, min(width, int((scores > 0).sum()))).indices
         elif replacement:
             chosen = sample(scores.expand(width, -1), generator)  # [W] i.i.d. pairs
         else:
             chosen = sample_distinct(scores, width, generator)
-        beam, token = chosen // vocab, chosen % vocab  # [W], [W]
+        beam, token = chosen // q.probs.shape[-1], q.ids.flatten()[chosen]  # [W], [W]
         weights = chosen_weights(scores[chosen], weighting)
-        q_token.append(q[beam, token])
+        q_token.append(q.probs.flatten()[chosen])
         first = len(tree)
         for b, t in zip(beam.tolist(), token.tolist()):
             tree.add(t, frontier[b])
         frontier = list(range(first, len(tree)))
         if step < gamma:
             tree.forward_level(lm, first, probs_fn)
-            q = torch.stack([tree.q_node[n] for n in frontier])  # [W, V]
+            q = Dist.stack([tree.q_node[n] for n in frontier])  # [W, k]
     best_leaf = frontier[int(weights.argmax())]
     return BeamTree(tree=tree, q_token=torch.cat(q_token), best_leaf=best_leaf)

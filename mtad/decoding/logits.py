@@ -4,29 +4,86 @@ Every method applies the same processing to the target (p) and the draft (q), so
 acceptance rules compare like with like. Temperature 0 means greedy: the processed
 distribution is the one-hot of the argmax, which turns every lossless rule into its
 greedy variant (accept iff the draft token is the argmax; the residual is the argmax).
+
+The decoders keep a processed distribution on its support (`Dist`): with top-k on, k token ids
+and their probabilities instead of a vocabulary-wide row, so sampling, acceptance, beam scoring
+and residuals touch k entries, not V. Ids are kept in ascending order, the order of a dense
+row: an inverse-CDF draw over the support then adds the same numbers in the same order as over
+the dense row (a zero adds nothing), and draws the same token from the same uniform.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 
-def logits_to_probs(logits: torch.Tensor, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0) -> torch.Tensor:
-    """[..., V] logits -> [..., V] float32 probabilities after temperature, top-k, top-p."""
+@dataclass
+class Dist:
+    """Processed distribution(s) on their support: `ids` [..., k] ascending token ids, `probs`
+    [..., k] their probabilities (zeros allowed: top-p's cut tokens stay in the top-k support),
+    over a vocabulary of `vocab` tokens. Dense when no top-k applies (ids = 0..V-1)."""
+
+    ids: torch.Tensor
+    probs: torch.Tensor
+    vocab: int
+
+    @classmethod
+    def dense_of(cls, probs: torch.Tensor) -> Dist:
+        """A dense [..., V] row as a Dist over every token."""
+        ids = torch.arange(probs.shape[-1], device=probs.device).expand(probs.shape)
+        return cls(ids, probs, probs.shape[-1])
+
+    @classmethod
+    def stack(cls, rows: list[Dist]) -> Dist:
+        return cls(torch.stack([r.ids for r in rows]), torch.stack([r.probs for r in rows]), rows[0].vocab)
+
+    def __getitem__(self, index) -> Dist:
+        return Dist(self.ids[index], self.probs[index], self.vocab)
+
+    def __len__(self) -> int:
+        return self.ids.shape[0]
+
+    def dense(self) -> torch.Tensor:
+        """[..., V]"""
+        shape = (*self.probs.shape[:-1], self.vocab)
+        return torch.zeros(shape, dtype=self.probs.dtype, device=self.probs.device).scatter(-1, self.ids, self.probs)
+
+    def prob_of(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Probability of `tokens` [...] under each row [..., k] (0 off the support). [...]"""
+        hit = self.ids == tokens[..., None]  # at most one True per row
+        return torch.where(hit, self.probs, torch.zeros((), dtype=self.probs.dtype, device=self.probs.device)).sum(-1)
+
+
+def as_dist(p: Dist | torch.Tensor) -> Dist:
+    """A Dist, or a dense [..., V] probability tensor taken as one."""
+    return p if isinstance(p, Dist) else Dist.dense_of(p)
+
+
+def logits_to_dist(logits: torch.Tensor, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0) -> Dist:
+    """[..., V] logits -> the processed distribution on its support: k ids (top-k), 1 (greedy) or V."""
     logits = logits.float()
-    if temperature == 0:
-        return torch.nn.functional.one_hot(logits.argmax(-1), logits.shape[-1]).float()
-    logits = logits / temperature
     vocab = logits.shape[-1]
+    if temperature == 0:
+        ids = logits.argmax(-1, keepdim=True)  # [..., 1]
+        return Dist(ids, torch.ones(ids.shape, dtype=torch.float32, device=logits.device), vocab)
+    logits = logits / temperature
     if 0 < top_k < vocab:
         # work on the k survivors only: top-p then needs a sort of k values, not of V
         values, index = torch.topk(logits, top_k, dim=-1)  # [..., k], sorted descending
         kept = _top_p_filter(values, top_p).softmax(-1)  # [..., k]
-        return torch.zeros_like(logits).scatter(-1, index, kept)
+        ids, order = index.sort(-1)  # ascending ids: a dense row's order
+        return Dist(ids, kept.gather(-1, order), vocab)
     if top_p < 1.0:
         sorted_logits, order = torch.sort(logits, dim=-1, descending=True)
         logits = torch.full_like(logits, float("-inf")).scatter(-1, order, _top_p_filter(sorted_logits, top_p))
-    return logits.softmax(-1)
+    return Dist.dense_of(logits.softmax(-1))
+
+
+def logits_to_probs(logits: torch.Tensor, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0) -> torch.Tensor:
+    """[..., V] logits -> [..., V] float32 probabilities after temperature, top-k, top-p."""
+    return logits_to_dist(logits, temperature, top_k, top_p).dense()
 
 
 def _top_p_filter(sorted_logits: torch.Tensor, top_p: float) -> torch.Tensor:
@@ -40,17 +97,25 @@ def _top_p_filter(sorted_logits: torch.Tensor, top_p: float) -> torch.Tensor:
     return sorted_logits.masked_fill(drop, float("-inf"))
 
 
-def sample(probs: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
-    """Draw one token per row of [..., V] probabilities; returns [...] long on probs' device.
+def sample(probs: Dist | torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+    """Draw one token per row of a Dist or of [..., V] probabilities; returns [...] long on their
+    device.
 
     Inverse-CDF sampling: one cumulative sum and a binary search per row, with a uniform from
     `generator`. (torch.multinomial costs ~2 ms per call over 49152 tokens on a CPU.) A token
     of zero probability adds no width to the CDF, so it can never be drawn."""
-    flat = probs.reshape(-1, probs.shape[-1]).double()  # [R, V]
-    cdf = flat.cumsum(-1)  # [R, V]
-    u = uniform(flat.shape[0], generator, probs.device).double()[:, None] * cdf[:, -1:]  # [R, 1]
-    tokens = torch.searchsorted(cdf, u, right=True).clamp_max(flat.shape[-1] - 1)  # [R, 1]
-    return tokens.reshape(probs.shape[:-1])
+    if isinstance(probs, Dist):
+        return probs.ids.gather(-1, _draw_index(probs.probs, generator)[..., None])[..., 0]
+    return _draw_index(probs, generator)
+
+
+def _draw_index(weights: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
+    """One index per row of [..., n] non-negative weights, in proportion to them. [...]"""
+    flat = weights.reshape(-1, weights.shape[-1]).double()  # [R, n]
+    cdf = flat.cumsum(-1)  # [R, n]
+    u = uniform(flat.shape[0], generator, weights.device).double()[:, None] * cdf[:, -1:]  # [R, 1]
+    index = torch.searchsorted(cdf, u, right=True).clamp_max(flat.shape[-1] - 1)  # [R, 1]
+    return index.reshape(weights.shape[:-1])
 
 
 def sample_distinct(weights: torch.Tensor, count: int, generator: torch.Generator | None = None) -> torch.Tensor:

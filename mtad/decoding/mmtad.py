@@ -19,7 +19,6 @@ from mtad.decoding.acceptance import best_column_denominator, mmtad_select
 from mtad.decoding.base import Step
 from mtad.decoding.mtad import MultiTokenDecoder
 from mtad.decoding.params import MMTADParams
-from mtad.decoding.tree import target_node_probs
 
 
 class MMTAD(MultiTokenDecoder):
@@ -32,24 +31,23 @@ class MMTAD(MultiTokenDecoder):
         tree = beams.tree
         fresh = self.uncached(self.target_lm)
         logits = self.target_lm.extend(fresh, nodes=torch.tensor(tree.tokens), parents=tree.parents)
-        p_root, p_nodes = target_node_probs(self.score_probs(logits), fresh.numel())  # [V], [N, V]
-        parents = torch.tensor(tree.parents, device=p_root.device)
-        p_parent = torch.where((parents < 0)[:, None], p_root[None], p_nodes[parents.clamp_min(0)])  # [N, V]
-        logp_token = p_parent[
-            torch.arange(len(tree), device=p_parent.device), torch.tensor(tree.tokens, device=p_parent.device)
-        ].log()  # [N]
-        logq_token = beams.q_token.log()
-        log_p_path, log_q_path = logp_token.clone(), logq_token.clone()
-        for i, parent in enumerate(tree.parents):  # parents precede children: one pass accumulates paths
-            if parent >= 0:
-                log_p_path[i] += log_p_path[parent]
-                log_q_path[i] += log_q_path[parent]
-        depths = torch.tensor(tree.depths, device=log_p_path.device)  # [N], 1..γ
+        p = self.score_probs(logits)  # [F+N, k]: row F-1 is the root, row F+i node i
+        num_fresh = fresh.numel()
+        device = p.ids.device
+        parents = torch.tensor(tree.parents, device=device)  # [N]
+        depths = torch.tensor(tree.depths, device=device)  # [N], 1..γ
+        parent_row = torch.where(parents < 0, num_fresh - 1, num_fresh + parents)  # [N] p each token was drawn under
+        log_p_path = p[parent_row].prob_of(torch.tensor(tree.tokens, device=device)).log()  # [N] log p(token | parent)
+        log_q_path = beams.q_token.log()
+        for depth in range(2, int(depths.max()) + 1):  # parents are one depth up: add their paths, a level at a time
+            level = (depths == depth).nonzero().flatten()
+            log_p_path[level] += log_p_path[parents[level]]
+            log_q_path[level] += log_q_path[parents[level]]
         if self.params.denominator == "best_column":
             log_q_path = best_column_denominator(log_q_path, depths, beams.best_leaf)
         node = mmtad_select(log_p_path, log_q_path, depths, self.params.threshold)
         path = tree.path(node) if node >= 0 else []
-        token = self.next_token(p_nodes[node] if node >= 0 else p_root)
+        token = self.next_token(p[num_fresh + node] if node >= 0 else p[num_fresh - 1])
         self.target_lm.commit_path(path)
         self.draft_lm.commit_path(path)
         emitted = [tree.tokens[i] for i in path] + [token]

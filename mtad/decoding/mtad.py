@@ -12,7 +12,7 @@ import torch
 from mtad.decoding.acceptance import mtad_accept_length
 from mtad.decoding.base import Decoder, Step
 from mtad.decoding.beam import beam_sample
-from mtad.decoding.logits import logits_to_probs, sample
+from mtad.decoding.logits import Dist, logits_to_dist, sample
 from mtad.decoding.params import MTADParams
 
 
@@ -28,12 +28,13 @@ class MultiTokenDecoder(Decoder):
     def greedy(self) -> bool:
         return self.params.temperature == 0
 
-    def score_probs(self, logits: torch.Tensor) -> torch.Tensor:
+    def score_probs(self, logits: torch.Tensor) -> Dist:
         p = self.params
-        return logits_to_probs(logits, p.temperature or 1.0, p.top_k, p.top_p)
+        return logits_to_dist(logits, p.temperature or 1.0, p.top_k, p.top_p)
 
-    def next_token(self, p: torch.Tensor) -> int:
-        return int(p.argmax()) if self.greedy else int(sample(p, self.generator))
+    def next_token(self, p: Dist) -> int:
+        # ids ascend, so the first maximum is the lowest id, as a dense row's argmax
+        return int(p.ids[p.probs.argmax()]) if self.greedy else int(sample(p, self.generator))
 
     def draft_beams(self):
         p = self.params
@@ -61,8 +62,8 @@ class MTAD(MultiTokenDecoder):
         draft = torch.tensor([beams.tree.tokens[i] for i in path], device=self.seq.device)  # [γ]
         logq = beams.q_token[path].log()  # [γ]
         fresh = self.uncached(self.target_lm)
-        p = self.score_probs(self.target_lm.extend(torch.cat([fresh, draft]))[-(gamma + 1) :])  # [γ+1, V]
-        logp = p[torch.arange(gamma, device=p.device), draft].log()  # [γ]
+        p = self.score_probs(self.target_lm.extend(torch.cat([fresh, draft]))[-(gamma + 1) :])  # [γ+1, k]
+        logp = p[:gamma].prob_of(draft).log()  # [γ]
         n = mtad_accept_length(logp, logq, self.params.threshold)
         token = self.next_token(p[n])
         self.target_lm.crop(base + n)

@@ -11,7 +11,7 @@ import torch
 
 from mtad.decoding.acceptance import kseq_accept
 from mtad.decoding.base import Decoder, Step
-from mtad.decoding.logits import sample
+from mtad.decoding.logits import Dist, sample
 from mtad.decoding.params import SpecTrParams
 from mtad.decoding.tree import DraftTree, target_node_probs
 
@@ -30,7 +30,7 @@ class SpecTr(Decoder):
         paths: list[list[int]] = [[] for _ in range(p.num_drafts)]
         for depth in range(1, p.gamma + 1):
             first = len(tree)
-            q = torch.stack([tree.q_node[node] for node in at])  # [k, V], rows i.i.d. per node
+            q = Dist.stack([tree.q_node[node] for node in at])  # [drafts, k], rows i.i.d. per node
             children: dict[tuple[int, int], int] = {}
             for s, token in enumerate(sample(q, self.generator).tolist()):
                 key = (at[s], token)

@@ -7,12 +7,12 @@ import torch
 from mtad.decoding.acceptance import speculative_accept
 from mtad.decoding.base import Decoder, Step
 from mtad.decoding.kv import CachedModel
-from mtad.decoding.logits import sample
+from mtad.decoding.logits import Dist, sample
 from mtad.decoding.params import SpSParams
 
 
-def draft_chain(decoder: Decoder, draft_lm: CachedModel, gamma: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Draw γ tokens autoregressively from q; returns tokens [γ] and q_1..q_γ [γ, V].
+def draft_chain(decoder: Decoder, draft_lm: CachedModel, gamma: int) -> tuple[torch.Tensor, Dist]:
+    """Draw γ tokens autoregressively from q; returns tokens [γ] and q_1..q_γ [γ, k].
     γ draft calls: the last token is not forwarded (its KV is built next iteration if kept)."""
     logits = draft_lm.extend(decoder.uncached(draft_lm))[-1]  # [V]
     tokens, qs = [], []
@@ -23,7 +23,7 @@ def draft_chain(decoder: Decoder, draft_lm: CachedModel, gamma: int) -> tuple[to
         qs.append(q)
         if i < gamma - 1:
             logits = draft_lm.extend(token[None])[-1]
-    return torch.stack(tokens), torch.stack(qs)
+    return torch.stack(tokens), Dist.stack(qs)
 
 
 class SpeculativeSampling(Decoder):
@@ -34,7 +34,7 @@ class SpeculativeSampling(Decoder):
     def step(self) -> Step:
         gamma = self.params.gamma
         base = self.length  # committed tokens; both caches end up holding base + accepted
-        draft, q = draft_chain(self, self.draft_lm, gamma)  # [γ], [γ, V]
+        draft, q = draft_chain(self, self.draft_lm, gamma)  # [γ], [γ, k]
         fresh = self.uncached(self.target_lm)
         logits = self.target_lm.extend(torch.cat([fresh, draft]))[-(gamma + 1) :]  # [γ+1, V]
         n, token = speculative_accept(self.probs(logits), q, draft, self.generator)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import torch
 
 from mtad.decoding.kv import CachedModel
-from mtad.decoding.logits import sample, sample_distinct
+from mtad.decoding.logits import Dist, sample, sample_distinct
 
 
 @dataclass
@@ -20,7 +20,7 @@ class DraftTree:
     tokens: list[int] = field(default_factory=list)
     parents: list[int] = field(default_factory=list)
     depths: list[int] = field(default_factory=list)
-    q_node: dict[int, torch.Tensor] = field(default_factory=dict)  # node (-1 = root) -> q over its children [V]
+    q_node: dict[int, Dist] = field(default_factory=dict)  # node (-1 = root) -> q over its children [k]
 
     def add(self, token: int, parent: int) -> int:
         self.tokens.append(token)
@@ -45,19 +45,21 @@ class DraftTree:
     def forward_level(self, lm: CachedModel, first: int, probs_fn) -> None:
         """One draft forward over nodes[first:] (one tree level); stores q at each of them."""
         nodes = torch.tensor(self.tokens[first:], dtype=torch.long)
-        logits = lm.extend(nodes[:0], nodes=nodes, parents=self.parents[first:])  # [k, V]
-        for i, q in enumerate(probs_fn(logits)):
-            self.q_node[first + i] = q
+        q = probs_fn(lm.extend(nodes[:0], nodes=nodes, parents=self.parents[first:]))  # [n, k] from logits [n, V]
+        for i in range(len(q)):
+            self.q_node[first + i] = q[i]
 
 
-def sample_children(q: torch.Tensor, count: int, replacement: bool, generator: torch.Generator | None) -> list[int]:
-    """`count` children of a node drawn from q [V], i.i.d. or without replacement (as many as
+def sample_children(q: Dist, count: int, replacement: bool, generator: torch.Generator | None) -> list[int]:
+    """`count` children of a node drawn from q [k], i.i.d. or without replacement (as many as
     q's support allows)."""
     if replacement:
-        return sample(q.expand(count, -1), generator).tolist()
-    return sample_distinct(q, count, generator).tolist()
+        rows = Dist(q.ids.expand(count, -1), q.probs.expand(count, -1), q.vocab)
+        return sample(rows, generator).tolist()
+    return q.ids[sample_distinct(q.probs, count, generator)].tolist()
 
 
-def target_node_probs(logits: torch.Tensor, num_fresh: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Split a target tree forward's logits into p at the root [V] and at each node [N, V]."""
-    return logits[num_fresh - 1], logits[num_fresh:]
+def target_node_probs(p: Dist, num_fresh: int) -> tuple[Dist, Dist]:
+    """Split a target tree forward's processed distributions into p at the root [k] and at each
+    node [N, k]."""
+    return p[num_fresh - 1], p[num_fresh:]

@@ -95,6 +95,7 @@ def make_heldout(cfg: DistillConfig, target, tokenizer) -> None:
         features=cfg.features,
         slots=cfg.slots,
     )
+    path.parent.mkdir(parents=True, exist_ok=True)  # a fresh machine's first job may be this one
     torch.save({"records": records}, path)
 
 

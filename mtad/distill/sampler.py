@@ -126,17 +126,21 @@ def sample_stream(
     kept = [{"top": [], "features": [], "depths": []} for _ in prompts] if keep_top_k else None
     forward_kw = {"output_hidden_states": True} if keep_top_k and keep_features else {}
 
-    def keep(index: int, logits: torch.Tensor, hidden_states: tuple, row: int, cols: slice) -> None:
-        """Prompt `index`'s teacher pass from one forward: the top-K of `logits` [V] (the next
-        token's), the features of positions `cols` of batch row `row`."""
-        top = torch.log_softmax(logits.float(), dim=-1).topk(keep_top_k)
-        kept[index]["top"].append((top.indices.to(torch.int32).cpu(), top.values.to(torch.float16).cpu()))
-        if not keep_features:
-            return
-        kept[index]["features"].append(hidden_states[-1][row, cols].to("cpu", torch.float16))
-        if depths:
-            fused = torch.cat([hidden_states[d][row, cols] for d in depths], dim=-1)
-            kept[index]["depths"].append(fused.to("cpu", torch.float16))
+    def keep(owners: list[tuple[int, int]], logits: torch.Tensor, hidden_states: tuple, cols: slice) -> None:
+        """The teacher pass of the prompts `owners` ((prompt index, batch row) pairs) from one
+        forward: the top-K of `logits` [B, V] (each row's next token), the features of positions
+        `cols` of each row. One batched op per kind of row, then a view per prompt."""
+        top = torch.log_softmax(logits.float(), dim=-1).topk(keep_top_k)  # [B, K]
+        ids, logprobs = top.indices.to(torch.int32).cpu(), top.values.to(torch.float16).cpu()
+        if keep_features:
+            final = hidden_states[-1][:, cols].to("cpu", torch.float16)  # [B, c, H]
+            fused = torch.cat([hidden_states[d][:, cols] for d in depths], -1).to("cpu", torch.float16) if depths else None
+        for index, row in owners:
+            kept[index]["top"].append((ids[row], logprobs[row]))
+            if keep_features:
+                kept[index]["features"].append(final[row])
+                if fused is not None:
+                    kept[index]["depths"].append(fused[row])
 
     def fill(slot: int) -> bool:
         nonlocal mask
@@ -150,7 +154,7 @@ def sample_stream(
         single = DynamicCache(config=model.config)
         out = model(input_ids=prompt, use_cache=True, logits_to_keep=1, **{key: single}, **forward_kw)
         if kept is not None:
-            keep(index, out.logits[0, -1], out.hidden_states, 0, slice(None))
+            keep([(index, 0)], out.logits[:, -1], out.hidden_states, slice(None))
         T = layers[0].length
         if P > T:  # the new prompt is longer than the buffer's filled part: widen it on the left
             for layer in layers:
@@ -195,9 +199,8 @@ def sample_stream(
             **forward_kw,
         )
         if kept is not None:
-            for slot, index in enumerate(owner):
-                if index >= 0:
-                    keep(index, out.logits[slot, -1], out.hidden_states, slot, slice(-1, None))
+            live = [(index, slot) for slot, index in enumerate(owner) if index >= 0]
+            keep(live, out.logits[:, -1], out.hidden_states, slice(-1, None))
         position += 1
         last = _draw(logits_of(model, out) if logits_of else out.logits[:, -1], temperature, top_k, top_p, gen)
     if kept is None:
