@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from mtad.decoding.logits import Dist, as_dist, sample, uniform
+from mtad.decoding.phases import phased
 
 
 def residual(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
@@ -27,6 +28,7 @@ def residual(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
     return torch.where(mass > 1e-12, excess / mass.clamp_min(1e-30), p)
 
 
+@phased("accept")
 def speculative_accept(
     p: torch.Tensor, q: torch.Tensor, draft: torch.Tensor, generator: torch.Generator | None = None
 ) -> tuple[int, int]:
@@ -77,6 +79,7 @@ def _scatter(index: torch.Tensor, values: torch.Tensor, like: Dist | torch.Tenso
     return torch.zeros_like(like).index_put_((index,), values.to(like.dtype))
 
 
+@phased("accept")
 def multi_draft_accept(
     p: Dist | torch.Tensor,
     q: Dist | torch.Tensor,
@@ -166,6 +169,7 @@ def kseq_residual(p: torch.Tensor, q: torch.Tensor, k: int, rho: float) -> torch
     return (unnorm / mass).to(p.dtype) if mass > 1e-12 else p
 
 
+@phased("accept")
 def kseq_accept(
     p: Dist | torch.Tensor, q: Dist | torch.Tensor, candidates: list[int], generator: torch.Generator | None = None
 ) -> tuple[int, Dist | torch.Tensor]:
@@ -185,6 +189,7 @@ def _kseq_accept(p, q, candidates, generator):
     return -1, kseq_residual(p, q, k, rho)
 
 
+@phased("accept")
 def mtad_accept_length(logp: torch.Tensor, logq: torch.Tensor, threshold: float) -> int:
     """MTAD: the largest d with r_d = Π_{j<=d} p_j(x_j) / Π_{j<=d} q_j(x_j) > τ, else 0.
 
@@ -196,6 +201,7 @@ def mtad_accept_length(logp: torch.Tensor, logq: torch.Tensor, threshold: float)
     return int(passing[-1]) + 1 if passing.numel() else 0
 
 
+@phased("accept")
 def best_column_denominator(log_q_path: torch.Tensor, depth: torch.Tensor, best_leaf: int) -> torch.Tensor:
     """The official implementation's MMTAD denominator: for every node, log Q(path) of the node at
     its depth in the column (beam slot) of ``best_leaf``, the best final beam. Nodes of one depth
@@ -207,6 +213,7 @@ def best_column_denominator(log_q_path: torch.Tensor, depth: torch.Tensor, best_
     return log_q_path[at][depth - 1]
 
 
+@phased("accept")
 def mmtad_select(log_p_path: torch.Tensor, log_q_path: torch.Tensor, depth: torch.Tensor, threshold: float) -> int:
     """MMTAD: among tree nodes with P(path)/Q(path) > τ take the deepest depth, then the
     node with the highest P(path) there. Inputs [N]; returns the node index or -1."""

@@ -156,6 +156,8 @@ class Decoder:
             if self.draft is not None
             else None
         )
+        if self.draft_lm is not None:
+            self.draft_lm.role = "draft"
         compiles_before = self._compiles()
         prompt = input_ids[0].to(out_device)
         # committed sequence buffer: prompt + generated (+ room for one oversized block)

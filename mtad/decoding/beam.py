@@ -18,6 +18,7 @@ import torch
 
 from mtad.decoding.kv import CachedModel
 from mtad.decoding.logits import Dist, sample, sample_distinct
+from mtad.decoding.phases import phased
 from mtad.decoding.tree import DraftTree
 
 
@@ -35,6 +36,7 @@ def chosen_weights(scores: torch.Tensor, weighting: str) -> torch.Tensor:
     return scores / scores.sum()
 
 
+@phased("drafting")
 def beam_sample(
     lm: CachedModel,
     fresh: torch.Tensor,

@@ -20,6 +20,7 @@ import torch
 from transformers import DynamicCache, PreTrainedModel
 
 from mtad.decoding.masks import additive, tree_mask
+from mtad.decoding.phases import phase, phased, record_forward
 
 
 def model_device(model: PreTrainedModel) -> torch.device:
@@ -85,6 +86,7 @@ class CachedModel:
         self.node_parents: list[int] = []  # for each cached tree node: parent node index, -1 = committed end
         self.node_depths: list[int] = []
         self._ancestors = torch.zeros(0, 0, dtype=torch.bool)  # [nodes, nodes] ancestor-or-self
+        self.role = "target"  # or "draft": how a profile names this model's forwards (phases.py)
         self.calls = 0
         self.tokens_fed = 0  # positions run through the model: the prompt once, then only new tokens
         self.seconds = 0.0  # wall time inside this model's forwards (for the overhead breakdown)
@@ -112,7 +114,9 @@ class CachedModel:
         if self.features is not None:
             self.features.write(first_slot, hidden)
         sync(self.device)  # charge the kernels to this forward, not to what follows
-        self.seconds += time.perf_counter() - start
+        elapsed = time.perf_counter() - start
+        self.seconds += elapsed
+        record_forward(self.role, input_ids.numel(), elapsed)
         self.calls += 1
         self.tokens_fed += input_ids.numel()
         return logits
@@ -173,16 +177,17 @@ class CachedModel:
         m = tokens.numel()
         assert parents is not None and len(parents) == nodes.numel()
         first_new = self.num_nodes
-        for parent in parents:
-            if not -1 <= parent < self.num_nodes:
-                raise ValueError(f"tree parent {parent} is not a cached or earlier node")
-            self.node_depths.append(1 if parent < 0 else self.node_depths[parent] + 1)
-            self.node_parents.append(parent)
-        self._grow_ancestors(first_new)
-        committed_end = self.committed + m  # the committed chain after this call
-        depths = torch.tensor(self.node_depths[first_new:])
-        positions = torch.cat([torch.arange(self.committed, committed_end), committed_end - 1 + depths])
-        allowed = tree_mask(self.committed, m, self._ancestors[first_new:])  # [1, 1, m + k, committed + m + nodes]
+        with phase("mask"):
+            for parent in parents:
+                if not -1 <= parent < self.num_nodes:
+                    raise ValueError(f"tree parent {parent} is not a cached or earlier node")
+                self.node_depths.append(1 if parent < 0 else self.node_depths[parent] + 1)
+                self.node_parents.append(parent)
+            self._grow_ancestors(first_new)
+            committed_end = self.committed + m  # the committed chain after this call
+            depths = torch.tensor(self.node_depths[first_new:])
+            positions = torch.cat([torch.arange(self.committed, committed_end), committed_end - 1 + depths])
+            allowed = tree_mask(self.committed, m, self._ancestors[first_new:])  # [1, 1, m+k, committed+m+nodes]
         logits = self._forward(torch.cat([tokens.to(nodes.device), nodes]), positions, allowed, keep_last)
         self.committed = committed_end
         return logits
@@ -198,12 +203,14 @@ class CachedModel:
             anc[i, i] = True
         self._ancestors = anc
 
+    @phased("commit")
     def crop(self, length: int) -> None:
         """Roll back to the first `length` committed tokens, dropping any tree nodes."""
         self._keep(length, None)
         self.committed = length
         self._drop_tree()
 
+    @phased("commit")
     def commit_path(self, path: list[int]) -> None:
         """Keep the committed tokens plus the cached tree nodes `path` (root-to-leaf order),
         which become committed; every other node is dropped."""

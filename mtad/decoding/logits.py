@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 import torch
 
+from mtad.decoding.phases import phased
+
 
 @dataclass
 class Dist:
@@ -61,6 +63,7 @@ def as_dist(p: Dist | torch.Tensor) -> Dist:
     return p if isinstance(p, Dist) else Dist.dense_of(p)
 
 
+@phased("process")
 def logits_to_dist(logits: torch.Tensor, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0) -> Dist:
     """[..., V] logits -> the processed distribution on its support: k ids (top-k), 1 (greedy) or V."""
     logits = logits.float()
@@ -71,7 +74,7 @@ def logits_to_dist(logits: torch.Tensor, temperature: float = 1.0, top_k: int = 
     logits = logits / temperature
     if 0 < top_k < vocab:
         # work on the k survivors only: top-p then needs a sort of k values, not of V
-        values, index = torch.topk(logits, top_k, dim=-1)  # [..., k], sorted descending
+        values, index = top_k_of(logits, top_k)  # [..., k], sorted descending
         kept = _top_p_filter(values, top_p).softmax(-1)  # [..., k]
         ids, order = index.sort(-1)  # ascending ids: a dense row's order
         return Dist(ids, kept.gather(-1, order), vocab)
@@ -79,6 +82,33 @@ def logits_to_dist(logits: torch.Tensor, temperature: float = 1.0, top_k: int = 
         sorted_logits, order = torch.sort(logits, dim=-1, descending=True)
         logits = torch.full_like(logits, float("-inf")).scatter(-1, order, _top_p_filter(sorted_logits, top_p))
     return Dist.dense_of(logits.softmax(-1))
+
+
+TOP_K_CHUNK = 64  # the two-stage top-k's chunk: 64 floats, one cache line pair per maximum
+
+
+def top_k_of(logits: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The k largest of [..., V] float logits and their ids, sorted descending, as torch.topk.
+
+    On a CPU torch.topk over a 49,152-wide row costs ~160 µs; in two stages it is ~4x less: the
+    maximum of every chunk of 64, the k chunks with the largest maxima (the k largest values lie
+    in them: a chunk outside holds nothing above its own maximum, which k chunk maxima beat),
+    then the top k of those k·64 values. Among values tied at the k-th place either may be kept,
+    as with torch.topk."""
+    vocab = logits.shape[-1]
+    if logits.device.type != "cpu" or vocab < 16 * k * TOP_K_CHUNK:
+        return torch.topk(logits, k, dim=-1)
+    lead = logits.shape[:-1]
+    rows = logits.reshape(-1, vocab)  # [R, V]
+    pad = -vocab % TOP_K_CHUNK
+    if pad:
+        rows = torch.nn.functional.pad(rows, (0, pad), value=float("-inf"))
+    chunks = rows.view(rows.shape[0], -1, TOP_K_CHUNK)  # [R, C, 64]
+    best = chunks.amax(-1).topk(k, dim=-1).indices  # [R, k] chunks holding the top k
+    candidates = chunks.gather(1, best[..., None].expand(-1, -1, TOP_K_CHUNK)).flatten(1)  # [R, k*64]
+    values, at = candidates.topk(k, dim=-1)  # [R, k]
+    ids = best.gather(1, at // TOP_K_CHUNK) * TOP_K_CHUNK + at % TOP_K_CHUNK
+    return values.reshape(*lead, k), ids.reshape(*lead, k)
 
 
 def logits_to_probs(logits: torch.Tensor, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0) -> torch.Tensor:
@@ -97,6 +127,7 @@ def _top_p_filter(sorted_logits: torch.Tensor, top_p: float) -> torch.Tensor:
     return sorted_logits.masked_fill(drop, float("-inf"))
 
 
+@phased("sample")
 def sample(probs: Dist | torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
     """Draw one token per row of a Dist or of [..., V] probabilities; returns [...] long on their
     device.
@@ -118,6 +149,7 @@ def _draw_index(weights: torch.Tensor, generator: torch.Generator | None) -> tor
     return index.reshape(weights.shape[:-1])
 
 
+@phased("sample")
 def sample_distinct(weights: torch.Tensor, count: int, generator: torch.Generator | None = None) -> torch.Tensor:
     """`count` distinct indices drawn one after another, each in proportion to the remaining
     non-negative `weights` [n] (as torch.multinomial without replacement; fewer if fewer are

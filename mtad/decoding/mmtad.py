@@ -19,6 +19,7 @@ from mtad.decoding.acceptance import best_column_denominator, mmtad_select
 from mtad.decoding.base import Step
 from mtad.decoding.mtad import MultiTokenDecoder
 from mtad.decoding.params import MMTADParams
+from mtad.decoding.phases import phase
 
 
 class MMTAD(MultiTokenDecoder):
@@ -39,10 +40,11 @@ class MMTAD(MultiTokenDecoder):
         parent_row = torch.where(parents < 0, num_fresh - 1, num_fresh + parents)  # [N] p each token was drawn under
         log_p_path = p[parent_row].prob_of(torch.tensor(tree.tokens, device=device)).log()  # [N] log p(token | parent)
         log_q_path = beams.q_token.log()
-        for depth in range(2, int(depths.max()) + 1):  # parents are one depth up: add their paths, a level at a time
-            level = (depths == depth).nonzero().flatten()
-            log_p_path[level] += log_p_path[parents[level]]
-            log_q_path[level] += log_q_path[parents[level]]
+        with phase("accept"):
+            for depth in range(2, int(depths.max()) + 1):  # parents sit one depth up: a level at a time
+                level = (depths == depth).nonzero().flatten()
+                log_p_path[level] += log_p_path[parents[level]]
+                log_q_path[level] += log_q_path[parents[level]]
         if self.params.denominator == "best_column":
             log_q_path = best_column_denominator(log_q_path, depths, beams.best_leaf)
         node = mmtad_select(log_p_path, log_q_path, depths, self.params.threshold)

@@ -12,6 +12,7 @@ from mtad.decoding.acceptance import multi_draft_accept
 from mtad.decoding.base import Decoder, Step
 from mtad.decoding.logits import sample
 from mtad.decoding.params import SpecInferParams
+from mtad.decoding.phases import phased
 from mtad.decoding.tree import DraftTree, sample_children, target_node_probs
 
 
@@ -20,6 +21,7 @@ class SpecInfer(Decoder):
     params_type = SpecInferParams
     params: SpecInferParams
 
+    @phased("drafting")
     def draft_tree(self) -> DraftTree:
         """Depth by depth: children of every frontier node from q, one draft forward per depth."""
         p = self.params

@@ -13,6 +13,7 @@ from mtad.decoding.acceptance import kseq_accept
 from mtad.decoding.base import Decoder, Step
 from mtad.decoding.logits import Dist, sample
 from mtad.decoding.params import SpecTrParams
+from mtad.decoding.phases import phased
 from mtad.decoding.tree import DraftTree, target_node_probs
 
 
@@ -21,6 +22,7 @@ class SpecTr(Decoder):
     params_type = SpecTrParams
     params: SpecTrParams
 
+    @phased("drafting")
     def draft_sequences(self) -> tuple[DraftTree, list[list[int]]]:
         """k sequences of γ tokens from q as a trie; returns it and each sequence's nodes."""
         p = self.params

@@ -9,8 +9,10 @@ from mtad.decoding.base import Decoder, Step
 from mtad.decoding.kv import CachedModel
 from mtad.decoding.logits import Dist, sample
 from mtad.decoding.params import SpSParams
+from mtad.decoding.phases import phased
 
 
+@phased("drafting")
 def draft_chain(decoder: Decoder, draft_lm: CachedModel, gamma: int) -> tuple[torch.Tensor, Dist]:
     """Draw γ tokens autoregressively from q; returns tokens [γ] and q_1..q_γ [γ, k].
     γ draft calls: the last token is not forwarded (its KV is built next iteration if kept)."""

@@ -1,0 +1,61 @@
+"""Processed distributions kept on their support (`Dist`) are the dense rows they stand for: the
+same probabilities, the same draws from the same uniforms, and so, for every method and
+setting, the same tokens as decoding on dense vocabulary-wide rows."""
+
+import pytest
+import torch
+
+import mtad.decoding.base as base
+import mtad.decoding.mtad as mtad_module
+from mtad.bench.gpu_check import TOKEN_PARAMS
+from mtad.decoding import METHODS, get_decoder
+from mtad.decoding.logits import Dist, logits_to_dist, logits_to_probs, sample
+from mtad.models.tiny import tiny_head, tiny_llama
+
+PROMPT = torch.tensor([[5, 1, 9, 2, 7]])
+VOCAB = 24
+SETTINGS = {  # where a Dist holds k entries, one, or the whole vocabulary
+    "paper": {"temperature": 1.0, "top_k": 10, "top_p": 0.9},
+    "top_k only": {"temperature": 0.7, "top_k": 5, "top_p": 1.0},
+    "greedy": {"temperature": 0.0},
+    "dense": {"temperature": 1.0, "top_k": 0, "top_p": 0.8},
+}
+
+
+@pytest.mark.parametrize("setting", SETTINGS, ids=str)
+def test_a_dist_is_its_dense_row(setting):
+    logits = torch.randn(6, VOCAB, generator=torch.Generator().manual_seed(3)) * 3
+    dist = logits_to_dist(logits, **SETTINGS[setting])
+    assert bool((dist.ids[:, 1:] > dist.ids[:, :-1]).all()), "ids must ascend: a dense row's order"
+    dense = logits_to_probs(logits, **SETTINGS[setting])
+    assert torch.equal(dist.dense(), dense)
+    tokens = torch.arange(VOCAB).expand(6, -1).T  # every token of every row
+    assert torch.equal(dist.prob_of(tokens).T, dense)
+    for seed in range(20):
+        draw = sample(dist, torch.Generator().manual_seed(seed))
+        assert torch.equal(draw, sample(dense, torch.Generator().manual_seed(seed)))
+
+
+def dense_dists(logits, temperature=1.0, top_k=0, top_p=1.0):
+    """The same processed distribution as a vocabulary-wide Dist: how decoding ran on dense rows."""
+    return Dist.dense_of(logits_to_probs(logits, temperature, top_k, top_p))
+
+
+@pytest.mark.parametrize("draft_kind", ["model", "head"])
+@pytest.mark.parametrize("setting", SETTINGS, ids=str)
+@pytest.mark.parametrize("method", METHODS)
+def test_tokens_equal_decoding_on_dense_rows(method, setting, draft_kind, monkeypatch):
+    target = tiny_llama(0, VOCAB, sharpness=2.0)
+    draft = tiny_head(target, 1, sharpness=2.0) if draft_kind == "head" else tiny_llama(1, VOCAB, sharpness=2.0)
+    params = {**TOKEN_PARAMS[method], **SETTINGS[setting]}
+    if method in ("specinfer", "mtad", "mmtad") and setting == "paper":
+        params["replacement"] = False  # the draws without replacement (Gumbel top-k over the support)
+
+    def run():
+        decoder = get_decoder(method, target=target, draft=draft, decode_path="static", **params)
+        return decoder.generate(PROMPT, max_new_tokens=24, generator=torch.Generator().manual_seed(5)).tokens
+
+    on_support = run()
+    monkeypatch.setattr(base, "logits_to_dist", dense_dists)
+    monkeypatch.setattr(mtad_module, "logits_to_dist", dense_dists)
+    assert run() == on_support
