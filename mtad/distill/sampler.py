@@ -134,7 +134,9 @@ def sample_stream(
         ids, logprobs = top.indices.to(torch.int32).cpu(), top.values.to(torch.float16).cpu()
         if keep_features:
             final = hidden_states[-1][:, cols].to("cpu", torch.float16)  # [B, c, H]
-            fused = torch.cat([hidden_states[d][:, cols] for d in depths], -1).to("cpu", torch.float16) if depths else None
+            fused = None
+            if depths:
+                fused = torch.cat([hidden_states[d][:, cols] for d in depths], -1).to("cpu", torch.float16)
         for index, row in owners:
             kept[index]["top"].append((ids[row], logprobs[row]))
             if keep_features:
