@@ -59,3 +59,16 @@ def test_tokens_equal_decoding_on_dense_rows(method, setting, draft_kind, monkey
     monkeypatch.setattr(base, "logits_to_dist", dense_dists)
     monkeypatch.setattr(mtad_module, "logits_to_dist", dense_dists)
     assert run() == on_support
+
+
+@pytest.mark.parametrize("vocab", [49152, 50272, 32000, 24])
+def test_two_stage_top_k_is_top_k(vocab):
+    g = torch.Generator().manual_seed(vocab)
+    from mtad.decoding.logits import top_k_of
+
+    distinct = torch.randn(5, vocab, generator=g) * 3  # float32 draws: no ties
+    assert all(torch.equal(a, b) for a, b in zip(top_k_of(distinct, 10), torch.topk(distinct, 10)))
+    tied = distinct.bfloat16().float()  # bf16 logits: ties at the k-th place are common
+    values, ids = top_k_of(tied, 10)
+    assert torch.equal(values, torch.topk(tied, 10).values)  # the same values; either tied id may be kept
+    assert torch.equal(tied.gather(-1, ids), values)
