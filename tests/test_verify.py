@@ -95,6 +95,20 @@ def test_log_probabilities_compare_within_the_dtypes_tolerance(tmp_path, dtype, 
     assert all("beyond rtol" in d for d in differences)
 
 
+def test_another_cpu_type_widens_only_the_float64_log_probability_tolerance(tmp_path):
+    reference = write_cell(tmp_path / "a", "float64", -0.5, [1, 2, 3])
+    for cpu, root in (("AMD EPYC", "a"), ("Intel(R) Xeon(R) Processor", "b"), ("Intel(R) Xeon(R) Processor", "c")):
+        if root != "a":
+            write_cell(tmp_path / root, "float64", -0.5 * (1 + 1e-6), [1, 2, 3] if root == "b" else [1, 2, 4])
+        env = tmp_path / root / reference.relative_to(tmp_path / "a") / "env.json"
+        env.write_text(json.dumps({"dtype": "float64", "cpu": cpu}))
+    assert compare_runs(tmp_path / "a", tmp_path / "b") == []
+    assert any("token_ids differs" in d for d in compare_runs(tmp_path / "a", tmp_path / "c"))
+    same_cpu = json.loads((tmp_path / "b" / reference.relative_to(tmp_path / "a") / "env.json").read_text())
+    (reference / "env.json").write_text(json.dumps(same_cpu))
+    assert any("beyond rtol 1e-10" in d for d in compare_runs(tmp_path / "a", tmp_path / "b"))
+
+
 def test_a_token_difference_names_where_the_tokens_diverge(tmp_path):
     write_cell(tmp_path / "a", "float64", -0.5, [1, 2, 3, 4])
     write_cell(tmp_path / "b", "float64", -0.5, [1, 2, 7, 4])
