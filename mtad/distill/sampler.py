@@ -30,7 +30,7 @@ import torch
 from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
-from ..decoding.logits import logits_to_probs, sample
+from ..decoding.logits import logits_to_dist, sample
 
 
 class SlotLayer(DynamicLayer):
@@ -223,5 +223,5 @@ def teacher_pass(kept: dict) -> dict:
 
 def _draw(logits: torch.Tensor, temperature: float, top_k: int, top_p: float, gen: torch.Generator) -> torch.Tensor:
     """[B, V] logits -> [B] tokens under (temperature, top-k, top-p)."""
-    probs = logits_to_probs(logits.float(), temperature, top_k, top_p)
-    return sample(probs.cpu(), gen).to(logits.device)
+    dist = logits_to_dist(logits.float(), temperature, top_k, top_p)  # on top-k's survivors when top-k is on
+    return sample(dist, gen).to(logits.device)  # the generator's uniforms, drawn on its own device
