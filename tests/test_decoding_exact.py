@@ -180,3 +180,34 @@ def test_lossless_on_a_q4_1_target(path, method, params, dtype):
     draft = tiny_llama(1, VOCAB, sharpness=3.0).to(dtype)
     counts = empirical(method, target, draft, {**params, **NO_TRUNCATION}, runs=DRAFT_RUNS, decode_path=path)
     check(counts, exact_probs(target, NO_TRUNCATION), f"{target.mtad_dtype}/{path}/{method}/{params}")
+
+
+# adaptive drafting (stop_below): a drafted token whose q is below the threshold ends its branch.
+# At V = 4 and sharpness 3 about a third of the drawn tokens fall below 0.3, so blocks of every
+# depth occur; every lossless method once, a separate draft and a head, both decode paths.
+ADAPTIVE = {"stop_below": 0.3}
+ADAPTIVE_CASES = [
+    ("llama", "static", "model", *LOSSLESS[0]),
+    ("llama", "eager", "model", *LOSSLESS[1]),
+    ("opt", "eager", "head", *LOSSLESS[2]),
+    ("llama", "static", "head", *LOSSLESS[3]),
+]
+
+
+@pytest.mark.parametrize("arch,path,kind,method,params", ADAPTIVE_CASES, ids=lambda v: str(v))
+def test_lossless_with_adaptive_drafting(arch, path, kind, method, params):
+    from mtad.decoding import get_decoder
+
+    build = tiny_llama if arch == "llama" else tiny_opt
+    target = build(0, VOCAB, sharpness=3.0)
+    draft = tiny_head(target, 1, sharpness=3.0) if kind == "head" else build(1, VOCAB, sharpness=3.0)
+    settings = {**params, **ADAPTIVE, **NO_TRUNCATION}
+    decoder = get_decoder(method, target=target, draft=draft, decode_path=path, **settings)
+    blocks = [
+        decoder.generate(PROMPT, max_new_tokens=12, generator=torch.Generator().manual_seed(s)) for s in range(40)
+    ]
+    full_depth = len(params["k_config"]) if method == "specinfer" else params["gamma"]
+    drafted = sum(o.stats.drafted for o in blocks) / sum(o.stats.target_calls for o in blocks)
+    assert drafted < 0.9 * full_depth, f"the threshold stopped too few blocks to test anything ({drafted:.2f})"
+    counts = empirical(method, target, draft, settings, runs=DRAFT_RUNS, decode_path=path)
+    check(counts, exact_probs(target, NO_TRUNCATION), f"adaptive/{arch}/{path}/{kind}/{method}/{params}")

@@ -24,9 +24,9 @@ SAMPLING = {"temperature": 1.0, "top_k": 10, "top_p": 0.9}
 # what each method's `defaults` dict held, in its order: the composed configs depend on both
 EXPECTED = {
     "sampling": (SamplingParams, SAMPLING),
-    "sps": (SpSParams, {"gamma": 4, **SAMPLING}),
-    "spectr": (SpecTrParams, {"gamma": 4, "num_drafts": 4, **SAMPLING}),
-    "specinfer": (SpecInferParams, {"k_config": (4, 2, 2), "replacement": True, **SAMPLING}),
+    "sps": (SpSParams, {"gamma": 4, "stop_below": 0.0, **SAMPLING}),
+    "spectr": (SpecTrParams, {"gamma": 4, "num_drafts": 4, "stop_below": 0.0, **SAMPLING}),
+    "specinfer": (SpecInferParams, {"k_config": (4, 2, 2), "replacement": True, "stop_below": 0.0, **SAMPLING}),
     "mtad": (
         MTADParams,
         {
@@ -35,6 +35,7 @@ EXPECTED = {
             "threshold": 0.5,
             "replacement": True,
             "beam_weighting": "proportional",
+            "stop_below": 0.0,
             **SAMPLING,
         },
     ),
@@ -46,6 +47,7 @@ EXPECTED = {
             "threshold": 0.5,
             "replacement": True,
             "beam_weighting": "proportional",
+            "stop_below": 0.0,
             **SAMPLING,
             "denominator": "best_column",
         },
@@ -141,7 +143,7 @@ def test_unknown_keyword_or_other_settings_class_is_refused(models):
         get_decoder("sps", target=target, draft=draft, beam_width=2)
     assert (
         str(failure.value)
-        == "sps: unknown parameter(s) ['beam_width']; valid: ['gamma', 'temperature', 'top_k', 'top_p']"
+        == "sps: unknown parameter(s) ['beam_width']; valid: ['gamma', 'stop_below', 'temperature', 'top_k', 'top_p']"
     )
     with pytest.raises(TypeError, match="mtad: params must be a MTADParams, got MMTADParams"):
         get_decoder("mtad", target=target, draft=draft, params=MMTADParams())

@@ -12,6 +12,7 @@ so each step's W beams are scored by one draft forward with tree attention.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -47,12 +48,16 @@ def beam_sample(
     replacement: bool,
     generator: torch.Generator | None,
     weighting: str = "proportional",
+    stop_below: float = 0.0,
 ) -> BeamTree:
-    """Run γ steps of beam sampling from the draft; γ draft forwards (the deepest level is
-    not forwarded). `fresh` are the committed tokens the draft cache lacks."""
+    """Run up to γ steps of beam sampling from the draft; one draft forward per step but the
+    last (the deepest level is not forwarded). `fresh` are the committed tokens the draft cache
+    lacks. With `stop_below`, drafting ends after the step where the most probable beam's joint
+    draft probability Π q falls below it: the block's γ follows the draft's confidence."""
     tree = DraftTree()
     q: Dist = probs_fn(lm.extend(fresh)[-1:])  # [B=1, k] next-token q per beam
     frontier, weights = [-1], torch.ones(1, device=q.probs.device)
+    log_joint = torch.zeros(1, device=q.probs.device)  # [B] log Π q of each beam
     q_token: list[torch.Tensor] = []
     for step in range(1, gamma + 1):
         # [B*k] w_i · q_s(v | beam i), beam-major with ascending ids: a dense [B*V] row's order
@@ -71,6 +76,10 @@ def beam_sample(
         for b, t in zip(beam.tolist(), token.tolist()):
             tree.add(t, frontier[b])
         frontier = list(range(first, len(tree)))
+        if stop_below:
+            log_joint = log_joint[beam] + q_token[-1].log()  # [W]
+            if float(log_joint.max()) < math.log(stop_below):
+                break
         if step < gamma:
             tree.forward_level(lm, first, probs_fn)
             q = Dist.stack([tree.q_node[n] for n in frontier])  # [W, k]

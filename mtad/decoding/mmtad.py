@@ -53,4 +53,4 @@ class MMTAD(MultiTokenDecoder):
         self.target_lm.commit_path(path)
         self.draft_lm.commit_path(path)
         emitted = [tree.tokens[i] for i in path] + [token]
-        return Step(emitted=emitted, accepted=len(path), drafted=self.params.gamma, tree_nodes=len(tree))
+        return Step(emitted=emitted, accepted=len(path), drafted=max(tree.depths), tree_nodes=len(tree))

@@ -48,6 +48,7 @@ class MultiTokenDecoder(Decoder):
             p.replacement,
             self.generator,
             p.beam_weighting,
+            p.stop_below,
         )
 
 
@@ -55,10 +56,10 @@ class MTAD(MultiTokenDecoder):
     name = "mtad"
 
     def step(self) -> Step:
-        gamma = self.params.gamma
         base = self.length
         beams = self.draft_beams()
-        path = beams.tree.path(beams.best_leaf)  # γ nodes, root to leaf
+        path = beams.tree.path(beams.best_leaf)  # γ' <= γ nodes, root to leaf
+        gamma = len(path)
         draft = torch.tensor([beams.tree.tokens[i] for i in path], device=self.seq.device)  # [γ]
         logq = beams.q_token[path].log()  # [γ]
         fresh = self.uncached(self.target_lm)

@@ -79,6 +79,26 @@ class ChainFields(DecoderParams):
 
 
 @dataclass(frozen=True)
+class AdaptiveFields(DecoderParams):
+    """Drafting that stops where the draft is unsure (0 = off: every block drafts its fixed γ or tree).
+
+    SpS, SpecTr and SpecInfer: a drafted token whose draft probability q(x | its prefix) is below
+    `stop_below` gets no children: the chain or that branch of the trie/tree ends there (the token
+    itself is still verified). The rule reads only the draft's own distribution at a node, which
+    every draft through that node shares, so the children of a node stay i.i.d. from q given their
+    number and the methods stay lossless (tests/test_decoding_exact.py). MTAD and MMTAD: beam
+    sampling stops once the best beam's joint draft probability Π q falls below `stop_below`,
+    so each block's γ follows the draft's confidence (at most `gamma`)."""
+
+    stop_below: float = 0.0  # draft-probability threshold that ends drafting; 0 = fixed γ / tree
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.stop_below, int | float) and 0 <= self.stop_below < 1):
+            raise ValueError(f"stop_below must be in [0, 1) (0 = off), got {self.stop_below}")
+        super().__post_init__()
+
+
+@dataclass(frozen=True)
 class SpecTrFields(ChainFields):
     num_drafts: int = 4  # k: i.i.d. draft sequences of γ tokens, verified as one trie
 
@@ -139,23 +159,23 @@ class SamplingParams(SamplingFields):
 
 
 @dataclass(frozen=True)
-class SpSParams(SamplingFields, ChainFields):
-    """`sps`: gamma, then sampling."""
+class SpSParams(SamplingFields, AdaptiveFields, ChainFields):
+    """`sps`: gamma, stop_below, then sampling."""
 
 
 @dataclass(frozen=True)
-class SpecTrParams(SamplingFields, SpecTrFields):
-    """`spectr`: gamma, num_drafts, then sampling."""
+class SpecTrParams(SamplingFields, AdaptiveFields, SpecTrFields):
+    """`spectr`: gamma, num_drafts, stop_below, then sampling."""
 
 
 @dataclass(frozen=True)
-class SpecInferParams(SamplingFields, SpecInferFields):
-    """`specinfer`: k_config, replacement, then sampling."""
+class SpecInferParams(SamplingFields, AdaptiveFields, SpecInferFields):
+    """`specinfer`: k_config, replacement, stop_below, then sampling."""
 
 
 @dataclass(frozen=True)
-class MTADParams(SamplingFields, MTADFields):  # MTADFields' fields first: reverse MRO order
-    """`mtad`: gamma, beam_width, threshold, replacement, then sampling."""
+class MTADParams(SamplingFields, AdaptiveFields, MTADFields):  # MTADFields' fields first: reverse MRO order
+    """`mtad`: gamma, beam_width, threshold, replacement, beam_weighting, stop_below, then sampling."""
 
 
 @dataclass(frozen=True)

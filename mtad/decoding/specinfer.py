@@ -23,7 +23,8 @@ class SpecInfer(Decoder):
 
     @phased("drafting")
     def draft_tree(self) -> DraftTree:
-        """Depth by depth: children of every frontier node from q, one draft forward per depth."""
+        """Depth by depth: children of every frontier node from q, one draft forward per depth.
+        A node whose token's q is below `stop_below` leaves the frontier: it gets no children."""
         p = self.params
         tree = DraftTree()
         tree.q_node[-1] = self.probs(self.draft_lm.extend(self.uncached(self.draft_lm))[-1])
@@ -31,9 +32,16 @@ class SpecInfer(Decoder):
         for depth, width in enumerate(p.k_config, start=1):
             first = len(tree)
             for node in frontier:
-                for token in sample_children(tree.q_node[node], width, p.replacement, self.generator):
-                    tree.add(token, node)
-            frontier = list(range(first, len(tree)))
+                q = tree.q_node[node]
+                tokens = sample_children(q, width, p.replacement, self.generator)
+                sure = (q.prob_of(torch.tensor(tokens)) >= p.stop_below).tolist() if p.stop_below else None
+                for i, token in enumerate(tokens):
+                    child = tree.add(token, node)
+                    if sure is not None and not sure[i]:
+                        tree.leaves.add(child)
+            frontier = [node for node in range(first, len(tree)) if node not in tree.leaves]
+            if not frontier:
+                break
             if depth < len(p.k_config):
                 tree.forward_level(self.draft_lm, first, self.probs)
         return tree
@@ -61,4 +69,4 @@ class SpecInfer(Decoder):
         self.target_lm.commit_path(path)
         self.draft_lm.commit_path(path)
         emitted = [tree.tokens[i] for i in path] + [token]
-        return Step(emitted=emitted, accepted=len(path), drafted=len(self.params.k_config), tree_nodes=len(tree))
+        return Step(emitted=emitted, accepted=len(path), drafted=max(tree.depths), tree_nodes=len(tree))

@@ -24,23 +24,32 @@ class SpecTr(Decoder):
 
     @phased("drafting")
     def draft_sequences(self) -> tuple[DraftTree, list[list[int]]]:
-        """k sequences of γ tokens from q as a trie; returns it and each sequence's nodes."""
+        """k sequences of up to γ tokens from q as a trie; returns it and each sequence's nodes.
+        A sequence ends after a token whose q is below `stop_below`: a property of the trie node,
+        so every sequence through a node goes on or ends with it."""
         p = self.params
         tree = DraftTree()
         tree.q_node[-1] = self.probs(self.draft_lm.extend(self.uncached(self.draft_lm))[-1])
         at = [-1] * p.num_drafts  # each sequence's current trie node
         paths: list[list[int]] = [[] for _ in range(p.num_drafts)]
         for depth in range(1, p.gamma + 1):
+            going = [s for s in range(p.num_drafts) if at[s] not in tree.leaves]
+            if not going:
+                break
             first = len(tree)
-            q = Dist.stack([tree.q_node[node] for node in at])  # [drafts, k], rows i.i.d. per node
+            q = Dist.stack([tree.q_node[at[s]] for s in going])  # [drafts, k], rows i.i.d. per node
+            tokens = sample(q, self.generator)  # [drafts]
+            low = (q.prob_of(tokens) < p.stop_below).tolist() if p.stop_below else [False] * len(going)
             children: dict[tuple[int, int], int] = {}
-            for s, token in enumerate(sample(q, self.generator).tolist()):
+            for s, token, stops in zip(going, tokens.tolist(), low):
                 key = (at[s], token)
                 if key not in children:
                     children[key] = tree.add(token, at[s])
+                    if stops:
+                        tree.leaves.add(children[key])
                 at[s] = children[key]
                 paths[s].append(at[s])
-            if depth < p.gamma:
+            if depth < p.gamma and any(node not in tree.leaves for node in range(first, len(tree))):
                 tree.forward_level(self.draft_lm, first, self.probs)
         return tree, paths
 
@@ -49,10 +58,13 @@ class SpecTr(Decoder):
         fresh = self.uncached(self.target_lm)
         logits = self.target_lm.extend(fresh, nodes=torch.tensor(tree.tokens), parents=tree.parents)
         p_root, p_nodes = target_node_probs(self.probs(logits), fresh.numel())
-        gamma = self.params.gamma
+        gamma = max(len(path) for path in paths)  # γ, or fewer where every sequence stopped early
         alive, node, path, token = list(range(self.params.num_drafts)), -1, [], None
         for depth in range(gamma):
             p = p_root if node < 0 else p_nodes[node]
+            if depth == len(paths[alive[0]]):  # the sequences through `node` stopped there: bonus token
+                token = int(sample(p, self.generator))
+                break
             candidates = [tree.tokens[paths[s][depth]] for s in alive]
             j, p_res = kseq_accept(p, tree.q_node[node], candidates, self.generator)
             if j < 0:

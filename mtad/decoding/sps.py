@@ -13,9 +13,13 @@ from mtad.decoding.phases import phased
 
 
 @phased("drafting")
-def draft_chain(decoder: Decoder, draft_lm: CachedModel, gamma: int) -> tuple[torch.Tensor, Dist]:
-    """Draw γ tokens autoregressively from q; returns tokens [γ] and q_1..q_γ [γ, k].
-    γ draft calls: the last token is not forwarded (its KV is built next iteration if kept)."""
+def draft_chain(
+    decoder: Decoder, draft_lm: CachedModel, gamma: int, stop_below: float = 0.0
+) -> tuple[torch.Tensor, Dist]:
+    """Draw up to γ tokens autoregressively from q; returns tokens [n] and q_1..q_n [n, k].
+    n draft calls: the last token is not forwarded (its KV is built next iteration if kept).
+    The chain ends early after a token whose q(x) is below `stop_below` (a rule that reads only
+    the draft, so acceptance stays exact for any n)."""
     logits = draft_lm.extend(decoder.uncached(draft_lm))[-1]  # [V]
     tokens, qs = [], []
     for i in range(gamma):
@@ -23,8 +27,9 @@ def draft_chain(decoder: Decoder, draft_lm: CachedModel, gamma: int) -> tuple[to
         token = sample(q, decoder.generator)
         tokens.append(token)
         qs.append(q)
-        if i < gamma - 1:
-            logits = draft_lm.extend(token[None])[-1]
+        if i == gamma - 1 or (stop_below and float(q.prob_of(token)) < stop_below):
+            break
+        logits = draft_lm.extend(token[None])[-1]
     return torch.stack(tokens), Dist.stack(qs)
 
 
@@ -34,9 +39,9 @@ class SpeculativeSampling(Decoder):
     params: SpSParams
 
     def step(self) -> Step:
-        gamma = self.params.gamma
         base = self.length  # committed tokens; both caches end up holding base + accepted
-        draft, q = draft_chain(self, self.draft_lm, gamma)  # [γ], [γ, k]
+        draft, q = draft_chain(self, self.draft_lm, self.params.gamma, self.params.stop_below)  # [γ'], [γ', k]
+        gamma = draft.numel()  # γ' <= γ: fewer where the draft stopped on its own confidence
         fresh = self.uncached(self.target_lm)
         logits = self.target_lm.extend(torch.cat([fresh, draft]))[-(gamma + 1) :]  # [γ+1, V]
         n, token = speculative_accept(self.probs(logits), q, draft, self.generator)

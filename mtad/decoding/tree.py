@@ -21,6 +21,7 @@ class DraftTree:
     parents: list[int] = field(default_factory=list)
     depths: list[int] = field(default_factory=list)
     q_node: dict[int, Dist] = field(default_factory=dict)  # node (-1 = root) -> q over its children [k]
+    leaves: set[int] = field(default_factory=set)  # nodes drafting stopped at (adaptive drafting)
 
     def add(self, token: int, parent: int) -> int:
         self.tokens.append(token)

@@ -1,0 +1,69 @@
+"""Adaptive drafting (`stop_below`, mtad/decoding/params.py AdaptiveFields): off by default and then
+token-identical to fixed drafting; on, it drafts fewer tokens where the draft is unsure, on every
+decode path and with both draft kinds. Exactness with it on: tests/test_decoding_exact.py."""
+
+import pytest
+import torch
+
+from mtad.bench.gpu_check import TOKEN_PARAMS
+from mtad.decoding import get_decoder
+from mtad.models.tiny import BUILDERS, tiny_head
+
+PROMPT = torch.tensor([[5, 1, 9, 2, 7]])
+VOCAB = 24
+ADAPTIVE_METHODS = ["sps", "spectr", "specinfer", "mtad", "mmtad"]
+PAIRS = [("llama", "eager", "model"), ("llama", "static", "head"), ("opt", "eager", "model")]
+
+
+@pytest.fixture(scope="module", params=PAIRS, ids=lambda p: "-".join(p))
+def pair(request):
+    arch, path, kind = request.param
+    target = BUILDERS[arch](0, VOCAB, sharpness=2.0)
+    draft = tiny_head(target, 1, sharpness=2.0) if kind == "head" else BUILDERS[arch](1, VOCAB, sharpness=2.0)
+    return target, draft, path
+
+
+def generate(method, pair, seed=0, n=24, **params):
+    target, draft, path = pair
+    decoder = get_decoder(method, target=target, draft=draft, decode_path=path, **{**TOKEN_PARAMS[method], **params})
+    return decoder.generate(PROMPT, max_new_tokens=n, generator=torch.Generator().manual_seed(seed))
+
+
+def depth(method: str) -> int:
+    params = TOKEN_PARAMS[method]
+    return len(params["k_config"]) if method == "specinfer" else params["gamma"]
+
+
+@pytest.mark.parametrize("method", ADAPTIVE_METHODS)
+def test_a_threshold_no_draft_probability_falls_below_changes_no_token(pair, method):
+    """The stop rule's own reads (q of each drawn token, the beams' joint q) draw nothing: a
+    threshold below every probability gives fixed drafting's tokens and counts."""
+    for seed in range(3):
+        fixed, tiny = generate(method, pair, seed), generate(method, pair, seed, stop_below=1e-12)
+        assert tiny.tokens == fixed.tokens
+        assert (tiny.stats.drafted, tiny.stats.tree_nodes) == (fixed.stats.drafted, fixed.stats.tree_nodes)
+
+
+@pytest.mark.parametrize("method", ADAPTIVE_METHODS)
+def test_an_unsure_draft_stops_early(pair, method):
+    """A threshold above most of the draft's probabilities ends blocks before their fixed depth:
+    fewer tokens drafted per block, and fewer tree nodes verified for the tree methods."""
+    fixed = [generate(method, pair, seed) for seed in range(3)]
+    adaptive = [
+        generate(method, pair, seed, stop_below=0.5 if method in ("mtad", "mmtad") else 0.3) for seed in range(3)
+    ]
+    per_block = [
+        sum(o.stats.drafted for o in outs) / sum(o.stats.target_calls for o in outs) for outs in (fixed, adaptive)
+    ]
+    assert per_block[0] == pytest.approx(depth(method), rel=0.35)  # fixed: the full depth (bar the last block)
+    assert per_block[1] < per_block[0]
+    if method in ("spectr", "specinfer", "mmtad"):
+        assert sum(o.stats.tree_nodes for o in adaptive) < sum(o.stats.tree_nodes for o in fixed)
+    assert all(len(o.tokens) == 24 for o in adaptive)
+
+
+def test_the_setting_is_refused_outside_its_range():
+    target = BUILDERS["llama"](0, VOCAB)
+    for bad in (-0.1, 1.0, "high"):
+        with pytest.raises(ValueError, match="stop_below must be in"):
+            get_decoder("sps", target=target, draft=target, stop_below=bad)
