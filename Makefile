@@ -119,10 +119,14 @@ sweep-threshold: install ## threshold tau = 0.1..0.9 for mtad, mmtad (+ baseline
 	$(SWEEP_BASELINES)
 	$(RUN) experiment=sweeps sweep=threshold results_root=$(RESULTS) $(OVERRIDES)
 
-.PHONY: sweeps
-sweeps: install ## the three sweeps (resumed; under results/local unless `make results` regenerates the reference)
+sweep-stop-below: install ## adaptive drafting: the draft probability that ends drafting, 0..0.5, for every drafting method (+ baselines) on CNN/DM
+	$(SWEEP_BASELINES)
+	$(RUN) experiment=sweeps sweep=stop_below results_root=$(RESULTS) $(OVERRIDES)
+
+.PHONY: sweeps sweep-stop-below
+sweeps: install ## the four sweeps (resumed; under results/local unless `make results` regenerates the reference)
 	$(if $(AT_REFERENCE),$(call fresh_if_committed,$(RESULTS)/sweeps))
-	$(MAKE) --no-print-directory sweep-gamma sweep-beam-width sweep-threshold RESULTS=$(RESULTS)
+	$(MAKE) --no-print-directory sweep-gamma sweep-beam-width sweep-threshold sweep-stop-below RESULTS=$(RESULTS)
 	@$(call compare_with_reference,sweeps)
 
 .PHONY: figures

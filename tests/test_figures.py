@@ -154,9 +154,13 @@ def test_build_all_writes_png_and_pdf_and_skips_absent_experiments(runs, tmp_pat
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and pdf.read_bytes()[:5] == b"%PDF-"
     only_sweeps = tmp_path / "only_sweeps"
     make_results.write_cell(only_sweeps, "sweeps", "cnndm", "sampling")
+    make_results.write_cell(only_sweeps, "sweeps", "cnndm", "sps", "method.gamma=2", gamma=2)
     written = figures.build_all(only_sweeps, tmp_path / "figures2")
-    assert any("table2" in reason and "no cells" in reason for reason in written.pop("skipped"))
-    assert set(written) == {"sweep_gamma", "sweep_beam_width", "sweep_threshold"}
+    skipped = written.pop("skipped")
+    assert any("table2" in reason and "no cells" in reason for reason in skipped)
+    # a sweep none of whose cells exists is not drawn (a figure of missing marks only)
+    assert set(written) == {"sweep_gamma"}
+    assert {r.split(":")[0] for r in skipped} >= {"sweep_beam_width", "sweep_threshold", "sweep_stop_below"}
 
 
 @pytest.mark.slow

@@ -33,7 +33,7 @@ from matplotlib.transforms import ScaledTranslation, blended_transform_factory
 
 from mtad.methods import LABELS as METHOD_LABELS
 from mtad.report.cells import load_cells
-from mtad.report.sweeps import baseline_cells, caption, sweep_frame, table2_frame
+from mtad.report.sweeps import SWEEP_PARAMS, baseline_cells, caption, sweep_frame, table2_frame
 from mtad.tasks import TASKS
 
 METHOD_STYLE = {  # one colour and marker per method in every figure (tab10 + distinct markers)
@@ -48,8 +48,9 @@ PARAM_LABELS = {
     "gamma": "draft length γ (tokens)",
     "beam_width": "beam width W (beams)",
     "threshold": "acceptance threshold τ",
+    "stop_below": "draft probability that ends drafting (0 = fixed γ)",
 }
-PARAM_SYMBOLS = {"gamma": "γ", "beam_width": "W", "threshold": "τ"}
+PARAM_SYMBOLS = {"gamma": "γ", "beam_width": "W", "threshold": "τ", "stop_below": "stop"}
 YLABELS = {
     "speedup_vs_sampling": "speed-up over sampling (×)",
     "speedup_vs_sps": "speed-up over SpS (×)",
@@ -60,7 +61,14 @@ YLABELS = {
     "tokens_per_s": "speed (tokens/s)",
 }
 MISSING_COLOR = "#9a9a9a"
-FIGURE_NAMES = ("table2_speedup", "table2_quality_speed", "sweep_gamma", "sweep_beam_width", "sweep_threshold")
+FIGURE_NAMES = (
+    "table2_speedup",
+    "table2_quality_speed",
+    "sweep_gamma",
+    "sweep_beam_width",
+    "sweep_threshold",
+    "sweep_stop_below",
+)
 
 
 def _label(method: str) -> str:
@@ -453,6 +461,12 @@ def threshold_sweep(cells: pd.DataFrame, methods: list[str] | None = None, **kwa
     )
 
 
+def stop_below_sweep(cells: pd.DataFrame, **kwargs) -> Figure:
+    """Adaptive drafting: the four panels of ``gamma_sweep`` against the draft probability that
+    ends drafting (every drafting method; 0 is its fixed-γ self)."""
+    return sweep_figure(cells, "stop_below", SWEEP_PANELS, **kwargs)
+
+
 # ----------------------------------------------------------------------------- intervals
 def _interval(row, column: str) -> tuple[float, float] | None:
     """(low, high) of ``column`` in a table2 frame row (``tables.add_intervals``), if any."""
@@ -511,6 +525,13 @@ def sweep_intervals(frame: pd.DataFrame, baselines: pd.DataFrame) -> dict:
     return out
 
 
+def swept_cells(cells: pd.DataFrame, experiment: str, sweep: str) -> int:
+    """How many cells of ``experiment`` set the sweep's parameter on the command line."""
+    key = f"method.{SWEEP_PARAMS[sweep]}="
+    overrides = cells.loc[cells["experiment"] == experiment, "overrides"].astype(str)
+    return int(overrides.str.contains(key, regex=False).sum())
+
+
 # ----------------------------------------------------------------------------- files
 def save_figure(fig: Figure, name: str, out_dir: str | Path) -> list[Path]:
     """``<out_dir>/<name>.png`` and ``.pdf``; returns both paths."""
@@ -538,11 +559,16 @@ def build_all(
         "sweep_gamma": (sweep_experiment, lambda: gamma_sweep(cells, experiment=sweep_experiment)),
         "sweep_beam_width": (sweep_experiment, lambda: beam_width_sweep(cells, experiment=sweep_experiment)),
         "sweep_threshold": (sweep_experiment, lambda: threshold_sweep(cells, experiment=sweep_experiment)),
+        "sweep_stop_below": (sweep_experiment, lambda: stop_below_sweep(cells, experiment=sweep_experiment)),
     }
     written, skipped = {}, []
     for name, (experiment, make) in jobs.items():
         if experiment not in have:
             skipped.append(f"{name}: no cells of experiment {experiment!r} under {results_root}")
+            continue
+        swept = name.removeprefix("sweep_")
+        if name != swept and not swept_cells(cells, experiment, swept):
+            skipped.append(f"{name}: no cell of `sweep={swept}` under {results_root}")
             continue
         written[name] = save_figure(make(), name, out_dir)
     written["skipped"] = skipped

@@ -29,7 +29,7 @@ from mtad.report.values import in_order, is_missing, present
 
 REPO = Path(__file__).resolve().parents[2]
 # sweep name (conf/sweep/<name>.yaml) -> the method parameter it varies
-SWEEP_PARAMS = {"gamma": "gamma", "beam_width": "beam_width", "threshold": "threshold"}
+SWEEP_PARAMS = {"gamma": "gamma", "beam_width": "beam_width", "threshold": "threshold", "stop_below": "stop_below"}
 BASELINES = ("sampling", "sps")
 METRIC_COLUMNS = (
     "tokens_per_s",
