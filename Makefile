@@ -139,6 +139,11 @@ BENCH_ARGS ?=
 bench: install ## every method on the eager and fast paths (sampling and sps also compiled) vs HF generate (eager on the pair's and the fp32 target, static+compile) and assisted generation; sampling with the 4-bit targets; verification-cost curve per dtype (fp32, bf16, q4_1, q4_1_bf16), each forward beside its matrix products alone (and int8 per-row ones); llama.cpp on the same GGUF if llama-cpp-python is importable; goals table incl. the cost model's held-out test, calibration's pick (~26 min on 2 cores) -> results/bench/
 	$(PY) scripts/bench.py --pair $(EMBEDDED_PAIR) --compiled $(BENCH_ARGS)
 
+PROFILE_ARGS ?=
+.PHONY: profile
+profile: install ## where one block's time goes, every method on the fast path, 1 and 2 threads, short and long prompts (~5 min; quiet machine) -> results/bench/profile.{json,md}
+	$(PY) scripts/profile_blocks.py --pair $(EMBEDDED_PAIR) $(PROFILE_ARGS)
+
 # --- the GPU paths in one prepared run (mtad/bench/gpu_check.py); no install step, so a system python
 # with torch runs it (PY=python3). GPU_CHECK_OUT=results/gpu_check writes the committed report.
 GPU_CHECK_OUT ?= results/local/gpu_check

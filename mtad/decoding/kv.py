@@ -91,6 +91,7 @@ class CachedModel:
         self.tokens_fed = 0  # positions run through the model: the prompt once, then only new tokens
         self.seconds = 0.0  # wall time inside this model's forwards (for the overhead breakdown)
         self.prefill_seconds = 0.0  # of which caching prompts (`prefill`)
+        self.prefilling = False  # inside `prefill`: a profile names the forward "<role> prefill"
         accepted = inspect.signature(model.forward).parameters
         self._keep_kw = "logits_to_keep" in accepted
         # transformers >= 5.2x names the cache argument `cache`; older releases `past_key_values`
@@ -116,7 +117,7 @@ class CachedModel:
         sync(self.device)  # charge the kernels to this forward, not to what follows
         elapsed = time.perf_counter() - start
         self.seconds += elapsed
-        record_forward(self.role, input_ids.numel(), elapsed)
+        record_forward(f"{self.role} prefill" if self.prefilling else self.role, input_ids.numel(), elapsed)
         self.calls += 1
         self.tokens_fed += input_ids.numel()
         return logits
@@ -148,8 +149,11 @@ class CachedModel:
     def prefill(self, tokens: torch.Tensor) -> None:
         """Cache a committed chain without computing its logits (only the last is kept)."""
         if tokens.numel():
-            before = self.seconds
-            self.extend(tokens, keep_last=1)
+            before, self.prefilling = self.seconds, True
+            try:
+                self.extend(tokens, keep_last=1)
+            finally:
+                self.prefilling = False
             self.prefill_seconds += self.seconds - before
 
     def extend(

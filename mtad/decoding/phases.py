@@ -27,14 +27,15 @@ PHASES = ("process", "sample", "accept", "drafting", "mask", "commit")
 class Profile:
     seconds: dict = field(default_factory=lambda: dict.fromkeys(PHASES, 0.0))
     calls: dict = field(default_factory=lambda: dict.fromkeys(PHASES, 0))
-    # (model, new positions) -> [calls, seconds]: "target" or "draft", the forward's width
+    # (model, new positions) -> [calls, seconds]: "target" or "draft" ("<model> prefill" for a prompt's
+    # own forward), the forward's width
     forwards: dict = field(default_factory=lambda: defaultdict(lambda: [0, 0.0]))
     _stack: list = field(default_factory=list)  # [name, start, seconds in inner phases] per open phase
 
     def split(self, wall_seconds: float) -> dict:
         """The block's wall time split into forwards, each phase and the Python left between them
         (seconds)."""
-        out = {"target": 0.0, "draft": 0.0}
+        out = {"target": 0.0, "draft": 0.0, "target prefill": 0.0, "draft prefill": 0.0}
         for (model, _), (_, seconds) in self.forwards.items():
             out[model] += seconds
         out.update(self.seconds)
@@ -85,7 +86,8 @@ def phased(name: str):
 
 
 def record_forward(model: str, width: int, seconds: float) -> None:
-    """A forward of `model` ("target" or "draft") over `width` new positions took `seconds`."""
+    """A forward of `model` ("target", "draft", or either's "... prefill") over `width` new positions
+    took `seconds`."""
     profile = _ACTIVE[0]
     if profile is not None:
         if profile._stack:  # a forward inside a phase (a tree level inside `drafting`) is not that phase

@@ -1,0 +1,179 @@
+"""Where a decoding block's time goes, per method: `make profile` -> results/bench/profile.{json,md}.
+
+Every method generates from short prompts (held-out chat requests, ~50 tokens) and long ones
+(CNN/DailyMail articles through the task's own prompt, 400-1,000 tokens) at each thread count,
+under `decoding.phases.profiling`. A block's wall time is split into the target's and the
+draft's forwards (the target's by width: how many new positions one verification feeds), the
+host phases the decoders mark (`process` logits to p/q, `sample`, `accept`, `drafting`
+bookkeeping, `mask` building, cache `commit` and crop) and the Python left between them. The
+prompts' own forwards (the prefill, one per model) are taken out: a block is what repeats.
+
+Host work is everything but the forwards: its share of a block is what a faster kernel cannot
+remove, and the part of a method's cost the cost model has to be told (mtad/metrics/cost_model.py).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from mtad.decoding import get_decoder
+from mtad.decoding.kv import model_device, sync
+from mtad.decoding.phases import PHASES, profiling
+
+FORWARDS = ("target", "draft")
+HOST = (*PHASES, "python")
+COLUMNS = (*FORWARDS, *HOST)  # the parts of a block, in the table's order
+
+
+@dataclass
+class BlockProfile:
+    """One (method, threads, prompt length) row, summed over its generations."""
+
+    method: str
+    threads: int
+    prompts: str  # "short" | "long"
+    prompt_tokens: int = 0
+    generations: int = 0
+    blocks: int = 0  # target calls after the prefill: one per block
+    new_tokens: int = 0
+    seconds: dict = field(default_factory=lambda: dict.fromkeys(COLUMNS, 0.0))
+    target_widths: dict = field(default_factory=dict)  # new positions -> [calls, seconds]
+
+    def add(self, split: dict, widths: dict, blocks: int, new_tokens: int, prompt_tokens: int) -> None:
+        for column in COLUMNS:
+            self.seconds[column] += split[column]
+        for width, (calls, seconds) in widths.items():
+            entry = self.target_widths.setdefault(width, [0, 0.0])
+            entry[0] += calls
+            entry[1] += seconds
+        self.generations += 1
+        self.blocks += blocks
+        self.new_tokens += new_tokens
+        self.prompt_tokens += prompt_tokens
+
+    def row(self) -> dict:
+        """Milliseconds per block by part, host share, tokens per block and milliseconds per token."""
+        per_block = {c: 1e3 * s / max(self.blocks, 1) for c, s in self.seconds.items()}
+        total = sum(per_block.values())
+        return {
+            "method": self.method,
+            "threads": self.threads,
+            "prompts": self.prompts,
+            "mean_prompt_tokens": self.prompt_tokens / max(self.generations, 1),
+            "blocks": self.blocks,
+            "block_efficiency": self.new_tokens / max(self.blocks, 1),
+            "ms_per_block": per_block | {"total": total},
+            "host_share": sum(per_block[c] for c in HOST) / total if total else 0.0,
+            "ms_per_token": total * self.blocks / max(self.new_tokens, 1),
+            "target_ms_by_width": {
+                str(w): {"calls": calls, "ms": 1e3 * s / calls} for w, (calls, s) in sorted(self.target_widths.items())
+            },
+        }
+
+
+def profile_generation(decoder, prompt: torch.Tensor, max_new_tokens: int, seed: int) -> tuple[dict, dict, int, int]:
+    """One generation under a profile: its split in seconds without the prefill (`COLUMNS`), the
+    target's block forwards by width, the number of blocks and of new tokens."""
+    device = model_device(decoder.target)
+    sync(device)
+    with profiling() as profile:
+        start = time.perf_counter()
+        out = decoder.generate(prompt, max_new_tokens=max_new_tokens, generator=torch.Generator().manual_seed(seed))
+        sync(device)
+        wall = time.perf_counter() - start
+    split = profile.split(wall)
+    for model in FORWARDS:  # the prompt's own forward is not a block's
+        del split[f"{model} prefill"]
+    widths = {w: [calls, s] for (model, w), (calls, s) in profile.forwards.items() if model == "target"}
+    blocks = sum(calls for calls, _ in widths.values())
+    return split, widths, blocks, len(out.tokens)
+
+
+def profile_methods(
+    target,
+    draft,
+    prompts: dict[str, list[torch.Tensor]],
+    methods: dict[str, dict],
+    threads: tuple[int, ...],
+    max_new_tokens: int,
+    decode_path: str = "fast",
+    warmup_tokens: int = 8,
+    log=print,
+) -> list[dict]:
+    """Every method (name -> settings) on every prompt group and thread count; the methods
+    alternate on each prompt so that a drifting machine charges them alike."""
+    rows = []
+    before = torch.get_num_threads()
+    try:
+        for n in threads:
+            torch.set_num_threads(n)
+            decoders = {
+                m: get_decoder(m, target=target, draft=draft, decode_path=decode_path, **p) for m, p in methods.items()
+            }
+            for group, group_prompts in prompts.items():
+                for decoder in decoders.values():  # caches, kernels and allocations warm
+                    decoder.generate(group_prompts[0], max_new_tokens=warmup_tokens)
+                found = {m: BlockProfile(m, n, group) for m in methods}
+                for i, prompt in enumerate(group_prompts):
+                    for m, decoder in decoders.items():
+                        split, widths, blocks, new = profile_generation(decoder, prompt, max_new_tokens, seed=i)
+                        found[m].add(split, widths, blocks, new, prompt.numel())
+                for m in methods:
+                    rows.append(found[m].row())
+                    r = rows[-1]
+                    log(
+                        f"profile {m} {group} x{n}: {r['ms_per_block']['total']:.1f} ms/block, "
+                        f"host {100 * r['host_share']:.1f}%, {r['block_efficiency']:.2f} tokens/block"
+                    )
+    finally:
+        torch.set_num_threads(before)
+    return rows
+
+
+def render_profile(payload: dict) -> str:
+    """profile.md: per method, thread count and prompt length, a block's milliseconds by part and the
+    host share; then the target's verification forward by width."""
+    setup = payload["setup"]
+    lines = [
+        "# Where a decoding block's time goes",
+        "",
+        f"Pair `{setup['pair']}` on the fast path, {setup['prompts_per_group']} prompts per group x "
+        f"{setup['max_new_tokens']} new tokens; short: held-out chat requests, long: CNN/DailyMail articles "
+        f"through the task's prompt. Target {setup['target_dtype']}, draft {setup['draft_dtype']}. Machine: "
+        f"{setup['machine']}. Wall time {setup['wall_minutes']:.1f} min. Methods: "
+        + "; ".join(f"{m} {p}" for m, p in setup["methods"].items())
+        + ".",
+        "",
+        "Milliseconds per block (one target call after the prefill; the prompts' own forwards taken out). "
+        "target/draft: inside their forwards; process: logits to p/q; sample: draws; accept: acceptance rules; "
+        "drafting: chain, trie, tree and beam bookkeeping; mask: tree masks; commit: cache commits and crops; "
+        "python: the rest of the block. host % = everything but the forwards.",
+        "",
+        "| method | threads | prompts | prompt tok | tokens/block | "
+        + " | ".join(COLUMNS)
+        + " | total | host % | ms/token |",
+        "|---|---:|---|---:|---:|" + "---:|" * (len(COLUMNS) + 3),
+    ]
+    for r in payload["rows"]:
+        ms = r["ms_per_block"]
+        lines.append(
+            f"| {r['method']} | {r['threads']} | {r['prompts']} | {r['mean_prompt_tokens']:.0f} | "
+            f"{r['block_efficiency']:.2f} | "
+            + " | ".join(f"{ms[c]:.2f}" for c in COLUMNS)
+            + f" | {ms['total']:.1f} | {100 * r['host_share']:.1f} | {r['ms_per_token']:.1f} |"
+        )
+    lines += [
+        "",
+        "The target's block forward by width (new positions: the pending token plus drafted tokens or tree "
+        "nodes), milliseconds per call (calls):",
+        "",
+        "| method | threads | prompts | widths |",
+        "|---|---:|---|---|",
+    ]
+    for r in payload["rows"]:
+        widths = ", ".join(f"{w}: {v['ms']:.1f} ({v['calls']})" for w, v in r["target_ms_by_width"].items())
+        lines.append(f"| {r['method']} | {r['threads']} | {r['prompts']} | {widths} |")
+    return "\n".join(lines) + "\n"

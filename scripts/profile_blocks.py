@@ -1,0 +1,79 @@
+#!/usr/bin/env python
+"""`make profile`: where one decoding block's time goes, for every method on the fast path, at one
+and two threads, on short (held-out chat, ~50 tokens) and long (CNN/DailyMail articles, 400-1,000
+tokens) prompts -> profile.json and profile.md under --out (mtad/bench/block_profile.py).
+Time it on a quiet machine: nothing else running.
+
+    python scripts/profile_blocks.py [--pair smollm2_135m_head] [--prompts 3] [--max-new-tokens 40]
+    python scripts/profile_blocks.py --stop-below 0.3        # the methods with adaptive drafting on
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import torch
+
+from mtad.bench.block_profile import profile_methods, render_profile
+from mtad.bench.measure import method_params
+from mtad.models.pairs import load_pair
+from mtad.provenance import environment_record
+from mtad.tasks.cnndm import CnnDmTask
+from mtad.tasks.prompts import chat_ids, make_prompts
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--pair", default="smollm2_135m_head")
+    ap.add_argument("--prompts", type=int, default=3, help="prompts per length group")
+    ap.add_argument("--max-new-tokens", type=int, default=40)
+    ap.add_argument("--threads", default="1,2", help="comma-separated torch thread counts")
+    ap.add_argument("--stop-below", type=float, default=0.0, help="adaptive drafting's threshold (0 = fixed γ)")
+    ap.add_argument("--out", default=str(ROOT / "results" / "bench"))
+    args = ap.parse_args(argv)
+    started = time.perf_counter()
+    pair = load_pair(args.pair)
+    task = CnnDmTask()
+    articles = task.load_examples()[: args.prompts]
+    prompts = {
+        "short": [chat_ids(pair.tokenizer, t) for t in make_prompts(args.prompts, seed=7, held_out=True)],
+        "long": [torch.tensor([task.build_prompt(a, pair.tokenizer)]) for a in articles],
+    }
+    methods = {m: vars(p) for m, p in method_params(gamma=4).items()}
+    if args.stop_below:
+        methods = {m: p | ({"stop_below": args.stop_below} if "stop_below" in p else {}) for m, p in methods.items()}
+    threads = tuple(int(n) for n in args.threads.split(","))
+    rows = profile_methods(pair.target, pair.draft, prompts, methods, threads, args.max_new_tokens)
+    env = environment_record([pair.target, pair.draft])
+    payload = {
+        "setup": {
+            "pair": args.pair,
+            "prompts_per_group": args.prompts,
+            "max_new_tokens": args.max_new_tokens,
+            "threads": list(threads),
+            "methods": {
+                m: {k: (list(v) if isinstance(v, tuple) else v) for k, v in p.items()} for m, p in methods.items()
+            },
+            "machine": f"{env['machine']}, {'/'.join(env.get('cpu_isa') or []) or 'no AVX2'}",
+            "target_dtype": str(pair.target.dtype).removeprefix("torch."),
+            "draft_dtype": str(next(pair.draft.parameters()).dtype).removeprefix("torch."),
+            "wall_minutes": (time.perf_counter() - started) / 60,
+        },
+        "rows": rows,
+    }
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    name = "profile" if not args.stop_below else f"profile_stop_below_{args.stop_below:g}"
+    (out / f"{name}.json").write_text(json.dumps(payload, indent=1) + "\n")
+    (out / f"{name}.md").write_text(render_profile(payload))
+    print(f"wrote {out / name}.json and .md")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
