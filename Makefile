@@ -88,12 +88,14 @@ define run_and_table
 	  $(PY) scripts/make_table.py --experiment $(1) --results $(RESULTS) --out $(TABLES) $(TABLE_ARGS) || status=1; \
 	  $(call compare_with_reference,$(1)); exit $$status
 endef
-# `make results` only: when a reference folder is exactly its committed state, it is run again
-# from scratch (`git checkout <folder>` restores it); cells written since (an interrupted
-# regeneration) differ from it and are resumed instead.
-reset_if_committed = if [ -n "$$(git ls-files -- $(1) 2>/dev/null)" ] && git diff --quiet HEAD -- $(1) \
+# `make results` only (it sets REGENERATE=1): when a reference folder is exactly its committed
+# state, it is run again from scratch (`git checkout <folder>` restores it); cells written since
+# (an interrupted regeneration) differ from it and are resumed instead. Any other command given
+# RESULTS=results/runs reads or resumes the committed cells and deletes nothing.
+REGENERATE ?=
+reset_if_committed = $(if $(REGENERATE),if [ -n "$$(git ls-files -- $(1) 2>/dev/null)" ] && git diff --quiet HEAD -- $(1) \
 	  && [ -z "$$(git ls-files --others -- $(1))" ]; then \
-	  echo "$(1) is the committed reference run: running it again from scratch"; rm -rf $(1); fi
+	  echo "$(1) is the committed reference run: regenerating it from scratch (make results)"; rm -rf $(1); fi,true)
 fresh_if_committed = @$(call reset_if_committed,$(1))
 
 .PHONY: reproduce-table2 smoke table sweep-gamma sweep-beam-width sweep-threshold
@@ -192,6 +194,6 @@ results: install ## regenerate every committed result: Table 2, sweeps, claims, 
 	  echo "results: the tree has uncommitted changes; commit them first (or ALLOW_DIRTY=1)"; exit 1; fi; \
 	for step in $(RESULT_STEPS); do \
 	  if [ "$$(cat $(STAMPS)/$$step 2>/dev/null)" = "$$commit" ]; then echo "results: $$step already done at $$commit"; continue; fi; \
-	  echo "results: $$step"; $(MAKE) --no-print-directory $$step RESULTS=$(REFERENCE) || exit 1; \
+	  echo "results: $$step"; $(MAKE) --no-print-directory $$step RESULTS=$(REFERENCE) REGENERATE=1 || exit 1; \
 	  mkdir -p $(STAMPS); echo "$$commit" > $(STAMPS)/$$step; done; \
 	echo "results: every step done at $$commit"

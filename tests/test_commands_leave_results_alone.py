@@ -12,6 +12,7 @@ READING_COMMANDS = [
     ["make", "help"],
     ["make", "table"],
     ["make", "figures"],
+    ["make", "claims", "OVERRIDES=--report-only", "RESULTS=results/runs"],  # the committed run, read only
     ["{python}", "scripts/make_table.py", "--experiment", "table2"],
     ["{python}", "scripts/make_figures.py"],
     ["{python}", "-m", "mtad.experiments.claims", "--report-only", "results_root=results/runs"],

@@ -253,3 +253,54 @@ def test_a_wheel_ships_every_config_folder():
     assert {dest.removeprefix("share/mtad/"): files for dest, files in shipped.items()} == {
         folder: [f"{folder}/*.yaml"] for folder in folders
     }
+
+
+def changed(value):
+    """Another value of the same type (what a user would type instead)."""
+    if value is None:  # a null limit (all examples): a number instead
+        return 3
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, int | float):
+        return value + 1
+    if isinstance(value, list):
+        return [*value, *value[-1:]]
+    return f"{value}-changed"
+
+
+def leaves(settings: dict, prefix: str = ""):
+    """(dotted key, value) of every leaf of a nested settings dict."""
+    for key, value in settings.items():
+        if isinstance(value, dict):
+            yield from leaves(value, f"{prefix}{key}.")
+        else:
+            yield f"{prefix}{key}", value
+
+
+PER_TASK_SETTINGS = [
+    (experiment, task, key, value)
+    for experiment in options("experiment")
+    for task, settings in (OmegaConf.load(CONF / "experiment" / f"{experiment}.yaml").get("per_task") or {}).items()
+    for key, value in leaves(OmegaConf.to_container(settings))
+]
+
+
+def lookup(options: dict, key: str):
+    for part in key.split("."):
+        options = options[part]
+    return options
+
+
+@pytest.mark.parametrize("experiment,task,key,value", PER_TASK_SETTINGS, ids=lambda v: str(v))
+def test_a_task_setting_on_the_command_line_wins_over_the_experiments_per_task(
+    experiment, task, key, value, monkeypatch
+):
+    """What names the cell (`task.<key>=...` in its folder) is what it runs and records."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-only-checked-for-presence")  # table2_full's judge needs one
+    given = changed(value)
+    override = f"task.{key}={json.dumps(given) if not isinstance(given, str) else given}"
+    cfg = compose_cfg([f"experiment={experiment}", f"task={task}", override])
+    options_, limit = task_settings(cfg, task, [override])
+    assert (limit if key == "limit" else lookup(options_, key)) == given
+    plain, plain_limit = task_settings(cfg, task)  # without it on the command line: the experiment's value
+    assert (plain_limit if key == "limit" else lookup(plain, key)) == value

@@ -77,7 +77,8 @@ def plan_cells(overrides: list[str], methods: list[str], tasks: list[str]) -> di
     plans = {}
     for (t, m), cfg in cell_configs(overrides, methods, tasks).items():
         directory = cell_directory(cfg.results_root, cfg.experiment_name, cfg.pair.name, t, m, overrides_dir)
-        plans[(t, m)] = plan_cell(cfg, Cell(cfg.experiment_name, cfg.pair.name, t, m, overrides_dir, directory))
+        cell = Cell(cfg.experiment_name, cfg.pair.name, t, m, overrides_dir, directory, tuple(overrides))
+        plans[(t, m)] = plan_cell(cfg, cell)
     return plans
 
 

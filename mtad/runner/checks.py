@@ -76,21 +76,45 @@ def check_limit(value, setting: str = "limit") -> int | None:
     return value
 
 
-def task_settings(cfg, task_name: str) -> tuple[dict, int | None]:
+def command_line_task_keys(command_line: tuple[str, ...] | list[str]) -> list[tuple[str, ...]]:
+    """The task options set on the command line (``task.<key>[.<sub>]=value``, with or without +/~),
+    as key paths."""
+    keys = (o.lstrip("+~").partition("=")[0] for o in command_line)
+    return [tuple(k.split(".")[1:]) for k in keys if k.startswith("task.")]
+
+
+def _with_given(options: dict, task: dict, path: tuple[str, ...]) -> None:
+    """options[path] = task[path], the nested dicts on the way copied (a per_task dict is not shared)."""
+    source, target = task, options
+    for key in path[:-1]:
+        if not isinstance(source.get(key), dict):
+            return
+        source = source[key]
+        target[key] = dict(target.get(key) or {})
+        target = target[key]
+    if path[-1] in source:
+        target[path[-1]] = source[path[-1]]
+
+
+def task_settings(cfg, task_name: str, command_line: tuple[str, ...] | list[str] = ()) -> tuple[dict, int | None]:
     """Task options (conf/task/<task>.yaml + per_task overrides) and the checked example limit.
 
-    The limit is the top-level ``limit`` when set (a quick cap from the command line), else
-    ``per_task.<task>.limit``, else the task file's ``limit``. It is not an option of the
-    cell's identity: raising it extends the same cell.
+    An experiment's ``per_task.<task>`` settings win over the task file's, and a ``task.<key>``
+    given on the ``command_line`` wins over both: the cell named after it runs it. The limit is
+    the top-level ``limit`` when set (a quick cap from the command line), else ``task.limit`` from
+    the command line, else ``per_task.<task>.limit``, else the task file's ``limit``. It is not an
+    option of the cell's identity: raising it extends the same cell.
     """
     from omegaconf import OmegaConf
 
-    options = OmegaConf.to_container(cfg.task, resolve=True) or {}
+    task = OmegaConf.to_container(cfg.task, resolve=True) or {}
     per_task = OmegaConf.to_container(cfg.per_task, resolve=True).get(task_name) or {}
-    options.update(per_task)
-    limit = check_limit(
-        options.pop("limit", None), f"per_task.{task_name}.limit" if "limit" in per_task else "task.limit"
-    )
+    given = command_line_task_keys(command_line)
+    options = task | per_task
+    for path in given:
+        _with_given(options, task, path)
+    from_per_task = "limit" in per_task and ("limit",) not in given
+    limit = check_limit(options.pop("limit", None), f"per_task.{task_name}.limit" if from_per_task else "task.limit")
     if cfg.limit is not None:
         limit = check_limit(cfg.limit, "limit")
     return options, limit

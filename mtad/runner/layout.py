@@ -49,6 +49,7 @@ class Cell:
     method: str
     overrides: str  # "" or e.g. "method.gamma=3,seed=1"
     directory: Path
+    command_line: tuple[str, ...] = ()  # the overrides as given (`task.<key>=...` wins over per_task)
 
     @property
     def name(self) -> str:
@@ -104,7 +105,8 @@ def resolve_cell(cfg, hydra_config) -> Cell:
     directory = cell_directory(
         cfg.results_root, cfg.experiment_name, names["pair"], names["task"], names["method"], overrides
     )
-    return Cell(cfg.experiment_name, names["pair"], names["task"], names["method"], overrides, directory)
+    command_line = tuple(hydra_config.overrides.task)
+    return Cell(cfg.experiment_name, names["pair"], names["task"], names["method"], overrides, directory, command_line)
 
 
 # How a judge is reached changes no answer and no grade: not part of a cell's identity.
