@@ -423,3 +423,59 @@ def test_a_second_run_of_a_cell_being_written_stops_naming_the_holder(tmp_path, 
     assert not (cell / "samples.jsonl").exists() and not (cell / "error.txt").exists()
     mtad_run(args, tmp_path)
     assert len((cell / "samples.jsonl").read_text().splitlines()) == 1 and not (cell / ".cell.lock.holder").exists()
+
+
+def head_file_of_another_model(tmp_path):
+    """A feature head saved for a tiny Llama wider than tiny_llama_head's target."""
+    from mtad.models.head import build_head, save_head
+    from mtad.models.tiny import tiny_model
+
+    wider = tiny_model("llama", 300, seed=0, hidden_size=48)
+    return save_head(build_head(wider, 1, seed=1), tmp_path / "wider_head.safetensors")
+
+
+def bad_draft_files(tmp_path):
+    """(file, what the one-line error says) for each way a draft file can be wrong."""
+    from mtad.models.pairs import ASSETS_DIR
+
+    head = ASSETS_DIR / "drafts" / "smollm2_135m_head.safetensors"
+    truncated, noise = tmp_path / "truncated.safetensors", tmp_path / "noise.safetensors"
+    truncated.write_bytes(head.read_bytes()[: head.stat().st_size // 2])
+    noise.write_bytes(os.urandom(4096))
+    return [
+        (truncated, "is not a readable safetensors file"),
+        (noise, "is not a readable safetensors file"),
+        (ASSETS_DIR / "drafts" / "smollm2_135m_draft.safetensors", "is not an mtad feature head file"),
+        (tmp_path, "is a directory, not a feature head file"),
+    ]
+
+
+def test_a_bad_draft_file_is_one_line_naming_it_before_any_work(tmp_path):
+    from mtad.runner.checks import SettingError
+
+    for path, message in bad_draft_files(tmp_path):
+        with pytest.raises(SettingError, match=re.escape(message)) as refused:
+            plan(["pair=smollm2_135m_head", f"pair.draft.file={path}", "task=chat", "method=sps"], tmp_path)
+        assert str(path) in str(refused.value) and "\n" not in str(refused.value)
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.slow
+def test_a_head_of_another_models_shape_stops_the_run_in_one_line_and_leaves_no_folder(tmp_path):
+    path = head_file_of_another_model(tmp_path)
+    args = ["pair=tiny_llama_head", f"pair.draft.file={path}", "task=chat", "method=sps", "limit=1", "logger=none"]
+    proc = mtad_run(args, tmp_path, check=False)
+    assert proc.returncode != 0
+    assert "was made for another model" in proc.log and str(path) in proc.log and "Traceback" not in proc.log
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").rglob("*"))
+
+
+@pytest.mark.slow
+def test_missing_data_stops_the_run_in_one_line_and_leaves_no_folder(tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    for task, limit in (("humaneval", 1), ("spider", 46)):
+        args = [*TINY, f"task={task}", "method=sampling", f"limit={limit}", f"data_root={empty}"]
+        proc = mtad_run(args, tmp_path, check=False)
+        assert proc.returncode != 0 and f"{task} data not found" in proc.log and "Traceback" not in proc.log
+        assert not [p for p in (tmp_path / "runs").rglob("*") if p.is_file()], task

@@ -229,6 +229,11 @@ def load_draft(path: str | Path, target, dtype: torch.dtype | None = None) -> Ll
         for key, value in own.items():
             if key not in params:
                 raise ValueError(f"draft file {path} has unexpected tensor {key}")
+            if value.shape != params[key].shape:
+                raise ValueError(
+                    f"draft file {path} was made for another model: {key} is {list(value.shape)} where this "
+                    f"target needs {list(params[key].shape)}"
+                )
             params[key].copy_(value.to(params[key].dtype))
     if meta.get("head_trained"):
         draft.config.draft_head_trained = True

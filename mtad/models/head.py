@@ -320,10 +320,16 @@ def load_head(path: str | Path, target, dtype: torch.dtype | None = None) -> Fea
     head = build_head(
         target, meta["num_layers"], meta["head_token_ids"], fused=bool(fused), own_output=meta.get("own_output", False)
     )
-    own, expected = load_file(str(path)), set(head.state_dict())
-    if set(own) != expected:
+    own, expected = load_file(str(path)), head.state_dict()
+    missing, unexpected = sorted(set(expected) - set(own)), sorted(set(own) - set(expected))
+    if missing or unexpected:
+        raise ValueError(f"head file {path}: missing {missing}, unexpected {unexpected}")
+    wrong = [k for k, v in own.items() if v.shape != expected[k].shape]
+    if wrong:
+        k = wrong[0]
         raise ValueError(
-            f"head file {path}: missing {sorted(expected - set(own))}, unexpected {sorted(set(own) - expected)}"
+            f"head file {path} was made for another model: {len(wrong)} tensor(s) of another shape, e.g. {k} "
+            f"{list(own[k].shape)} where this target needs {list(expected[k].shape)}"
         )
     head.load_state_dict({k: v.to(head.dtype) for k, v in own.items()})
     head.meta = meta

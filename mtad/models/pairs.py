@@ -266,16 +266,35 @@ def check_same_logit_space(target, draft, pair_name: str = "") -> None:
 
 
 def draft_file(cfg: dict) -> Path:
-    """The pair's trained draft file (relative paths: under mtad/assets), which must exist."""
+    """The pair's trained draft file (relative paths: under mtad/assets): it must exist, be a
+    readable safetensors file and carry the metadata of the pair's draft kind (a feature head for
+    draft.source head, a layer draft for distilled). Checked from the file's header alone."""
     path = Path(cfg["draft"]["file"]).expanduser()
     path = path if path.is_absolute() else ASSETS_DIR / path
+    head = cfg["draft"]["source"] == "head"
+    kind = "feature head" if head else "draft"
+    if path.is_dir():
+        raise ValueError(f"pair.draft.file={path} is a directory, not a {kind} file (.safetensors)")
     if not path.is_file():
-        kind = "feature head" if cfg["draft"]["source"] == "head" else "draft"
         raise FileNotFoundError(
             f"{kind} file {path} not found; train it with `make draft DRAFT_PAIR={cfg.get('name')}` "
             f"(scripts/distill_draft.py produce|train|export --pair {cfg.get('name')}), or point "
             "pair.draft.file at an existing file"
         )
+    from safetensors import SafetensorError
+
+    from .draft import DRAFT_FORMAT, read_meta
+    from .head import FORMATS
+
+    try:
+        read_meta(path, FORMATS if head else DRAFT_FORMAT, kind)
+    except SafetensorError as exc:
+        raise ValueError(
+            f"pair.draft.file={path} is not a readable safetensors file (truncated or another format: {exc})"
+        ) from None
+    except ValueError as exc:
+        other = "a layer draft (draft.source: distilled)" if head else "a feature head (draft.source: head)"
+        raise ValueError(f"pair.draft.file: {exc}; a file of {other} belongs to a pair of that kind") from None
     return path
 
 

@@ -288,9 +288,13 @@ def mark_missing(cell: Cell, exc: Exception) -> dict:
 
 
 def record_failure(cell: Cell) -> None:
-    """error.txt (the traceback being handled) into the cell that failed, never into a complete one."""
+    """error.txt (the traceback being handled) into the cell that failed, never into a complete one;
+    a cell that failed before it wrote a record (models or data refused) leaves no folder."""
     if is_complete(cell.directory):
         log.error("cell %s failed; its earlier complete results are left as they are", cell.name)
+        return
+    if not written(cell):
+        remove_unwritten(cell)
         return
     try:
         cell.directory.mkdir(parents=True, exist_ok=True)
@@ -298,6 +302,26 @@ def record_failure(cell: Cell) -> None:
         log.error("cell %s failed (traceback in %s)", cell.name, cell.directory / ERROR)
     except OSError as exc:
         log.error("cell %s failed; could not write %s (%s)", cell.name, cell.directory / ERROR, exc.strerror)
+
+
+def written(cell: Cell) -> bool:
+    """Whether the cell's folder holds any record (of this run or an earlier one)."""
+    return any((cell.directory / name).exists() for name in (SAMPLES, ENV, METRICS, ERROR))
+
+
+def remove_unwritten(cell: Cell) -> None:
+    """The folder of a cell that holds nothing but its lock, and its parents that hold nothing else."""
+    from mtad.runner.lock import HOLDER, LOCK
+
+    for name in (LOCK, HOLDER):
+        (cell.directory / name).unlink(missing_ok=True)
+    folder = cell.directory
+    for _ in range(len(Path(cell.overrides).parts) + 4):  # overrides, method, task, pair, experiment
+        try:
+            folder.rmdir()
+        except OSError:  # not empty (another cell), or gone
+            break
+        folder = folder.parent
 
 
 def missing_or_fail(cfg: DictConfig, cells: list[Cell], exc: Exception) -> list[dict]:
@@ -337,7 +361,12 @@ def failures_recorded(cfg: DictConfig, cells: list[Cell]):
 
     try:
         yield
-    except (CellBusy, CellIncomplete, SettingError):
+    except (CellBusy, CellIncomplete):  # another run's cell, or a cell with its records: nothing to undo
+        raise
+    except SettingError:  # refused once read (a model file, the data): no folder of a cell that wrote nothing
+        for cell in cells:
+            if not written(cell):
+                remove_unwritten(cell)
         raise
     except SandboxUnavailable as exc:
         for cell in cells:

@@ -30,6 +30,7 @@ from omegaconf import DictConfig, OmegaConf
 from mtad import provenance
 from mtad.devices import model_devices, reset_peak_memory
 from mtad.runner.cell import CellRun, now
+from mtad.runner.checks import SettingError
 from mtad.runner.loop import CellRunner
 
 log = logging.getLogger("mtad.run")
@@ -64,7 +65,11 @@ class CellSession:
 
         if self.cfg.threads:
             torch.set_num_threads(int(self.cfg.threads))
-        self.pair = load_pair_cached(OmegaConf.to_container(self.cfg.pair, resolve=True))
+        pair_cfg = OmegaConf.to_container(self.cfg.pair, resolve=True)
+        try:
+            self.pair = load_pair_cached(pair_cfg)
+        except ValueError as exc:  # a file or setting the models refuse once read: one line, not a traceback
+            raise SettingError(f"pair={pair_cfg.get('name')}: {exc}") from None
         self.devices = model_devices(self.pair.target, self.pair.draft)
         self.meter, energy_reason = make_energy_meter(self.cfg.energy.meter, self.devices)
         if energy_reason:
