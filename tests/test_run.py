@@ -251,7 +251,10 @@ def test_failed_cell_does_not_stop_the_multirun(tmp_path, shared_data):
     "override, message",
     [
         ("method=nonexistent", "Could not find 'method/nonexistent'"),
-        ("method.gamm=3", "method.gamm: not a setting of method 'sps'; valid: gamma, temperature, top_k, top_p"),
+        (
+            "method.gamm=3",
+            "method.gamm: not a setting of method 'sps'; valid: gamma, stop_below, temperature, top_k, top_p",
+        ),
     ],
 )
 def test_bad_override_names_the_valid_choices(tmp_path, override, message):

@@ -68,7 +68,7 @@ def test_bad_settings_are_caught_before_any_work(tmp_path, override, message):
         (
             ["method=mtad", "method.tau=-1"],
             "method.tau: not a setting of method 'mtad'; valid: beam_weighting, beam_width, gamma, "
-            "replacement, temperature, threshold, top_k, top_p",
+            "replacement, stop_below, temperature, threshold, top_k, top_p",
         ),
         (["method=mtad,mmtad", "method.denominator=node"], "method.denominator: not a setting of method 'mtad'"),
         (["task=cnndm", "task.tokens=3"], "task.tokens: not a setting of task 'cnndm'; valid: article_token_budget"),
