@@ -111,17 +111,30 @@ def run_with_logger(cfg: DictConfig) -> dict:
         logger.finish(failed=failed)
 
 
+# Hydra's flags that print something instead of running: no cell, so no hub probe and no plan
+INFO_FLAGS = ("--help", "-h", "--hydra-help", "--cfg", "-c", "--info", "-i", "--shell-completion", "-sc")
+
+
 def main() -> None:
     """``mtad-run``: the command-line overrides' keys are checked first (Hydra's own message for an
-    unknown key does not list the valid ones), then Hydra runs the cell(s)."""
+    unknown key does not list the valid ones), then every job of a multirun is planned (a bad value
+    stops it before its first cell), then Hydra runs the cell(s)."""
     import hydra
 
-    problem = check_override_keys(sys.argv[1:])
+    from mtad.runner.multirun import first_bad_job, needs_hub, runs_several
+
+    argv = sys.argv[1:]
+    problem = check_override_keys(argv)
     if problem:
         sys.exit(f"mtad-run: {problem}")
     provenance.capture()  # the code state this process starts from, before any cell runs
     logging.basicConfig(level=logging.INFO, format="[%(asctime)s][%(name)s][%(levelname)s] - %(message)s")
-    settle_hub_access()
+    if not any(a.split("=")[0] in INFO_FLAGS for a in argv):
+        overrides = [a for a in argv if not a.startswith("-")]
+        settle_hub_access(quiet=not needs_hub(overrides))
+        problem = first_bad_job(overrides) if runs_several(argv, overrides) else None
+        if problem:
+            sys.exit(f"mtad-run: nothing ran; {problem}")
     conf = configs.setup()
     hydra.main(version_base="1.3", config_path=str(conf), config_name="config")(run_job)()
 

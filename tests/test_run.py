@@ -238,10 +238,9 @@ def test_failed_cell_does_not_stop_the_multirun(tmp_path, shared_data):
         tmp_path,
         check=False,
     )
-    assert proc.returncode != 0
+    assert proc.returncode != 0 and "spider data not found" in proc.log
     base = tmp_path / "runs" / "default" / "tiny_llama"
-    (failed,) = (base / "spider" / "sps").rglob("error.txt")
-    assert "spider data not found" in failed.read_text()
+    assert not (base / "spider").exists()  # it failed before generating: no folder
     assert list((base / "cnndm" / "sps").rglob("metrics.json"))
     assert len(list((tmp_path / "multirun").rglob("offline-run-*/run-*.wandb"))) == 2  # both runs closed
 

@@ -479,3 +479,23 @@ def test_missing_data_stops_the_run_in_one_line_and_leaves_no_folder(tmp_path):
         proc = mtad_run(args, tmp_path, check=False)
         assert proc.returncode != 0 and f"{task} data not found" in proc.log and "Traceback" not in proc.log
         assert not [p for p in (tmp_path / "runs").rglob("*") if p.is_file()], task
+
+
+def test_a_multirun_refuses_a_bad_value_before_its_first_cell(tmp_path):
+    from mtad.runner.multirun import all_jobs, first_bad_job
+
+    swept = [*TINY, "task=chat", "method=sps", "method.gamma=2,0", f"results_root={tmp_path / 'runs'}"]
+    assert [j[-1] for j in all_jobs(swept)] == ["method.gamma=2", "method.gamma=0"]
+    problem = first_bad_job(swept)
+    assert problem.endswith("method=sps: gamma must be an int >= 1, got 0") and "method.gamma=0" in problem
+    assert first_bad_job([*TINY, "task=chat", "method=sps", "method.gamma=2,3"]) is None
+    # the experiment's grid, a command-line value taking its key out of it
+    assert len(all_jobs(["experiment=table2"])) == 24 and len(all_jobs(["experiment=table2", "method=mtad"])) == 4
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.slow
+def test_a_multirun_with_a_bad_value_runs_nothing(tmp_path):
+    proc = mtad_run(["-m", *TINY, "task=chat", "method=sps", "limit=1", "method.gamma=2,0"], tmp_path, check=False)
+    assert proc.returncode != 0 and "nothing ran" in proc.log and "gamma must be an int >= 1" in proc.log
+    assert "Traceback" not in proc.log and not list((tmp_path / "runs").rglob("samples.jsonl"))

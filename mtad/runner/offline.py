@@ -17,8 +17,9 @@ log = logging.getLogger("mtad.run")
 HUB = ("huggingface.co", 443)
 
 
-def settle_hub_access(timeout_s: float = 3.0) -> bool:
-    """True when the hub answers; otherwise switch this process to offline mode (once)."""
+def settle_hub_access(timeout_s: float = 3.0, quiet: bool = False) -> bool:
+    """True when the hub answers; otherwise switch this process to offline mode (once), with a
+    warning unless `quiet` (a command that needs nothing from the hub)."""
     if os.environ.get("HF_HUB_OFFLINE"):
         return False
     try:
@@ -29,7 +30,7 @@ def settle_hub_access(timeout_s: float = 3.0) -> bool:
         constants = sys.modules.get("huggingface_hub.constants")
         if constants is not None:  # imported already: its flag was read at import
             constants.HF_HUB_OFFLINE = True
-        log.warning(
+        (log.debug if quiet else log.warning)(
             "the Hugging Face hub is unreachable (%s): running offline (HF_HUB_OFFLINE=1); local "
             "paths, the packaged model and cached files are used",
             exc,
