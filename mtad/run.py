@@ -115,6 +115,36 @@ def run_with_logger(cfg: DictConfig) -> dict:
 INFO_FLAGS = ("--help", "-h", "--hydra-help", "--cfg", "-c", "--info", "-i", "--shell-completion", "-sc")
 
 
+def usage() -> str:
+    """``mtad-run --help``: how to call it, examples, the config groups a user picks from (their
+    options read from conf/) and the top-level settings with their defaults."""
+    conf = configs.setup()
+    groups = sorted(p.name for p in conf.iterdir() if p.is_dir() and p.name != "hydra")
+    top = OmegaConf.load(conf / "config.yaml")
+    lines = [
+        "usage: mtad-run [-m] [group=option ...] [key=value ...]",
+        "",
+        "Runs one (pair, method, task) cell into <results_root>/<experiment_name>/<pair>/<task>/<method>/",
+        "[<overrides>]/ (samples.jsonl, metrics.json, env.json); -m, or an experiment that declares a grid,",
+        "runs every cell of it. An interrupted run resumes where it stopped.",
+        "",
+        "examples:",
+        "  mtad-run method=mtad task=cnndm limit=4              # one cell, 4 articles",
+        "  mtad-run experiment=table2                           # the Table 2 grid",
+        "  mtad-run -m experiment=sweeps sweep=gamma method=mtad  # a sweep, one method",
+        "",
+        "config groups (group=option):",
+        *(f"  {g}: {', '.join(sorted(p.stem for p in (conf / g).glob('*.yaml')))}" for g in groups),
+        "",
+        "settings (key=value; defaults from conf/config.yaml):",
+        *(f"  {k}={OmegaConf.to_container(top)[k]}" for k in top if k != "defaults"),
+        "",
+        "A group's keys: method.<key>=..., task.<key>=..., pair.<key>=... (mtad/decoding/README.md, conf/).",
+        "Hydra's own options: mtad-run --hydra-help",
+    ]
+    return "\n".join(lines)
+
+
 def main() -> None:
     """``mtad-run``: the command-line overrides' keys are checked first (Hydra's own message for an
     unknown key does not list the valid ones), then every job of a multirun is planned (a bad value
@@ -124,6 +154,9 @@ def main() -> None:
     from mtad.runner.multirun import first_bad_job, needs_hub, runs_several
 
     argv = sys.argv[1:]
+    if "--help" in argv or "-h" in argv:
+        print(usage())
+        return
     problem = check_override_keys(argv)
     if problem:
         sys.exit(f"mtad-run: {problem}")

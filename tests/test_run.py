@@ -430,3 +430,17 @@ def test_a_resume_under_other_conditions_is_recorded_per_run_and_marked_mixed(tm
     assert [by_run[i]["torch_threads"] for i in ("0", "1")] == [2, 1] and all(
         r["examples"] == 1 for r in by_run.values()
     )
+
+
+def test_help_opens_with_usage_and_examples_and_lists_only_the_groups_a_user_sets(capsys, monkeypatch):
+    import sys
+
+    from mtad import run
+
+    monkeypatch.setattr(sys, "argv", ["mtad-run", "--help"])
+    run.main()
+    text = capsys.readouterr().out
+    assert text.startswith("usage: mtad-run") and text.count("  mtad-run ") == 3
+    assert "method: mmtad, mtad, sampling, specinfer, spectr, sps" in text and "sweep: " in text
+    for internal in ("method_defaults", "task_defaults", "mtjd_exact", "powered by Hydra", "hub is unreachable"):
+        assert internal not in text
