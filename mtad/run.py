@@ -150,6 +150,7 @@ def main() -> None:
     unknown key does not list the valid ones), then every job of a multirun is planned (a bad value
     stops it before its first cell), then Hydra runs the cell(s)."""
     import hydra
+    from hydra.errors import HydraException
 
     from mtad.runner.multirun import first_bad_job, needs_hub, runs_several
 
@@ -164,8 +165,11 @@ def main() -> None:
     logging.basicConfig(level=logging.INFO, format="[%(asctime)s][%(name)s][%(levelname)s] - %(message)s")
     if not any(a.split("=")[0] in INFO_FLAGS for a in argv):
         overrides = [a for a in argv if not a.startswith("-")]
-        settle_hub_access(quiet=not needs_hub(overrides))
-        problem = first_bad_job(overrides) if runs_several(argv, overrides) else None
+        try:
+            settle_hub_access(quiet=not needs_hub(overrides))
+            problem = first_bad_job(overrides) if runs_several(argv, overrides) else None
+        except HydraException:  # overrides Hydra cannot compose: it says why in one line below
+            problem = None
         if problem:
             sys.exit(f"mtad-run: nothing ran; {problem}")
     conf = configs.setup()

@@ -344,3 +344,18 @@ def test_interleaved_cells_have_the_runner_lifecycle(tmp_path, shared_data, monk
     resumed = _interleaved(tmp_path / "second", shared_data)
     assert all(m["status"] == "complete" for m in resumed["metrics"].values())
     assert not list(second.rglob("error.txt"))
+
+
+def test_an_unknown_pair_is_one_line_listing_the_valid_ones(capsys):
+    from mtad.experiments.claims import main
+
+    assert main(["--report-only", "pair=foo"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "Could not find 'pair/foo'" in err and "valid: " in err and "smollm2_135m_head" in err
+
+
+def test_report_only_on_an_empty_root_names_the_committed_run(tmp_path, capsys):
+    from mtad.experiments.claims import main
+
+    assert main(["--report-only", f"results_root={tmp_path / 'empty'}"]) == 1
+    assert "add results_root=results/runs to report it" in capsys.readouterr().err

@@ -499,3 +499,14 @@ def test_a_multirun_with_a_bad_value_runs_nothing(tmp_path):
     proc = mtad_run(["-m", *TINY, "task=chat", "method=sps", "limit=1", "method.gamma=2,0"], tmp_path, check=False)
     assert proc.returncode != 0 and "nothing ran" in proc.log and "gamma must be an int >= 1" in proc.log
     assert "Traceback" not in proc.log and not list((tmp_path / "runs").rglob("samples.jsonl"))
+
+
+def test_a_full_disk_is_one_line_naming_results_root_and_that_runs_resume(tmp_path):
+    import errno
+
+    from mtad.runner.checks import explain_os_error
+
+    full = OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "runs" / "x" / "samples.jsonl"))
+    explained = explain_os_error(full, {"results_root": tmp_path / "runs", "MTAD_CACHE": tmp_path / "cache"})
+    assert "no space left on the device" in str(explained) and f"results_root={tmp_path / 'runs'}" in str(explained)
+    assert "finished examples are kept" in str(explained)

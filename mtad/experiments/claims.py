@@ -113,7 +113,17 @@ def run_theory_checks(cfg, settings: ClaimsSettings, theory: TheorySettings, exa
     write_theory(path, run_theory(theory, exactness, settings.report.confidence))
 
 
+def one_line(err: Exception) -> str:
+    """An error as one line; Hydra's unknown option keeps its list of the valid ones."""
+    lines = [line.strip() for line in str(err).split("Config search path")[0].splitlines() if line.strip()]
+    lines = lines or [type(err).__name__]
+    valid = [line for line in lines[1:] if not line.startswith("Available options")]
+    return f"{lines[0]}; valid: {', '.join(valid)}" if valid and "Could not find" in lines[0] else lines[0]
+
+
 def main(argv: list[str] | None = None) -> int:
+    from hydra.errors import HydraException
+
     args = arguments(__doc__).parse_intermixed_args(argv)
     provenance.capture()  # the code state this process starts from, before any cell runs
     logging.basicConfig(level=logging.INFO, format="[%(asctime)s][%(name)s] %(message)s")
@@ -134,8 +144,8 @@ def main(argv: list[str] | None = None) -> int:
             )
         if checks is not None:
             run_theory_checks(cfg, settings, *checks)
-    except (ValueError, FileNotFoundError) as err:
-        print(f"claims: {err}", file=sys.stderr)
+    except (ValueError, FileNotFoundError, HydraException) as err:  # a setting, a file, a config name
+        print(f"claims: {one_line(err)}", file=sys.stderr)
         return 1
     note = "; the time limit stopped the run: rerun `make claims` to continue" if stopped else ""
     return publish(cfg, settings.report, name, args, note)

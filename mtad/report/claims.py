@@ -48,7 +48,7 @@ from mtad.records import read_json, write_if_changed
 from mtad.report.cells import load_cells
 from mtad.report.examples import example_frame, paired
 from mtad.report.values import in_order, is_missing, present
-from mtad.runner.layout import theory_path
+from mtad.runner.layout import REFERENCE_ROOT, theory_path
 from mtad.stats import intervals as iv
 from mtad.tasks import TASKS
 
@@ -412,9 +412,16 @@ def build_report(results_root, experiment: str, pair: str, settings: ReportSetti
     cells = load_cells(results_root, experiment=experiment)
     cells = cells[cells["pair"] == pair] if "pair" in cells else cells
     if cells.empty:
+        committed = Path(REFERENCE_ROOT)
+        here = Path(results_root).resolve() == committed.resolve()
+        read = (
+            ""
+            if here or not list(committed.glob(f"{experiment}/{pair}/*/*/metrics.json"))
+            else (f"the committed run is under {committed}: add results_root={committed} to report it; or ")
+        )
         raise ValueError(
-            f"no cells of experiment {experiment!r} and pair {pair!r} under {results_root}; run it "
-            f"first (`make claims`, or `mtad-run experiment={experiment} pair={pair}`)"
+            f"no cells of experiment {experiment!r} and pair {pair!r} under {results_root}; {read}run it "
+            f"(`make claims`, about 25 minutes on 2 cores, or `mtad-run experiment={experiment} pair={pair}`)"
         )
     cells = cells[cells["overrides"] == ""]
     frame = example_frame(cells)

@@ -202,8 +202,14 @@ def check_task_limit(task, name: str, limit: int | None) -> None:
 
 
 def explain_os_error(exc: OSError, settings: dict[str, Path]) -> SettingError | None:
-    """One line for a permission/read-only error: the path and the setting that controls it
-    (``settings`` maps a setting's name to its folder); None for other errors."""
+    """One line for a permission/read-only error or a full disk: the path and the setting that
+    controls it (``settings`` maps a setting's name to its folder); None for other errors."""
+    if exc.errno == errno.ENOSPC:  # records written so far stand: free space and run again to resume
+        where = next((f"{k}={v}" for k, v in settings.items() if k == "results_root"), "its folder")
+        return SettingError(
+            f"no space left on the device{f' writing {exc.filename}' if exc.filename else ''} (under {where}): "
+            "free some space or point the setting elsewhere, then run again: finished examples are kept"
+        )
     if not isinstance(exc, PermissionError) and exc.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
         return None
     path = Path(exc.filename or "").absolute() if exc.filename else None

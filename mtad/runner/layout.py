@@ -16,6 +16,7 @@ from typing import Any
 from mtad.records import read_json
 
 SAMPLES, METRICS, ENV, ERROR = "samples.jsonl", "metrics.json", "env.json", "error.txt"
+REFERENCE_ROOT = "results/runs"  # the committed reference run, relative to the repository root
 THEORY = "theory.json"  # an experiment's tiny-model checks (C5, C6): <results_root>/<experiment>/theory.json
 IDENTITY_PARTS = ("experiment", "pair", "task", "method")  # the directory levels below results_root
 
