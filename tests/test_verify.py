@@ -113,3 +113,21 @@ def test_a_token_difference_names_where_the_tokens_diverge(tmp_path):
     write_cell(tmp_path / "a", "float64", -0.5, [1, 2, 3, 4])
     write_cell(tmp_path / "b", "float64", -0.5, [1, 2, 7, 4])
     assert any("token_ids differs from token 2" in d for d in compare_runs(tmp_path / "a", tmp_path / "b"))
+
+
+def test_a_partial_cell_is_compared_on_the_examples_both_roots_hold(tmp_path):
+    from mtad.report.agreement import exact_summary
+
+    full = write_cell(tmp_path / "a", "float32", -0.5, [1, 2, 3])
+    partial = write_cell(tmp_path / "b", "float32", -0.5, [1, 2, 3])
+    second = json.loads((full / "samples.jsonl").read_text()) | {"id": "e1"}
+    with (full / "samples.jsonl").open("a") as f:
+        f.write(json.dumps(second) + "\n")
+    metrics = json.loads((full / "metrics.json").read_text())
+    (full / "metrics.json").write_text(json.dumps(metrics | {"new_tokens": 4, "perplexity": 2.0}))
+    summary = exact_summary(tmp_path / "a", tmp_path / "b")
+    assert summary.startswith("1 of 1 cells") and "1 partial" in summary and "1 of 2 and 1 examples" in summary
+    record = json.loads((partial / "samples.jsonl").read_text())
+    record["samples"][0]["turns"][0]["token_ids"][1] = 9
+    (partial / "samples.jsonl").write_text(json.dumps(record) + "\n")
+    assert exact_summary(tmp_path / "a", tmp_path / "b").startswith("0 of 1 cells")

@@ -133,14 +133,21 @@ def compare_cells(
 def exact_summary(root_a: str | Path, root_b: str | Path, experiment: str | None = None) -> str:
     """How many of A's cells B reproduces exactly (``mtad.report.reproduce``: same tokens and
     counts, log-probabilities within the dtype's tolerance); expected only on the same CPU type."""
-    from mtad.report.reproduce import compare_cell
+    from mtad.report.reproduce import compare_cell, example_ids
 
     base_a, base_b = Path(root_a) / (experiment or ""), Path(root_b) / (experiment or "")
     names = [c.relative_to(base_a) for c in find_cells(base_a) if (base_b / c.relative_to(base_a)).is_dir()]
-    same = [n for n in names if not compare_cell(base_a / n, base_b / n, str(n))]
+    same, partial = [], []
+    for n in names:
+        ids_a, ids_b = example_ids(base_a / n), example_ids(base_b / n)
+        if ids_a != ids_b:  # one root ran fewer examples: compared on those both hold
+            partial.append(f"{n} ({len(ids_a & ids_b)} of {len(ids_a)} and {len(ids_b)} examples)")
+        if ids_a & ids_b and not compare_cell(base_a / n, base_b / n, str(n), shared_only=ids_a != ids_b):
+            same.append(n)
+    note = f" {len(partial)} partial, compared on the examples both hold: {'; '.join(partial)}." if partial else ""
     return (
         f"{len(same)} of {len(names)} cells both roots hold reproduce exactly (tokens, counts; "
-        "log-probabilities within the dtype's tolerance); the others are compared statistically below."
+        f"log-probabilities within the dtype's tolerance); the others are compared statistically below.{note}"
     )
 
 
