@@ -40,7 +40,7 @@ def plan(overrides, tmp_path):
         ("limit=0", "limit must be a positive integer"),
         ("limit=two", "limit must be a positive integer"),
         ("limit=2.5", "limit must be a positive integer"),
-        ("+per_task.cnndm.limit=-3", "per_task.cnndm.limit must be a positive integer"),
+        ("per_task.cnndm.limit=-3", "per_task.cnndm.limit must be a positive integer"),
         ("method.gamma=0", "gamma must be an int >= 1"),
         ("method.threshold=1.5", "threshold must be in (0, 1]"),
         ("task.judge.kind=gpt5", "valid: none, hf, openai"),
@@ -510,3 +510,14 @@ def test_a_full_disk_is_one_line_naming_results_root_and_that_runs_resume(tmp_pa
     explained = explain_os_error(full, {"results_root": tmp_path / "runs", "MTAD_CACHE": tmp_path / "cache"})
     assert "no space left on the device" in str(explained) and f"results_root={tmp_path / 'runs'}" in str(explained)
     assert "finished examples are kept" in str(explained)
+
+
+def test_a_plain_run_of_a_paper_task_is_bounded_by_a_documented_limit(tmp_path):
+    for task in ("cnndm", "spider", "mtbench", "humaneval"):
+        from test_configs import compose_cfg
+
+        from mtad.runner.checks import task_settings
+
+        cfg = compose_cfg([f"task={task}"])
+        assert task_settings(cfg, task)[1] == 10
+        assert task_settings(compose_cfg([f"task={task}", "limit=null"]), task)[1] is None
