@@ -520,4 +520,4 @@ def test_a_plain_run_of_a_paper_task_is_bounded_by_a_documented_limit(tmp_path):
 
         cfg = compose_cfg([f"task={task}"])
         assert task_settings(cfg, task)[1] == 10
-        assert task_settings(compose_cfg([f"task={task}", "limit=null"]), task)[1] is None
+        assert task_settings(compose_cfg([f"task={task}", "limit=null"]), task, ["limit=null"])[1] is None

@@ -101,7 +101,8 @@ def task_settings(cfg, task_name: str, command_line: tuple[str, ...] | list[str]
 
     An experiment's ``per_task.<task>`` settings win over the task file's, and a ``task.<key>``
     given on the ``command_line`` wins over both: the cell named after it runs it. The limit is
-    the top-level ``limit`` when set (a quick cap from the command line), else ``task.limit`` from
+    the top-level ``limit`` when set (a quick cap from the command line; ``limit=null`` there: all
+    examples), else ``task.limit`` from
     the command line, else ``per_task.<task>.limit``, else the task file's ``limit``. It is not an
     option of the cell's identity: raising it extends the same cell.
     """
@@ -115,7 +116,8 @@ def task_settings(cfg, task_name: str, command_line: tuple[str, ...] | list[str]
         _with_given(options, task, path)
     from_per_task = "limit" in per_task and ("limit",) not in given
     limit = check_limit(options.pop("limit", None), f"per_task.{task_name}.limit" if from_per_task else "task.limit")
-    if cfg.limit is not None:
+    top_level = {o.lstrip("+~").partition("=")[0] for o in command_line}
+    if cfg.limit is not None or "limit" in top_level:  # limit=null on the command line: all examples
         limit = check_limit(cfg.limit, "limit")
     return options, limit
 
