@@ -124,7 +124,10 @@ def test_each_figure_has_labels_caption_and_shows_what_is_missing(cells, make):
     text = figure_texts(fig)
     assert "pair tiny_fixture" in text and "dtype float32" in text
     for ax in fig.axes:
-        assert ax.get_ylabel() and (ax.get_xlabel() or not ax.get_xaxis().get_visible() or ax in fig.axes[:1])
+        ticks_hidden = not any(t.get_visible() and t.get_text() for t in ax.get_xticklabels())  # shares the x below
+        assert ax.get_ylabel() and (
+            ax.get_xlabel() or not ax.get_xaxis().get_visible() or ax in fig.axes[:1] or ticks_hidden
+        )
     if make is not figures.beam_width_sweep:  # the fixture's beam-width sweep is complete
         assert "missing" in text
 
@@ -142,7 +145,19 @@ def test_speedup_bars_show_missing_slots(cells):
     fig = figures.speedup_bars(cells)
     text = figure_texts(fig)
     assert "missing (not run)" in text and "missing (running)" in text
-    assert "2.25" in text  # block efficiency of MTAD written on its bar
+    assert "2.25" in text  # block efficiency of MTAD, written on its bar in the block-efficiency panel
+
+
+def test_every_bar_is_labelled_with_its_own_height(cells):
+    fig = figures.speedup_bars(cells)
+    assert [ax.get_ylabel() for ax in fig.axes] == [figures.YLABELS[c] for c in figures.SPEEDUP_PANELS]
+    for ax in fig.axes:
+        drawn = [p for p in ax.patches if p.get_facecolor()[3] > 0]  # not the hatched "missing" slots
+        bars = {round(p.get_x() + p.get_width() / 2, 6): p.get_height() for p in drawn}
+        labels = [t for t in ax.texts if t.get_text().replace(".", "", 1).isdigit()]
+        assert len(labels) == len(bars) > 0
+        for label in labels:
+            assert label.get_text() == f"{bars[round(label.get_position()[0], 6)]:.2f}", ax.get_ylabel()
 
 
 @pytest.mark.slow
@@ -272,3 +287,16 @@ def test_quality_panel_says_when_no_method_has_a_score(tmp_path):
 def test_sweep_frame_of_a_sweep_not_yet_run_has_every_column(cells):
     frame = sweep_frame(cells[cells["overrides"] == ""], "threshold")
     assert frame["missing"].all() and frame[["tokens_per_s", "perplexity", "acceptance_rate"]].isna().all().all()
+
+
+def test_quality_axes_stay_within_what_each_quantity_can_take(cells):
+    fig = figures.quality_vs_speed(cells)
+    for ax in fig.axes:
+        if not ax.axison:  # a panel with nothing to plot shows only its note
+            continue
+        bottom, top = ax.get_ylim()
+        label = ax.get_ylabel()
+        if "fraction" in label or "F1" in label:
+            assert 0 <= bottom < top <= 1, label
+        elif "perplexity" in label:
+            assert bottom >= 1, label

@@ -79,6 +79,21 @@ def _task_label(task: str) -> str:
     return TASKS[task].label if task in TASKS else task
 
 
+def _score_bounds(task: str, score_name: str | None) -> tuple[float, float]:
+    info = TASKS[task].score_info(score_name) if task in TASKS and score_name else None
+    return info.bounds if info else (-math.inf, math.inf)
+
+
+def _keep_within(ax, low: float, high: float) -> None:
+    """The y axis inside the values the quantity can take: margins around a constant no longer
+    reach below 0 for a fraction or below 1 for a perplexity."""
+    bottom, top = ax.get_ylim()
+    bottom, top = max(bottom, low), min(top, high)
+    if math.isfinite(high) and top - bottom < 0.1 * (high - low):  # a constant: a tenth of the range above it
+        top = min(high, bottom + 0.1 * (high - low))
+    ax.set_ylim(bottom, top)
+
+
 def _score_label(task: str, score_name: str | None) -> str:
     info = TASKS[task].score_info(score_name) if task in TASKS and score_name else None
     return info.label if info else score_name or "task score (missing)"
@@ -116,15 +131,19 @@ def _wrap(text: str, width: int) -> str:
 
 
 # ----------------------------------------------------------------------------- Table 2
+SPEEDUP_PANELS = ("speedup_vs_sampling", "speedup_vs_sps", "block_efficiency")
+
+
 def speedup_bars(cells: pd.DataFrame, experiment: str = "table2", pair: str | None = None) -> Figure:
-    """Grouped bars per task and method: speed-up over sampling (top) and over SpS (bottom),
-    block efficiency written on each bar, missing cells as hatched "missing" slots."""
+    """Grouped bars per task and method: speed-up over sampling, speed-up over SpS and block
+    efficiency (tokens per target call, free of timing noise), one panel each with each bar's own
+    value written on it; missing cells as hatched "missing" slots."""
     frame = table2_frame(cells, experiment=experiment, pair=pair)
     tasks, methods = list(dict.fromkeys(frame["task"])), list(dict.fromkeys(frame["method"]))
-    fig = _new_figure(max(8.0, 1.9 * len(tasks) * max(1, len(methods)) / 4), 7.4)
-    axes = fig.subplots(2, 1, sharex=True)
+    fig = _new_figure(max(8.0, 1.9 * len(tasks) * max(1, len(methods)) / 4), 10.2)
+    axes = fig.subplots(len(SPEEDUP_PANELS), 1, sharex=True)
     width = 0.8 / max(1, len(methods))
-    for ax, column in zip(axes, ("speedup_vs_sampling", "speedup_vs_sps")):
+    for ax, column in zip(axes, SPEEDUP_PANELS):
         values = frame[column].astype(float) if column in frame else pd.Series([math.nan] * len(frame))
         highs = frame[f"{column}_high"].astype(float) if f"{column}_high" in frame else pd.Series(dtype=float)
         top = max([v for v in list(values) + list(highs) if _finite(v)] + [1.0]) * 1.42  # room for labels, legend
@@ -147,24 +166,22 @@ def speedup_bars(cells: pd.DataFrame, experiment: str = "table2", pair: str | No
                     continue
                 ax.bar(x, value, width * 0.92, color=color, edgecolor="black", linewidth=0.4)
                 bar_top = _error_bar(ax, x, value, _interval(row, column))
-                efficiency = row.get("block_efficiency")
-                if _finite(efficiency):
-                    ax.text(
-                        x,
-                        bar_top + top * 0.012,
-                        f"{efficiency:.2f}",
-                        ha="center",
-                        va="bottom",
-                        fontsize=7,
-                        rotation=90,
-                        bbox={"facecolor": "white", "edgecolor": "none", "pad": 0.6},
-                    )
+                ax.text(
+                    x,
+                    bar_top + top * 0.012,
+                    f"{value:.2f}",
+                    ha="center",
+                    va="bottom",
+                    fontsize=7,
+                    rotation=90,
+                    bbox={"facecolor": "white", "edgecolor": "none", "pad": 0.6},
+                )
         ax.axhline(1.0, color="black", linewidth=0.8, linestyle="--")
         ax.set_ylim(0, top)
         ax.set_ylabel(YLABELS[column])
         ax.grid(axis="y", alpha=0.3)
     axes[0].set_title(
-        "numbers on bars: block efficiency (tokens per target call); dashed line: no speed-up; "
+        "numbers on bars: the bar's value; dashed line: 1 (no speed-up; one token per target call); "
         "whiskers: 95% bootstrap interval (cells with ≥ 3 examples)",
         fontsize=9,
     )
@@ -173,7 +190,7 @@ def speedup_bars(cells: pd.DataFrame, experiment: str = "table2", pair: str | No
     handles = [Patch(facecolor=_style(m)[0], edgecolor="black", label=_label(m)) for m in methods]
     handles.append(Patch(facecolor="none", edgecolor=MISSING_COLOR, hatch="///", label="missing cell"))
     axes[0].legend(handles=handles, ncols=min(7, len(handles)), fontsize=8, loc="upper left", frameon=False)
-    _add_caption(fig, caption(frame), f"Table 2 speed-ups — experiment {experiment}")
+    _add_caption(fig, caption(frame), f"Table 2 speed-ups and block efficiency — experiment {experiment}")
     return fig
 
 
@@ -220,6 +237,7 @@ def quality_vs_speed(cells: pd.DataFrame, experiment: str = "table2", pair: str 
                     color=color,
                     markeredgecolor="black",
                     markeredgewidth=0.5,
+                    clip_on=False,  # a score at its bound (0) is drawn whole, on the axis
                 )
                 _error_bars_2d(
                     ax,
@@ -230,11 +248,12 @@ def quality_vs_speed(cells: pd.DataFrame, experiment: str = "table2", pair: str 
                     color,
                 )
                 plotted += 1
-            if absent:
-                _missing_note(ax, column, absent, rows, plotted)
             ax.grid(alpha=0.3)
             ax.margins(0.15)
             ax.set_xlabel(YLABELS["tokens_per_s"])
+            _keep_within(ax, *((1.0, math.inf) if column == "perplexity" else _score_bounds(task, score_name)))
+            if absent:
+                _missing_note(ax, column, absent, rows, plotted)
         axes[0, i].set_title(_task_label(task))
         axes[0, i].set_ylabel(YLABELS["perplexity"] if i == 0 else "perplexity")
         axes[1, i].set_ylabel(_score_label(task, score_name))
@@ -268,8 +287,7 @@ def _missing_note(ax, column: str, absent: list[str], rows: pd.DataFrame, plotte
     else:
         reasons = {r for r in rows.get(f"{column}_missing_reason", []) if isinstance(r, str) and r}
         text = f"no {what} for any method" + (": " + "; ".join(sorted(reasons)) if reasons else "")
-        ax.set_xticks([])
-        ax.set_yticks([])
+        ax.axis("off")  # nothing is plotted: no axes that read as an empty measurement
     ax.text(
         0.03,
         0.97,

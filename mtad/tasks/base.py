@@ -18,6 +18,7 @@ class Score:
 
     label: str
     higher_is_better: bool = True
+    bounds: tuple[float, float] = (0.0, 1.0)  # the values it can take (a figure's axis stays inside them)
 
 
 POSITIVE_OPTIONS = {"max_new_tokens", "article_token_budget", "samples_per_example", "timeout_s", "row_cap", "pool"}

@@ -38,9 +38,9 @@ class MTBenchTask(Task):
     name = "mtbench"
     label = "MT-Bench"
     scores = {
-        "judge_score": Score("judge score (1–10)"),
-        "judge_turn1": Score("judge score, turn 1 (1–10)"),
-        "judge_turn2": Score("judge score, turn 2 (1–10)"),
+        "judge_score": Score("judge score (1–10)", bounds=(1.0, 10.0)),
+        "judge_turn1": Score("judge score, turn 1 (1–10)", bounds=(1.0, 10.0)),
+        "judge_turn2": Score("judge score, turn 2 (1–10)", bounds=(1.0, 10.0)),
     }
     primary_score = "judge_score"
     defaults = {"limit": None, "max_new_tokens": 512, "judge": dict(JUDGE_DEFAULTS)}  # max_new_tokens: per turn
