@@ -160,3 +160,18 @@ def test_the_model_card_quotes_the_committed_draft_measurement(tmp_path):
     (tmp_path / "measure.json").write_text(json.dumps(other))
     refresh_measured(copy, tmp_path / "measure.json", r["kind"])
     assert copy.read_text() != card.read_text()  # the section follows the figures
+
+
+def test_the_training_curves_name_their_draft_and_tell_every_kind_apart():
+    import json
+    from pathlib import Path
+
+    from mtad.distill.card import curves_figure
+
+    root = Path(__file__).resolve().parents[1] / "results" / "draft"
+    curve = [json.loads(line) for line in (root / "head_training_curve.jsonl").read_text().splitlines()]
+    fig = curves_figure(curve, "smollm2_135m_head")
+    assert "smollm2_135m_head" in fig._suptitle.get_text()
+    for ax in fig.axes:
+        kinds = [line for line in ax.lines if not line.get_label().startswith("mean")]
+        assert len({line.get_color() for line in kinds}) == len(kinds) > 0

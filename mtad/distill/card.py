@@ -52,36 +52,55 @@ def corpus_table(workdir: Path) -> dict[tuple[str, str], dict]:
     return out
 
 
-def plot_curves(workdir: Path, out_png: Path) -> None:
+def plot_curves(curve: list[dict], out_png: Path, draft: str) -> None:
+    """`curves_figure` saved as `out_png`."""
+    import matplotlib.pyplot as plt
+
+    fig = curves_figure(curve, draft)
+    out_png.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out_png, dpi=100)
+    plt.close(fig)
+
+
+def curves_figure(curve: list[dict], draft: str):
+    """Held-out E[accept] (top-k 10 / top-p 0.9) against trained tokens: one panel for the kinds of
+    request the draft trains on, one for those it never sees, a colour per kind (20 distinct), the
+    mean in black in both; each arm of an A/B its own line style; `draft` named in the title."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    curve = read_jsonl(workdir / "curve.jsonl")
-    fig, ax = plt.subplots(figsize=(6.5, 3.8))
-    for arm in sorted({c["arm"] for c in curve}):
-        rows = [c for c in curve if c["arm"] == arm]
-        families = [k for k in rows[-1] if isinstance(rows[-1][k], dict) and "accept_paper" in rows[-1][k]]
-        for family in families:
-            ax.plot(
-                [c["trained_tokens"] for c in rows],
-                [c[family]["accept_paper"] for c in rows],
-                marker=".",
-                label=f"{arm}: {family}",
-                lw=2 if family == "mean" else 1,
-            )
-    ax.set(
-        xlabel="trained tokens (this pipeline)",
-        ylabel="E[accept], top-k 10 / top-p 0.9",
-        ylim=(0, 1),
-        title="held-out acceptance per task family",
-    )
-    ax.legend(fontsize=7, ncol=2)
+    from .kinds import TRAINED_KINDS
+
+    arms = sorted({c["arm"] for c in curve})
+    kinds = [k for k in curve[-1] if isinstance(curve[-1][k], dict) and "accept_paper" in curve[-1][k] and k != "mean"]
+    groups = {
+        "kinds trained on": [k for k in kinds if k in TRAINED_KINDS],
+        "kinds never trained on": [k for k in kinds if k not in TRAINED_KINDS],
+    }
+    groups = {title: members for title, members in groups.items() if members}
+    tab20 = plt.get_cmap("tab20").colors
+    colours = dict(zip(kinds, tab20[0::2] + tab20[1::2]))  # ten distinct hues first, then their light tints
+    styles = dict(zip(arms, ("-", "--", ":", "-.")))
+    fig, axes = plt.subplots(1, len(groups), figsize=(max(7.5, 5.2 * len(groups)), 4.2), sharey=True, squeeze=False)
+    for ax, (title, members) in zip(axes[0], groups.items()):
+        for arm in arms:
+            rows = [c for c in curve if c["arm"] == arm]
+            x = [c["trained_tokens"] for c in rows]
+            prefix = f"{arm}: " if len(arms) > 1 else ""
+            for kind in members:
+                y = [c[kind]["accept_paper"] if kind in c else float("nan") for c in rows]
+                ax.plot(x, y, marker=".", lw=1, ls=styles[arm], color=colours[kind], label=prefix + kind)
+            y = [c["mean"]["accept_paper"] for c in rows]
+            ax.plot(x, y, marker=".", lw=2.2, ls=styles[arm], color="black", label=f"{prefix}mean of every kind")
+        ax.set(xlabel="trained tokens", ylim=(0, 1), title=title)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=6.5, ncol=2 if len(members) * len(arms) > 8 else 1, loc="upper left")
+    axes[0][0].set_ylabel("held-out E[accept], top-k 10 / top-p 0.9")
+    fig.suptitle(f"{draft}: held-out acceptance per kind of request during training")
     fig.tight_layout()
-    out_png.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out_png, dpi=100)
-    plt.close(fig)
+    return fig
 
 
 def _params(draft_file: Path) -> int:
@@ -546,7 +565,7 @@ def publish(kind: str, workdir: Path, draft_file: Path, results: Path, command: 
     for name in ("curve.jsonl", "ab.json", "rates.jsonl"):
         if (workdir / name).exists():
             shutil.copyfile(workdir / name, results / (prefix + name))
-    plot_curves(workdir, results / f"{prefix}curve.png")
+    plot_curves(read_jsonl(workdir / "curve.jsonl"), results / f"{prefix}curve.png", draft_file.stem)
     card = draft_file.with_suffix(".md")
     write_card(kind, workdir, draft_file, card, command, results / "measure.json", results / "pipeline_rates.json")
     return card
