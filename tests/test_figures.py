@@ -122,7 +122,7 @@ def test_each_figure_has_labels_caption_and_shows_what_is_missing(cells, make):
     fig = make(cells)
     assert isinstance(fig, Figure)
     text = figure_texts(fig)
-    assert "pair tiny_fixture" in text and "dtype float32" in text
+    assert "pair tiny_fixture" in text and ("dtype float32" in text or "target float32, draft float32" in text)
     for ax in fig.axes:
         ticks_hidden = not any(t.get_visible() and t.get_text() for t in ax.get_xticklabels())  # shares the x below
         assert ax.get_ylabel() and (
@@ -302,3 +302,16 @@ def test_quality_axes_stay_within_what_each_quantity_can_take(tmp_path):
             assert 0 <= bottom < top <= 1, label
         elif "perplexity" in label:
             assert bottom >= 1, label
+
+
+def test_a_sweep_footer_says_which_model_ran_in_which_dtype(tmp_path):
+    from mtad.report.sweeps import caption, sweep_frame
+
+    for method in ("sampling", "sps"):
+        cell = make_results.write_cell(tmp_path, "sweeps", "cnndm", method)
+        env = json.loads((cell / "env.json").read_text())
+        env["dtype"] = "bfloat16,float32"
+        env["cell"]["pair"] |= {"target_dtype": "float32", "draft_dtype": "bfloat16"}
+        (cell / "env.json").write_text(json.dumps(env))
+    text = caption(sweep_frame(load_cells(tmp_path), "gamma"))
+    assert "target float32, draft bfloat16" in text and "dtype bfloat16,float32" not in text

@@ -78,6 +78,16 @@ def cell_provenance(env: dict) -> str | None:
     return " + ".join(keys) if keys else None
 
 
+def model_dtypes(pair: dict, realized: str | None) -> tuple[str | None, str | None]:
+    """(target, draft) dtype of a cell: the pair's settings, or where a setting is `auto` the one
+    dtype the cell's models ran in (None when they ran in several and the setting does not say)."""
+    ran = (realized or "").split(",")
+    return tuple(
+        pair.get(key) if pair.get(key) not in (None, "auto") else (ran[0] if len(ran) == 1 and ran[0] else None)
+        for key in ("target_dtype", "draft_dtype")
+    )
+
+
 def cell_row(root: Path, directory: Path) -> dict:
     metrics, env = read_json(directory / METRICS), read_json(directory / ENV)
     row = {**parse_cell_directory(root, directory), "path": str(directory)}
@@ -103,6 +113,7 @@ def cell_row(root: Path, directory: Path) -> dict:
     row["max_new_tokens"] = (cell.get("task") or {}).get("max_new_tokens")
     for key in ("machine", "dtype", "torch_threads", "seed"):
         row.setdefault(key, env.get(key))
+    row["target_dtype"], row["draft_dtype"] = model_dtypes(cell.get("pair") or {}, row.get("dtype"))
     row["devices"] = ",".join(env.get("devices", [])) or None
     git = env.get("git") or {}
     row["git_commit"], row["git_dirty"], row["git_diff_sha256"] = (

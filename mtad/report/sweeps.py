@@ -226,7 +226,7 @@ def caption(frame: pd.DataFrame, cells: pd.DataFrame | None = None) -> str:
     parts = [
         f"pair {_fmt_set(source.get('pair', []))}",
         f"machine {_fmt_set(source.get('machine', []))}",
-        f"dtype {_fmt_set(source.get('dtype', []))}",
+        _dtypes(source),
     ]
     for task, group in source.groupby("task", sort=False) if "task" in source else []:
         examples = _range(group.get("examples"))
@@ -238,6 +238,15 @@ def caption(frame: pd.DataFrame, cells: pd.DataFrame | None = None) -> str:
         f"{len(frame) - n_missing} of {len(frame)} planned cells" + (f" ({n_missing} missing)" if n_missing else "")
     )
     return " · ".join(parts)
+
+
+def _dtypes(source: pd.DataFrame) -> str:
+    """``target float32, draft bfloat16`` when the cells say which model ran in which, else the
+    dtypes they ran in."""
+    target, draft = (source.get(f"{m}_dtype", pd.Series(dtype=object)).dropna() for m in ("target", "draft"))
+    if len(target) and len(draft):
+        return f"target {_fmt_set(target)}, draft {_fmt_set(draft)}"
+    return f"dtype {_fmt_set(source.get('dtype', []))}"
 
 
 def _range(values) -> str:
