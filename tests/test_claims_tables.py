@@ -98,3 +98,14 @@ def test_table2_counts_planned_present_and_missing_cells(cells, tmp_path):
     md, _ = build_table2(partial, tmp_path / "out", experiment="table2")
     text = md.read_text()
     assert "- cells: 24 planned, 6 present, 18 missing from " in text and "cnndm/sps" in text
+
+
+def test_a_ratio_without_an_interval_shows_the_counts_it_came_from():
+    from mtad.report.claims_markdown import _ours
+
+    claim = {"unit": "relative", "beside": {"scores": "MMTAD 0 of 10 vs sampling 1 of 10"}}
+    interval = {"estimate": -1.0, "low": None, "reason": "undefined on some resamples (a zero denominator)"}
+    text = _ours(claim, interval)
+    assert text.startswith("MMTAD 0 of 10 vs sampling 1 of 10") and "100" not in text
+    with_bounds = {"estimate": 0.1, "low": -0.1, "high": 0.3}
+    assert _ours(claim, with_bounds).startswith("+10.0% [")

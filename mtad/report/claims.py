@@ -214,6 +214,10 @@ def quality_claims(frame, cells, tasks, settings, source) -> list[Claim]:
                     )
                     if claim.interval.estimate is None:
                         claim.reason = f"{base} scores 0 on these examples: no relative change"
+                    if claim.interval.low is None:  # too few solved for a ratio: the counts say what was seen
+                        claim.beside["scores"] = " vs ".join(
+                            f"{LABELS[m]} {wide[f'{m}.score'].sum():g} of {len(wide)}" for m in (method, base)
+                        )
             claims.append(claim.finish())
     return claims
 

@@ -41,6 +41,16 @@ def fmt_interval(interval: dict | None, unit: str) -> str:
     return f"{text} ({interval['reason']})" if interval.get("reason") else text
 
 
+def _ours(claim: dict, interval: dict) -> str:
+    """Our estimate with its interval; where a ratio has no interval (a zero denominator on some
+    resamples), the summed scores it came from instead of a bare ratio (0 of 10 against 1 of 10
+    is no −100% one could read as a measurement)."""
+    scores = (claim.get("beside") or {}).get("scores")
+    if scores and interval.get("low") is None:
+        return f"{scores} (too few for a ratio: {interval.get('reason') or 'no interval'})"
+    return fmt_interval(interval, claim["unit"])
+
+
 def fmt_effect(effect, unit: str) -> str:
     if effect is None:
         return "–"
@@ -57,6 +67,9 @@ def _beside(claim: dict) -> str:
         parts.append(f"modelled on {modelled['accelerator']}: {modelled['ratio']:.2f}× (from the counts; not measured)")
     if claim.get("reason"):
         parts.append(claim["reason"])
+    scores = claim["beside"].get("scores")
+    if scores and (claim.get("interval") or {}).get("low") is not None:
+        parts.append(scores)
     if claim.get("source") not in ("", None, "tiny model") and claim["source"] != claim.get("_experiment"):
         parts.append(f"from experiment `{claim['source']}`")
     return "; ".join(parts)
@@ -116,7 +129,7 @@ def to_markdown(report: dict) -> str:
         version = claim.get("version_label") or "–"
         lines.append(
             f"| {claim['claim']} | {claim['comparison']} | {claim['task']} | {claim['paper']} | {version} | "
-            f"{fmt_interval(interval, claim['unit'])} | {interval.get('n') or '–'} | **{claim['verdict']}** | "
+            f"{_ours(claim, interval)} | {interval.get('n') or '–'} | **{claim['verdict']}** | "
             f"{inside} | {fmt_effect(claim['detectable_effect'], claim['unit'])} | {_beside(claim)} |"
         )
     theory = report.get("theory") or {}
