@@ -68,8 +68,9 @@ def test_figures_draw_whiskers_where_cells_have_intervals(cells):
     whiskers = [c for ax in fig.axes for c in ax.containers if isinstance(c, ErrorbarContainer)]
     base = cells[cells["overrides"] == ""]
     tasks_with_intervals = {t for t in base["task"] if (base[base["task"] == t]["examples"] >= MIN_N).all()}
-    # per task with intervals: its 5 non-baseline methods against sampling, and 5 non-SpS ones against SpS
-    assert len(whiskers) == 10 * len(tasks_with_intervals) > 0
+    # per task with intervals: its 5 non-baseline methods against sampling, 5 non-SpS ones against SpS,
+    # and all 6 methods' block efficiency
+    assert len(whiskers) == 16 * len(tasks_with_intervals) > 0
     fig = figures.quality_vs_speed(cells)
     assert any(isinstance(c, ErrorbarContainer) for ax in fig.axes for c in ax.containers)
 
@@ -109,3 +110,12 @@ def test_a_ratio_without_an_interval_shows_the_counts_it_came_from():
     assert text.startswith("MMTAD 0 of 10 vs sampling 1 of 10") and "100" not in text
     with_bounds = {"estimate": 0.1, "low": -0.1, "high": 0.3}
     assert _ours(claim, with_bounds).startswith("+10.0% [")
+
+
+def test_the_readme_claims_table_is_the_committed_reports():
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    readme = (root / "README.md").read_text()
+    block = readme.split("<!-- claims-table:start -->\n", 1)[1].split("<!-- claims-table:end -->", 1)[0]
+    assert block.strip() and block.strip() in (root / "results" / "claims" / "claims.md").read_text()
