@@ -365,3 +365,15 @@ def test_render_rebuilds_the_report_and_calibration_from_a_stored_payload(tmp_pa
     args = [sys.executable, str(script), "--render", str(tmp_path / "stored.json"), "--out", str(tmp_path / "out")]
     subprocess.run(args, check=True, capture_output=True)
     assert (tmp_path / "out" / "bench.md").read_text() == (tmp_path / "measured" / "bench.md").read_text()
+
+
+def test_a_forward_cost_row_that_contradicts_itself_is_named():
+    from mtad.bench.curves import contradictions
+
+    assert contradictions({1: 10.0, 2: 12.0, 5: 13.0}, {1: 8.0, 5: 11.0}) == []
+    found = contradictions({1: 1013.1, 2: 90.3, 5: 69.5}, {1: 1084.6})
+    assert found == [
+        "products 1084.6 ms > forward 1013.1 ms at 1 tokens",
+        "2 tokens 90.3 ms < 1 tokens 1013.1 ms",
+        "5 tokens 69.5 ms < 2 tokens 90.3 ms",
+    ]

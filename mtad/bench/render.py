@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 from mtad.bench.calibrate import calibration
+from mtad.bench.curves import contradictions
 from mtad.bench.goal_checks import _by_width, _tokens_per_s, default_dtype, goals
 from mtad.bench.llama_cpp import llama_cpp_unmeasured
 from mtad.bench.modelled import modelled_rows
@@ -214,20 +215,25 @@ def write_report(out_dir: Path, payload: dict) -> None:
         lines += [
             "",
             f"Cost of one forward (ms, median) on a {curve['context']}-token cache, by number of new tokens; "
-            f"floor = weight bytes / copy bandwidth ({curve['copy_bandwidth_gb_s']:.1f} GB/s):",
+            f"floor = weight bytes / copy bandwidth ({curve['copy_bandwidth_gb_s']:.1f} GB/s). A row whose products "
+            "take longer than its forward, or whose wider forward costs over 10% less than a narrower one, is "
+            "timed again twice and, if it still does, named in the last column: timing noise, or a kernel that "
+            "changes with the width (oneDNN picks one per shape):",
             "",
             "| model | dtype | path | threads | "
             + " | ".join(f"{w} tok" for w in widths)
-            + " | floor | 1 tok / floor | 5 tok / 1 tok |",
-            "|---|---|---|---:|" + "---:|" * (len(widths) + 3),
+            + " | floor | 1 tok / floor | 5 tok / 1 tok | contradicts itself (after two more timings) |",
+            "|---|---|---|---:|" + "---:|" * (len(widths) + 3) + "---|",
         ]
         for c in curve["curves"]:
             ms = {int(k): v for k, v in c["ms"].items()}
             cells = " | ".join(_fmt(ms.get(w), "{:.1f}") for w in widths)
             five = ms.get(5) / ms[1] if ms.get(5) else None
+            linear = {int(k): v for k, v in (c.get("linear_ms") or {}).items()}
+            noise = c.get("noise", contradictions(ms, linear))  # a stored row from before the check: checked here
             lines.append(
                 f"| {c['model']} | {c['dtype']} | {c['path']} | {c['threads']} | {cells} | {c['floor_ms']:.1f} | "
-                f"{ms[1] / c['floor_ms']:.2f} | {_fmt(five)} |"
+                f"{ms[1] / c['floor_ms']:.2f} | {_fmt(five)} | {'; '.join(noise)} |"
             )
         lines += _products_lines(curve)
     if payload.get("predicted"):
