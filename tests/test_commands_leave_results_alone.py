@@ -48,3 +48,29 @@ def test_a_rebuild_that_only_changes_its_build_time_leaves_the_file_alone(tmp_pa
     assert path.stat().st_mtime_ns == stamp and "2026-01-01" in path.read_text()
     assert write_if_changed(path, "# T\n- built: 2026-12-01T10:00:00+00:00 from x\n| b |\n")
     assert "| b |" in path.read_text()
+
+
+# the targets that run or regenerate (minutes to hours) are checked from what make would run
+REGENERATING = {"results", "verify-reference", "draft"}  # they write committed files by design
+
+
+def test_no_make_target_but_results_deletes_a_committed_run():
+    """Every target of `make help`, dry-run as a user would call it, and with the committed root as
+    RESULTS: none removes files (only `make results` regenerates a committed run from scratch)."""
+    import re
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    listed = subprocess.run(["make", "help"], cwd=repo, capture_output=True, text=True, check=True).stdout
+    targets = [line.split()[0] for line in listed.splitlines() if line.strip()]
+    assert {"claims", "table", "figures", "sweeps", "reproduce-table2"} <= set(targets)
+    for target in targets:
+        if target in REGENERATING or target in ("install", "test", "test-fast", "lint"):
+            continue
+        for extra in ([], ["RESULTS=results/runs"], ["RESULTS=results/runs", "OVERRIDES=--report-only"]):
+            dry = subprocess.run(["make", "-n", target, *extra, "PY=python"], cwd=repo, capture_output=True, text=True)
+            assert dry.returncode == 0 and dry.stdout.strip(), (target, extra, dry.stderr)
+            removes = [line for line in dry.stdout.splitlines() if re.search(r"\brm -(r|f|rf)\b", line)]
+            assert removes == [], (target, extra, removes)
+    dry = subprocess.run(["make", "-n", "results", "PY=python"], cwd=repo, capture_output=True, text=True)
+    assert "REGENERATE=1" in dry.stdout  # the one target that may
