@@ -33,7 +33,7 @@ def test_seconds_add_target_calls_at_their_width_host_work_and_draft_steps():
     tree = Counts(new_tokens=30, target_calls=10, draft_calls=40, drafted=40, tree_nodes=160, draft_rows=4)
     # 10 calls x (T(1 + 16) + 1) + 40 x D(4) = 10 x 35 + 40 x 2 = 430 ms
     assert modelled_seconds(tree, profile) == pytest.approx(0.430)
-    chain = Counts.of({"new_tokens": 30, "target_calls": 10, "draft_calls": 40, "drafted": 40}, beam_width=4)
+    chain = Counts.of({"new_tokens": 30, "target_calls": 10, "draft_calls": 40, "drafted": 40}, {"beam_width": 4})
     assert (chain.verified_per_call, chain.draft_rows) == (4.0, 4.0)
     # two prompts of 50 tokens on average, each prefilled at F(P) = 0.5 ms per token: + 50 ms, sampling's too
     prefilled = DeviceProfile("linear", lambda w: 2.0 * w, lambda r: 0.5 * r, 1.0, {}, lambda p: 0.5 * p)
@@ -161,3 +161,15 @@ def test_the_isolated_forwards_model_the_same_counts_beside_the_fit():
 def test_a_curve_the_bench_lacks_is_named_with_those_it_has():
     with pytest.raises(KeyError, match="no target or draft curve at float32"):
         from_bench(_curve_payload(), "float32", "fast")
+
+
+def test_one_mtad_cell_gives_the_same_counts_to_table2_the_claims_and_the_bench():
+    from mtad.metrics.cost_model import Counts
+    from mtad.report.tables import _counts, method_params
+
+    totals = {"new_tokens": 60, "target_calls": 30, "draft_calls": 120, "drafted": 120, "tree_nodes": 0}
+    row = {**totals, "param.gamma": 4, "param.beam_width": 4, "param.threshold": 0.5}
+    table2 = _counts(row)  # Table 2 and the sweeps
+    claims = Counts.of(totals, method_params(row))  # the claims report, from the same cell's settings
+    bench = Counts.of(totals, {"gamma": 4, "beam_width": 4})  # a bench row's params
+    assert table2 == claims == bench and table2.draft_rows == 4.0

@@ -33,10 +33,6 @@ from mtad.metrics.cost_model import (
 AGREEMENT = 0.10  # |modelled / measured − 1| at most this, for every method on every path modelled
 
 
-def _beam_width(row: dict) -> int | None:
-    return (row.get("params") or {}).get("beam_width")
-
-
 def generation_costs(row: dict) -> list[tuple[int, int, GenerationCost]]:
     """(repetition, prompt, cost) of each timed generation a bench row recorded."""
     return [
@@ -45,7 +41,7 @@ def generation_costs(row: dict) -> list[tuple[int, int, GenerationCost]]:
             g["prompt"],
             GenerationCost(
                 row["method"],
-                Counts.of(g, _beam_width(row)),
+                Counts.of(g, row.get("params")),
                 g["seconds"],
                 g["prefill_seconds"],
                 g["target_seconds"],
@@ -111,11 +107,11 @@ def modelled_rows(payload: dict, accelerator: str = DEFAULT_ACCELERATOR) -> list
             continue
         speeds = held_out_speeds(rows) or {}
         isolated = isolated_profile(payload, path)
-        baseline = Counts.of(base["counts"])
+        baseline = Counts.of(base["counts"], base.get("params"))
         for r in rows:
             if r["method"] == "sampling" or not r.get("counts"):
                 continue
-            counts = Counts.of(r["counts"], _beam_width(r))
+            counts = Counts.of(r["counts"], r.get("params"))
             measured = r.get("speedup_vs_sampling")
             # the ratio repetition by repetition (beside sampling in the same minute): its spread is the
             # measurement's resolution

@@ -29,6 +29,7 @@ parameter counts (``PAIR_SIZES``).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -219,9 +220,13 @@ class Counts:
     generations: int = 0
 
     @classmethod
-    def of(cls, totals: dict, beam_width: int | None = None) -> "Counts":
-        """From totals with the decode statistics' names (a metrics.json, a bench row's counts)."""
+    def of(cls, totals: dict, params: Mapping | None = None) -> "Counts":
+        """From totals with the decode statistics' names (a metrics.json, a bench row's counts) and
+        the method's settings (`params`: a beam method's draft step reads `beam_width` rows; every
+        report passes them, so one cell gives one set of counts wherever it is modelled)."""
         draft_calls, nodes = int(totals.get("draft_calls") or 0), int(totals.get("tree_nodes") or 0)
+        beam_width = (params or {}).get("beam_width")
+        beam_width = None if beam_width is None or beam_width != beam_width else int(beam_width)  # NaN: none
         rows = nodes / draft_calls if nodes and draft_calls else float(beam_width or 1)
         return cls(
             int(totals["new_tokens"]),

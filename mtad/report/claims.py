@@ -47,6 +47,7 @@ from mtad.paper import APPROXIMATORS, NO_BOUND, VERSIONS, PaperClaim, claims_of,
 from mtad.records import read_json, write_if_changed
 from mtad.report.cells import load_cells
 from mtad.report.examples import example_frame, paired
+from mtad.report.tables import method_params
 from mtad.report.values import in_order, is_missing, present
 from mtad.runner.layout import REFERENCE_ROOT, theory_path
 from mtad.stats import intervals as iv
@@ -222,7 +223,7 @@ def quality_claims(frame, cells, tasks, settings, source) -> list[Claim]:
     return claims
 
 
-def speed_claims(frame, tasks, settings, source, timing) -> list[Claim]:
+def speed_claims(frame, tasks, settings, source, timing, params: dict | None = None) -> list[Claim]:
     """Tokens/s of the method over its baseline's (over the fastest baseline's, chosen inside every
     resample, when the paper compares with several), the block-efficiency ratio beside."""
     claims = []
@@ -244,14 +245,14 @@ def speed_claims(frame, tasks, settings, source, timing) -> list[Claim]:
                     settings, iv.rate_over_best, _columns(wide, methods, ["new_tokens", "target_calls"])
                 )
                 claim.beside["timing"] = timing
-                modelled = _modelled_ratio(wide, methods, frame["pair"].iloc[0])
+                modelled = _modelled_ratio(wide, methods, frame["pair"].iloc[0], params or {})
                 if modelled is not None:
                     claim.beside["modelled"] = modelled
             claims.append(claim.finish())
     return claims
 
 
-def _modelled_ratio(wide: pd.DataFrame, methods: list[str], pair: str) -> dict | None:
+def _modelled_ratio(wide: pd.DataFrame, methods: list[str], pair: str, params: dict) -> dict | None:
     """The speed ratio the paired prompts' counts give on a memory-bound accelerator (the method over
     its fastest baseline there; ``mtad.metrics.cost_model``): modelled, never a verdict."""
     if pair not in PAIR_SIZES:
@@ -259,7 +260,7 @@ def _modelled_ratio(wide: pd.DataFrame, methods: list[str], pair: str) -> dict |
     profile = accelerator_profile(pair, DEFAULT_ACCELERATOR)
 
     def rate(method: str) -> float:
-        counts = Counts.of({c: int(wide[f"{method}.{c}"].sum()) for c in COUNT_FIELDS})
+        counts = Counts.of({c: int(wide[f"{method}.{c}"].sum()) for c in COUNT_FIELDS}, params.get(method))
         return modelled_tokens_per_s(counts, profile)
 
     ratio = rate(methods[0]) / max(rate(m) for m in methods[1:])
@@ -448,7 +449,8 @@ def build_report(results_root, experiment: str, pair: str, settings: ReportSetti
         evidence_root = Path(results_root) / settings.zero_score_evidence
         for task in (t for t in evidence_tasks if t not in found):
             claims += quality_not_run(task, settings.zero_score_evidence, evidence_root)
-    claims += speed_claims(frame, tasks, settings, experiment, timing)
+    params = {row["method"]: method_params(row) for row in cells.to_dict("records")}  # one cell per method here
+    claims += speed_claims(frame, tasks, settings, experiment, timing, params)
     claims += energy_claims(frame, cells, tasks, settings, experiment)
     detail = read_json(theory_path(results_root, experiment)) if theory else {}
     if detail:

@@ -107,14 +107,15 @@ def add_speedups(cells: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
+def method_params(row: dict) -> dict:
+    """A cell row's method settings (its `param.<name>` columns) as a dict."""
+    return {k.removeprefix("param."): v for k, v in row.items() if k.startswith("param.")}
+
+
 def _counts(row: dict) -> Counts | None:
     if any(pd.isna(row.get(c)) for c in ("new_tokens", "target_calls")) or not row.get("target_calls"):
         return None
-    beam = row.get("param.beam_width")
-    return Counts.of(
-        {c: 0 if pd.isna(row.get(c)) else row.get(c) for c in COUNT_FIELDS},
-        None if beam is None or pd.isna(beam) else int(beam),
-    )
+    return Counts.of({c: 0 if pd.isna(row.get(c)) else row.get(c) for c in COUNT_FIELDS}, method_params(row))
 
 
 def add_modelled_speedups(cells: pd.DataFrame, accelerator: str = DEFAULT_ACCELERATOR) -> pd.DataFrame:
