@@ -7,8 +7,9 @@ import random
 import pytest
 
 from mtad.distill import requests as R
-from mtad.distill.sources import Item, held_out
-from mtad.tasks.prompts import TOPICS, _is_held_out
+from mtad.distill.sources import Item
+from mtad.split import held_out
+from mtad.tasks.prompts import TOPICS
 
 EXPECTED_KINDS = (
     "open_question",
@@ -67,7 +68,7 @@ def test_requests_are_items_of_their_kind(training_requests):
 
 
 def test_no_training_request_mentions_a_held_out_topic(training_requests):
-    held_topics = [t.lower() for t in TOPICS if _is_held_out(t)]
+    held_topics = [t.lower() for t in TOPICS if held_out(t)]
     assert held_topics
     for request in training_requests:
         text = R.conversation_text(request).lower()
@@ -157,3 +158,13 @@ def test_kinds_still_draw_when_a_source_is_missing(monkeypatch):
         for held in (False, True):
             for _ in range(20):
                 assert R.draw_request(kind, rng, held).user
+
+
+def test_no_evaluation_prompt_of_the_chat_task_is_drawable_for_training(training_requests):
+    """The chat task's evaluation prompts and every training request come from opposite sides of
+    one split (`mtad.split`): none of the task's prompts is among the requests drawn for training."""
+    from mtad.tasks.prompts import make_prompts
+
+    evaluation = set(make_prompts(256, seed=0, held_out=True))
+    assert len(evaluation) > 100
+    assert not evaluation & {r.user for r in training_requests}

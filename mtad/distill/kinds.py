@@ -6,7 +6,7 @@
   follow-ups, ...); where a kind has both (code, SQL), half its items come from each;
 - `UNSEEN_KINDS` are never trained on: measured beside the trained kinds, they show how the
   draft does on requests of a kind it never saw.
-Held-out subjects of every kind come from the same 1-in-5 split by subject (`sources.held_out`).
+Held-out subjects of every kind come from the same 1-in-5 split by subject (`mtad.split.held_out`).
 """
 
 from __future__ import annotations

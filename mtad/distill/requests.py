@@ -42,7 +42,7 @@ Where the text comes from (each source is optional: a missing one only shrinks i
   the chat task's topics (`mtad.tasks.prompts.TOPICS`), and a short list of occupations.
 
 No evaluation set is read (MT-Bench, HumanEval, Spider, CNN/DailyMail, Spec-Bench). Subjects are split
-1-in-5 by `sources.held_out` on a stable key (`draw_with_key` returns it): a passage's first 80
+1-in-5 by `mtad.split.held_out` on a stable key (`draw_with_key` returns it): a passage's first 80
 characters (every paragraph is on the side of its own first 80 characters, and a passage or sentence
 on its first paragraph's), a function's or a table's name, a subject's name (for a library function,
 the concept or summary its docstring gives), a catalogue message's English text. ``held=False`` draws
@@ -69,14 +69,14 @@ from functools import lru_cache
 from pathlib import Path
 from typing import NamedTuple
 
-from ..tasks.prompts import NAMES, SQL_QUESTIONS, TOPICS, _is_held_out
+from ..split import held_out
+from ..tasks.prompts import NAMES, SQL_QUESTIONS, TOPICS
 from .sources import (
     MORE_SQL_QUESTIONS,
     SCHEMAS,
     Item,
     _is_prose,
     code_request,
-    held_out,
     schema_text,
     sql_request,
     stdlib_functions,
@@ -109,7 +109,7 @@ def _topic_forms(topic: str) -> set[str]:
     return {topic.lower(), bare.lower(), singular.lower()}
 
 
-HELD_OUT_TOPICS = tuple(t for t in TOPICS if _is_held_out(t))
+HELD_OUT_TOPICS = tuple(t for t in TOPICS if held_out(t))
 _HELD_TOPIC_FORMS = tuple(sorted({f for t in HELD_OUT_TOPICS for f in _topic_forms(t)}))
 
 

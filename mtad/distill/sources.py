@@ -21,7 +21,6 @@ schemas, functions), so held-out measurement never sees a training subject.
 from __future__ import annotations
 
 import ast
-import hashlib
 import json
 import random
 import sysconfig
@@ -30,6 +29,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from ..split import held_out
 from ..tasks.prompts import SQL_QUESTIONS, SQL_TABLES, make_prompt
 
 FAMILIES = ("chat", "summary", "sql", "code")
@@ -40,11 +40,6 @@ class Item:
     family: str
     user: str  # the user's message, in the task's wording
     answer: str | None = None  # real text to score teacher-forced; None = a model answers
-
-
-def held_out(key: str) -> bool:
-    """Deterministic 1-in-5 split by subject."""
-    return int(hashlib.sha1(key.encode()).hexdigest(), 16) % 5 == 0
 
 
 # ----------------------------------------------------------------------------- prose (summary)

@@ -10,10 +10,11 @@ the bench) share no subject with the training text (`mtad.distill.sources`).
 
 from __future__ import annotations
 
-import hashlib
 import random
 
 import torch
+
+from mtad import split
 
 TOPICS = [
     "volcanoes",
@@ -200,17 +201,12 @@ SQL_QUESTIONS = [
 ]
 
 
-def _is_held_out(topic: str) -> bool:
-    """Deterministic 1-in-5 split of topics/tasks into the held-out set."""
-    return int(hashlib.sha1(topic.encode()).hexdigest(), 16) % 5 == 0
-
-
 def _split(items: list[str], held_out: bool) -> list[str]:
-    return [t for t in items if _is_held_out(t) == held_out]
+    return [t for t in items if split.held_out(t) == held_out]
 
 
 def _sql_prompt(rng: random.Random, held_out: bool = False) -> str:
-    tables = [t for t in SQL_TABLES if _is_held_out(t[0]) == held_out] or SQL_TABLES
+    tables = [t for t in SQL_TABLES if split.held_out(t[0]) == held_out] or SQL_TABLES
     table, cols = rng.choice(tables)
     c1, c2 = rng.sample(cols[1:], 2)
     question = rng.choice(SQL_QUESTIONS).format(c1=c1, c2=c2)
