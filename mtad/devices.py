@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import resource
+from contextlib import contextmanager
 
 
 def model_devices(*models) -> list:
@@ -52,3 +53,18 @@ def peak_memory(devices) -> dict:
         return {"peak_memory_mb": peak / 2**20, "peak_memory_kind": "cuda max_memory_allocated, summed over GPUs"}
     rss_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
     return {"peak_memory_mb": rss_kb / 1024, "peak_memory_kind": "process peak RSS (CPU)"}
+
+
+@contextmanager
+def torch_threads(n: int | None):
+    """torch's intra-op thread count set to `n` for the block (None or 0: left as it is), restored
+    after: the one place a benchmark or a run sets it."""
+    import torch
+
+    before = torch.get_num_threads()
+    if n:
+        torch.set_num_threads(int(n))
+    try:
+        yield torch.get_num_threads()
+    finally:
+        torch.set_num_threads(before)

@@ -16,11 +16,10 @@ import argparse
 import json
 from pathlib import Path
 
-import torch
-
 from mtad.bench import measure_pair, rendered, write_report
 from mtad.bench.measure import CURVE_DTYPES, SAMPLING_TARGETS
 from mtad.decoding import SpSParams
+from mtad.devices import torch_threads
 
 
 def main() -> None:
@@ -85,8 +84,6 @@ def main() -> None:
     ap.add_argument("--out", default="results/bench")
     ap.add_argument("--note", action="append", default=[], help="a line for the Notes section")
     args = ap.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
     if args.render:
         write_report(Path(args.out), rendered(json.loads(Path(args.render).read_text())))
         print((Path(args.out) / "bench.md").read_text())
@@ -94,7 +91,8 @@ def main() -> None:
     if args.q4_tv:
         from mtad.bench.target_distance import q4_tv, write_q4_tv
 
-        print(write_q4_tv(q4_tv(args.pair, args.q4_tv, args.max_new_tokens), args.out))
+        with torch_threads(args.threads):
+            print(write_q4_tv(q4_tv(args.pair, args.q4_tv, args.max_new_tokens), args.out))
         return
     payload = measure_pair(
         args.pair,

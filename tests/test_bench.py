@@ -377,3 +377,16 @@ def test_a_forward_cost_row_that_contradicts_itself_is_named():
         "2 tokens 90.3 ms < 1 tokens 1013.1 ms",
         "5 tokens 69.5 ms < 2 tokens 90.3 ms",
     ]
+
+
+def test_the_thread_setter_applies_and_restores():
+    import torch
+
+    from mtad.devices import torch_threads
+
+    before = torch.get_num_threads()
+    with torch_threads(1) as n:
+        assert n == 1 == torch.get_num_threads()
+    assert torch.get_num_threads() == before
+    with torch_threads(0) as n:  # 0 / None: left as it is
+        assert n == before

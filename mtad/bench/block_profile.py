@@ -22,6 +22,7 @@ import torch
 from mtad.decoding import get_decoder
 from mtad.decoding.kv import model_device, sync
 from mtad.decoding.phases import PHASES, profiling
+from mtad.devices import torch_threads
 
 FORWARDS = ("target", "draft")
 HOST = (*PHASES, "python")
@@ -106,10 +107,8 @@ def profile_methods(
     """Every method (name -> settings) on every prompt group and thread count; the methods
     alternate on each prompt so that a drifting machine charges them alike."""
     rows = []
-    before = torch.get_num_threads()
-    try:
-        for n in threads:
-            torch.set_num_threads(n)
+    for n in threads:
+        with torch_threads(n):
             decoders = {
                 m: get_decoder(m, target=target, draft=draft, decode_path=decode_path, **p) for m, p in methods.items()
             }
@@ -128,8 +127,6 @@ def profile_methods(
                         f"profile {m} {group} x{n}: {r['ms_per_block']['total']:.1f} ms/block, "
                         f"host {100 * r['host_share']:.1f}%, {r['block_efficiency']:.2f} tokens/block"
                     )
-    finally:
-        torch.set_num_threads(before)
     return rows
 
 

@@ -29,6 +29,7 @@ from mtad.decoding import (
 from mtad.decoding.capabilities import reads_target_features
 from mtad.decoding.kv import model_device, sync
 from mtad.decoding.static_kv import resolve_decode_path
+from mtad.devices import torch_threads
 from mtad.metrics.speed import aggregate_speed
 from mtad.models import load_pair
 from mtad.models.pairs import QUANTIZED_DTYPES, auto_dtype, cpu_flags, load_target_and_tokenizer
@@ -397,58 +398,62 @@ def measure_pair(
     of `sampling_targets` other than the pair's own, the verification-cost curve over `curve_dtypes`
     ('()': none) at 1 thread and the current count, llama.cpp on the pair's GGUF (`llama_cpp`), the
     calibration, the predicted speed-ups and the wall time. `threads` is the thread count asked for
-    (0: torch's default), recorded in the setup; `target_dtype`, `draft_dtype` override the pair's."""
-    started = time.perf_counter()
-    overrides = {k: v for k, v in (("target_dtype", target_dtype), ("draft_dtype", draft_dtype)) if v}
-    pair = load_pair(pair_name, **overrides)
-    prompt_ids = [chat_ids(pair.tokenizer, text) for text in make_prompts(prompts, seed=7, held_out=True)]
-    own = dtype_name(pair.target)
-    sampling_targets = tuple(d for d in sampling_targets if d != own)
-    configs = default_configs(
-        gamma,
-        compiled=compiled,
-        assisted=not reads_target_features(pair.draft),
-        target_dtypes=sampling_targets,
-        pair_dtype=own,
-    )
-    if only:
-        configs = [c for c in configs if any(s in c.label for s in only.split(","))]
-    targets = other_targets(pair, {*curve_dtypes, *(c.target_dtype for c in configs if c.target_dtype)})
-    warm = warm_up(configs, pair.target, pair.draft, prompt_ids, 8, max_new_tokens, log=log, targets=targets)
-    results = measure_all(configs, pair.target, pair.draft, prompt_ids, max_new_tokens, reps, log=log, targets=targets)
-    rows = summarise(configs, results)
-    llama = llama_cpp_on_pair(pair, prompt_ids, max_new_tokens, reps, skip=not llama_cpp, only=only)
-    curve = None
-    if curve_dtypes:
-        curve = verification_curve(
-            pair.target,
-            pair.draft,
-            curve_dtypes,
-            threads=tuple(sorted({1, torch.get_num_threads()})),
-            reps=curve_reps,
-            log=log,
-            targets=tuple(targets.values()),
+    (0: torch's default), applied for the whole run (`devices.torch_threads`) and recorded in the
+    setup; `target_dtype`, `draft_dtype` override the pair's."""
+    with torch_threads(threads):
+        started = time.perf_counter()
+        overrides = {k: v for k, v in (("target_dtype", target_dtype), ("draft_dtype", draft_dtype)) if v}
+        pair = load_pair(pair_name, **overrides)
+        prompt_ids = [chat_ids(pair.tokenizer, text) for text in make_prompts(prompts, seed=7, held_out=True)]
+        own = dtype_name(pair.target)
+        sampling_targets = tuple(d for d in sampling_targets if d != own)
+        configs = default_configs(
+            gamma,
+            compiled=compiled,
+            assisted=not reads_target_features(pair.draft),
+            target_dtypes=sampling_targets,
+            pair_dtype=own,
         )
-    payload = {
-        "setup": {
-            "pair": pair_name,
-            "prompts": len(prompt_ids),
-            "max_new_tokens": max_new_tokens,
-            "reps": reps,
-            "gamma": gamma,
-            "threads": threads,
-            "default_path": resolve_decode_path(pair.decode_path, pair.target),
-        },
-        "environment": environment(pair.target, pair.draft),
-        "rows": rows,
-        "warm_up": warm,
-        "curve": curve,
-        "llama_cpp": llama,
-        "notes": list(notes or []),
-    }
-    payload["calibration"] = calibration(curve, gamma) if curve else None
-    if payload["calibration"]:
-        log(f"calibration picked: {payload['calibration']}")
-    payload["predicted"] = predictions(payload, gamma, own)
-    payload["wall_s"] = time.perf_counter() - started
-    return payload
+        if only:
+            configs = [c for c in configs if any(s in c.label for s in only.split(","))]
+        targets = other_targets(pair, {*curve_dtypes, *(c.target_dtype for c in configs if c.target_dtype)})
+        warm = warm_up(configs, pair.target, pair.draft, prompt_ids, 8, max_new_tokens, log=log, targets=targets)
+        results = measure_all(
+            configs, pair.target, pair.draft, prompt_ids, max_new_tokens, reps, log=log, targets=targets
+        )
+        rows = summarise(configs, results)
+        llama = llama_cpp_on_pair(pair, prompt_ids, max_new_tokens, reps, skip=not llama_cpp, only=only)
+        curve = None
+        if curve_dtypes:
+            curve = verification_curve(
+                pair.target,
+                pair.draft,
+                curve_dtypes,
+                threads=tuple(sorted({1, torch.get_num_threads()})),
+                reps=curve_reps,
+                log=log,
+                targets=tuple(targets.values()),
+            )
+        payload = {
+            "setup": {
+                "pair": pair_name,
+                "prompts": len(prompt_ids),
+                "max_new_tokens": max_new_tokens,
+                "reps": reps,
+                "gamma": gamma,
+                "threads": threads,
+                "default_path": resolve_decode_path(pair.decode_path, pair.target),
+            },
+            "environment": environment(pair.target, pair.draft),
+            "rows": rows,
+            "warm_up": warm,
+            "curve": curve,
+            "llama_cpp": llama,
+            "notes": list(notes or []),
+        }
+        payload["calibration"] = calibration(curve, gamma) if curve else None
+        if payload["calibration"]:
+            log(f"calibration picked: {payload['calibration']}")
+        payload["predicted"] = predictions(payload, gamma, own)
+        payload["wall_s"] = time.perf_counter() - started
+        return payload
