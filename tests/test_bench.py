@@ -390,3 +390,26 @@ def test_the_thread_setter_applies_and_restores():
     assert torch.get_num_threads() == before
     with torch_threads(0) as n:  # 0 / None: left as it is
         assert n == before
+
+
+def test_each_drafting_method_has_an_adaptive_row_beside_its_fixed_self(tmp_path):
+    configs = {c.label: c for c in default_configs(4, assisted=False)}
+    for method in ("sps", "spectr", "specinfer", "mtad", "mmtad"):
+        adaptive = configs[f"{method} adaptive fast"]
+        assert adaptive.variant == "adaptive" and adaptive.params.stop_below > 0
+        assert configs[f"{method} fast"].params.stop_below == 0
+    chosen = [configs["sps fast"], configs["sps adaptive fast"]]
+    fast, adaptive = (
+        [Measure(tokens=40, seconds=s, target_seconds=s / 2, target_calls=25, drafted=d, draft_calls=d)]
+        for s, d in ((2.0, 100), (1.6, 50))
+    )
+    rows = summarise(chosen, {"sps fast": fast, "sps adaptive fast": adaptive})
+    by_label = {r["label"]: r for r in rows}
+    assert (
+        by_label["sps adaptive fast"]["vs_fixed"] == pytest.approx(1.25)
+        and "vs_eager" not in by_label["sps adaptive fast"]
+    )
+    payload = synthetic_payload()
+    payload["rows"] += [r for r in rows if r["variant"] == "adaptive"]
+    text = report(tmp_path, payload)
+    assert "Adaptive drafting" in text and "| sps | 0.3 |" in text and "| 1.25 |" in text

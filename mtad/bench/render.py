@@ -53,6 +53,39 @@ def _products_lines(curve: dict) -> list[str]:
     return lines
 
 
+def _adaptive_lines(payload: dict) -> list[str]:
+    """Each method with adaptive drafting beside its fixed self on the fast path (absent from a run
+    made before the rows existed)."""
+    rows = {r["label"]: r for r in payload["rows"]}
+    adaptive = [r for r in payload["rows"] if r.get("variant") == "adaptive"]
+    if not adaptive:
+        return []
+    lines = [
+        "",
+        "Adaptive drafting (`stop_below`: drafting ends where the draft is unsure; `mtad/decoding/README.md`), "
+        "fast path, beside the same method drafting its fixed γ or tree:",
+        "",
+        "| method | stop_below | tok/s | vs fixed | vs sampling | block eff. (fixed) | drafted per block (fixed) "
+        "| tree nodes per block (fixed) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in adaptive:
+        fixed = rows.get(f"{r['method']} fast") or {}
+
+        def per_block(row: dict, key: str) -> str:
+            counts = row.get("counts") or {}
+            return _fmt(counts[key] / counts["target_calls"] if counts.get("target_calls") else None, "{:.2f}")
+
+        lines.append(
+            f"| {r['method']} | {r['params'].get('stop_below')} | {r['tokens_per_s']:.2f} | "
+            f"{_fmt(r.get('vs_fixed'))} | "
+            f"{_fmt(r.get('speedup_vs_sampling'))} | {_fmt(r.get('block_efficiency'))} "
+            f"({_fmt(fixed.get('block_efficiency'))}) | {per_block(r, 'drafted')} ({per_block(fixed, 'drafted')}) | "
+            f"{per_block(r, 'tree_nodes')} ({per_block(fixed, 'tree_nodes')}) |"
+        )
+    return lines
+
+
 def _llama_cpp_line(payload: dict) -> str:
     llama = payload.get("llama_cpp")
     why = llama_cpp_unmeasured(llama)
@@ -190,6 +223,7 @@ def write_report(out_dir: Path, payload: dict) -> None:
             f"{_fmt(100 * f['draft_frac'] if f['draft_frac'] else None, '{:.0f}')} | "
             f"{_fmt(100 * f['other_frac'], '{:.1f}')} |"
         )
+    lines += _adaptive_lines(payload)
     lines += [
         "",
         "References and compiled paths (compile time measured on the warm-up call, excluded from tokens/s):",
