@@ -111,6 +111,7 @@ class HeadCachedModel(StaticCachedModel):
             position_ids[None].to(self.device),
             torch.arange(start, start + n, device=self.device),
             mask,
+            kv_len=start + n,
         )  # [n, H]: predicted f
         kv.length = start + n
         rows = hidden[-keep_last:] if keep_last else hidden

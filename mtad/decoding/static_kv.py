@@ -141,6 +141,7 @@ def llama_body(
     slots: torch.Tensor,
     allowed: torch.Tensor | None,
     depths: tuple[int, ...] | None = None,
+    kv_len: int | None = None,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Decoder layers and final norm over new positions, writing their K/V at `slots`.
 
@@ -151,7 +152,7 @@ def llama_body(
     and, with `depths` (`hidden_states` indices, as `CachedModel` keeps them), those depths side by
     side [n, D*H]."""
     x = model.model.embed_tokens(input_ids)
-    return run_layers(model.model, x, keys, values, position_ids, slots, allowed, depths)
+    return run_layers(model.model, x, keys, values, position_ids, slots, allowed, depths, kv_len)
 
 
 def run_layers(
@@ -163,11 +164,14 @@ def run_layers(
     slots: torch.Tensor,
     allowed: torch.Tensor | None,
     depths: tuple[int, ...] | None = None,
+    kv_len: int | None = None,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """`llama_body` from the layer inputs x [1, n, H] on: body.layers, body.rotary_emb, body.norm.
     `depths`: also the inputs of those layers (index d: after layer d-1; the layer count or -1:
-    after the final norm), concatenated [n, D*H]."""
-    kv_len = allowed.shape[-1] if allowed is not None else int(slots[-1]) + 1
+    after the final norm), concatenated [n, D*H]. `kv_len`: the slots attended to, when the caller
+    knows it (else read from the mask or the last slot: a device read on a GPU)."""
+    if kv_len is None:
+        kv_len = allowed.shape[-1] if allowed is not None else int(slots[-1]) + 1
     cos, sin = body.rotary_emb(x, position_ids)  # [1, n, D]
     last = len(body.layers)
     captured = {}
@@ -185,9 +189,10 @@ def run_layers(
     return hidden, torch.cat([hidden if d in (-1, last) else captured[d] for d in depths], dim=-1)
 
 
-def head_logits(model: PreTrainedModel, hidden: torch.Tensor) -> torch.Tensor:
-    """LM head on the given rows only: [r, H] -> [r, V] (a restricted draft head stays restricted)."""
-    if isinstance(model, RestrictedHead):
+def head_logits(model: PreTrainedModel, hidden: torch.Tensor, restricted: bool | None = None) -> torch.Tensor:
+    """LM head on the given rows only: [r, H] -> [r, V] (a restricted draft head stays restricted;
+    `restricted`: whether it is one, when the caller decided it once)."""
+    if isinstance(model, RestrictedHead) if restricted is None else restricted:
         return model.expand_logits(model.head_logits(hidden))
     return model.lm_head(hidden)
 
@@ -259,6 +264,7 @@ class StaticCachedModel(CachedModel):
         super().__init__(model, out_device, features)
         capacity = max(CAPACITY_STEP, -(-(min_capacity + BUCKETS[-1]) // CAPACITY_STEP) * CAPACITY_STEP)
         self.cache = StaticKV(model, capacity)
+        self.restricted = isinstance(model, RestrictedHead)  # a Protocol check costs microseconds: once
         self.compiled = compiled_body(model, self.feature_depths) if compiled else None
         if self.compiled is not None and self.compiled.cuda:
             for buf in (self.cache.keys, self.cache.values, *sum(self.cache.layer_views(), [])):
@@ -289,6 +295,7 @@ class StaticCachedModel(CachedModel):
                 torch.arange(start, start + n, device=device),
                 mask,
                 self.feature_depths,
+                kv_len=start + n,
             )
         else:  # compiled: fixed shapes; pad rows write scratch slots past the fill pointer
             full = padded(chain_mask(start, n) if allowed is None else allowed, width, kv.capacity)
@@ -306,7 +313,7 @@ class StaticCachedModel(CachedModel):
             out = tuple(t[:n] for t in out) if isinstance(out, tuple) else out[:n]
         kv.length = start + n
         hidden, kept = out if isinstance(out, tuple) else (out, None)
-        return head_logits(self.model, hidden[-keep_last:] if keep_last else hidden), kept
+        return head_logits(self.model, hidden[-keep_last:] if keep_last else hidden, self.restricted), kept
 
     def _select_tail(self, start: int, tail: torch.Tensor | None) -> None:
         self.cache.keep(start, tail)
