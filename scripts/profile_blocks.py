@@ -5,7 +5,7 @@ tokens) prompts -> profile.json and profile.md under --out (mtad/bench/block_pro
 Time it on a quiet machine: nothing else running.
 
     python scripts/profile_blocks.py [--pair smollm2_135m_head] [--prompts 3] [--max-new-tokens 40]
-    python scripts/profile_blocks.py --stop-below 0.3        # the methods with adaptive drafting on
+    python scripts/profile_blocks.py --adaptive     # the methods with adaptive drafting on (the bench's thresholds)
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 
 from mtad.bench.block_profile import profile_methods, render_profile
-from mtad.bench.measure import method_params
+from mtad.bench.measure import ADAPTIVE_STOP, method_params
 from mtad.models.pairs import load_pair
 from mtad.provenance import environment_record
 from mtad.tasks.cnndm import CnnDmTask
@@ -33,7 +33,9 @@ def main(argv=None) -> int:
     ap.add_argument("--prompts", type=int, default=3, help="prompts per length group")
     ap.add_argument("--max-new-tokens", type=int, default=40)
     ap.add_argument("--threads", default="1,2", help="comma-separated torch thread counts")
-    ap.add_argument("--stop-below", type=float, default=0.0, help="adaptive drafting's threshold (0 = fixed γ)")
+    ap.add_argument(
+        "--adaptive", action="store_true", help="adaptive drafting on, at the bench's thresholds (ADAPTIVE_STOP)"
+    )
     ap.add_argument("--out", default=str(ROOT / "results" / "bench"))
     args = ap.parse_args(argv)
     started = time.perf_counter()
@@ -45,8 +47,8 @@ def main(argv=None) -> int:
         "long": [torch.tensor([task.build_prompt(a, pair.tokenizer)]) for a in articles],
     }
     methods = {m: vars(p) for m, p in method_params(gamma=4).items()}
-    if args.stop_below:
-        methods = {m: p | ({"stop_below": args.stop_below} if "stop_below" in p else {}) for m, p in methods.items()}
+    if args.adaptive:
+        methods = {m: p | ({"stop_below": ADAPTIVE_STOP[m]} if m in ADAPTIVE_STOP else {}) for m, p in methods.items()}
     threads = tuple(int(n) for n in args.threads.split(","))
     rows = profile_methods(pair.target, pair.draft, prompts, methods, threads, args.max_new_tokens)
     env = environment_record([pair.target, pair.draft])
@@ -68,7 +70,7 @@ def main(argv=None) -> int:
     }
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    name = "profile" if not args.stop_below else f"profile_stop_below_{args.stop_below:g}"
+    name = "profile_adaptive" if args.adaptive else "profile"
     (out / f"{name}.json").write_text(json.dumps(payload, indent=1) + "\n")
     (out / f"{name}.md").write_text(render_profile(payload))
     print(f"wrote {out / name}.json and .md")

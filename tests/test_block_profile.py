@@ -1,6 +1,7 @@
 """`make profile`'s split of a block (mtad/bench/block_profile.py): the parts add up to the blocks'
 wall time, the prompts' forwards are not a block's, and every method, group and thread count gets a row."""
 
+import pytest
 import torch
 
 from mtad.bench.block_profile import COLUMNS, profile_generation, profile_methods, render_profile
@@ -34,3 +35,21 @@ def test_every_method_group_and_thread_count_gets_a_row():
     setup |= {"draft_dtype": "float32", "machine": "x", "wall_minutes": 0.1, "methods": methods}
     text = render_profile({"setup": setup, "rows": rows})
     assert text.count("| sps | 1 |") == 4  # both groups, in both tables and "host %" in text
+
+
+@pytest.mark.slow
+def test_the_profile_command_writes_its_tables(tmp_path):
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "scripts" / "profile_blocks.py"
+    args = ["--pair", "tiny_llama", "--prompts", "1", "--max-new-tokens", "6", "--threads", "1", "--out", str(tmp_path)]
+    for extra, name in (([], "profile"), (["--adaptive"], "profile_adaptive")):
+        proc = subprocess.run([sys.executable, str(script), *args, *extra], capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        payload = json.loads((tmp_path / f"{name}.json").read_text())
+        assert {r["method"] for r in payload["rows"]} == {"sampling", "sps", "spectr", "specinfer", "mtad", "mmtad"}
+        assert (payload["setup"]["methods"]["sps"]["stop_below"] > 0) == bool(extra)
+        assert "| sps | 1 | long |" in (tmp_path / f"{name}.md").read_text()
