@@ -70,3 +70,11 @@ def test_cells_recorded_before_a_later_setting_match_its_default_only():
     assert with_later_settings(recorded, {**current, "stop_rule": "block"}) != {**current, "stop_rule": "block"}
     sps = {"method": {"name": "sps", "gamma": 4}, "seed": 0, "stop_rule": "eos"}
     assert "beam_weighting" not in with_later_settings({"method": {"name": "sps", "gamma": 4}}, sps)["method"]
+
+
+def test_cells_recorded_before_adaptive_drafting_match_it_switched_off_only():
+    recorded = {"method": {"name": "sps", "gamma": 4}, "seed": 0, "stop_rule": "eos"}
+    current = {"method": {"name": "sps", "gamma": 4, "stop_below": 0.0}, "seed": 0, "stop_rule": "eos"}
+    assert with_later_settings(recorded, current) == current
+    adaptive = {**current, "method": {**current["method"], "stop_below": 0.3}}
+    assert with_later_settings(recorded, adaptive) != adaptive

@@ -104,6 +104,7 @@ def test_one_cell_writes_samples_metrics_env(tmp_path, data_args):
         "threshold": 0.5,
         "replacement": True,
         "beam_weighting": "proportional",
+        "stop_below": 0.0,
         "temperature": 1.0,
         "top_k": 10,
         "top_p": 0.9,

@@ -133,7 +133,11 @@ def cell_identity(cfg, cell: Cell, task_options: dict) -> dict:
 
 # Settings added after cells were first recorded, each with the value every earlier cell ran with:
 # a recorded identity without one of them ran at that value, and still matches it.
-LATER_SETTINGS = {("stop_rule",): "eos", ("method", "beam_weighting"): "proportional"}
+LATER_SETTINGS = {
+    ("stop_rule",): "eos",
+    ("method", "beam_weighting"): "proportional",
+    ("method", "stop_below"): 0.0,  # adaptive drafting off: the fixed γ every earlier cell drafted
+}
 
 
 def with_later_settings(recorded: dict, current: dict) -> dict:
