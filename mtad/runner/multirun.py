@@ -60,7 +60,6 @@ def first_bad_job(overrides: list[str]) -> str | None:
 
     from mtad.configs import compose
     from mtad.runner.cell import plan_cell
-    from mtad.runner.checks import SettingError
     from mtad.runner.layout import resolve_cell
 
     for job in jobs_to_check(overrides):
@@ -68,7 +67,7 @@ def first_bad_job(overrides: list[str]) -> str | None:
         HydraConfig.instance().set_config(cfg)  # so ${hydra:...} interpolations resolve
         try:
             plan_cell(cfg, resolve_cell(cfg, cfg.hydra))
-        except SettingError as exc:
+        except ValueError as exc:  # a SettingError, or a cell folder that holds another config
             return f"{' '.join(job)}: {exc}"
     return None
 
