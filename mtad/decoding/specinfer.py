@@ -34,7 +34,11 @@ class SpecInfer(Decoder):
             for node in frontier:
                 q = tree.q_node[node]
                 tokens = sample_children(q, width, p.replacement, self.generator)
-                sure = (q.prob_of(torch.tensor(tokens)) >= p.stop_below).tolist() if p.stop_below else None
+                sure = (
+                    (q.prob_of(torch.tensor(tokens, device=q.ids.device)) >= p.stop_below).tolist()
+                    if p.stop_below
+                    else None
+                )
                 for i, token in enumerate(tokens):
                     child = tree.add(token, node)
                     if sure is not None and not sure[i]:
