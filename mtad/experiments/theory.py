@@ -22,8 +22,9 @@ Exact MTJD here is the joint target distribution of γ-token blocks with tempera
 top-p applied to whole blocks (``mtad.decoding.mtjd_exact``); without truncation it is the law
 of token-by-token sampling, which is why V must be large enough for top-k to cut.
 
-C6: each lossless method's first two tokens against the enumerated target distribution, the
-chi-square test of ``tests/test_decoding_exact.py``, reported with its p-value.
+C6: each lossless method's first three tokens (at γ = 2 they include the bonus token) against the
+enumerated target distribution, the chi-square test of ``tests/test_decoding_exact.py``, reported
+with its p-value.
 
 ``run_theory`` computes all of it and ``write_theory`` stores it as
 ``<results_root>/<experiment>/theory.json`` (``runner.layout.theory_path``; with the environment
