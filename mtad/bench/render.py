@@ -53,6 +53,19 @@ def _products_lines(curve: dict) -> list[str]:
     return lines
 
 
+def _method_settings(rows: dict) -> str:
+    """The settings beyond γ that the methods ran with, read from their rows."""
+    params = {m: (rows.get(f"{m} fast") or {}).get("params") or {} for m in ("spectr", "specinfer", "mtad")}
+    parts = []
+    if "num_drafts" in params["spectr"]:
+        parts.append(f"SpecTr k = {params['spectr']['num_drafts']}")
+    if "k_config" in params["specinfer"]:
+        parts.append(f"SpecInfer tree {tuple(params['specinfer']['k_config'])}")
+    if "beam_width" in params["mtad"]:
+        parts.append(f"MTAD/MMTAD W = {params['mtad']['beam_width']}, τ = {params['mtad']['threshold']:g}")
+    return "".join(f", {p}" for p in parts)
+
+
 def _adaptive_lines(payload: dict) -> list[str]:
     """Each method with adaptive drafting beside its fixed self on the fast path (absent from a run
     made before the rows existed)."""
@@ -203,7 +216,7 @@ def write_report(out_dir: Path, payload: dict) -> None:
         "",
         f"Pair `{setup['pair']}`, {setup['prompts']} held-out prompts x {setup['max_new_tokens']} new tokens, "
         f"{setup['reps']} alternating repetitions (median), sampled (T {sampling.temperature:g}, "
-        f"top-k {sampling.top_k}, top-p {sampling.top_p:g}), γ = {setup['gamma']}. "
+        f"top-k {sampling.top_k}, top-p {sampling.top_p:g}), γ = {setup['gamma']}{_method_settings(rows)}. "
         f"Machine: {env['platform']}, {env['threads']} torch threads, device {env['device']} "
         f"(capability {env['cpu_capability']}, AMX {'yes' if env['amx'] else 'no'}), target {env['target_dtype']}, "
         f"draft {env['draft_dtype']}, torch {env['torch']}, transformers {env['transformers']}. "
