@@ -85,9 +85,9 @@ def method_params(gamma: int) -> dict[str, DecoderParams]:
 
 HF_REFERENCE_DTYPE = "float32"  # HF eager generate() on this target is the reference of goal (c)
 # adaptive drafting's threshold per method on the embedded pair (its `stop_below`), chosen from the
-# counts on 4 held-out chat prompts x 40 tokens: the draft calls and tree nodes it saves against the
-# block efficiency it loses (SpS 0.3: 1.95 drafted per block instead of 4 at the same block efficiency;
-# MTAD's joint-probability rule loses block efficiency quickly above 0.03)
+# draft calls and tree nodes it saves against the block efficiency it costs on held-out chat prompts
+# (MTAD's joint-probability rule costs block efficiency soon, hence its low value); the effect per
+# method is in results/bench/profile_adaptive.md (`make profile PROFILE_ARGS=--adaptive`)
 ADAPTIVE_STOP = {"sps": 0.3, "spectr": 0.2, "specinfer": 0.3, "mtad": 0.03, "mmtad": 0.03}
 
 
