@@ -152,7 +152,7 @@ def main() -> None:
     import hydra
     from hydra.errors import HydraException
 
-    from mtad.runner.multirun import first_bad_job, needs_hub, runs_several
+    from mtad.runner.multirun import first_bad_job, jobs_to_check, needs_hub, runs_several
 
     argv = sys.argv[1:]
     if "--help" in argv or "-h" in argv:
@@ -166,8 +166,10 @@ def main() -> None:
     if not any(a.split("=")[0] in INFO_FLAGS for a in argv):
         overrides = [a for a in argv if not a.startswith("-")]
         try:
-            settle_hub_access(quiet=not needs_hub(overrides))
-            problem = first_bad_job(overrides) if runs_several(argv, overrides) else None
+            jobs = jobs_to_check(overrides)  # the grid composed once, for the probe and the plan
+            first = configs.compose(jobs[0], hydra=True)
+            settle_hub_access(quiet=not needs_hub(first))
+            problem = first_bad_job(overrides, jobs) if runs_several(argv, first) else None
         except HydraException:  # overrides Hydra cannot compose: it says why in one line below
             problem = None
         if problem:

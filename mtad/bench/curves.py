@@ -191,7 +191,7 @@ def verification_curve(
                 for n_threads in counts:
                     torch.set_num_threads(n_threads)
                     row = {"model": "target", "dtype": dtype, "path": path, "threads": n_threads}
-                    for attempt in range(1 + REMEASURES):  # a row that contradicts itself is timed again
+                    for _ in range(1 + REMEASURES):  # a row that contradicts itself is timed again
                         ms = {w: forward_ms(model, path, w, context, reps) for w in _widths(dtype, widths)}
                         linear = _products_curve(products, product_widths, model.dtype, model_device(model), reps)
                         noise = contradictions(ms, linear)

@@ -66,6 +66,12 @@ def _method_settings(rows: dict) -> str:
     return "".join(f", {p}" for p in parts)
 
 
+def _per_block(row: dict, key: str) -> str:
+    """A bench row's count `key` per target call (per block)."""
+    counts = row.get("counts") or {}
+    return _fmt(counts[key] / counts["target_calls"] if counts.get("target_calls") else None, "{:.2f}")
+
+
 def _adaptive_lines(payload: dict) -> list[str]:
     """Each method with adaptive drafting beside its fixed self on the fast path (absent from a run
     made before the rows existed)."""
@@ -84,17 +90,12 @@ def _adaptive_lines(payload: dict) -> list[str]:
     ]
     for r in adaptive:
         fixed = rows.get(f"{r['method']} fast") or {}
-
-        def per_block(row: dict, key: str) -> str:
-            counts = row.get("counts") or {}
-            return _fmt(counts[key] / counts["target_calls"] if counts.get("target_calls") else None, "{:.2f}")
-
         lines.append(
             f"| {r['method']} | {r['params'].get('stop_below')} | {r['tokens_per_s']:.2f} | "
             f"{_fmt(r.get('vs_fixed'))} | "
             f"{_fmt(r.get('speedup_vs_sampling'))} | {_fmt(r.get('block_efficiency'))} "
-            f"({_fmt(fixed.get('block_efficiency'))}) | {per_block(r, 'drafted')} ({per_block(fixed, 'drafted')}) | "
-            f"{per_block(r, 'tree_nodes')} ({per_block(fixed, 'tree_nodes')}) |"
+            f"({_fmt(fixed.get('block_efficiency'))}) | {_per_block(r, 'drafted')} ({_per_block(fixed, 'drafted')}) | "
+            f"{_per_block(r, 'tree_nodes')} ({_per_block(fixed, 'tree_nodes')}) |"
         )
     return lines
 

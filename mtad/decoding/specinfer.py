@@ -13,7 +13,7 @@ from mtad.decoding.base import Decoder, Step
 from mtad.decoding.logits import sample
 from mtad.decoding.params import SpecInferParams
 from mtad.decoding.phases import phased
-from mtad.decoding.tree import DraftTree, sample_children, target_node_probs
+from mtad.decoding.tree import DraftTree, ends_branch, sample_children, target_node_probs
 
 
 class SpecInfer(Decoder):
@@ -34,14 +34,10 @@ class SpecInfer(Decoder):
             for node in frontier:
                 q = tree.q_node[node]
                 tokens = sample_children(q, width, p.replacement, self.generator)
-                sure = (
-                    (q.prob_of(torch.tensor(tokens, device=q.ids.device)) >= p.stop_below).tolist()
-                    if p.stop_below
-                    else None
-                )
-                for i, token in enumerate(tokens):
+                ends = ends_branch(q, torch.tensor(tokens, device=q.ids.device), p.stop_below)
+                for token, end in zip(tokens, ends):
                     child = tree.add(token, node)
-                    if sure is not None and not sure[i]:
+                    if end:
                         tree.leaves.add(child)
             frontier = [node for node in range(first, len(tree)) if node not in tree.leaves]
             if not frontier:

@@ -14,7 +14,7 @@ from mtad.decoding.base import Decoder, Step
 from mtad.decoding.logits import Dist, sample
 from mtad.decoding.params import SpecTrParams
 from mtad.decoding.phases import phased
-from mtad.decoding.tree import DraftTree, target_node_probs
+from mtad.decoding.tree import DraftTree, ends_branch, target_node_probs
 
 
 class SpecTr(Decoder):
@@ -39,7 +39,7 @@ class SpecTr(Decoder):
             first = len(tree)
             q = Dist.stack([tree.q_node[at[s]] for s in going])  # [drafts, k], rows i.i.d. per node
             tokens = sample(q, self.generator)  # [drafts]
-            low = (q.prob_of(tokens) < p.stop_below).tolist() if p.stop_below else [False] * len(going)
+            low = ends_branch(q, tokens, p.stop_below)
             children: dict[tuple[int, int], int] = {}
             for s, token, stops in zip(going, tokens.tolist(), low):
                 key = (at[s], token)

@@ -10,6 +10,7 @@ from mtad.decoding.kv import CachedModel
 from mtad.decoding.logits import Dist, sample
 from mtad.decoding.params import SpSParams
 from mtad.decoding.phases import phased
+from mtad.decoding.tree import ends_branch
 
 
 @phased("drafting")
@@ -27,7 +28,7 @@ def draft_chain(
         token = sample(q, decoder.generator)
         tokens.append(token)
         qs.append(q)
-        if i == gamma - 1 or (stop_below and float(q.prob_of(token)) < stop_below):
+        if i == gamma - 1 or ends_branch(q, token, stop_below)[0]:
             break
         logits = draft_lm.extend(token[None])[-1]
     return torch.stack(tokens), Dist.stack(qs)

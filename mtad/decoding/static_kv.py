@@ -189,10 +189,10 @@ def run_layers(
     return hidden, torch.cat([hidden if d in (-1, last) else captured[d] for d in depths], dim=-1)
 
 
-def head_logits(model: PreTrainedModel, hidden: torch.Tensor, restricted: bool | None = None) -> torch.Tensor:
-    """LM head on the given rows only: [r, H] -> [r, V] (a restricted draft head stays restricted;
-    `restricted`: whether it is one, when the caller decided it once)."""
-    if isinstance(model, RestrictedHead) if restricted is None else restricted:
+def head_logits(model: PreTrainedModel, hidden: torch.Tensor, restricted: bool) -> torch.Tensor:
+    """LM head on the given rows only: [r, H] -> [r, V] (a restricted draft head, `restricted`,
+    stays restricted)."""
+    if restricted:
         return model.expand_logits(model.head_logits(hidden))
     return model.lm_head(hidden)
 

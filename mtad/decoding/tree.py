@@ -51,6 +51,15 @@ class DraftTree:
             self.q_node[first + i] = q[i]
 
 
+def ends_branch(q: Dist, tokens: torch.Tensor, stop_below: float) -> list[bool]:
+    """Per drawn token [n] (from q), whether drafting stops after it: its draft probability q(x) is
+    below `stop_below` (adaptive drafting; 0 = never). The rule reads only q at the node the tokens
+    were drawn under, so the children of any node stay i.i.d. from q given their number."""
+    if not stop_below:
+        return [False] * tokens.numel()
+    return (q.prob_of(tokens) < stop_below).reshape(-1).tolist()
+
+
 def sample_children(q: Dist, count: int, replacement: bool, generator: torch.Generator | None) -> list[int]:
     """`count` children of a node drawn from q [k], i.i.d. or without replacement (as many as
     q's support allows)."""

@@ -225,9 +225,7 @@ class Counts:
         the method's settings (`params`: a beam method's draft step reads `beam_width` rows; every
         report passes them, so one cell gives one set of counts wherever it is modelled)."""
         draft_calls, nodes = int(totals.get("draft_calls") or 0), int(totals.get("tree_nodes") or 0)
-        beam_width = (params or {}).get("beam_width")
-        beam_width = None if beam_width is None or beam_width != beam_width else int(beam_width)  # NaN: none
-        rows = nodes / draft_calls if nodes and draft_calls else float(beam_width or 1)
+        rows = nodes / draft_calls if nodes and draft_calls else float((params or {}).get("beam_width") or 1)
         return cls(
             int(totals["new_tokens"]),
             int(totals["target_calls"]),

@@ -108,8 +108,8 @@ def add_speedups(cells: pd.DataFrame) -> pd.DataFrame:
 
 
 def method_params(row: dict) -> dict:
-    """A cell row's method settings (its `param.<name>` columns) as a dict."""
-    return {k.removeprefix("param."): v for k, v in row.items() if k.startswith("param.")}
+    """A cell row's method settings (its `param.<name>` columns that the cell has) as a dict."""
+    return {k.removeprefix("param."): v for k, v in row.items() if k.startswith("param.") and not is_missing(v)}
 
 
 def _counts(row: dict) -> Counts | None:

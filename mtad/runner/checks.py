@@ -76,11 +76,9 @@ def check_limit(value, setting: str = "limit") -> int | None:
     return value
 
 
-def command_line_task_keys(command_line: tuple[str, ...] | list[str]) -> list[tuple[str, ...]]:
-    """The task options set on the command line (``task.<key>[.<sub>]=value``, with or without +/~),
-    as key paths."""
-    keys = (o.lstrip("+~").partition("=")[0] for o in command_line)
-    return [tuple(k.split(".")[1:]) for k in keys if k.startswith("task.")]
+def override_keys(command_line: tuple[str, ...] | list[str]) -> list[str]:
+    """The keys a command line's overrides set (``key=value``, with or without +/~)."""
+    return [o.lstrip("+~").partition("=")[0] for o in command_line]
 
 
 def _with_given(options: dict, task: dict, path: tuple[str, ...]) -> None:
@@ -110,14 +108,14 @@ def task_settings(cfg, task_name: str, command_line: tuple[str, ...] | list[str]
 
     task = OmegaConf.to_container(cfg.task, resolve=True) or {}
     per_task = OmegaConf.to_container(cfg.per_task, resolve=True).get(task_name) or {}
-    given = command_line_task_keys(command_line)
+    keys = override_keys(command_line)
+    given = [tuple(k.split(".")[1:]) for k in keys if k.startswith("task.")]  # task option paths
     options = task | per_task
     for path in given:
         _with_given(options, task, path)
     from_per_task = "limit" in per_task and ("limit",) not in given
     limit = check_limit(options.pop("limit", None), f"per_task.{task_name}.limit" if from_per_task else "task.limit")
-    top_level = {o.lstrip("+~").partition("=")[0] for o in command_line}
-    if cfg.limit is not None or "limit" in top_level:  # limit=null on the command line: all examples
+    if cfg.limit is not None or "limit" in keys:  # limit=null on the command line: all examples
         limit = check_limit(cfg.limit, "limit")
     return options, limit
 

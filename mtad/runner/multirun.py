@@ -54,15 +54,16 @@ def all_jobs(overrides: list[str]) -> list[list[str]]:
     return [shared + list(combo) for combo in product(*swept.values())]
 
 
-def first_bad_job(overrides: list[str]) -> str | None:
-    """`<the job's overrides>: <why>` for the first checked job whose settings are refused, or None."""
+def first_bad_job(overrides: list[str], jobs: list[list[str]] | None = None) -> str | None:
+    """`<the job's overrides>: <why>` for the first checked job (`jobs_to_check`, unless given)
+    whose settings are refused, or None."""
     from hydra.core.hydra_config import HydraConfig
 
     from mtad.configs import compose
     from mtad.runner.cell import plan_cell
     from mtad.runner.layout import resolve_cell
 
-    for job in jobs_to_check(overrides):
+    for job in jobs if jobs is not None else jobs_to_check(overrides):
         cfg = compose(job, hydra=True)
         HydraConfig.instance().set_config(cfg)  # so ${hydra:...} interpolations resolve
         try:
@@ -72,21 +73,13 @@ def first_bad_job(overrides: list[str]) -> str | None:
     return None
 
 
-def runs_several(argv: list[str], overrides: list[str]) -> bool:
-    """Whether `mtad-run argv` is a multirun: asked with -m/--multirun, or set by the experiment."""
-    from mtad.configs import compose
-
-    if "-m" in argv or "--multirun" in argv:
-        return True
-    fixed = [o for o in overrides if "," not in o.partition("=")[2]]
-    return str(compose(fixed, hydra=True).hydra.mode) == "RunMode.MULTIRUN"
+def runs_several(argv: list[str], first_job) -> bool:
+    """Whether `mtad-run argv` is a multirun: asked with -m/--multirun, or set by the experiment
+    (`first_job`: the first job's config, composed with its `hydra` node)."""
+    return "-m" in argv or "--multirun" in argv or str(first_job.hydra.mode) == "RunMode.MULTIRUN"
 
 
-def needs_hub(overrides: list[str]) -> bool:
-    """Whether the pair of the first job loads anything from the Hugging Face hub."""
-    from omegaconf import OmegaConf
-
-    from mtad.configs import compose
-
-    pair = OmegaConf.to_container(compose(jobs_to_check(overrides)[0]).pair, resolve=True)
+def needs_hub(first_job) -> bool:
+    """Whether the pair of the first job (its composed config) loads anything from the Hugging Face hub."""
+    pair = first_job.pair
     return any(pair[part].get("source") == "hub" or pair[part].get("format") == "eagle" for part in ("target", "draft"))
