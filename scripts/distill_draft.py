@@ -241,7 +241,12 @@ def head_design(args, workdir: Path, head_file: Path, target, special_ids: list[
 
         cfg = HeadTrainConfig(workdir=str(workdir), lr=args.head_lr, steps=args.unroll)
         ids = choose_head_tokens(mass, cfg.head_size, special_ids)
-        value = design_ablation(cfg, target, corpus, heldout, args.ab_tokens, ids, max_minutes=args.max_minutes)
+        value = design_ablation(
+            cfg, target, corpus, heldout, args.ab_tokens, ids, max_minutes=args.max_minutes, save_dir=workdir / "design"
+        )
+        if value is None:
+            print(f"stopped before {args.ab_tokens} answer tokens per arm; the same command goes on from {workdir / 'design'}")
+            return 0
         env = environment_record([target])
         machine = f"{env['machine']}, {'/'.join(env['cpu_isa']) or 'no AVX2'}, {torch.get_num_threads()} thread(s)"
         key, value = "design_ablation", value | {"machine": machine, "environment": env}

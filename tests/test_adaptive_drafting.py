@@ -67,3 +67,28 @@ def test_the_setting_is_refused_outside_its_range():
     for bad in (-0.1, 1.0, "high"):
         with pytest.raises(ValueError, match="stop_below must be in"):
             get_decoder("sps", target=target, draft=target, stop_below=bad)
+
+
+def test_a_node_budget_grows_the_most_probable_branches_and_a_roomy_one_changes_nothing(pair):
+    """SpecInfer's node budget (EAGLE-2's dynamic tree): a budget the whole tree fits in gives the
+    fixed tree's tokens; a smaller one verifies at most that many nodes per block, fewer in all."""
+    k_config = TOKEN_PARAMS["specinfer"]["k_config"]
+    nodes, width = 0, 1
+    for k in k_config:
+        width *= k
+        nodes += width
+    for seed in range(3):
+        fixed, roomy = generate("specinfer", pair, seed), generate("specinfer", pair, seed, node_budget=nodes)
+        assert roomy.tokens == fixed.tokens and roomy.stats.tree_nodes == fixed.stats.tree_nodes
+    budget = k_config[0] + k_config[1]  # the root's children and one of them expanded
+    small = [generate("specinfer", pair, seed, node_budget=budget) for seed in range(3)]
+    fixed = [generate("specinfer", pair, seed) for seed in range(3)]
+    assert all(o.stats.tree_nodes <= budget * o.stats.target_calls for o in small)
+    assert sum(o.stats.tree_nodes for o in small) < sum(o.stats.tree_nodes for o in fixed)
+    assert all(len(o.tokens) == 24 for o in small)
+
+
+def test_a_node_budget_below_the_roots_children_is_refused():
+    target = BUILDERS["llama"](0, VOCAB)
+    with pytest.raises(ValueError, match="node_budget must be 0"):
+        get_decoder("specinfer", target=target, draft=target, k_config=(4, 2), node_budget=3)

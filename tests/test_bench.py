@@ -161,6 +161,17 @@ def test_calibration_picks_a_dense_dtype_and_names_a_faster_4_bit_target():
     line = _calibration_line(cal, "bfloat16")
     assert "q4_1_bf16, 2 threads, 19.0 ms is faster still" in line and "the calibration agrees" in line
     assert "differs" in _calibration_line(cal, "float32")
+    # the tree budget reads the chosen target's own curve: 5 tokens at 41/35 = 1.17x a step fit 1.3x
+    assert cal["node_budget"]["nodes"] == 4 and "`method.node_budget=4`" in line
+
+
+def test_the_node_budget_is_the_widest_verification_within_the_tolerance_less_its_fresh_token():
+    from mtad.bench.calibrate import node_budget
+
+    ms = {1: 10.0, 2: 11.0, 3: 12.0, 5: 12.9, 9: 13.1, 17: 20.0}
+    assert node_budget(ms) == 4  # 5 tokens at 1.29x; 9 at 1.31x is over
+    assert node_budget(ms, tolerance=2.0) == 16
+    assert node_budget({1: 10.0, 2: 14.0}) == 0  # not even one drafted node fits
 
 
 def test_a_row_counts_every_repetition_and_times_the_median_one():

@@ -194,6 +194,15 @@ ADAPTIVE_CASES = [
 ]
 
 
+# SpecInfer's node budget (EAGLE-2's dynamic tree) with the threshold: which nodes get children
+# depends on their draft path probability, so the budget must not bias the result either
+ADAPTIVE_CASES += [
+    (arch, path, kind, method, {**params, "node_budget": 6})
+    for arch, path, kind, method, params in ADAPTIVE_CASES
+    if method == "specinfer"
+]
+
+
 @pytest.mark.parametrize("arch,path,kind,method,params", ADAPTIVE_CASES, ids=lambda v: str(v))
 def test_lossless_with_adaptive_drafting(arch, path, kind, method, params):
     from mtad.decoding import get_decoder

@@ -7,6 +7,14 @@ implies (`measured_alpha`)."""
 from __future__ import annotations
 
 DENSE_DTYPES = ("float32", "bfloat16", "float16", "float64")  # a study's default target is one of these
+TREE_COST_TOLERANCE = 1.3  # what a tree's verification may cost over a one-token step
+
+
+def node_budget(ms: dict[int, float], tolerance: float = TREE_COST_TOLERANCE) -> int:
+    """The most draft-tree nodes one verification holds at most `tolerance` × a one-token step on a
+    verification-cost curve (ms by forward width): the widest measured forward within it, less the
+    fresh token every verification carries (0: no tree fits)."""
+    return max(w for w, t in ms.items() if t <= tolerance * ms[1]) - 1
 
 
 def calibration(curve: dict, gamma: int) -> dict:
@@ -14,7 +22,8 @@ def calibration(curve: dict, gamma: int) -> dict:
     the target, the cheapest (γ+1)-token verification (what speculative methods pay), among the
     dense dtypes: the candidates for a study's default target (the published weights, or their
     bf16 rounding). Where a 4-bit target is cheaper still, it is named under `fastest` (a
-    different target: the fastest way to decode, not a default)."""
+    different target: the fastest way to decode, not a default). `node_budget`: the tree
+    SpecInfer's `node_budget` setting should grow to on that target (`node_budget`)."""
     fast = [c for c in curve["curves"] if c["path"] == "fast"]
 
     def pick(model: str, width: int, dtypes=None) -> dict | None:
@@ -34,6 +43,10 @@ def calibration(curve: dict, gamma: int) -> dict:
         out[key] = dense or best
         if dense and best["ms"] < dense["ms"]:
             out[key] = {**dense, "fastest": best}
+    step = out["target_step"]
+    if step:  # SpecInfer's node budget (EAGLE-2's dynamic tree) on the chosen target's own curve
+        ms = next(c["ms"] for c in fast if (c["model"], c["dtype"], c["threads"]) == ("target", step["dtype"], step["threads"]))
+        out["node_budget"] = {"nodes": node_budget(ms), "tolerance": TREE_COST_TOLERANCE} | step
     return out
 
 

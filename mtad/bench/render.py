@@ -155,8 +155,15 @@ def _calibration_line(cal: dict, auto: str | None) -> str:
         f"{k.replace('_', ' ')} ({v['width']} tok): {one(v)}"
         + (f" ({one(v['fastest'])} is faster still, a different target)" if v.get("fastest") else "")
         for k, v in cal.items()
+        if k != "node_budget"
     )
     line = f"Calibration (fast path, cheapest per model and work among the dense dtypes): {picks}."
+    if cal.get("node_budget"):
+        budget = cal["node_budget"]
+        line += (
+            f" A draft tree of {budget['nodes']} nodes verifies for at most {budget['tolerance']}× that target's"
+            f" one-token step: SpecInfer's `method.node_budget={budget['nodes']}` on this machine."
+        )
     if auto:
         dense = {v["dtype"] for v in cal.values()}
         verdict = "agrees" if dense == {auto} else "differs: set the pair's dtypes explicitly to follow it"

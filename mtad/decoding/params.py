@@ -113,6 +113,9 @@ class SpecInferFields(DecoderParams):
     # 4 + 8 + 16 = 28 nodes; (4, 1, 1, 1) gives MMTAD's depth and node budget at γ = W = 4 (16 nodes)
     k_config: tuple[int, ...] = (4, 2, 2)  # children per node at each depth of the draft tree
     replacement: bool = True  # siblings drawn from q i.i.d. (true) or without replacement
+    # EAGLE-2's dynamic tree: at most this many nodes, each level's children given to the frontier
+    # nodes of highest path probability Π q first; 0 = the whole k_config tree
+    node_budget: int = 0
 
     def __post_init__(self) -> None:
         # a config gives a list; a tuple keeps the settings immutable and hashable
@@ -120,6 +123,11 @@ class SpecInferFields(DecoderParams):
         if not self.k_config or any(not isinstance(k, int) or k < 1 for k in self.k_config):
             raise ValueError(f"k_config must be a non-empty sequence of ints >= 1, got {self.k_config}")
         check_replacement(self.replacement)
+        if not (isinstance(self.node_budget, int) and (self.node_budget == 0 or self.node_budget >= self.k_config[0])):
+            raise ValueError(
+                f"node_budget must be 0 (the whole k_config tree) or an int >= the root's {self.k_config[0]} "
+                f"children, got {self.node_budget}"
+            )
         super().__post_init__()
 
 
@@ -170,7 +178,7 @@ class SpecTrParams(SamplingFields, AdaptiveFields, SpecTrFields):
 
 @dataclass(frozen=True)
 class SpecInferParams(SamplingFields, AdaptiveFields, SpecInferFields):
-    """`specinfer`: k_config, replacement, stop_below, then sampling."""
+    """`specinfer`: k_config, replacement, node_budget, stop_below, then sampling."""
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from mtad.decoding.base import Decoder, Step
 from mtad.decoding.logits import sample
 from mtad.decoding.params import SpecInferParams
 from mtad.decoding.phases import phased
-from mtad.decoding.tree import DraftTree, ends_branch, sample_children, target_node_probs
+from mtad.decoding.tree import DraftTree, ends_branch, most_probable, sample_children, target_node_probs
 
 
 class SpecInfer(Decoder):
@@ -24,26 +24,35 @@ class SpecInfer(Decoder):
     @phased("drafting")
     def draft_tree(self) -> DraftTree:
         """Depth by depth: children of every frontier node from q, one draft forward per depth.
-        A node whose token's q is below `stop_below` leaves the frontier: it gets no children."""
+        A node whose token's q is below `stop_below` leaves the frontier: it gets no children.
+        With `node_budget`, a level's children go to the frontier nodes of highest path
+        probability first, as many as the budget leaves room for (EAGLE-2's dynamic tree)."""
         p = self.params
         tree = DraftTree()
         tree.q_node[-1] = self.probs(self.draft_lm.extend(self.uncached(self.draft_lm))[-1])
-        frontier = [-1]
+        frontier, path_q = [-1], {-1: 1.0}  # path_q: node -> Π q along its path (read with a budget only)
         for depth, width in enumerate(p.k_config, start=1):
+            if p.node_budget:
+                room = (p.node_budget - len(tree)) // width
+                frontier = most_probable(frontier, path_q, room)
             first = len(tree)
             for node in frontier:
                 q = tree.q_node[node]
                 tokens = sample_children(q, width, p.replacement, self.generator)
-                ends = ends_branch(q, torch.tensor(tokens, device=q.ids.device), p.stop_below)
-                for token, end in zip(tokens, ends):
+                drawn = torch.tensor(tokens, device=q.ids.device)
+                ends = ends_branch(q, drawn, p.stop_below)
+                child_q = q.prob_of(drawn).reshape(-1).tolist() if p.node_budget else [0.0] * len(tokens)
+                for token, end, q_token in zip(tokens, ends, child_q):
                     child = tree.add(token, node)
+                    path_q[child] = path_q[node] * q_token
                     if end:
                         tree.leaves.add(child)
             frontier = [node for node in range(first, len(tree)) if node not in tree.leaves]
-            if not frontier:
+            if not frontier or depth == len(p.k_config):
                 break
-            if depth < len(p.k_config):
-                tree.forward_level(self.draft_lm, first, self.probs)
+            if p.node_budget and len(tree) + p.k_config[depth] > p.node_budget:
+                break  # no room for one more node's children: the level's draft forward is not needed
+            tree.forward_level(self.draft_lm, first, self.probs)
         return tree
 
     def step(self) -> Step:

@@ -60,6 +60,16 @@ def ends_branch(q: Dist, tokens: torch.Tensor, stop_below: float) -> list[bool]:
     return (q.prob_of(tokens) < stop_below).reshape(-1).tolist()
 
 
+def most_probable(frontier: list[int], path_q: dict[int, float], count: int) -> list[int]:
+    """The `count` nodes of `frontier` of highest path probability (ties: the earlier node), kept in
+    frontier order. Path probabilities are the draft's own, so which nodes get children depends on
+    nothing the target says: every node's children stay i.i.d. from q given their number."""
+    if count >= len(frontier):
+        return frontier
+    chosen = set(sorted(frontier, key=lambda node: -path_q[node])[: max(count, 0)])
+    return [node for node in frontier if node in chosen]
+
+
 def sample_children(q: Dist, count: int, replacement: bool, generator: torch.Generator | None) -> list[int]:
     """`count` children of a node drawn from q [k], i.i.d. or without replacement (as many as
     q's support allows)."""

@@ -442,18 +442,56 @@ def heads_ab(
     tokens: int,
     target=None,
     max_minutes: float | None = None,
-) -> dict:
-    """Heads trained side by side on identical records (and noise) for `tokens` answer tokens, or
-    until `max_minutes` (the arms stay at equal tokens either way: each step trains every arm on
-    the same batch) (`arms`: name -> AblationArm): held-out acceptance per draft
-    position, trained tokens/s and, given `target`, the head's fast-path step beside the target's."""
+    save_dir: Path | None = None,
+) -> dict | None:
+    """Heads trained side by side on identical records (and noise) for `tokens` answer tokens
+    (`arms`: name -> AblationArm): held-out acceptance per draft position, trained tokens/s and,
+    given `target`, the head's fast-path step beside the target's. Each step trains every arm on
+    the same batch, so the arms stay at equal tokens.
+
+    With `save_dir`, resumable: `ablation.pt` there holds every arm's head and optimiser and the
+    record stream's state, written every `cfg.ckpt_minutes`, at `max_minutes` and on SIGTERM (the
+    call then returns None: call again to go on); when done, each arm's head is written beside it
+    (`<n>.safetensors`, n its position in `arms`) for the winner to be trained on."""
     from .measure import step_ms
+    from .training_loop import stop_event
 
     optimizers = {n: head_optimizer(a.head, cfg.lr) for n, a in arms.items()}
     first = next(iter(arms.values())).head
-    index, rng, seconds = full_to_head_index(first), random.Random(cfg.seed), dict.fromkeys(arms, 0.0)
-    by_family, trained, step, started = corpus.by_family(), 0, 0, time.perf_counter()
-    while trained < tokens and (max_minutes is None or time.perf_counter() - started < 60 * max_minutes):
+    index, rng = full_to_head_index(first), random.Random(cfg.seed)
+    progress = {"trained": 0, "step": 0, "seconds": dict.fromkeys(arms, 0.0)}
+    ckpt = Path(save_dir) / "ablation.pt" if save_dir is not None else None
+    if ckpt is not None and ckpt.exists():
+        saved = torch.load(ckpt, weights_only=False)
+        if (saved["arms"], saved["target_tokens"], saved["head_ids"]) != (list(arms), tokens, first.head_ids):
+            raise ValueError(
+                f"{ckpt} holds another ablation ({saved['arms']}, {saved['target_tokens']} tokens, or another "
+                "vocabulary: the corpus changed); move it away to start this one"
+            )
+        for n, arm in arms.items():
+            arm.head.load_state_dict(saved["heads"][n])
+            optimizers[n].load_state_dict(saved["optimizers"][n])
+        progress = saved["progress"]
+        rng.setstate(saved["rng"])
+        log.info("resumed the ablation at %d answer tokens per arm", progress["trained"])
+
+    def save() -> None:
+        ckpt.parent.mkdir(parents=True, exist_ok=True)
+        state = {
+            "arms": list(arms),
+            "target_tokens": tokens,
+            "head_ids": first.head_ids,
+            "heads": {n: a.head.state_dict() for n, a in arms.items()},
+            "optimizers": {n: o.state_dict() for n, o in optimizers.items()},
+            "progress": progress,
+            "rng": rng.getstate(),
+        }
+        torch.save(state, ckpt.with_suffix(".tmp"))
+        ckpt.with_suffix(".tmp").replace(ckpt)
+
+    by_family, started, last_save = corpus.by_family(), time.perf_counter(), time.perf_counter()
+    stop = stop_event() if ckpt is not None else None
+    while progress["trained"] < tokens:
         records, batches = sample_batch(by_family, cfg.batch_seqs, rng), {}
         for n, arm in arms.items():
             key = feature_key(arm.head)
@@ -461,18 +499,31 @@ def heads_ab(
                 batches[key] = collate_features(records, cfg.max_len, key)
             arm_cfg = replace(cfg, reg_weight=arm.reg_weight)
             start = time.perf_counter()
-            generator = torch.Generator().manual_seed(step)
+            generator = torch.Generator().manual_seed(progress["step"])
             optimizer_step(
-                arm.head, optimizers[n], batches[key], index, arm_cfg, step, generator, arm.dtype == torch.bfloat16
+                arm.head, optimizers[n], batches[key], index, arm_cfg, progress["step"], generator, arm.dtype == torch.bfloat16
             )
-            seconds[n] += time.perf_counter() - start
-        trained += int(next(iter(batches.values()))[3].numel())
-        step += 1
-        if step % 20 == 0:
-            log.info("%d answer tokens per arm, %.0f s", trained, time.perf_counter() - started)
+            progress["seconds"][n] += time.perf_counter() - start
+        progress["trained"] += int(next(iter(batches.values()))[3].numel())
+        progress["step"] += 1
+        if progress["step"] % 20 == 0:
+            log.info("%d answer tokens per arm, %.0f s", progress["trained"], time.perf_counter() - started)
+        out_of_time = max_minutes is not None and time.perf_counter() - started > 60 * max_minutes
+        if progress["trained"] < tokens and (out_of_time or (stop is not None and stop.is_set())):
+            if ckpt is None:
+                break  # not resumable: report the arms where they stand
+            save()
+            log.info("stopped at %d answer tokens per arm; run again to go on", progress["trained"])
+            return None
+        if ckpt is not None and time.perf_counter() - last_save > 60 * cfg.ckpt_minutes:
+            save()
+            last_save = time.perf_counter()
+    if ckpt is not None:
+        save()
+    trained, seconds = progress["trained"], progress["seconds"]
     out = {"tokens": trained, "target_tokens": tokens, "corpus_tokens": corpus.answer_tokens, "arms": {}}
     target_ms = step_ms(target) if target is not None else None
-    for n, arm in arms.items():
+    for i, (n, arm) in enumerate(arms.items()):
         stats = evaluate_head(arm.head, heldout)
         out["arms"][n] = {
             "design": design_of(arm.head) | {"reg_weight": arm.reg_weight},
@@ -481,6 +532,9 @@ def heads_ab(
             "by_family": {f: stats[f]["accept_paper"] for f in stats if f != "mean"},
             "trained_tokens_per_s": trained / seconds[n],
         }
+        if save_dir is not None:
+            meta = {"trained_tokens": trained, "ablation_arm": n, "train_config": asdict(cfg) | {"workdir": None}}
+            save_head(arm.head, Path(save_dir) / f"{i}.safetensors", extra_meta=meta)
         if target is not None:
             ms = step_ms(target, arm.head.to(target.dtype))
             out["arms"][n] |= {"step_ms": ms, "target_step_ms": target_ms}
@@ -511,7 +565,8 @@ def design_ablation(
     ids: list[int],
     arms=DESIGN_ARMS,
     max_minutes: float | None = None,
-) -> dict:
+    save_dir: Path | None = None,
+) -> dict | None:
     """Every lever of the fused design measured from scratch at equal trained tokens on identical
     records (`heads_ab`), one vocabulary for all (`ids`), each arm in the trainer's compute dtype."""
     dtype = compute_dtype(cfg.compute_dtype, torch.device("cpu"))
@@ -523,7 +578,7 @@ def design_ablation(
         )
         for name, a in arms.items()
     }
-    return heads_ab(cfg, corpus, heldout, built, tokens, target=target, max_minutes=max_minutes)
+    return heads_ab(cfg, corpus, heldout, built, tokens, target=target, max_minutes=max_minutes, save_dir=save_dir)
 
 
 def layers_ab(
