@@ -1,5 +1,7 @@
 """The cost model: counts x a device profile -> modelled seconds and speed-ups."""
 
+from pathlib import Path
+
 import pytest
 
 from mtad.bench.modelled import AGREEMENT, generation_costs, modelled_rows
@@ -134,6 +136,41 @@ def test_the_bench_holds_the_model_against_its_own_measurements():
     # shared fit cannot follow every method, and the test flags the machine as not the model's shape
     slower = modelled_rows(_payload(slower_sps=1 + 4 * AGREEMENT))
     assert not all(r["agrees"] for r in slower)
+
+
+def test_a_measured_host_term_replaces_the_fitted_one_and_the_baselines_stand_beside_it(tmp_path):
+    import json
+
+    from mtad.bench.goal_checks import _cost_model_goal
+    from mtad.bench.modelled import attach_host_profile
+
+    from mtad.bench.block_profile import HOST
+
+    zero = dict.fromkeys(HOST[:-1], 0.0)  # every host phase but the Python between them
+
+    def profile(machine: str, host: dict) -> Path:
+        rows = [
+            {"method": m, "threads": 1, "prompts": "short", "ms_per_block": {"target": 9.0, "draft": 1.0, "python": h} | zero}
+            for m, h in host.items()
+        ]
+        path = tmp_path / f"{machine}.json"
+        path.write_text(json.dumps({"setup": {"machine": f"{machine}, avx2", "decode_path": "fast"}, "rows": rows}))
+        return path
+
+    # the machine's true host work, measured: the model is exact; one host term for all is not
+    exact = attach_host_profile(_payload(), profile("test", COST["host"]))
+    rows = {r["method"]: r for r in modelled_rows(exact)}
+    assert all(r["host_term"] == "measured" and r["agrees"] for r in rows.values())
+    assert rows["mtad"]["modelled"] == pytest.approx(rows["mtad"]["measured_pooled"])
+    assert not rows["mtad"]["baselines_agree"]["shared host"] and rows["mtad"]["modelled_by_host"]["shared"]
+    goal = _cost_model_goal(exact)
+    assert goal["met"] and "fast: measured by `make profile`" in goal["measured"] and "shared host: 0 agree" in goal["measured"]
+    # a host term measured wrong (SpS's tenfold) is not fitted away: the test fails
+    wrong = attach_host_profile(_payload(), profile("test", COST["host"] | {"sps": 30.0}))
+    assert not {r["method"]: r for r in modelled_rows(wrong)}["sps"]["agrees"] and not _cost_model_goal(wrong)["met"]
+    # a profile of another machine is not read: the host term is fitted
+    other = attach_host_profile(_payload(), profile("elsewhere", COST["host"]))
+    assert "host_ms" not in other and all(r["host_term"] == "fitted" for r in modelled_rows(other))
 
 
 def test_one_prompt_leaves_nothing_to_hold_out():

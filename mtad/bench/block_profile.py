@@ -75,6 +75,17 @@ class BlockProfile:
         }
 
 
+def host_ms_per_call(profile: dict, machine: str, threads: int, prompts: str = "short") -> dict[str, float] | None:
+    """Each method's host work per target call (ms of a block outside its forwards) in a block
+    profile (`make profile`'s payload) made on `machine` (the bench's environment name of it) at
+    `threads`, on the `prompts` group; None when the profile was made elsewhere or at other threads:
+    a host term is a fact of one machine."""
+    if profile["setup"]["machine"].split(",")[0] != machine:
+        return None
+    rows = [r for r in profile["rows"] if r["threads"] == threads and r["prompts"] == prompts]
+    return {r["method"]: sum(r["ms_per_block"][c] for c in HOST) for r in rows} or None
+
+
 def profile_generation(decoder, prompt: torch.Tensor, max_new_tokens: int, seed: int) -> tuple[dict, dict, int, int]:
     """One generation under a profile: its split in seconds without the prefill (`COLUMNS`), the
     target's block forwards by width, the number of blocks and of new tokens."""

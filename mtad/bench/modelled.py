@@ -16,6 +16,9 @@ the run's cost curve (``from_bench``, host work as sampling's), and on a memory-
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 from mtad.metrics.cost_model import (
     ACCELERATORS,
     DEFAULT_ACCELERATOR,
@@ -52,27 +55,61 @@ def generation_costs(row: dict) -> list[tuple[int, int, GenerationCost]]:
     ]
 
 
-def held_out_speeds(rows: list[dict]) -> dict[str, tuple[float, float]] | None:
+HOST_TERMS = ("measured", "fitted", "shared")  # a block profile's per method; fitted per method; one for all
+
+
+def held_out_speeds(rows: list[dict], host: str = "fitted", host_ms: dict | None = None) -> dict | None:
     """label -> (measured, predicted) tokens/s over every timed generation of the row: its tokens over
     the sum of its measured seconds, and over the sum of its predicted ones. Each generation is
     predicted by a profile fitted to the same repetition's generations of the other prompts: the configs
     alternate within a repetition, so its profile is the machine of that stretch of time (a shared VM
-    drifts by tens of percent between repetitions). None when the run has one prompt."""
+    drifts by tens of percent between repetitions). The host term per target call (`host`): "measured",
+    each method's from a block profile of this machine (`host_ms`, nothing of it fitted to these rows);
+    "fitted", each method's own from the other prompts; "shared", one for every method (a baseline).
+    None when the run has one prompt, or `host_ms` lacks a method of the rows."""
     costs = {r["label"]: generation_costs(r) for r in rows}
     every = [c for cs in costs.values() for c in cs]
     if len({prompt for _, prompt, _ in every}) < 2:
         return None
+    if host == "measured" and not (host_ms and all(c.method in host_ms for _, _, c in every)):
+        return None
     folds = {(rep, prompt) for rep, prompt, _ in every}
     fits = {(rep, p): fit_profile([c for r, q, c in every if r == rep and q != p]) for rep, p in folds}
+
+    def profile(rep: int, prompt: int, method: str):
+        fit = fits[rep, prompt]
+        given = {"measured": (host_ms or {}).get(method), "shared": fit.shared_host_ms, "fitted": None}[host]
+        return fit.profile(method, host_ms=given)
+
     speeds = {}
     for label, cs in costs.items():
         if not cs:
             continue
         tokens = sum(c.counts.new_tokens for _, _, c in cs)
         measured = sum(c.seconds for _, _, c in cs)
-        predicted = sum(modelled_seconds(c.counts, fits[rep, prompt].profile(c.method)) for rep, prompt, c in cs)
+        predicted = sum(modelled_seconds(c.counts, profile(rep, prompt, c.method)) for rep, prompt, c in cs)
         speeds[label] = (tokens / measured, tokens / predicted)
     return speeds
+
+
+def attach_host_profile(payload: dict, profile_file: Path) -> dict:
+    """The payload with `host_ms` (path -> method -> host work per target call) from the block profile in
+    `profile_file` (`make profile`) where it was made on the payload's machine at its thread count;
+    else as it was (the cost model's host term is then fitted)."""
+    from mtad.bench.block_profile import host_ms_per_call
+
+    env = payload["environment"]
+    if "host_ms" not in payload and Path(profile_file).exists():
+        profile = json.loads(Path(profile_file).read_text())
+        host = host_ms_per_call(profile, env["machine"], env["threads"])
+        if host:
+            payload["host_ms"] = {profile["setup"].get("decode_path", "fast"): host}
+    return payload
+
+
+def within(modelled: float | None, measured: float | None) -> bool | None:
+    """Whether a modelled speed-up is within ``AGREEMENT`` of the measured one (None: one is missing)."""
+    return None if None in (modelled, measured) else abs(modelled / measured - 1) <= AGREEMENT
 
 
 def isolated_profile(payload: dict, path: str) -> DeviceProfile | None:
@@ -95,7 +132,10 @@ def isolated_profile(payload: dict, path: str) -> DeviceProfile | None:
 def modelled_rows(payload: dict, accelerator: str = DEFAULT_ACCELERATOR) -> list[dict]:
     """Per method and path with counts: measured speed-ups over sampling (the row's, its range over
     repetitions, and over all its timed generations pooled), the held-out modelled one of the same
-    generations and whether it agrees with the pooled measurement within ``AGREEMENT``, the isolated
+    generations under each host term (`HOST_TERMS`; "measured" where the payload holds `host_ms`, a
+    block profile's host work per call on this machine, `attach_host_profile`) and whether the model's (the measured host term where there
+    is one, else the fitted) agrees with the pooled measurement within ``AGREEMENT``, beside the
+    baselines it must beat (a constant speed-up of 1, one host term for all methods), the isolated
     forwards' modelled speed-up, and the accelerator's."""
     pair = payload["setup"]["pair"]
     on_device = accelerator_profile(pair, accelerator) if pair in PAIR_SIZES else None
@@ -105,7 +145,9 @@ def modelled_rows(payload: dict, accelerator: str = DEFAULT_ACCELERATOR) -> list
         base = next((r for r in rows if r["method"] == "sampling" and r.get("counts")), None)
         if base is None:
             continue
-        speeds = held_out_speeds(rows) or {}
+        host_ms = (payload.get("host_ms") or {}).get(path)  # a block profile times one path
+        speeds = {host: held_out_speeds(rows, host, host_ms) or {} for host in HOST_TERMS}
+        model = "measured" if speeds["measured"] else "fitted"
         isolated = isolated_profile(payload, path)
         baseline = Counts.of(base["counts"], base.get("params"))
         for r in rows:
@@ -116,10 +158,12 @@ def modelled_rows(payload: dict, accelerator: str = DEFAULT_ACCELERATOR) -> list
             # the ratio repetition by repetition (beside sampling in the same minute): its spread is the
             # measurement's resolution
             paired = [m / s for m, s in zip(r.get("tokens_per_s_reps") or [], base.get("tokens_per_s_reps") or [])]
-            pooled, modelled = None, None
-            if r["label"] in speeds and base["label"] in speeds:
-                (mine, predicted), (sampling, sampling_predicted) = speeds[r["label"]], speeds[base["label"]]
-                pooled, modelled = mine / sampling, predicted / sampling_predicted
+            pooled, by_host = None, {}
+            for host, found in speeds.items():
+                if r["label"] in found and base["label"] in found:
+                    (mine, predicted), (sampling, sampling_predicted) = found[r["label"]], found[base["label"]]
+                    pooled, by_host[host] = mine / sampling, predicted / sampling_predicted
+            modelled = by_host.get(model)
             out.append(
                 {
                     "label": r["label"],
@@ -129,7 +173,11 @@ def modelled_rows(payload: dict, accelerator: str = DEFAULT_ACCELERATOR) -> list
                     "measured_range": (min(paired), max(paired)) if paired else None,
                     "measured_pooled": pooled,
                     "modelled": modelled,
-                    "agrees": None if None in (pooled, modelled) else abs(modelled / pooled - 1) <= AGREEMENT,
+                    "host_term": model,
+                    "agrees": within(modelled, pooled),
+                    "modelled_by_host": by_host,
+                    # the baselines: a speed-up of 1 whatever the counts; one host term for every method
+                    "baselines_agree": {"constant 1.0": within(1.0, pooled), "shared host": within(by_host.get("shared"), pooled)},
                     "modelled_isolated": isolated and modelled_speedup(counts, isolated, baseline),
                     "accelerator": ACCELERATORS[accelerator].name,
                     "modelled_on_accelerator": on_device and modelled_speedup(counts, on_device, baseline),

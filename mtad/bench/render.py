@@ -13,7 +13,7 @@ from mtad.bench.calibrate import calibration
 from mtad.bench.curves import contradictions
 from mtad.bench.goal_checks import _by_width, _tokens_per_s, default_dtype, goals
 from mtad.bench.llama_cpp import llama_cpp_unmeasured
-from mtad.bench.modelled import modelled_rows
+from mtad.bench.modelled import attach_host_profile, modelled_rows
 from mtad.decoding import SamplingParams
 
 
@@ -184,21 +184,24 @@ def _modelled_lines(payload: dict) -> list[str]:
         "highest ratio of the method to sampling in the same repetition; pooled, tokens over seconds summed over "
         "every timed generation); modelled here for the same generations, each by a profile fitted to the other "
         "prompts' timed generations of its repetition (prefill per prompt token, target and draft forwards linear "
-        "in width and rows, host work per call per method; `mtad.bench.modelled`), and held against the pooled "
-        "measurement; modelled from the isolated forwards of the cost curve above (host work as sampling's); "
+        "in width and rows; `mtad.bench.modelled`) with each method's host work per call as this machine's block "
+        "profile measured it (`make profile`; fitted per method where there is none: the host term column), and "
+        "held against the pooled measurement, beside the same with one host term for every method (a baseline, as "
+        "is a constant 1.00); modelled from the isolated forwards of the cost curve above (host work as sampling's); "
         f"modelled on a memory-bound {device} from its datasheet bandwidth and the pair's parameter counts "
         "(modelled, never measured):",
         "",
-        f"| method | path | measured | per repetition | measured, pooled | modelled here | modelled / pooled "
-        f"| isolated forwards | modelled, {device} |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+        f"| method | path | measured | per repetition | measured, pooled | modelled here | host term | modelled / pooled "
+        f"| one host term | isolated forwards | modelled, {device} |",
+        "|---|---|---:|---:|---:|---:|---|---:|---:|---:|---:|",
     ]
     for r in rows:
         ratio = r["modelled"] / r["measured_pooled"] if r["measured_pooled"] and r["modelled"] else None
         spread = "–".join(f"{v:.2f}" for v in r["measured_range"]) if r.get("measured_range") else ""
         lines.append(
             f"| {r['method']} | {r['path']} | {_fmt(r['measured'])} | {spread} | {_fmt(r['measured_pooled'])} | "
-            f"{_fmt(r['modelled'])} | {_fmt(ratio)} | {_fmt(r['modelled_isolated'])} | "
+            f"{_fmt(r['modelled'])} | {r['host_term']} | {_fmt(ratio)} | {_fmt(r['modelled_by_host'].get('shared'))} | "
+            f"{_fmt(r['modelled_isolated'])} | "
             f"{_fmt(r['modelled_on_accelerator'])} |"
         )
     return lines
@@ -215,6 +218,7 @@ def _goals_lines(payload: dict) -> list[str]:
 
 def write_report(out_dir: Path, payload: dict) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
+    attach_host_profile(payload, out_dir / "profile.json")  # the cost model's host term, where measured here
     (out_dir / "bench.json").write_text(json.dumps(payload, indent=2))
     env, setup = payload["environment"], payload["setup"]
     sampling = SamplingParams()

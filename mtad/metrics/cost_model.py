@@ -307,16 +307,19 @@ class FittedProfile:
     prefill_per_token_ms: float
     host_ms: dict[str, float]  # method -> host work per target call
     generations: int  # how many it was fitted to
+    shared_host_ms: float = 0.0  # one host term for every method: all their host time per target call
 
-    def profile(self, method: str, name: str = "this machine (fitted)") -> DeviceProfile:
-        if method not in self.host_ms:
+    def profile(self, method: str, name: str = "this machine (fitted)", host_ms: float | None = None) -> DeviceProfile:
+        """The profile of `method`'s generations: its own fitted host work, or `host_ms` given
+        (e.g. measured by a block profile, so that nothing of it is fitted to the tested rows)."""
+        if host_ms is None and method not in self.host_ms:
             raise KeyError(f"no fitted host work for {method!r}; fitted: {', '.join(self.host_ms)}")
         (a, b), (c, d) = self.target, self.draft
         return DeviceProfile(
             name,
             lambda w: a + b * w,
             lambda r: c + d * r,
-            self.host_ms[method],
+            self.host_ms[method] if host_ms is None else host_ms,
             {"device": f"least squares over {self.generations} timed generations"},
             lambda p: self.prefill_per_token_ms * p,
         )
@@ -337,8 +340,8 @@ def fit_profile(generations: list[GenerationCost]) -> FittedProfile:
     )
     prompt_tokens = sum(c.prompt_tokens for c in calls)
     prefill = 1e3 * sum(g.prefill_seconds for g in generations) / prompt_tokens if prompt_tokens else 0.0
-    host = {}
-    for method in dict.fromkeys(g.method for g in generations):
-        mine = [g for g in generations if g.method == method]
-        host[method] = 1e3 * sum(g.host_seconds for g in mine) / max(sum(g.counts.target_calls for g in mine), 1)
-    return FittedProfile(target, draft, prefill, host, len(generations))
+    def host_per_call(gs: list[GenerationCost]) -> float:
+        return 1e3 * sum(g.host_seconds for g in gs) / max(sum(g.counts.target_calls for g in gs), 1)
+
+    host = {m: host_per_call([g for g in generations if g.method == m]) for m in dict.fromkeys(g.method for g in generations)}
+    return FittedProfile(target, draft, prefill, host, len(generations), host_per_call(generations))
