@@ -359,3 +359,37 @@ def test_report_only_on_an_empty_root_names_the_committed_run(tmp_path, capsys):
 
     assert main(["--report-only", f"results_root={tmp_path / 'empty'}"]) == 1
     assert "add results_root=results/runs to report it" in capsys.readouterr().err
+
+
+def test_holm_adjusts_a_family_step_down_and_keeps_its_order():
+    from mtad.stats.intervals import holm
+
+    # sorted 0.01, 0.02, 0.04 -> 3·0.01, 2·0.02, 1·0.04, made monotone
+    assert holm([0.04, 0.01, 0.02]) == pytest.approx([0.04, 0.03, 0.04])
+    assert holm([0.5, 0.9]) == pytest.approx([1.0, 1.0])
+
+
+def test_c5_verdicts_stand_only_after_holm_and_the_definitional_row_gets_none():
+    from mtad.report.claims import DEFINITIONAL, theory_claims, with_holm
+    from mtad.stats import intervals as iv
+
+    def gain(estimate, se):
+        return iv.Interval(estimate, estimate - 2 * se, estimate + 2 * se, n=400, standard_error=se).as_dict()
+
+    def row(label, operating, gains):
+        methods = {m: {"logp_gain": g, "verdict": iv.verdict(iv.Interval(**g), 0.0, +1)} for m, g in gains.items()}
+        point = {"operating": operating, "draft": "q ≠ p", "vocab": 8, "gamma": 4, "replacement": False}
+        return {"label": label, "point": point, "methods": methods, "exact": {"mtjd_logp": -3.0, "sampling_logp": -3.5}}
+
+    # one strong effect and one that clears 95% alone but not among eight comparisons
+    rows = [row("a", True, {"mtad": gain(0.5, 0.05), "mmtad": gain(0.1, 0.045)})]
+    rows += [row(f"b{i}", False, {"mtad": gain(0.0, 0.1), "mmtad": gain(0.0, 0.1)}) for i in range(3)]
+    theory = with_holm({"approximation": rows, "zero_distance_check": {"pvalue": 0.5, "runs": 10, "verdict": "reproduced"}, "exactness": []})
+    found = rows[0]["methods"]
+    assert found["mtad"]["holm_verdict"] == "reproduced" and found["mmtad"]["verdict"] == "reproduced"
+    assert found["mmtad"]["holm_verdict"] == "inconclusive" and theory["holm"]["comparisons"] == 8
+    claims = theory_claims(theory)
+    exact = next(c for c in claims if c.comparison.startswith("exact MTJD"))
+    assert exact.verdict == iv.NO_VERDICT and exact.reason == DEFINITIONAL
+    mmtad = next(c for c in claims if c.comparison.startswith("MMTAD − sampling"))
+    assert mmtad.verdict == "inconclusive" and "Holm over C5's 8" in mmtad.reason

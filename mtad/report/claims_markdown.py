@@ -51,6 +51,24 @@ def _ours(claim: dict, interval: dict) -> str:
     return fmt_interval(interval, claim["unit"])
 
 
+def _c5_verdict(found: dict) -> str:
+    """A C5 E[log p] verdict after Holm's adjustment, the unadjusted one beside it where they differ."""
+    if "holm_verdict" not in found:
+        return found["verdict"]
+    if found["holm_verdict"] == found["verdict"]:
+        return f"{found['verdict']} (Holm p {found['holm_p']:.2g})"
+    return f"{found['holm_verdict']} (Holm p {found['holm_p']:.2g}; unadjusted: {found['verdict']})"
+
+
+def _holm_line(holm: dict) -> str:
+    return (
+        f"The verdicts on E[log p] are adjusted for their number: Holm's step-down over all "
+        f"{holm['comparisons']} (point, method) comparisons of the grid, two-sided p-values from each "
+        f"difference's estimate and standard error; a verdict stands where the adjusted p < {holm['alpha']:.2g}, "
+        "so the chance of any false verdict among them stays at most that."
+    )
+
+
 def fmt_effect(effect, unit: str) -> str:
     if effect is None:
         return "–"
@@ -154,9 +172,11 @@ def to_markdown(report: dict) -> str:
                 f"{fmt(e['mtjd_logp'], 'logprob')} | {fmt_interval(m['mtad']['logp'], 'logprob')} | "
                 f"{fmt_interval(m['mmtad']['logp'], 'logprob')} | {e['tv_sampling_mtjd']:.3f} | "
                 f"{_tv(m['mtad']['tv_mtjd'])} | {_tv(m['mmtad']['tv_mtjd'])} | {e['noise_floor']:.3f} | "
-                f"{m['mtad']['verdict']} / {m['mmtad']['verdict']} |"
+                f"{_c5_verdict(m['mtad'])} / {_c5_verdict(m['mmtad'])} |"
             )
         check = theory["zero_distance_check"]
+        if theory.get("holm"):
+            lines += ["", _holm_line(theory["holm"])]
         lines += [
             "",
             f"Zero distance where the maths says so: with q = p, W = 1 and no truncation the single beam is "

@@ -192,6 +192,26 @@ def detectable_effect(interval: Interval, power: float = POWER) -> float | None:
     return float((stats.norm.ppf(1 - alpha / 2) + stats.norm.ppf(power)) * interval.standard_error)
 
 
+def normal_pvalue(interval: Interval, null: float) -> float | None:
+    """Two-sided p-value of "the statistic equals ``null``" from the estimate and its standard
+    error (the normal approximation the detectable effect uses too); None without a standard error."""
+    if interval.estimate is None or not interval.standard_error:
+        return None
+    return float(2 * stats.norm.sf(abs(interval.estimate - null) / interval.standard_error))
+
+
+def holm(pvalues: Sequence[float]) -> list[float]:
+    """Holm's step-down adjustment of a family of p-values, in their order: the i-th smallest is
+    multiplied by (m − i + 1), made monotone, capped at 1. Rejecting where the adjusted p < α keeps
+    the chance of any false rejection in the family at most α."""
+    order = sorted(range(len(pvalues)), key=lambda i: pvalues[i])
+    adjusted, running = [0.0] * len(pvalues), 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (len(pvalues) - rank) * pvalues[i]))
+        adjusted[i] = running
+    return adjusted
+
+
 # ----------------------------------------------------------------------------- verdicts
 def verdict(interval: Interval | None, null: float, direction: int) -> str:
     """The verdict rule (``VERDICT_RULE``): ``direction`` +1 when the paper claims the statistic
