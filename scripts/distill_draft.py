@@ -245,7 +245,10 @@ def head_design(args, workdir: Path, head_file: Path, target, special_ids: list[
             cfg, target, corpus, heldout, args.ab_tokens, ids, max_minutes=args.max_minutes, save_dir=workdir / "design"
         )
         if value is None:
-            print(f"stopped before {args.ab_tokens} answer tokens per arm; the same command goes on from {workdir / 'design'}")
+            print(
+                f"stopped before {args.ab_tokens} answer tokens per arm; the same command goes on "
+                f"from {workdir / 'design'}"
+            )
             return 0
         env = environment_record([target])
         machine = f"{env['machine']}, {'/'.join(env['cpu_isa']) or 'no AVX2'}, {torch.get_num_threads()} thread(s)"

@@ -42,8 +42,40 @@ def draft_file_meta(cfg: dict) -> tuple[str | None, dict]:
     }
 
 
+def write_outputs(result: dict, out: Path) -> None:
+    """measure.json and measure.md in `out`; for the committed results/draft also the README's block
+    and each measured draft's model card (their Measured sections)."""
+    from mtad.distill.card import refresh_measured
+    from mtad.distill.measure import markdown, readme_block, replace_readme_block
+
+    described = "; ".join(
+        f"`{name}`: {r['kind']} draft `{r['file']}` "
+        f"({r['meta'].get('trained_tokens', '?')} training tokens, {r['dtype']})"
+        for name, r in result["drafts"].items()
+    )
+    header = [
+        f"# Draft measurement: {result['pair']}",
+        "",
+        f"Drafts of one target, measured side by side on the same prompts and seeds: {described}. Held-out "
+        f"requests per kind: {result['per_family']} (subjects never used in training), at most "
+        f"{result['max_new_tokens']} new tokens, seed {result['seed']}. Machine: {result['environment']['machine']}, "
+        f"decode path {result['decode_path']}, torch threads {result['threads']}, target {result['target_dtype']}; "
+        f"load average at the end {result['load_average_1_5_15min_at_end']}.",
+    ]
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "measure.json").write_text(json.dumps(result, indent=1) + "\n")
+    (out / "measure.md").write_text(markdown(result, header))
+    readme = ROOT / "README.md"
+    if out.resolve() == (ROOT / "results" / "draft").resolve() and readme.exists():
+        readme.write_text(replace_readme_block(readme.read_text(), readme_block(result)))
+        for r in result["drafts"].values():  # each measured file's model card, its Measured section
+            card = (ROOT / r["file"]).with_suffix(".md") if r.get("file") else None
+            if card is not None and card.exists():
+                refresh_measured(card, out / "measure.json", r["kind"])
+
+
 def main(argv=None) -> int:
-    from mtad.distill.measure import markdown, measure, readme_block, replace_readme_block
+    from mtad.distill.measure import measure
     from mtad.models.pairs import load_draft_model, load_pair, pair_config
     from mtad.provenance import environment_record
 
@@ -60,7 +92,12 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--threads", type=int, default=int(os.environ.get("MTAD_THREADS", "1")))
     ap.add_argument("--out", default=str(ROOT / "results" / "draft"))
+    ap.add_argument("--render", default=None, help="only render this stored measure.json into --out (no measuring)")
     args = ap.parse_args(argv)
+    if args.render:
+        write_outputs(json.loads(Path(args.render).read_text()), Path(args.out))
+        print((Path(args.out) / "measure.md").read_text())
+        return 0
     torch.set_num_threads(args.threads)
 
     pair = load_pair(args.pair, draft_file=args.draft_file, device="cpu")
@@ -90,34 +127,8 @@ def main(argv=None) -> int:
         "wall_seconds": round(time.time() - t0, 1),
         "load_average_1_5_15min_at_end": [round(x, 2) for x in os.getloadavg()],
     }
-    described = "; ".join(
-        f"`{name}`: {r['kind']} draft `{r['file']}` "
-        f"({r['meta'].get('trained_tokens', '?')} training tokens, {r['dtype']})"
-        for name, r in result["drafts"].items()
-    )
-    header = [
-        f"# Draft measurement: {result['pair']}",
-        "",
-        f"Drafts of one target, measured side by side on the same prompts and seeds: {described}. Held-out "
-        f"requests per kind: {args.per_family} (subjects never used in training), at most {args.max_new_tokens} "
-        f"new tokens, seed {args.seed}. Machine: {result['environment']['machine']}, decode path "
-        f"{result['decode_path']}, torch threads {args.threads}, target {result['target_dtype']}; load average "
-        f"at the end {result['load_average_1_5_15min_at_end']}.",
-    ]
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "measure.json").write_text(json.dumps(result, indent=1) + "\n")
-    (out / "measure.md").write_text(markdown(result, header))
-    readme = ROOT / "README.md"
-    if out.resolve() == (ROOT / "results" / "draft").resolve() and readme.exists():
-        from mtad.distill.card import refresh_measured
-
-        readme.write_text(replace_readme_block(readme.read_text(), readme_block(result)))
-        for name, r in result["drafts"].items():  # each measured file's model card, its Measured section
-            card = (ROOT / r["file"]).with_suffix(".md") if r.get("file") else None
-            if card is not None and card.exists():
-                refresh_measured(card, out / "measure.json", r["kind"])
-    print((out / "measure.md").read_text())
+    write_outputs(result, Path(args.out))
+    print((Path(args.out) / "measure.md").read_text())
     return 0
 
 

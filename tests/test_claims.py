@@ -384,7 +384,13 @@ def test_c5_verdicts_stand_only_after_holm_and_the_definitional_row_gets_none():
     # one strong effect and one that clears 95% alone but not among eight comparisons
     rows = [row("a", True, {"mtad": gain(0.5, 0.05), "mmtad": gain(0.1, 0.045)})]
     rows += [row(f"b{i}", False, {"mtad": gain(0.0, 0.1), "mmtad": gain(0.0, 0.1)}) for i in range(3)]
-    theory = with_holm({"approximation": rows, "zero_distance_check": {"pvalue": 0.5, "runs": 10, "verdict": "reproduced"}, "exactness": []})
+    theory = with_holm(
+        {
+            "approximation": rows,
+            "zero_distance_check": {"pvalue": 0.5, "runs": 10, "verdict": "reproduced"},
+            "exactness": [],
+        }
+    )
     found = rows[0]["methods"]
     assert found["mtad"]["holm_verdict"] == "reproduced" and found["mmtad"]["verdict"] == "reproduced"
     assert found["mmtad"]["holm_verdict"] == "inconclusive" and theory["holm"]["comparisons"] == 8

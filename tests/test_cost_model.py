@@ -141,16 +141,20 @@ def test_the_bench_holds_the_model_against_its_own_measurements():
 def test_a_measured_host_term_replaces_the_fitted_one_and_the_baselines_stand_beside_it(tmp_path):
     import json
 
+    from mtad.bench.block_profile import HOST
     from mtad.bench.goal_checks import _cost_model_goal
     from mtad.bench.modelled import attach_host_profile
-
-    from mtad.bench.block_profile import HOST
 
     zero = dict.fromkeys(HOST[:-1], 0.0)  # every host phase but the Python between them
 
     def profile(machine: str, host: dict) -> Path:
         rows = [
-            {"method": m, "threads": 1, "prompts": "short", "ms_per_block": {"target": 9.0, "draft": 1.0, "python": h} | zero}
+            {
+                "method": m,
+                "threads": 1,
+                "prompts": "short",
+                "ms_per_block": {"target": 9.0, "draft": 1.0, "python": h} | zero,
+            }
             for m, h in host.items()
         ]
         path = tmp_path / f"{machine}.json"
@@ -164,7 +168,11 @@ def test_a_measured_host_term_replaces_the_fitted_one_and_the_baselines_stand_be
     assert rows["mtad"]["modelled"] == pytest.approx(rows["mtad"]["measured_pooled"])
     assert not rows["mtad"]["baselines_agree"]["shared host"] and rows["mtad"]["modelled_by_host"]["shared"]
     goal = _cost_model_goal(exact)
-    assert goal["met"] and "fast: measured by `make profile`" in goal["measured"] and "shared host: 0 agree" in goal["measured"]
+    assert (
+        goal["met"]
+        and "fast: measured by `make profile`" in goal["measured"]
+        and "shared host: 0 agree" in goal["measured"]
+    )
     # a host term measured wrong (SpS's tenfold) is not fitted away: the test fails
     wrong = attach_host_profile(_payload(), profile("test", COST["host"] | {"sps": 30.0}))
     assert not {r["method"]: r for r in modelled_rows(wrong)}["sps"]["agrees"] and not _cost_model_goal(wrong)["met"]

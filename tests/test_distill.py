@@ -333,7 +333,9 @@ def test_head_producer_and_trainer_run_resume_and_write_a_card(tiny, tmp_path):
     assert len({json.dumps(a["accept_paper"]) for a in arms.values()}) == len(arms)  # five different heads
     # stopped after every step (a time limit of 0) and resumed, it ends where the uninterrupted run ends
     stops = 0
-    while (resumed := design_ablation(hcfg, target, corpus, heldout, 20, ids, max_minutes=0, save_dir=tmp_path / "ab")) is None:
+    while (
+        resumed := design_ablation(hcfg, target, corpus, heldout, 20, ids, max_minutes=0, save_dir=tmp_path / "ab")
+    ) is None:
         stops += 1
     assert stops >= 1 and resumed["tokens"] == ablation["tokens"]
     assert [a["accept_paper"] for a in resumed["arms"].values()] == [a["accept_paper"] for a in arms.values()]

@@ -45,8 +45,12 @@ def calibration(curve: dict, gamma: int) -> dict:
             out[key] = {**dense, "fastest": best}
     step = out["target_step"]
     if step:  # SpecInfer's node budget (EAGLE-2's dynamic tree) on the chosen target's own curve
-        ms = next(c["ms"] for c in fast if (c["model"], c["dtype"], c["threads"]) == ("target", step["dtype"], step["threads"]))
-        out["node_budget"] = {"nodes": node_budget(ms), "tolerance": TREE_COST_TOLERANCE} | step
+        ms = next(
+            c["ms"]
+            for c in fast
+            if (c["model"], c["dtype"], c["threads"]) == ("target", step["dtype"], step["threads"])
+        )
+        out["node_budget"] = {"nodes": node_budget(ms), "tolerance": TREE_COST_TOLERANCE, "dtype": step["dtype"]}
     return out
 
 

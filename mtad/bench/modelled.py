@@ -133,10 +133,10 @@ def modelled_rows(payload: dict, accelerator: str = DEFAULT_ACCELERATOR) -> list
     """Per method and path with counts: measured speed-ups over sampling (the row's, its range over
     repetitions, and over all its timed generations pooled), the held-out modelled one of the same
     generations under each host term (`HOST_TERMS`; "measured" where the payload holds `host_ms`, a
-    block profile's host work per call on this machine, `attach_host_profile`) and whether the model's (the measured host term where there
-    is one, else the fitted) agrees with the pooled measurement within ``AGREEMENT``, beside the
-    baselines it must beat (a constant speed-up of 1, one host term for all methods), the isolated
-    forwards' modelled speed-up, and the accelerator's."""
+    block profile's host work per call on this machine, `attach_host_profile`) and whether the
+    model's (the measured host term where there is one, else the fitted) agrees with the pooled
+    measurement within ``AGREEMENT``, beside the baselines it must beat (a constant speed-up of 1,
+    one host term for all methods), the isolated forwards' modelled speed-up, and the accelerator's."""
     pair = payload["setup"]["pair"]
     on_device = accelerator_profile(pair, accelerator) if pair in PAIR_SIZES else None
     out = []
@@ -177,7 +177,10 @@ def modelled_rows(payload: dict, accelerator: str = DEFAULT_ACCELERATOR) -> list
                     "agrees": within(modelled, pooled),
                     "modelled_by_host": by_host,
                     # the baselines: a speed-up of 1 whatever the counts; one host term for every method
-                    "baselines_agree": {"constant 1.0": within(1.0, pooled), "shared host": within(by_host.get("shared"), pooled)},
+                    "baselines_agree": {
+                        "constant 1.0": within(1.0, pooled),
+                        "shared host": within(by_host.get("shared"), pooled),
+                    },
                     "modelled_isolated": isolated and modelled_speedup(counts, isolated, baseline),
                     "accelerator": ACCELERATORS[accelerator].name,
                     "modelled_on_accelerator": on_device and modelled_speedup(counts, on_device, baseline),

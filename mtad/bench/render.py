@@ -15,6 +15,7 @@ from mtad.bench.goal_checks import _by_width, _tokens_per_s, default_dtype, goal
 from mtad.bench.llama_cpp import llama_cpp_unmeasured
 from mtad.bench.modelled import attach_host_profile, modelled_rows
 from mtad.decoding import SamplingParams
+from mtad.metrics.acceptance_terms import terms_markdown
 
 
 def _fmt(value, pattern: str = "{:.2f}") -> str:
@@ -191,8 +192,8 @@ def _modelled_lines(payload: dict) -> list[str]:
         f"modelled on a memory-bound {device} from its datasheet bandwidth and the pair's parameter counts "
         "(modelled, never measured):",
         "",
-        f"| method | path | measured | per repetition | measured, pooled | modelled here | host term | modelled / pooled "
-        f"| one host term | isolated forwards | modelled, {device} |",
+        "| method | path | measured | per repetition | measured, pooled | modelled here | host term "
+        f"| modelled / pooled | one host term | isolated forwards | modelled, {device} |",
         "|---|---|---:|---:|---:|---:|---|---:|---:|---:|---:|",
     ]
     for r in rows:
@@ -234,7 +235,7 @@ def write_report(out_dir: Path, payload: dict) -> None:
         f"draft {env['draft_dtype']}, torch {env['torch']}, transformers {env['transformers']}. "
         f"Wall time of the whole run: {payload.get('wall_s', 0) / 60:.1f} min.",
         "",
-        "| method | eager tok/s | fast tok/s | fast / eager | vs sampling (fast) | block eff. | acceptance | target % | draft % | other % |",  # noqa: E501 (a table's header row)
+        "| method | eager tok/s | fast tok/s | fast / eager | vs sampling (fast) | block eff. | accepted / drafted | target % | draft % | other % |",  # noqa: E501 (a table's header row)
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for method in dict.fromkeys(r["method"] for r in payload["rows"] if r["impl"] == "ours"):
@@ -248,6 +249,7 @@ def write_report(out_dir: Path, payload: dict) -> None:
             f"{_fmt(100 * f['draft_frac'] if f['draft_frac'] else None, '{:.0f}')} | "
             f"{_fmt(100 * f['other_frac'], '{:.1f}')} |"
         )
+    lines += ["", *terms_markdown(("block_efficiency", "acceptance_rate", "alpha"))]
     lines += _adaptive_lines(payload)
     lines += [
         "",

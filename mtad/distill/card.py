@@ -16,6 +16,7 @@ from pathlib import Path
 import torch
 
 from .. import data
+from ..metrics.acceptance_terms import ACCEPTANCE_TERMS
 from ..models.draft import read_draft_meta
 from ..models.head import read_head_meta
 from .kinds import UNSEEN_KINDS
@@ -421,7 +422,7 @@ def _head_curve_row(c: dict) -> str:
     )
 
 
-ACCEPT = "E[accept] = sum_x min(p', q') at top-k 10 / top-p 0.9 on target answers to held-out prompts"
+ACCEPT = f"{ACCEPTANCE_TERMS['e_accept'].label} = {ACCEPTANCE_TERMS['e_accept'].formula}, on held-out prompts"
 LICENCE = "Licence: Apache-2.0 (a derivative of SmolLM2-135M-Instruct)."
 
 # per draft kind, under its name in measure.json
@@ -589,8 +590,7 @@ def design_markdown(design: dict) -> str:
     lines = [
         "# Feature head: design choices (`scripts/distill_draft.py head-design | head-ab | head-vocab | dtype-ab`)",
         "",
-        "Held-out E[accept] = sum_x min(p', q') at top-k 10 / top-p 0.9 on target answers to held-out "
-        "prompts; @s = the s-th drafted token (the head on its own features after the first).",
+        f"Held-out {ACCEPT}; @s = the s-th drafted token (the head on its own features after the first).",
     ]
     for key, title, column in (
         ("layers_ab", "Depth: from scratch on identical batches", "layers"),

@@ -501,7 +501,14 @@ def heads_ab(
             start = time.perf_counter()
             generator = torch.Generator().manual_seed(progress["step"])
             optimizer_step(
-                arm.head, optimizers[n], batches[key], index, arm_cfg, progress["step"], generator, arm.dtype == torch.bfloat16
+                arm.head,
+                optimizers[n],
+                batches[key],
+                index,
+                arm_cfg,
+                progress["step"],
+                generator,
+                arm.dtype == torch.bfloat16,
             )
             progress["seconds"][n] += time.perf_counter() - start
         progress["trained"] += int(next(iter(batches.values()))[3].numel())

@@ -29,6 +29,7 @@ import torch
 from ..decoding import DECODERS, get_decoder
 from ..decoding.capabilities import reads_target_features
 from ..decoding.sampling import SAMPLING_PARAMS
+from ..metrics.acceptance_terms import ACCEPTANCE_TERMS, terms_markdown
 from ..metrics.speed import aggregate_speed
 from ..models.draft import LlamaDraftForCausalLM
 from ..records import derive_seed
@@ -38,6 +39,8 @@ from .objectives import pair_stats
 
 # every method at its defaults: the paper's setting (decoding/params.py)
 METHODS = {m: DECODERS[m].params_type() for m in ("sampling", "sps", "spectr", "specinfer", "mtad", "mmtad")}
+# the reports' column labels, from the one glossary of acceptance figures
+E_ACCEPT, ALPHA, ACCEPTED = (ACCEPTANCE_TERMS[k].label for k in ("e_accept", "alpha", "acceptance_rate"))
 GOALS = {"alpha_chat": 0.6, "alpha_each_trained_kind": 0.5, "alpha_each_unseen_kind": 0.45, "draft_cost_ratio": 0.08}
 
 
@@ -331,7 +334,8 @@ def group_table(drafts: dict) -> list[str]:
         "",
         "## Requests of the kinds trained on (held-out subjects) against kinds never trained on",
         "",
-        "| draft | group | kinds | E[accept] paper | sps alpha | BE sps / mtad / mmtad | vs sampling sps / mtad / mmtad |",  # noqa: E501 (a table header)
+        f"| draft | group | kinds | {E_ACCEPT} | SpS {ALPHA} | BE sps / mtad / mmtad "
+        "| vs sampling sps / mtad / mmtad |",
         "|---|---|---|---|---|---|---|",
     ]
     for name, r in drafts.items():
@@ -349,12 +353,14 @@ def markdown(result: dict, header: list[str]) -> str:
     families = list(next(iter(drafts.values()))["families"])
     lines = (
         header
+        + ["", *terms_markdown(("e_accept", "alpha", "acceptance_rate", "block_efficiency"))]
         + group_table(drafts)
         + [
             "",
             "## Distribution match (teacher-forced on target answers at the paper's setting)",
             "",
-            "| family | draft | positions | argmax agreement | mean TV(p, q) | E[accept] T=1 | E[accept] paper |",
+            "| family | draft | positions | argmax agreement | mean TV(p, q) | E[accept] at T = 1, untruncated "
+            f"| {E_ACCEPT} |",
             "|---|---|---|---|---|---|---|",
         ]
     )
@@ -369,7 +375,7 @@ def markdown(result: dict, header: list[str]) -> str:
         "",
         _setting_heading(),
         "",
-        "| family | draft | method | block efficiency | acceptance (accepted/drafted) | alpha (per token) | tokens/s | vs sampling |",  # noqa: E501 (a table's header row)
+        f"| family | draft | method | block efficiency | {ACCEPTED} | {ALPHA} | tokens/s | vs sampling |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for f in families:
@@ -448,7 +454,7 @@ def readme_block(result: dict, name: str | None = None) -> str:
         f"{env['machine']}, {isa}; E[accept] teacher-forced on target answers, α from SpS's accepted "
         "lengths, BE = block efficiency):",
         "",
-        "| requests | E[accept] | SpS α | BE SpS / MTAD / MMTAD | tokens/s vs sampling, SpS / MTAD / MMTAD |",
+        f"| requests | {E_ACCEPT} | SpS {ALPHA} | BE SpS / MTAD / MMTAD | tokens/s vs sampling, SpS / MTAD / MMTAD |",
         "|---|---|---|---|---|",
     ]
     labels = {"trained": "(a) the kinds trained on, held-out subjects", "unseen": "(b) kinds never trained on"}

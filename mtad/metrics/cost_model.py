@@ -340,8 +340,12 @@ def fit_profile(generations: list[GenerationCost]) -> FittedProfile:
     )
     prompt_tokens = sum(c.prompt_tokens for c in calls)
     prefill = 1e3 * sum(g.prefill_seconds for g in generations) / prompt_tokens if prompt_tokens else 0.0
+
     def host_per_call(gs: list[GenerationCost]) -> float:
         return 1e3 * sum(g.host_seconds for g in gs) / max(sum(g.counts.target_calls for g in gs), 1)
 
-    host = {m: host_per_call([g for g in generations if g.method == m]) for m in dict.fromkeys(g.method for g in generations)}
+    host = {
+        m: host_per_call([g for g in generations if g.method == m])
+        for m in dict.fromkeys(g.method for g in generations)
+    }
     return FittedProfile(target, draft, prefill, host, len(generations), host_per_call(generations))

@@ -343,7 +343,11 @@ def with_holm(theory: dict, confidence: float = iv.CONFIDENCE) -> dict:
     pvalues = [iv.normal_pvalue(iv.Interval(**m["logp_gain"]), 0.0) for m in entries]
     tested = [(m, p) for m, p in zip(entries, pvalues) if p is not None]
     for (m, p), adjusted in zip(tested, iv.holm([p for _, p in tested])):
-        m |= {"p": p, "holm_p": adjusted, "holm_verdict": m["verdict"] if adjusted < 1 - confidence else iv.INCONCLUSIVE}
+        m |= {
+            "p": p,
+            "holm_p": adjusted,
+            "holm_verdict": m["verdict"] if adjusted < 1 - confidence else iv.INCONCLUSIVE,
+        }
     return theory | {"holm": {"comparisons": len(tested), "alpha": 1 - confidence}} if theory else theory
 
 
