@@ -164,3 +164,35 @@ def test_fused_layer_steps_compute_what_the_modules_compute(dtype):
         from transformers.models.llama.modeling_llama import rotate_half
 
         assert torch.equal(lm.rotary(q0, cos, sin), q0 * cos[:, None] + rotate_half(q0) * sin[:, None])
+
+
+def test_a_finished_generations_kv_buffers_serve_the_next_one_zeroed(llama_pair):
+    """The next generation's caches take the last one's buffers (a fresh allocation pays its page
+    faults again) and zero them: poisoned with NaN after release, they still give the same tokens."""
+    target, draft = llama_pair
+    decoder = get_decoder("sps", target=target, draft=draft, decode_path="static", gamma=3)
+    first = decoder.generate(PROMPT, max_new_tokens=12, generator=torch.Generator().manual_seed(3))
+    used = {id(b) for lm in (decoder.target_lm, decoder.draft_lm) for b in (lm.cache.keys, lm.cache.values)}
+    buffers = [b for lm in (decoder.target_lm, decoder.draft_lm) for b in (lm.cache.keys, lm.cache.values)]
+    decoder.target_lm = decoder.draft_lm = None  # released to the pool
+    for b in buffers:
+        b.fill_(float("nan"))
+    del buffers
+    again = decoder.generate(PROMPT, max_new_tokens=12, generator=torch.Generator().manual_seed(3))
+    reused = {id(b) for lm in (decoder.target_lm, decoder.draft_lm) for b in (lm.cache.keys, lm.cache.values)}
+    assert reused == used and again.tokens == first.tokens
+    for lm in (decoder.target_lm, decoder.draft_lm):  # the compiled path attends over every slot, masked or not
+        assert not any(b.isnan().any() for b in (lm.cache.keys, lm.cache.values))
+
+
+def test_the_kv_pool_keeps_at_most_its_bytes_dropping_the_oldest(monkeypatch):
+    from mtad.decoding import static_kv
+
+    monkeypatch.setattr(static_kv, "_pool", {})
+    monkeypatch.setattr(static_kv, "POOL_BYTES", 3 * 4 * 100)  # three 100-float buffers
+    buffers = [torch.full((100,), float(i)) for i in range(5)]
+    static_kv.release(buffers)
+    kept = static_kv._pool[((100,), torch.float32, "cpu")]
+    assert [int(b[0]) for b in kept] == [2, 3, 4]
+    again = static_kv.kv_buffer((100,), torch.float32, torch.device("cpu"))
+    assert again is buffers[4] and not again.any()  # the newest, zeroed

@@ -148,6 +148,7 @@ class Decoder:
         self.generator = generator
         out_device = model_device(self.target)
         room = input_ids.shape[1] + max_new_tokens  # committed positions a cache may need (trees come on top)
+        self.target_lm = self.draft_lm = None  # the last generation's caches go first: their buffers are reused
         self.target_lm = cached_model(
             self.target, out_device, self.decode_path, room, features=target_feature_depths(self.draft)
         )
