@@ -25,6 +25,7 @@ from mtad.decoding import (
     SpecTrParams,
     SpSParams,
     get_decoder,
+    kernels,
 )
 from mtad.decoding.capabilities import reads_target_features
 from mtad.decoding.kv import model_device, sync
@@ -367,6 +368,7 @@ def environment(target, draft) -> dict:
         "amx": "amx_bf16" in flags,
         "avx512_bf16": "avx512_bf16" in flags,
         "auto_dtype": auto_dtype(next(target.parameters()).device),  # what a pair's `auto` dtype means here
+        "kernels": kernels.record({"target": target, "draft": draft}, "fast"),  # the fast path's, per width
         "cuda": env["gpus"][0] if env["gpus"] else None,
     }
 

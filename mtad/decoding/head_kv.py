@@ -22,6 +22,7 @@ from __future__ import annotations
 import torch
 
 from mtad.decoding.capabilities import reads_target_features
+from mtad.decoding.kernels import choose as choose_kernels
 from mtad.decoding.kv import CachedModel, FeatureStore
 from mtad.decoding.masks import step_mask
 from mtad.decoding.static_kv import BUCKETS, CAPACITY_STEP, StaticCachedModel, StaticKV, cached_model, run_layers
@@ -42,6 +43,7 @@ class HeadCachedModel(StaticCachedModel):
         self.cache = StaticKV(head, capacity)
         self.features = FeatureStore(head.config.hidden_size, head.dtype, self.device)  # its own predictions
         self.compiled = None
+        self.kernels = choose_kernels(head)
         self.source = source
         self.exact = 0  # leading committed slots whose input feature was the target's
         self._rows: torch.Tensor | None = None  # input features of the forward being run [n, H]

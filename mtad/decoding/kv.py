@@ -13,6 +13,7 @@ whatever its storage slot). Llama-family models and OPT (whose learned positions
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import time
 
@@ -92,6 +93,7 @@ class CachedModel:
         self.seconds = 0.0  # wall time inside this model's forwards (for the overhead breakdown)
         self.prefill_seconds = 0.0  # of which caching prompts (`prefill`)
         self.prefilling = False  # inside `prefill`: a profile names the forward "<role> prefill"
+        self.kernels = None  # the fast path's product kernel per width (kernels.KernelChoice); None: oneDNN
         accepted = inspect.signature(model.forward).parameters
         self._keep_kw = "logits_to_keep" in accepted
         # transformers >= 5.2x names the cache argument `cache`; older releases `past_key_values`
@@ -110,7 +112,8 @@ class CachedModel:
         """Run the new positions through the model (`allowed`: tree mask, None = causal chain)
         and time it; returns logits [n, V] (the last `keep_last` rows if > 0)."""
         start, first_slot = time.perf_counter(), self.seq_length()
-        logits, hidden = self._model_logits(input_ids, position_ids, allowed, keep_last)
+        with self.kernels.scope(input_ids.numel()) if self.kernels is not None else contextlib.nullcontext():
+            logits, hidden = self._model_logits(input_ids, position_ids, allowed, keep_last)
         logits = logits.to(self.out_device)
         if self.features is not None:
             self.features.write(first_slot, hidden)

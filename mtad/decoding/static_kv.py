@@ -34,6 +34,7 @@ from transformers import PreTrainedModel
 
 from mtad.data import cache_root
 from mtad.decoding.capabilities import LEAN_FORWARD, RestrictedHead, has_lean_forward
+from mtad.decoding.kernels import choose as choose_kernels
 from mtad.decoding.kv import CachedModel, model_device
 from mtad.decoding.layer_math import attend, attention_dtype, attention_inputs, finish_layer
 from mtad.decoding.masks import chain_mask, padded, step_mask
@@ -295,6 +296,7 @@ class StaticCachedModel(CachedModel):
         capacity = max(CAPACITY_STEP, -(-(min_capacity + BUCKETS[-1]) // CAPACITY_STEP) * CAPACITY_STEP)
         self.cache = StaticKV(model, capacity)
         self.restricted = isinstance(model, RestrictedHead)  # a Protocol check costs microseconds: once
+        self.kernels = choose_kernels(model)
         self.compiled = compiled_body(model, self.feature_depths) if compiled else None
         if self.compiled is not None and self.compiled.cuda:
             for buf in (self.cache.keys, self.cache.values, *sum(self.cache.layer_views(), [])):

@@ -28,6 +28,7 @@ from typing import Any, Hashable
 from omegaconf import DictConfig, OmegaConf
 
 from mtad import provenance
+from mtad.decoding import kernels
 from mtad.devices import model_devices, reset_peak_memory
 from mtad.runner.cell import CellRun, now
 from mtad.runner.checks import SettingError
@@ -77,6 +78,8 @@ class CellSession:
         environment = {
             **provenance.environment_record(devices=self.devices, models=(self.pair.target, self.pair.draft)),
             "pair_name": getattr(self.pair, "name", None),
+            # the fast path's product kernel per forward width, as calibrated on this machine
+            "kernels": kernels.record({"target": self.pair.target, "draft": self.pair.draft}, self.pair.decode_path),
             "energy_missing_reason": energy_reason,
             "started": now(),
         }

@@ -1,0 +1,156 @@
+"""Which CPU kernel multiplies a bf16 model's matrices, chosen per forward width on this machine.
+
+torch has two bf16 matrix products on a CPU: oneDNN's (the default) and its own (oneDNN turned
+off). Their costs cross over: torch's own GEMV reads a one-row product's weights near the memory
+bandwidth and is the faster one there on some CPUs, but it does not block for several rows, so
+at 5 rows it costs ~3x and at 17 rows ~10x oneDNN's, which stays nearly flat in the rows. A
+decode step is one row, a verification several, a prefill many: each width bucket gets the
+kernel timed fastest for it on this machine (`calibrate`, kept in ``$MTAD_CACHE/kernels.json``
+per CPU, thread count and weight shapes), and a forward runs under its bucket's kernel
+(`KernelChoice.scope`). The two kernels round bf16 products alike to within one bf16 unit.
+
+Only bf16 models on a CPU are concerned; float32 and float64 forwards (the reproduction
+reference, the exactness tests) keep oneDNN. ``MTAD_KERNELS`` = ``auto`` (the default),
+``onednn`` (today's behaviour everywhere) or ``native`` (torch's own everywhere) overrides.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import statistics
+import time
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+KERNELS = ("onednn", "native")
+CHOICES = ("auto", *KERNELS)  # MTAD_KERNELS
+# forward widths (new positions) by bucket, and the width each bucket is timed at; wider
+# forwards (prefills) always take oneDNN, torch's own product does not block for many rows
+BUCKETS = ((1, 1), (2, 4), (5, 17))
+TIMED_WIDTH = {(1, 1): 1, (2, 4): 3, (5, 17): 9}
+REPS = 3
+
+
+@dataclass(frozen=True)
+class KernelChoice:
+    """The kernel of each width bucket (`BUCKETS`; wider: oneDNN) and how it was chosen."""
+
+    by_bucket: tuple[str, ...]
+    source: str  # "calibrated", "cached" or "MTAD_KERNELS=<value>"
+
+    def kernel(self, width: int) -> str:
+        for (low, high), kernel in zip(BUCKETS, self.by_bucket):
+            if low <= width <= high:
+                return kernel
+        return "onednn"
+
+    def scope(self, width: int) -> contextlib.AbstractContextManager:
+        """The forward of `width` new positions under its bucket's kernel."""
+        return native_products() if self.kernel(width) == "native" else contextlib.nullcontext()
+
+    def as_dict(self) -> dict:
+        names = [f"{low}" if low == high else f"{low}-{high}" for low, high in BUCKETS]
+        return {"by_width": dict(zip(names, self.by_bucket)) | {"wider": "onednn"}, "source": self.source}
+
+
+@contextlib.contextmanager
+def native_products():
+    """torch's own matrix products (oneDNN off) within the block."""
+    before = torch.backends.mkldnn.enabled
+    torch.backends.mkldnn.enabled = False
+    try:
+        yield
+    finally:
+        torch.backends.mkldnn.enabled = before
+
+
+def concerned(model: torch.nn.Module) -> bool:
+    """Whether the model's products have a kernel to choose: bf16 weights on a CPU."""
+    weight = next(model.parameters(), None)
+    return weight is not None and weight.dtype == torch.bfloat16 and weight.device.type == "cpu"
+
+
+def weights(model: torch.nn.Module) -> list[torch.Tensor]:
+    """The [N, K] matrices a forward multiplies by: every Linear's, the (restricted) LM head's included."""
+    return [m.weight for m in model.modules() if isinstance(m, torch.nn.Linear)]
+
+
+def products_ms(mats: list[torch.Tensor], width: int, kernel: str) -> float:
+    """Median ms of one product by each of `mats` at `width` rows under `kernel`."""
+    inputs = {k: torch.randn(width, k, dtype=torch.bfloat16) for k in {m.shape[1] for m in mats}}
+    times = []
+    with native_products() if kernel == "native" else contextlib.nullcontext():
+        for rep in range(REPS + 1):
+            start = time.perf_counter()
+            for m in mats:
+                F.linear(inputs[m.shape[1]], m)
+            if rep:  # the first is a warm-up
+                times.append(1e3 * (time.perf_counter() - start))
+    return statistics.median(times)
+
+
+def calibrate(model: torch.nn.Module) -> tuple[str, ...]:
+    """Per bucket, the kernel whose products of `model`'s weights ran fastest just now."""
+    mats = weights(model)
+    return tuple(min(KERNELS, key=lambda kernel: products_ms(mats, TIMED_WIDTH[b], kernel)) for b in BUCKETS)
+
+
+def _cache_key(model: torch.nn.Module) -> str:
+    from mtad.provenance import cpu_model
+
+    shapes = ",".join("x".join(map(str, m.shape)) for m in weights(model))
+    digest = hashlib.sha1(shapes.encode()).hexdigest()[:12]
+    return f"{cpu_model()}|{os.cpu_count()} CPUs|{torch.get_num_threads()} threads|{digest}"
+
+
+_chosen: dict[str, KernelChoice] = {}  # this process's choices by cache key
+
+
+def choose(model: torch.nn.Module) -> KernelChoice | None:
+    """The model's kernels per width bucket (None: not a bf16 model on a CPU): MTAD_KERNELS if it
+    names one, else this process's or the machine's earlier calibration, else a calibration now."""
+    if not concerned(model):
+        return None
+    setting = os.environ.get("MTAD_KERNELS", "auto")
+    if setting not in CHOICES:
+        raise ValueError(f"MTAD_KERNELS={setting!r}; valid: {', '.join(CHOICES)}")
+    key = _cache_key(model)
+    if setting != "auto":
+        _chosen[key] = KernelChoice((setting,) * len(BUCKETS), f"MTAD_KERNELS={setting}")
+        return _chosen[key]
+    if key in _chosen and not _chosen[key].source.startswith("MTAD_KERNELS"):
+        return _chosen[key]
+    from mtad.data import cache_root
+
+    path = cache_root() / "kernels.json"
+    stored = json.loads(path.read_text()) if path.exists() else {}
+    if key in stored:
+        choice = KernelChoice(tuple(stored[key]), "cached")
+    else:
+        choice = KernelChoice(calibrate(model), "calibrated")
+        stored[key] = list(choice.by_bucket)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(stored, indent=1) + "\n")
+    _chosen[key] = choice
+    return choice
+
+
+def chosen() -> dict[str, dict]:
+    """This process's kernel choices (what the run's environment record names)."""
+    return {key: choice.as_dict() for key, choice in _chosen.items()}
+
+
+def record(models: dict, decode_path: str | None) -> dict | None:
+    """For a run's environment record: each model's (role -> model) kernel choice on the fast
+    path (None for a model not concerned), or None where the path is eager (oneDNN throughout)."""
+    from mtad.decoding.static_kv import resolve_decode_path
+
+    fast = {role: m for role, m in models.items() if m is not None and resolve_decode_path(decode_path, m) != "eager"}
+    if not fast:
+        return None
+    return {role: (choice.as_dict() if (choice := choose(m)) else None) for role, m in fast.items()}

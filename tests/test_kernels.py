@@ -1,0 +1,79 @@
+"""The fast path's product kernel per forward width (mtad/decoding/kernels.py): chosen once per
+machine for bf16 models on a CPU, applied per forward, and within bf16's rounding of oneDNN's."""
+
+import json
+
+import pytest
+import torch
+
+from mtad.decoding import get_decoder, kernels
+from mtad.models.tiny import tiny_llama
+
+PROMPT = torch.tensor([[5, 1, 9, 2, 7]])
+
+
+@pytest.fixture
+def fresh(monkeypatch, tmp_path):
+    monkeypatch.setenv("MTAD_CACHE", str(tmp_path))
+    monkeypatch.setattr(kernels, "_chosen", {})
+    return tmp_path
+
+
+def bf16_llama():
+    return tiny_llama(0, 24, sharpness=2.0).to(torch.bfloat16)
+
+
+def test_each_width_takes_its_buckets_kernel_and_the_scope_restores_onednn():
+    choice = kernels.KernelChoice(("native", "onednn", "native"), "test")
+    assert [choice.kernel(w) for w in (1, 2, 4, 5, 17, 18, 500)] == ["native", "onednn", "onednn"] + ["native"] * 2 + [
+        "onednn"
+    ] * 2
+    with choice.scope(1):
+        assert not torch.backends.mkldnn.enabled
+    assert torch.backends.mkldnn.enabled
+    with choice.scope(3):
+        assert torch.backends.mkldnn.enabled
+    assert choice.as_dict()["by_width"] == {"1": "native", "2-4": "onednn", "5-17": "native", "wider": "onednn"}
+
+
+def test_only_bf16_models_on_a_cpu_have_a_choice_and_it_is_calibrated_once_per_machine(fresh):
+    assert kernels.choose(tiny_llama(0, 24)) is None  # float64: oneDNN throughout, as the references ran
+    first = kernels.choose(bf16_llama())
+    assert first.source == "calibrated" and set(first.by_bucket) <= set(kernels.KERNELS)
+    stored = json.loads((fresh / "kernels.json").read_text())
+    assert list(stored.values()) == [list(first.by_bucket)]
+    kernels._chosen.clear()  # a new process reads the machine's calibration
+    assert kernels.choose(bf16_llama()) == kernels.KernelChoice(first.by_bucket, "cached")
+
+
+def test_the_environment_variable_overrides_and_a_wrong_value_lists_the_valid_ones(fresh, monkeypatch):
+    monkeypatch.setenv("MTAD_KERNELS", "native")
+    assert kernels.choose(bf16_llama()).by_bucket == ("native",) * len(kernels.BUCKETS)
+    monkeypatch.setenv("MTAD_KERNELS", "fastest")
+    with pytest.raises(ValueError, match="valid: auto, onednn, native"):
+        kernels.choose(bf16_llama())
+
+
+def test_the_run_records_the_fast_paths_choice_and_none_on_the_eager_path(fresh, monkeypatch):
+    monkeypatch.setenv("MTAD_KERNELS", "onednn")
+    model = bf16_llama()
+    found = kernels.record({"target": model, "draft": None}, "fast")
+    assert found == {
+        "target": {"by_width": dict.fromkeys(("1", "2-4", "5-17", "wider"), "onednn"), "source": "MTAD_KERNELS=onednn"}
+    }
+    assert kernels.record({"target": model}, "eager") is None
+
+
+@pytest.mark.parametrize("method", ["sampling", "sps"])
+def test_both_kernels_give_logits_within_bf16_rounding_on_the_fast_path(fresh, monkeypatch, method):
+    model, draft = bf16_llama(), tiny_llama(1, 24, sharpness=2.0).to(torch.bfloat16)
+    logits = {}
+    for setting in kernels.KERNELS:
+        monkeypatch.setenv("MTAD_KERNELS", setting)
+        decoder = get_decoder(method, target=model, draft=draft, decode_path="static")
+        decoder.generate(PROMPT, max_new_tokens=2, generator=torch.Generator().manual_seed(0))
+        lm = decoder.target_lm
+        assert lm.kernels.by_bucket == (setting,) * len(kernels.BUCKETS)
+        logits[setting] = lm.extend(torch.tensor([3, 4, 5, 6])).float()  # a 5-wide verification-like forward
+    diff = (logits["onednn"] - logits["native"]).abs().max()
+    assert diff <= 2**-7 * logits["onednn"].abs().max()  # within bf16's rounding (8 significant bits)
