@@ -17,6 +17,7 @@ reference, the exactness tests) keep oneDNN. ``MTAD_KERNELS`` = ``auto`` (the de
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -100,12 +101,18 @@ def calibrate(model: torch.nn.Module) -> tuple[str, ...]:
     return tuple(min(KERNELS, key=lambda kernel: products_ms(mats, TIMED_WIDTH[b], kernel)) for b in BUCKETS)
 
 
-def _cache_key(model: torch.nn.Module) -> str:
+@functools.cache
+def _machine() -> str:
     from mtad.provenance import cpu_model
 
+    return f"{cpu_model()}|{os.cpu_count()} CPUs"
+
+
+def _cache_key(model: torch.nn.Module) -> str:
+    """The machine, its thread count and the model's weight shapes: what a calibration holds for."""
     shapes = ",".join("x".join(map(str, m.shape)) for m in weights(model))
     digest = hashlib.sha1(shapes.encode()).hexdigest()[:12]
-    return f"{cpu_model()}|{os.cpu_count()} CPUs|{torch.get_num_threads()} threads|{digest}"
+    return f"{_machine()}|{torch.get_num_threads()} threads|{digest}"
 
 
 _chosen: dict[str, KernelChoice] = {}  # this process's choices by cache key
