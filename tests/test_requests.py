@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import math
 import random
+from pathlib import Path
 
 import pytest
 
+from mtad.distill import request_data
 from mtad.distill import requests as R
 from mtad.distill.sources import Item
 from mtad.split import held_out
@@ -93,6 +97,89 @@ def test_pool_sizes_allow_the_scale():
     sizes = R.pool_sizes()
     assert set(sizes) == set(R.KINDS)
     assert all(subjects * templates >= 100 for subjects, templates in sizes.values())
+
+
+PACKAGE = Path(R.__file__).resolve().parents[1]
+DATA = PACKAGE / "assets" / "requests"
+
+
+def raw_table(path: str):
+    """A data table ("file.key", "file.key.*") read straight from its JSON file, without the loader."""
+    name, _, key = path.removesuffix(".*").partition(".")
+    return json.loads((DATA / f"{name}.json").read_text(encoding="utf-8"))[key]
+
+
+# kinds whose builder takes the templates of the drawn subject's category
+TEMPLATES_BY_CATEGORY = ("open_question", "howto")
+
+
+def declared_sources(kind: R.Kind):
+    yield from kind.subjects
+    for term in kind.templates:
+        yield from term
+
+
+def test_the_request_data_loads_and_each_file_says_what_it_holds():
+    names = request_data.data_files()
+    assert {"open_question", "rewrite", "code", "phrasing", "subjects"} <= set(names)
+    for name in names:
+        raw = json.loads((DATA / f"{name}.json").read_text(encoding="utf-8"))
+        assert isinstance(raw.pop("about", None), str), f"{name}.json has no 'about' note"
+        tables = request_data.table(name)
+        assert set(tables) == set(raw) and all(raw.values()), name  # every table holds something
+        assert all(json.loads(json.dumps(tables[key])) == value for key, value in raw.items()), name
+    assert isinstance(request_data.at("rewrite.instructions"), tuple)  # shared by every caller: read-only
+    assert R.TYPO_FIX in request_data.at("rewrite.instructions")  # else no proof-reading request gets typos
+
+
+def test_the_wheel_ships_the_request_data():
+    import tomllib
+
+    pyproject = tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text())
+    patterns = pyproject["tool"]["setuptools"]["package-data"]["mtad"]
+    shipped = {path for pattern in patterns for path in PACKAGE.glob(pattern)}
+    assert sorted(DATA.glob("*.json")) and set(DATA.glob("*.json")) <= shipped
+
+
+@pytest.mark.parametrize("name", EXPECTED_KINDS)
+def test_every_kind_declares_pools_that_exist_and_hold_entries(name):
+    kind = R.REGISTRY[name]
+    assert callable(kind.build) and kind.subjects and kind.templates
+    for source in declared_sources(kind):
+        if callable(source):  # a pool of keyed entries
+            assert isinstance(source(), tuple) and all(hasattr(e, "key") for e in source()[:50]), source
+        elif isinstance(source, str) and source.endswith(".weights"):
+            weights = raw_table(source)
+            assert weights and set(weights) <= set(R.SUBJECT_POOLS) and all(w > 0 for w in weights.values())
+            if name in TEMPLATES_BY_CATEGORY:  # every category weighed has its templates
+                assert set(weights) <= set(raw_table(f"{name}.templates")), source
+        else:
+            assert len(raw_table(source) if isinstance(source, str) else source) > 0, source
+    for held in (False, True):
+        assert R.pool_sizes(held)[name][0] > 0, (name, held)  # subjects on both sides of the split
+
+
+def expected_size(source, held: bool) -> int:
+    if callable(source):
+        return len(R.split(source, held))
+    if isinstance(source, str) and source.endswith(".weights"):
+        return sum(len(R.split(R.SUBJECT_POOLS[category], held)) for category in raw_table(source))
+    if isinstance(source, str) and source.endswith(".*"):
+        return sum(len(entries) for entries in raw_table(source).values())
+    return len(raw_table(source) if isinstance(source, str) else source)
+
+
+@pytest.mark.parametrize("held", [False, True])
+def test_pool_sizes_are_the_lengths_of_the_declared_pools(held):
+    sizes = R.pool_sizes(held)
+    for name, kind in R.REGISTRY.items():
+        subjects = sum(expected_size(s, held) for s in kind.subjects)
+        templates = sum(math.prod(expected_size(part, held) for part in term) for term in kind.templates)
+        assert sizes[name] == (subjects, templates), name
+    to_language, to_english = raw_table("translation.to_language"), raw_table("translation.to_english")
+    assert sizes["translation"][1] == len(to_language) * len(raw_table("text_sources.languages")) + len(to_english)
+    forms, constraints = raw_table("creative.forms"), raw_table("creative.constraints")
+    assert sizes["creative"][1] == len(forms) * (1 + len(constraints))  # a form with no constraint, or with some
 
 
 def test_lengths_and_characters(training_requests):

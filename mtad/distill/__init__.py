@@ -3,7 +3,10 @@ draft (`training`) or a feature head (`head_training`); then measuring it and wr
 
 - `sources`: the text of the four task families, in the tasks' prompt formats;
 - `requests`: requests of many kinds built from text available offline (documentation, package
-  metadata, Debian text, translation catalogues), held out by subject;
+  metadata, Debian text, translation catalogues), held out by subject: each kind's builder and
+  pools in one registry, its templates and word lists in `mtad/assets/requests/` (`request_data`);
+  the text sources in `installed_text`, `docstrings`, the subjects in `subjects`, the shared
+  phrasing in `prose`, the word problems in `arithmetic`, code and SQL requests in `code_requests`;
 - `kinds`: the kinds of request trained on and held out of training, and their weights;
 - `sampler`: slot-refilled batched sampling over one preallocated KV cache;
 - `corpus`: answering (real, target-sampled, draft-sampled) and length-bucketed scoring with the target;
