@@ -623,7 +623,8 @@ def design_markdown(design: dict) -> str:
             "Fused depths: the target's hidden states after layers "
             f"{_depths_of(ab)} by one linear map; own output layer: trainable, from the target's rows; "
             "feature loss: SmoothL1 of the head's output onto the target's final feature, weight 0.1. "
-            f"Machine: {ab.get('machine', 'not recorded')}.",
+            + (f"Training-time test over {ab['unroll']} unrolled steps. " if ab.get("unroll") else "")
+            + f"Machine: {ab.get('machine', 'not recorded')}.",
             "",
             "| arm | layers | fused depths | own output | feature loss | @1 | @2 | @3 | @4 | @4 - @1 "
             "| head step (ms) | / target step | trained tokens/s |",
@@ -639,6 +640,14 @@ def design_markdown(design: dict) -> str:
                 f"| {d['reg_weight']:g} | {_at_positions(acc)} | {_at(acc, 4) - _at(acc, 1):+.3f} | {cost} "
                 f"| {arm['trained_tokens_per_s']:.0f} |"
             )
+        mean = {n: sum(_at(arm["accept_paper"], k) for k in range(1, 5)) / 4 for n, arm in ab["arms"].items()}
+        first = {n: _at(arm["accept_paper"], 1) for n, arm in ab["arms"].items()}
+        best, best_first = max(mean, key=mean.get), max(first, key=first.get)
+        lines += [
+            "",
+            f"Highest mean over positions 1–4: {best} ({mean[best]:.3f}); highest at position 1: {best_first} "
+            f"({first[best_first]:.3f}).",
+        ]
     if "vocabulary" in design:
         v = design["vocabulary"]
         lines += [

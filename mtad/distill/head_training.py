@@ -528,7 +528,13 @@ def heads_ab(
     if ckpt is not None:
         save()
     trained, seconds = progress["trained"], progress["seconds"]
-    out = {"tokens": trained, "target_tokens": tokens, "corpus_tokens": corpus.answer_tokens, "arms": {}}
+    out = {
+        "tokens": trained,
+        "target_tokens": tokens,
+        "corpus_tokens": corpus.answer_tokens,
+        "unroll": cfg.steps,
+        "arms": {},
+    }
     target_ms = step_ms(target) if target is not None else None
     for i, (n, arm) in enumerate(arms.items()):
         stats = evaluate_head(arm.head, heldout)
