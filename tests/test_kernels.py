@@ -77,3 +77,9 @@ def test_both_kernels_give_logits_within_bf16_rounding_on_the_fast_path(fresh, m
         logits[setting] = lm.extend(torch.tensor([3, 4, 5, 6])).float()  # a 5-wide verification-like forward
     diff = (logits["onednn"] - logits["native"]).abs().max()
     assert diff <= 2**-7 * logits["onednn"].abs().max()  # within bf16's rounding (8 significant bits)
+
+
+def test_an_unreadable_calibration_file_is_calibrated_anew(fresh):
+    (fresh / "kernels.json").write_text('{"half a file')
+    assert kernels.choose(bf16_llama()).source == "calibrated"
+    assert len(json.loads((fresh / "kernels.json").read_text())) == 1

@@ -115,6 +115,15 @@ def _cache_key(model: torch.nn.Module) -> str:
     return f"{_machine()}|{torch.get_num_threads()} threads|{digest}"
 
 
+def _read(path) -> dict:
+    """The machine's stored calibrations (none when the file is missing or unreadable)."""
+    try:
+        stored = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return stored if isinstance(stored, dict) else {}
+
+
 _chosen: dict[str, KernelChoice] = {}  # this process's choices by cache key
 
 
@@ -135,14 +144,16 @@ def choose(model: torch.nn.Module) -> KernelChoice | None:
     from mtad.data import cache_root
 
     path = cache_root() / "kernels.json"
-    stored = json.loads(path.read_text()) if path.exists() else {}
+    stored = _read(path)
     if key in stored:
         choice = KernelChoice(tuple(stored[key]), "cached")
     else:
         choice = KernelChoice(calibrate(model), "calibrated")
-        stored[key] = list(choice.by_bucket)
+        stored = _read(path) | {key: list(choice.by_bucket)}  # another process may have added its own
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(stored, indent=1) + "\n")
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(stored, indent=1) + "\n")
+        tmp.replace(path)  # atomic: a process reading it meanwhile sees the old file or the new one
     _chosen[key] = choice
     return choice
 
