@@ -146,7 +146,7 @@ PROFILE_ARGS ?=
 profile: install ## where one block's time goes, every method on the fast path, 1 and 2 threads, short and long prompts (~5 min; quiet machine) -> results/bench/profile.{json,md}
 	$(PY) scripts/profile_blocks.py --pair $(EMBEDDED_PAIR) $(PROFILE_ARGS)
 
-# --- the GPU paths in one prepared run (mtad/bench/gpu_check.py); no install step, so a system python
+# --- the GPU paths in one prepared run (mtad/bench/gpu_check/); no install step, so a system python
 # with torch runs it (PY=python3). GPU_CHECK_OUT=results/gpu_check writes the committed report.
 GPU_CHECK_OUT ?= results/local/gpu_check
 .PHONY: gpu-check

@@ -1,5 +1,5 @@
 """`make gpu-check`: the GPU paths in one run of at most 8 minutes on one GPU, on tiny random-weight
-models built from configs, nothing downloaded (mtad/bench/gpu_check.py): exactness on the device
+models built from configs, nothing downloaded (mtad/bench/gpu_check/): exactness on the device
 against the CPU, every method on every decode path, NVML energy, the target cost curve and copy
 bandwidth, the embedded pair when its files are here -> gpu_check.json and gpu_check.md under --out.
 Without a CUDA device it is a dry run (every check listed, skipped with the reason; exit 0).
@@ -23,14 +23,17 @@ os.environ["TRANSFORMERS_OFFLINE"] = "1"
 
 
 def load_module():
-    """mtad.bench.gpu_check; by its file when the package cannot be imported (a python without torch:
-    the module alone needs only the standard library, enough for the dry run)."""
+    """mtad.bench.gpu_check; by its folder when the package cannot be imported (a python without torch:
+    the gpu_check package alone needs only the standard library and mtad.methods, enough for the dry run)."""
     try:
         from mtad.bench import gpu_check
 
         return gpu_check
     except ImportError:
-        spec = importlib.util.spec_from_file_location("mtad_gpu_check", ROOT / "mtad" / "bench" / "gpu_check.py")
+        folder = ROOT / "mtad" / "bench" / "gpu_check"
+        spec = importlib.util.spec_from_file_location(
+            "mtad_gpu_check", folder / "__init__.py", submodule_search_locations=[str(folder)]
+        )
         module = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = module
         spec.loader.exec_module(module)

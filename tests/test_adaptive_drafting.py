@@ -5,12 +5,11 @@ decode path and with both draft kinds. Exactness with it on: tests/test_decoding
 import pytest
 import torch
 
-from mtad.bench.gpu_check import TOKEN_PARAMS
 from mtad.decoding import get_decoder
-from mtad.models.tiny import BUILDERS, tiny_head
+from mtad.models.tiny import BUILDERS, TOKEN_PARAMS, TOKEN_PROMPT, TOKEN_VOCAB, tiny_head
 
-PROMPT = torch.tensor([[5, 1, 9, 2, 7]])
-VOCAB = 24
+PROMPT = torch.tensor([TOKEN_PROMPT])
+VOCAB = TOKEN_VOCAB
 ADAPTIVE_METHODS = ["sps", "spectr", "specinfer", "mtad", "mmtad"]
 PAIRS = [("llama", "eager", "model"), ("llama", "static", "head"), ("opt", "eager", "model")]
 

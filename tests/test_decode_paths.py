@@ -4,7 +4,6 @@ same seed -> same tokens in float64, caches that grow and roll back, compiles th
 import pytest
 import torch
 
-from mtad.bench.gpu_check import TOKEN_PARAMS
 from mtad.decoding import METHODS, get_decoder
 from mtad.decoding.capabilities import has_lean_forward
 from mtad.decoding.kv import CachedModel
@@ -18,10 +17,10 @@ from mtad.decoding.static_kv import (
     resolve_decode_path,
 )
 from mtad.models.draft import build_draft_from_target
-from mtad.models.tiny import biased_llama, tiny_llama, tiny_opt
+from mtad.models.tiny import TOKEN_PARAMS, TOKEN_PROMPT, TOKEN_VOCAB, biased_llama, tiny_llama, tiny_opt
 
-PROMPT = torch.tensor([[5, 1, 9, 2, 7]])
-VOCAB = 24
+PROMPT = torch.tensor([TOKEN_PROMPT])
+VOCAB = TOKEN_VOCAB
 METHOD_PARAMS = TOKEN_PARAMS  # each method at small settings: the GPU check runs the same cases
 
 

@@ -6,15 +6,14 @@ import re
 import pytest
 import torch
 
-from mtad.bench.gpu_check import TOKEN_PARAMS
 from mtad.decoding import DECODERS, METHODS, get_decoder
 from mtad.decoding.capabilities import reads_target_features
 from mtad.decoding.mtjd_exact import exact_block_distribution
 from mtad.decoding.static_kv import StaticKV
-from mtad.models.tiny import BUILDERS, tiny_head, tiny_llama
+from mtad.models.tiny import BUILDERS, TOKEN_PARAMS, TOKEN_PROMPT, TOKEN_VOCAB, tiny_head, tiny_llama
 
-PROMPT = torch.tensor([[5, 1, 9, 2, 7]])
-VOCAB = 24
+PROMPT = torch.tensor([TOKEN_PROMPT])
+VOCAB = TOKEN_VOCAB
 METHOD_PARAMS = TOKEN_PARAMS  # each method at small settings: the GPU check runs the same cases
 
 

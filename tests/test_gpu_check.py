@@ -1,4 +1,4 @@
-"""`make gpu-check` (scripts/gpu_check.py over mtad/bench/gpu_check.py): without CUDA a dry run that
+"""`make gpu-check` (scripts/gpu_check.py over mtad/bench/gpu_check/): without CUDA a dry run that
 names every check as skipped with the reason and exits 0, with or without torch; with --device cpu
 the checks themselves run on tiny models; one check's error is its result and the others still run."""
 
@@ -7,12 +7,14 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import torch
 
 from mtad.bench import gpu_check
+from mtad.models.tiny import DIST_CASES, FLOAT64_PAIRS, TOKEN_PARAMS
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "scripts" / "gpu_check.py"
@@ -61,7 +63,8 @@ def test_dry_run_names_every_check_as_skipped_and_exits_0(tmp_path):
 
 
 def test_dry_run_with_a_python_without_torch(tmp_path):
-    """The package needs torch; the script then loads the module by its file (standard library only)."""
+    """The package needs torch; the script then loads gpu_check by its folder (no torch needed), and
+    its plans still name the engine's decode paths."""
     code = (
         "import sys, runpy; sys.modules['torch'] = None; "
         f"sys.argv = ['gpu_check.py', '--out', {str(tmp_path / 'dry')!r}]; "
@@ -73,6 +76,7 @@ def test_dry_run_with_a_python_without_torch(tmp_path):
     assert payload["dry_run_reason"].startswith("no CUDA device: torch is not importable")
     assert [c["status"] for c in payload["checks"]] == ["skipped"] * len(gpu_check.CHECKS)
     assert payload["machine"]["torch"] is None and "torch is not importable" in md
+    assert "on the paths eager, static, compiled, fast" in by_name(payload)["decode_paths"]["plan"]
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a machine with CUDA runs the checks instead")
@@ -107,8 +111,8 @@ def test_the_checks_run_on_the_cpu_when_asked(tmp_path):
     assert all(r["ok"] for r in exact["tree_attention"])
     methods = set(gpu_check.methods())
     assert {r["method"] for r in exact["tokens"]} == methods and all(r["same"] for r in exact["tokens"])
-    assert {r["pair"] for r in exact["tokens"]} == set(gpu_check.FLOAT64_PAIRS)
-    assert len(exact["distribution"]) == len(gpu_check.DIST_CASES)
+    assert {r["pair"] for r in exact["tokens"]} == set(FLOAT64_PAIRS)
+    assert len(exact["distribution"]) == len(DIST_CASES)
     assert all(r["ok"] and r["runs"] == 40 for r in exact["distribution"])
 
     paths = checks["decode_paths"]["data"]
@@ -149,8 +153,8 @@ def test_an_error_is_its_checks_result_and_the_others_still_run(tmp_path, monkey
     def unavailable(ctx):
         raise gpu_check.Skipped("no meter here", {"tokens": 3})
 
-    monkeypatch.setitem(gpu_check.CHECK_FUNCTIONS, "exactness", broken)
-    monkeypatch.setitem(gpu_check.CHECK_FUNCTIONS, "energy", unavailable)
+    monkeypatch.setitem(gpu_check.CHECKS, "exactness", replace(gpu_check.CHECKS["exactness"], run=broken))
+    monkeypatch.setitem(gpu_check.CHECKS, "energy", replace(gpu_check.CHECKS["energy"], run=unavailable))
     options = gpu_check.Options(device="cpu", checks=("exactness", "energy"))
     payload = gpu_check.run(options, tmp_path, log=lambda _: None)
     checks = by_name(payload)
@@ -164,11 +168,17 @@ def test_an_error_is_its_checks_result_and_the_others_still_run(tmp_path, monkey
     assert "Failed: RuntimeError: kernel exploded" in md and '"tokens": 3' in md
 
 
-def test_the_dry_runs_names_are_the_packages():
+def test_the_checks_names_are_the_engines():
+    from mtad.bench.gpu_check import engine
     from mtad.decoding.static_kv import DECODE_PATHS
     from mtad.methods import METHODS
 
-    assert gpu_check.KNOWN_PATHS == tuple(DECODE_PATHS) and gpu_check.KNOWN_METHODS == tuple(METHODS)
+    assert gpu_check.decode_paths() == tuple(DECODE_PATHS) and gpu_check.methods() == tuple(METHODS)
+    # what a python without torch reads: the engine's source
+    assert engine.source_literal(engine.STATIC_KV_SOURCE, "DECODE_PATHS") == tuple(DECODE_PATHS)
+    assert sorted(gpu_check.UNCOMPILED_PATHS + gpu_check.COMPILING_PATHS) == sorted(DECODE_PATHS)
+    assert set(gpu_check.CURVE_PATHS) <= set(DECODE_PATHS) and set(TOKEN_PARAMS) == set(METHODS)
+    assert {method for _, _, method, _, _ in DIST_CASES} <= set(METHODS)
     with pytest.raises(ValueError, match="unknown check"):
         gpu_check.Options(checks=("exactness", "speed"))
     with pytest.raises(ValueError, match="unknown decode path"):

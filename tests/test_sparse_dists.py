@@ -7,13 +7,12 @@ import torch
 
 import mtad.decoding.base as base
 import mtad.decoding.mtad as mtad_module
-from mtad.bench.gpu_check import TOKEN_PARAMS
 from mtad.decoding import METHODS, get_decoder
 from mtad.decoding.logits import Dist, logits_to_dist, logits_to_probs, sample
-from mtad.models.tiny import tiny_head, tiny_llama
+from mtad.models.tiny import TOKEN_PARAMS, TOKEN_PROMPT, TOKEN_VOCAB, tiny_head, tiny_llama
 
-PROMPT = torch.tensor([[5, 1, 9, 2, 7]])
-VOCAB = 24
+PROMPT = torch.tensor([TOKEN_PROMPT])
+VOCAB = TOKEN_VOCAB
 SETTINGS = {  # where a Dist holds k entries, one, or the whole vocabulary
     "paper": {"temperature": 1.0, "top_k": 10, "top_p": 0.9},
     "top_k only": {"temperature": 0.7, "top_k": 5, "top_p": 1.0},
