@@ -26,7 +26,10 @@ EXPECTED = {
     "sampling": (SamplingParams, SAMPLING),
     "sps": (SpSParams, {"gamma": 4, "stop_below": 0.0, **SAMPLING}),
     "spectr": (SpecTrParams, {"gamma": 4, "num_drafts": 4, "stop_below": 0.0, **SAMPLING}),
-    "specinfer": (SpecInferParams, {"k_config": (4, 2, 2), "replacement": True, "stop_below": 0.0, **SAMPLING}),
+    "specinfer": (
+        SpecInferParams,
+        {"k_config": (4, 2, 2), "replacement": True, "node_budget": 0, "stop_below": 0.0, **SAMPLING},
+    ),
     "mtad": (
         MTADParams,
         {

@@ -97,6 +97,8 @@ def kv_buffer(shape: tuple, dtype: torch.dtype, device: torch.device) -> torch.T
 def release(buffers: list[torch.Tensor]) -> None:
     """Keep a finished cache's buffers for the next generation (within `POOL_BYTES`)."""
     for buf in buffers:
+        if buf.is_inference():  # made under inference mode: no in-place zeroing outside it
+            continue
         _pool.setdefault((tuple(buf.shape), buf.dtype, str(buf.device)), []).append(buf)
     held = [(key, buf) for key, free in _pool.items() for buf in free]
     excess = sum(b.numel() * b.element_size() for _, b in held) - POOL_BYTES

@@ -137,6 +137,7 @@ LATER_SETTINGS = {
     ("stop_rule",): "eos",
     ("method", "beam_weighting"): "proportional",
     ("method", "stop_below"): 0.0,  # adaptive drafting off: the fixed γ every earlier cell drafted
+    ("method", "node_budget"): 0,  # SpecInfer's whole k_config tree, as every earlier cell verified
 }
 
 

@@ -33,54 +33,26 @@ class Check:
     missing_files: Callable | None = None
 
 
+def check_of(module, title: str, share: float, one_thread: bool) -> Check:
+    """The record of the check a `checks` module implements (its `run`, `plan`, `section` and,
+    where it needs files, `missing_files`), named after the module."""
+    name = module.__name__.rsplit(".", 1)[-1]
+    return Check(name, title, share, one_thread, module.run, module.plan, module.section,
+                 getattr(module, "missing_files", None))  # fmt: skip
+
+
 CHECKS: dict[str, Check] = {
     check.name: check
     for check in (
-        Check(
-            name="exactness",
-            title="exactness on the device (tiny float64 models against the CPU)",
-            share=0.3,
-            one_thread=True,
-            run=exactness.run,
-            plan=exactness.plan,
-            section=exactness.section,
+        check_of(exactness, "exactness on the device (tiny float64 models against the CPU)", 0.3, True),
+        check_of(decode_paths, "every method on every decode path (tiny pairs)", 0.35, True),
+        check_of(energy, "NVML energy of a short decode", 0.04, True),
+        check_of(
+            cost_curve,
+            "target cost curve (one forward per width over a 256-token cache) and copy bandwidth",
+            0.11,
+            False,
         ),
-        Check(
-            name="decode_paths",
-            title="every method on every decode path (tiny pairs)",
-            share=0.35,
-            one_thread=True,
-            run=decode_paths.run,
-            plan=decode_paths.plan,
-            section=decode_paths.section,
-        ),
-        Check(
-            name="energy",
-            title="NVML energy of a short decode",
-            share=0.04,
-            one_thread=True,
-            run=energy.run,
-            plan=energy.plan,
-            section=energy.section,
-        ),
-        Check(
-            name="cost_curve",
-            title="target cost curve (one forward per width over a 256-token cache) and copy bandwidth",
-            share=0.11,
-            one_thread=False,
-            run=cost_curve.run,
-            plan=cost_curve.plan,
-            section=cost_curve.section,
-        ),
-        Check(
-            name="embedded_pair",
-            title="the embedded pair's methods and speed-ups over sampling",
-            share=0.2,
-            one_thread=False,
-            run=embedded_pair.run,
-            plan=embedded_pair.plan,
-            section=embedded_pair.section,
-            missing_files=embedded_pair.missing_files,
-        ),
+        check_of(embedded_pair, "the embedded pair's methods and speed-ups over sampling", 0.2, False),
     )
 }
