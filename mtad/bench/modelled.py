@@ -58,38 +58,43 @@ def generation_costs(row: dict) -> list[tuple[int, int, GenerationCost]]:
 HOST_TERMS = ("measured", "fitted", "shared")  # a block profile's per method; fitted per method; one for all
 
 
-def held_out_speeds(rows: list[dict], host: str = "fitted", host_ms: dict | None = None) -> dict | None:
-    """label -> (measured, predicted) tokens/s over every timed generation of the row: its tokens over
-    the sum of its measured seconds, and over the sum of its predicted ones. Each generation is
-    predicted by a profile fitted to the same repetition's generations of the other prompts: the configs
-    alternate within a repetition, so its profile is the machine of that stretch of time (a shared VM
-    drifts by tens of percent between repetitions). The host term per target call (`host`): "measured",
-    each method's from a block profile of this machine (`host_ms`, nothing of it fitted to these rows);
-    "fitted", each method's own from the other prompts; "shared", one for every method (a baseline).
-    None when the run has one prompt, or `host_ms` lacks a method of the rows."""
+def held_out_speeds(rows: list[dict], host_ms: dict | None = None) -> dict[str, dict]:
+    """Per host term (`HOST_TERMS`): label -> (measured, predicted) tokens/s over every timed
+    generation of the row: its tokens over the sum of its measured seconds, and over the sum of its
+    predicted ones. Each generation is predicted by a profile fitted to the same repetition's
+    generations of the other prompts: the configs alternate within a repetition, so its profile is
+    the machine of that stretch of time (a shared VM drifts by tens of percent between repetitions).
+    The host term per target call: "measured", each method's from a block profile of this machine
+    (`host_ms`, nothing of it fitted to these rows); "fitted", each method's own from the other
+    prompts; "shared", one for every method (a baseline). A term is empty when the run has one
+    prompt, and "measured" when `host_ms` lacks a method of the rows."""
     costs = {r["label"]: generation_costs(r) for r in rows}
     every = [c for cs in costs.values() for c in cs]
     if len({prompt for _, prompt, _ in every}) < 2:
-        return None
-    if host == "measured" and not (host_ms and all(c.method in host_ms for _, _, c in every)):
-        return None
+        return {host: {} for host in HOST_TERMS}
     folds = {(rep, prompt) for rep, prompt, _ in every}
     fits = {(rep, p): fit_profile([c for r, q, c in every if r == rep and q != p]) for rep, p in folds}
+    measured_host = bool(host_ms) and all(c.method in host_ms for _, _, c in every)
 
-    def profile(rep: int, prompt: int, method: str):
-        fit = fits[rep, prompt]
-        given = {"measured": (host_ms or {}).get(method), "shared": fit.shared_host_ms, "fitted": None}[host]
-        return fit.profile(method, host_ms=given)
+    def speeds(host: str) -> dict:
+        if host == "measured" and not measured_host:
+            return {}
 
-    speeds = {}
-    for label, cs in costs.items():
-        if not cs:
-            continue
-        tokens = sum(c.counts.new_tokens for _, _, c in cs)
-        measured = sum(c.seconds for _, _, c in cs)
-        predicted = sum(modelled_seconds(c.counts, profile(rep, prompt, c.method)) for rep, prompt, c in cs)
-        speeds[label] = (tokens / measured, tokens / predicted)
-    return speeds
+        def profile(rep: int, prompt: int, method: str):
+            fit = fits[rep, prompt]
+            given = {"measured": (host_ms or {}).get(method), "shared": fit.shared_host_ms, "fitted": None}[host]
+            return fit.profile(method, host_ms=given)
+
+        found = {}
+        for label, cs in costs.items():
+            if cs:
+                tokens = sum(c.counts.new_tokens for _, _, c in cs)
+                measured = sum(c.seconds for _, _, c in cs)
+                predicted = sum(modelled_seconds(c.counts, profile(rep, p, c.method)) for rep, p, c in cs)
+                found[label] = (tokens / measured, tokens / predicted)
+        return found
+
+    return {host: speeds(host) for host in HOST_TERMS}
 
 
 def attach_host_profile(payload: dict, profile_file: Path) -> dict:
@@ -146,7 +151,7 @@ def modelled_rows(payload: dict, accelerator: str = DEFAULT_ACCELERATOR) -> list
         if base is None:
             continue
         host_ms = (payload.get("host_ms") or {}).get(path)  # a block profile times one path
-        speeds = {host: held_out_speeds(rows, host, host_ms) or {} for host in HOST_TERMS}
+        speeds = held_out_speeds(rows, host_ms)  # the folds fitted once for every host term
         model = "measured" if speeds["measured"] else "fitted"
         isolated = isolated_profile(payload, path)
         baseline = Counts.of(base["counts"], base.get("params"))

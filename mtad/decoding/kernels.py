@@ -23,6 +23,7 @@ import json
 import os
 import statistics
 import time
+import weakref
 from dataclasses import dataclass
 
 import torch
@@ -108,11 +109,20 @@ def _machine() -> str:
     return f"{cpu_model()}|{os.cpu_count()} CPUs"
 
 
+_shapes_of: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> digest of its weight shapes
+
+
 def _cache_key(model: torch.nn.Module) -> str:
-    """The machine, its thread count and the model's weight shapes: what a calibration holds for."""
+    """The machine, its thread count and the model's weight shapes: what a calibration holds for
+    (the shapes read once per model: every generation builds its caches anew)."""
+    if model not in _shapes_of:
+        _shapes_of[model] = _shapes_digest(model)
+    return f"{_machine()}|{torch.get_num_threads()} threads|{_shapes_of[model]}"
+
+
+def _shapes_digest(model: torch.nn.Module) -> str:
     shapes = ",".join("x".join(map(str, m.shape)) for m in weights(model))
-    digest = hashlib.sha1(shapes.encode()).hexdigest()[:12]
-    return f"{_machine()}|{torch.get_num_threads()} threads|{digest}"
+    return hashlib.sha1(shapes.encode()).hexdigest()[:12]
 
 
 def _read(path) -> dict:
