@@ -39,7 +39,7 @@ def test_each_width_takes_its_buckets_kernel_and_the_scope_restores_onednn():
 def test_only_bf16_models_on_a_cpu_have_a_choice_and_it_is_calibrated_once_per_machine(fresh):
     assert kernels.choose(tiny_llama(0, 24)) is None  # float64: oneDNN throughout, as the references ran
     first = kernels.choose(bf16_llama())
-    assert first.source == "calibrated" and set(first.by_bucket) <= set(kernels.KERNELS)
+    assert first.source == "calibrated" and set(first.by_bucket) <= set(kernels.available())
     stored = json.loads((fresh / "kernels.json").read_text())
     assert list(stored.values()) == [list(first.by_bucket)]
     kernels._chosen.clear()  # a new process reads the machine's calibration
@@ -50,7 +50,7 @@ def test_the_environment_variable_overrides_and_a_wrong_value_lists_the_valid_on
     monkeypatch.setenv("MTAD_KERNELS", "native")
     assert kernels.choose(bf16_llama()).by_bucket == ("native",) * len(kernels.BUCKETS)
     monkeypatch.setenv("MTAD_KERNELS", "fastest")
-    with pytest.raises(ValueError, match="valid: auto, onednn, native"):
+    with pytest.raises(ValueError, match="valid here: " + ", ".join(kernels.choices())):
         kernels.choose(bf16_llama())
 
 
@@ -68,18 +68,45 @@ def test_the_run_records_the_fast_paths_choice_and_none_on_the_eager_path(fresh,
 def test_both_kernels_give_logits_within_bf16_rounding_on_the_fast_path(fresh, monkeypatch, method):
     model, draft = bf16_llama(), tiny_llama(1, 24, sharpness=2.0).to(torch.bfloat16)
     logits = {}
-    for setting in kernels.KERNELS:
+    for setting in kernels.available():
         monkeypatch.setenv("MTAD_KERNELS", setting)
         decoder = get_decoder(method, target=model, draft=draft, decode_path="static")
         decoder.generate(PROMPT, max_new_tokens=2, generator=torch.Generator().manual_seed(0))
         lm = decoder.target_lm
         assert lm.kernels.by_bucket == (setting,) * len(kernels.BUCKETS)
-        logits[setting] = lm.extend(torch.tensor([3, 4, 5, 6])).float()  # a 5-wide verification-like forward
-    diff = (logits["onednn"] - logits["native"]).abs().max()
-    assert diff <= 2**-7 * logits["onednn"].abs().max()  # within bf16's rounding (8 significant bits)
+        lm.crop(PROMPT.shape[1])  # the same cached prefix whatever the kernel sampled: only the products differ
+        logits[setting] = lm.extend(torch.tensor([3, 4, 5, 6])).float()  # a verification-like forward
+    for setting in kernels.available():
+        diff = (logits["onednn"] - logits[setting]).abs().max()
+        assert diff <= 2**-7 * logits["onednn"].abs().max(), setting  # within bf16's rounding (8 significant bits)
 
 
 def test_an_unreadable_calibration_file_is_calibrated_anew(fresh):
     (fresh / "kernels.json").write_text('{"half a file')
     assert kernels.choose(bf16_llama()).source == "calibrated"
     assert len(json.loads((fresh / "kernels.json").read_text())) == 1
+
+
+def test_a_stored_choice_of_a_kernel_this_process_lacks_is_calibrated_anew(fresh, monkeypatch):
+    model = bf16_llama()
+    key = kernels._cache_key(model)
+    (fresh / "kernels.json").write_text(json.dumps({key: ["gone"] * len(kernels.BUCKETS)}))
+    choice = kernels.choose(model)
+    assert choice.source == "calibrated" and set(choice.by_bucket) <= set(kernels.available())
+
+
+@pytest.mark.skipif(not kernels.zentorch_available(), reason="zentorch not installed (pip install 'mtad[zen]')")
+def test_zentorch_products_are_within_bf16_rounding_and_the_scope_restores_linear():
+    import torch.nn.functional as F
+
+    original = F.linear
+    weight = torch.randn(96, 48, dtype=torch.bfloat16)
+    x = torch.randn(2, 5, 48, dtype=torch.bfloat16)
+    with kernels.products_under("zentorch"):
+        assert F.linear is not original
+        zen = F.linear(x, weight)
+        as_float = F.linear(x.float(), weight.float())  # not bf16: the usual kernel
+    assert F.linear is original
+    reference = F.linear(x, weight)
+    assert (zen.float() - reference.float()).abs().max() <= 2**-7 * reference.float().abs().max()
+    assert torch.equal(as_float, F.linear(x.float(), weight.float()))

@@ -4,14 +4,19 @@ torch has two bf16 matrix products on a CPU: oneDNN's (the default) and its own 
 off). Their costs cross over: torch's own GEMV reads a one-row product's weights near the memory
 bandwidth and is the faster one there on some CPUs, but it does not block for several rows, so
 at 5 rows it costs ~3x and at 17 rows ~10x oneDNN's, which stays nearly flat in the rows. A
-decode step is one row, a verification several, a prefill many: each width bucket gets the
-kernel timed fastest for it on this machine (`calibrate`, kept in ``$MTAD_CACHE/kernels.json``
-per CPU, thread count and weight shapes), and a forward runs under its bucket's kernel
-(`KernelChoice.scope`). The two kernels round bf16 products alike to within one bf16 unit.
+third is AMD's ZenDNN through ``zentorch`` (the optional extra ``mtad[zen]``, built for one torch
+release), whose bf16 product is near the bandwidth at one row and nearly flat in the rows; it is
+a candidate wherever it imports (it runs on Intel CPUs with AVX-512 too, where calibration
+decides whether it wins). A decode step is one row, a verification several, a prefill many: each
+width bucket gets the kernel timed fastest for it on this machine (`calibrate`, kept in
+``$MTAD_CACHE/kernels.json`` per CPU, thread count, weight shapes and the kernels it could
+choose from), and a forward runs under its bucket's kernel (`KernelChoice.scope`). The kernels
+round bf16 products alike to within one bf16 unit.
 
 Only bf16 models on a CPU are concerned; float32 and float64 forwards (the reproduction
 reference, the exactness tests) keep oneDNN. ``MTAD_KERNELS`` = ``auto`` (the default),
-``onednn`` (today's behaviour everywhere) or ``native`` (torch's own everywhere) overrides.
+``onednn`` (oneDNN everywhere), ``native`` (torch's own everywhere) or ``zentorch`` (where it
+imports) overrides.
 """
 
 from __future__ import annotations
@@ -29,8 +34,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-KERNELS = ("onednn", "native")
-CHOICES = ("auto", *KERNELS)  # MTAD_KERNELS
+BUILT_IN = ("onednn", "native")
 # forward widths (new positions) by bucket, and the width each bucket is timed at; wider
 # forwards (prefills) always take oneDNN, torch's own product does not block for many rows
 BUCKETS = ((1, 1), (2, 4), (5, 17))
@@ -53,11 +57,60 @@ class KernelChoice:
 
     def scope(self, width: int) -> contextlib.AbstractContextManager:
         """The forward of `width` new positions under its bucket's kernel."""
-        return native_products() if self.kernel(width) == "native" else contextlib.nullcontext()
+        return products_under(self.kernel(width))
 
     def as_dict(self) -> dict:
         names = [f"{low}" if low == high else f"{low}-{high}" for low, high in BUCKETS]
         return {"by_width": dict(zip(names, self.by_bucket)) | {"wider": "onednn"}, "source": self.source}
+
+
+@functools.cache
+def zentorch_available() -> bool:
+    """Whether ZenDNN's products can run here (``zentorch`` imports and registers its op)."""
+    try:
+        import zentorch  # noqa: F401 (registers torch.ops.zentorch)
+    except Exception:  # not installed, or built for another torch: the other kernels stay
+        return False
+    return hasattr(torch.ops.zentorch, "zentorch_linear_unary")
+
+
+def available() -> tuple[str, ...]:
+    """The kernels this process can choose from."""
+    return BUILT_IN + (("zentorch",) if zentorch_available() else ())
+
+
+def choices() -> tuple[str, ...]:
+    """What ``MTAD_KERNELS`` may name here."""
+    return ("auto", *available())
+
+
+def products_under(kernel: str) -> contextlib.AbstractContextManager:
+    """A block whose bf16 products run under `kernel`."""
+    if kernel == "native":
+        return native_products()
+    if kernel == "zentorch":
+        return zentorch_products()
+    return contextlib.nullcontext()
+
+
+@contextlib.contextmanager
+def zentorch_products():
+    """``F.linear`` on bf16 CPU tensors through ZenDNN within the block (``nn.Linear`` calls it too).
+
+    The function is swapped, not intercepted by a ``TorchFunctionMode``: a mode would route every
+    operator of the forward through Python, costing more than the products save."""
+    original = F.linear
+
+    def linear(x, weight, bias=None):
+        if x.dtype is torch.bfloat16 and weight.dtype is torch.bfloat16 and x.device.type == "cpu":
+            return torch.ops.zentorch.zentorch_linear_unary(x, weight, bias)
+        return original(x, weight, bias)
+
+    F.linear = linear
+    try:
+        yield
+    finally:
+        F.linear = original
 
 
 @contextlib.contextmanager
@@ -86,7 +139,7 @@ def products_ms(mats: list[torch.Tensor], width: int, kernel: str) -> float:
     """Median ms of one product by each of `mats` at `width` rows under `kernel`."""
     inputs = {k: torch.randn(width, k, dtype=torch.bfloat16) for k in {m.shape[1] for m in mats}}
     times = []
-    with native_products() if kernel == "native" else contextlib.nullcontext():
+    with products_under(kernel):
         for rep in range(REPS + 1):
             start = time.perf_counter()
             for m in mats:
@@ -99,7 +152,7 @@ def products_ms(mats: list[torch.Tensor], width: int, kernel: str) -> float:
 def calibrate(model: torch.nn.Module) -> tuple[str, ...]:
     """Per bucket, the kernel whose products of `model`'s weights ran fastest just now."""
     mats = weights(model)
-    return tuple(min(KERNELS, key=lambda kernel: products_ms(mats, TIMED_WIDTH[b], kernel)) for b in BUCKETS)
+    return tuple(min(available(), key=lambda kernel: products_ms(mats, TIMED_WIDTH[b], kernel)) for b in BUCKETS)
 
 
 @functools.cache
@@ -113,11 +166,12 @@ _shapes_of: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> 
 
 
 def _cache_key(model: torch.nn.Module) -> str:
-    """The machine, its thread count and the model's weight shapes: what a calibration holds for
-    (the shapes read once per model: every generation builds its caches anew)."""
+    """The machine, its thread count, the model's weight shapes and the kernels there were to
+    choose from: what a calibration holds for (installing ``zentorch`` calibrates anew; the shapes
+    are read once per model: every generation builds its caches anew)."""
     if model not in _shapes_of:
         _shapes_of[model] = _shapes_digest(model)
-    return f"{_machine()}|{torch.get_num_threads()} threads|{_shapes_of[model]}"
+    return f"{_machine()}|{torch.get_num_threads()} threads|{_shapes_of[model]}|{'+'.join(available())}"
 
 
 def _shapes_digest(model: torch.nn.Module) -> str:
@@ -143,8 +197,9 @@ def choose(model: torch.nn.Module) -> KernelChoice | None:
     if not concerned(model):
         return None
     setting = os.environ.get("MTAD_KERNELS", "auto")
-    if setting not in CHOICES:
-        raise ValueError(f"MTAD_KERNELS={setting!r}; valid: {', '.join(CHOICES)}")
+    if setting not in choices():
+        hint = " (zentorch: pip install 'mtad[zen]')" if setting == "zentorch" else ""
+        raise ValueError(f"MTAD_KERNELS={setting!r}; valid here: {', '.join(choices())}{hint}")
     key = _cache_key(model)
     if setting != "auto":
         _chosen[key] = KernelChoice((setting,) * len(BUCKETS), f"MTAD_KERNELS={setting}")
@@ -155,7 +210,7 @@ def choose(model: torch.nn.Module) -> KernelChoice | None:
 
     path = cache_root() / "kernels.json"
     stored = _read(path)
-    if key in stored:
+    if key in stored and set(stored[key]) <= set(available()):
         choice = KernelChoice(tuple(stored[key]), "cached")
     else:
         choice = KernelChoice(calibrate(model), "calibrated")
