@@ -4,7 +4,7 @@ again on a machine that has only the dataset."""
 import pytest
 import torch
 
-from mtad.distill.answers import export, featurize, read_rows, row_key
+from mtad.distill.answers import SHARD_GLOB, export, featurize, read_rows, row_key, shards
 from mtad.distill.corpus import Corpus, score
 from mtad.models.tiny import tiny_llama
 
@@ -29,24 +29,46 @@ def test_export_keeps_target_answers_once_and_datasets_reads_them(tmp_path):
     datasets = pytest.importorskip("datasets")
     target = tiny_llama(0, vocab=12)
     corpus, prompts, answers = corpus_with(tmp_path, target)
-    path = tmp_path / "ds" / "answers.parquet"
-    stats = export(corpus.dir, path, TARGET, "float32")
+    dataset = tmp_path / "ds"
+    stats = export(corpus.dir, dataset, TARGET, "float32")
     assert stats["answers"] == 3 and stats["added"] == 3  # the real-text chunk is not exported
     assert stats["answer_tokens"] == 11 and stats["distinct_prompts"] == 3
-    again = export(corpus.dir, path, TARGET, "float32")
+    again = export(corpus.dir, dataset, TARGET, "float32")
     assert again["answers"] == 3 and again["added"] == 0  # a second run adds only what is new
-    card = (path.parent / "README.md").read_text()
+    assert [p.name for p in shards(dataset)] == ["answers.parquet"]  # and no empty shard
+    card = (dataset / "README.md").read_text()
     assert "answers: 3, distinct prompts: 3" in card and "| sql | 1 | 6 |" in card
-    loaded = datasets.load_dataset("parquet", data_files=str(path), split="train")
+    loaded = datasets.load_dataset("parquet", data_files=str(dataset / SHARD_GLOB), split="train")
     assert loaded.features["answer_ids"].feature.dtype == "uint16"
     assert [list(r) for r in loaded["prompt_ids"]] == prompts and loaded["kind"] == ["code", "sql", "howto"]
     assert set(loaded["target"]) == {TARGET} and loaded[0]["top_k"] == 10
 
 
+def test_new_answers_go_to_a_new_shard_and_old_shards_are_never_rewritten(tmp_path):
+    datasets = pytest.importorskip("datasets")
+    target = tiny_llama(0, vocab=12)
+    corpus, prompts, answers = corpus_with(tmp_path, target)
+    dataset = tmp_path / "ds"
+    export(corpus.dir, dataset, TARGET, "float32")
+    first = (dataset / "answers.parquet").read_bytes()
+    records = score(target, [[1, 2, 3]], [[4, 5]], top_k=4, features=True)
+    records[0].update(family="chat", kind="target", setting=(0.7, 0, 1.0))
+    corpus.write("p0_00002", records, {})
+    stats = export(corpus.dir, dataset, TARGET, "float32")
+    assert stats["added"] == 1 and stats["answers"] == 4
+    assert [p.name for p in shards(dataset)] == ["answers.parquet", "answers-00001.parquet"]
+    assert (dataset / "answers.parquet").read_bytes() == first
+    assert len(read_rows(dataset / "answers-00001.parquet")) == 1  # the new shard holds only the new row
+    assert "`answers-00001.parquet`" in (dataset / "README.md").read_text()
+    loaded = datasets.load_dataset("parquet", data_files=str(dataset / SHARD_GLOB), split="train")
+    assert sorted(loaded["kind"]) == ["chat", "code", "howto", "sql"]
+
+
 def test_a_fresh_machine_scores_the_dataset_into_the_corpus_the_producer_made(tmp_path):
     target = tiny_llama(0, vocab=12)
     corpus, prompts, answers = corpus_with(tmp_path, target)
-    path = export(corpus.dir, tmp_path / "answers.parquet", TARGET, "float32") and tmp_path / "answers.parquet"
+    path = tmp_path / "ds"
+    export(corpus.dir, path, TARGET, "float32")
     fresh = tmp_path / "fresh" / "corpus"
     assert featurize(path, fresh, target, top_k=4, batch_rows=2) == 3
     assert featurize(path, fresh, target, top_k=4) == 0  # resumable: nothing left to score

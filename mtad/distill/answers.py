@@ -3,12 +3,13 @@ target sampling, kept so that a fresh machine starts from it instead of from not
 
 One row per target-sampled answer: prompt and answer token ids (uint16: the vocabulary has
 49,152 ids), the kind of request, the sampling setting, the producer chunk it came from, and
-the target's identity (pair, weights, dtype). Parquet with zstd, one file (`answers.parquet`)
-that `datasets.load_dataset("parquet", data_files=...)` reads, a card beside it (`README.md`,
-written from the rows by `write_card`).
+the target's identity (pair, weights, dtype). Parquet with zstd in shards that
+`datasets.load_dataset("parquet", data_files="<dir>/answers*.parquet")` reads as one split, a
+card beside them (`README.md`, written from the rows by `write_card`).
 
-- `export`: the workdir's target-sampled chunk records merged into the dataset (deduplicated on
-  prompt and answer ids), so each run of the pipeline adds to it;
+- `export`: the workdir's target-sampled chunk records that no shard holds yet (deduplicated on
+  prompt and answer ids) written as one new shard, so each run of the pipeline adds to the
+  dataset and a version-controlled history holds every row once (a shard is never rewritten);
 - `featurize`: the dataset's rows that a workdir's corpus lacks, scored teacher-forced by the
   target (`corpus.score`: top-K log-probs and hidden states) into corpus chunks, which the
   trainers read as they read the producer's.
@@ -31,7 +32,8 @@ from .corpus import score, write_chunk
 log = logging.getLogger(__name__)
 
 DATASET_DIR = ASSETS_DIR / "drafts" / "teacher_answers"
-DATASET_FILE = "answers.parquet"
+FIRST_SHARD = "answers.parquet"  # then answers-00001.parquet, answers-00002.parquet, ...
+SHARD_GLOB = "answers*.parquet"
 FORMAT = "mtad-teacher-answers-v1"
 COLUMNS = ("prompt_ids", "answer_ids", "kind", "temperature", "top_k", "top_p", "chunk", "target", "target_dtype")
 
@@ -53,13 +55,28 @@ def target_identity(pair_cfg: dict) -> str:
     return str(target.get("id") or target.get("path") or target)
 
 
-def read_rows(path: str | Path) -> list[dict]:
-    """The dataset's rows (token ids as lists of ints); [] when there is no file yet."""
+def shards(dataset: str | Path) -> list[Path]:
+    """The dataset directory's shard files, in the order they were written."""
+    found = Path(dataset).glob(SHARD_GLOB)
+    return sorted(found, key=lambda p: (p.name != FIRST_SHARD, p.name))
+
+
+def next_shard(dataset: str | Path) -> Path:
+    have = shards(dataset)
+    return Path(dataset) / (FIRST_SHARD if not have else f"answers-{len(have):05d}.parquet")
+
+
+def read_rows(dataset: str | Path) -> list[dict]:
+    """The rows of a dataset directory's shards, or of one shard file (token ids as lists of
+    ints); [] when there is none yet."""
+    dataset = Path(dataset)
+    paths = shards(dataset) if dataset.is_dir() else [dataset] if dataset.exists() else []
+    return [row for path in paths for row in _read_shard(path)]
+
+
+def _read_shard(path: Path) -> list[dict]:
     import pyarrow.parquet as pq
 
-    path = Path(path)
-    if not path.exists():
-        return []
     table = pq.read_table(path)
     missing = [c for c in COLUMNS if c not in table.column_names]
     if missing:
@@ -129,21 +146,26 @@ def rows_of_corpus(corpus_dir: Path, target: str, target_dtype: str) -> list[dic
 
 
 def export(corpus_dir: Path, dataset: str | Path, target: str, target_dtype: str) -> dict:
-    """Merge the corpus' target-sampled answers into the dataset file (new rows appended, duplicates
-    dropped) and rewrite its card; returns the counts the card shows."""
+    """Write the corpus' target-sampled answers that no shard of the dataset directory holds as a
+    new shard (none when nothing is new) and rewrite the card; returns the counts the card shows."""
     dataset = Path(dataset)
     rows = read_rows(dataset)
     seen = {row_key(r["prompt_ids"], r["answer_ids"]) for r in rows}
-    added = 0
+    new = []
     for r in rows_of_corpus(corpus_dir, target, target_dtype):
         key = row_key(r["prompt_ids"], r["answer_ids"])
         if key not in seen:
             seen.add(key)
-            rows.append(r)
-            added += 1
-    write_rows(rows, dataset)
-    stats = summary(rows) | {"added": added, "bytes": dataset.stat().st_size}
-    write_card(stats, dataset.parent / "README.md", dataset.name)
+            new.append(r)
+    if new:
+        write_rows(new, next_shard(dataset))
+    files = shards(dataset)
+    stats = summary(rows + new) | {
+        "added": len(new),
+        "bytes": sum(p.stat().st_size for p in files),
+        "shards": [(p.name, p.stat().st_size) for p in files],
+    }
+    write_card(stats, dataset / "README.md")
     return stats
 
 
@@ -164,18 +186,20 @@ def summary(rows: list[dict]) -> dict:
     }
 
 
-def write_card(stats: dict, path: Path, file_name: str) -> Path:
+def write_card(stats: dict, path: Path) -> Path:
     """The dataset card, every figure read from the rows."""
     kinds = "\n".join(f"| {k} | {v['answers']} | {v['answer_tokens']} |" for k, v in stats["kinds"].items())
     settings = ", ".join(f"T {t:g} / top-k {k or 'off'} / top-p {p:g}" for t, k, p in stats["settings"])
+    files = ", ".join(f"`{name}` ({size / 1e6:.1f} MB)" for name, size in stats["shards"])
     text = f"""# Teacher answers: the embedded target's sampled answers to generated requests
 
-`{file_name}` ({stats["bytes"] / 1e6:.1f} MB, Parquet with zstd; format `{FORMAT}`): one row per answer the
-target sampled while distilling its draft (`mtad/distill/`), the costly part of the distillation corpus.
-`python scripts/distill_draft.py featurize` scores the rows a work directory lacks (the target's top-K
-log-probs and hidden states, teacher-forced) so a fresh machine trains from them; `python
-scripts/distill_draft.py snapshot` merges a work directory's new answers into this file and rewrites
-this card.
+Shards {files}: Parquet with zstd, format `{FORMAT}`, read as one split by
+`datasets.load_dataset("parquet", data_files="{path.parent.name}/{SHARD_GLOB}")`. One row per answer
+the target sampled while distilling its draft (`mtad/distill/`), the costly part of the distillation
+corpus. `python scripts/distill_draft.py featurize` scores the rows a work directory lacks (the target's
+top-K log-probs and hidden states, teacher-forced) so a fresh machine trains from them; `python
+scripts/distill_draft.py snapshot` writes a work directory's new answers as one more shard (a shard is
+never rewritten, so a repository's history holds each row once) and rewrites this card.
 
 - answers: {stats["answers"]}, distinct prompts: {stats["distinct_prompts"]}
 - answer tokens: {stats["answer_tokens"]}, prompt tokens: {stats["prompt_tokens"]}
@@ -204,7 +228,8 @@ output (SmolLM2-135M-Instruct, Apache-2.0).
 def featurize(
     dataset: str | Path, corpus_dir: Path, target, top_k: int = 32, batch_rows: int = 96, max_chunks: int = 10**9
 ) -> int:
-    """Score the dataset's rows that the corpus in `corpus_dir` does not hold yet into corpus chunks
+    """Score the rows of the dataset (a directory of shards, or one shard) that the corpus in
+    `corpus_dir` does not hold yet into corpus chunks
     (`chunk_ds_<n>.pt`, features on); resumable: rows already in a chunk are skipped. Returns
     the rows scored."""
     corpus_dir = Path(corpus_dir)
