@@ -131,9 +131,12 @@ sweeps: install ## the four sweeps (resumed; under results/local unless `make re
 	$(MAKE) --no-print-directory sweep-gamma sweep-beam-width sweep-threshold sweep-stop-below RESULTS=$(RESULTS)
 	@$(call compare_with_reference,sweeps)
 
-.PHONY: figures
+.PHONY: figures results-readme
 figures: install ## regenerate every figure from committed results (results/runs -> results/figures, seconds)
 	$(PY) scripts/make_figures.py --out results/figures $(ARGS)
+
+results-readme: install ## render results/README.md (every measured figure the docs point to) from the committed results (seconds)
+	$(PY) scripts/results_readme.py --results results
 
 # --- speed against transformers' generate() and assisted generation (mtad/bench/)
 BENCH_ARGS ?=
@@ -196,4 +199,5 @@ results: install ## regenerate every committed result: Table 2, sweeps, claims, 
 	  if [ "$$(cat $(STAMPS)/$$step 2>/dev/null)" = "$$commit" ]; then echo "results: $$step already done at $$commit"; continue; fi; \
 	  echo "results: $$step"; $(MAKE) --no-print-directory $$step RESULTS=$(REFERENCE) REGENERATE=1 || exit 1; \
 	  mkdir -p $(STAMPS); echo "$$commit" > $(STAMPS)/$$step; done; \
+	$(MAKE) --no-print-directory results-readme; \
 	echo "results: every step done at $$commit"

@@ -43,10 +43,12 @@ def draft_file_meta(cfg: dict) -> tuple[str | None, dict]:
 
 
 def write_outputs(result: dict, out: Path) -> None:
-    """measure.json and measure.md in `out`; for the committed results/draft also the README's block
-    and each measured draft's model card (their Measured sections)."""
+    """measure.json and measure.md in `out`; for the committed results/draft also the results page
+    (`results/README.md`) and each measured draft's model card (their Measured sections)."""
+    from results_readme import page  # the results page quotes this measurement
+
     from mtad.distill.card import refresh_measured
-    from mtad.distill.measure import markdown, readme_block, replace_readme_block
+    from mtad.distill.measure import markdown
 
     described = "; ".join(
         f"`{name}`: {r['kind']} draft `{r['file']}` "
@@ -65,9 +67,8 @@ def write_outputs(result: dict, out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / "measure.json").write_text(json.dumps(result, indent=1) + "\n")
     (out / "measure.md").write_text(markdown(result, header))
-    readme = ROOT / "README.md"
-    if out.resolve() == (ROOT / "results" / "draft").resolve() and readme.exists():
-        readme.write_text(replace_readme_block(readme.read_text(), readme_block(result)))
+    if out.resolve() == (ROOT / "results" / "draft").resolve():
+        (ROOT / "results" / "README.md").write_text(page(ROOT / "results"))
         for r in result["drafts"].values():  # each measured file's model card, its Measured section
             card = (ROOT / r["file"]).with_suffix(".md") if r.get("file") else None
             if card is not None and card.exists():

@@ -1,7 +1,8 @@
 """The package's layers, read from the source (ast, nothing imported). From the ground up:
 
-- the shared facts (``stats``, ``paper``, ``records``, ``split``, ``decode_stats``, ``provenance``, ``devices``,
-  ``methods``, ``data``, ``tracking``, ``configs``) import nothing that runs a cell, reports, trains or benchmarks;
+- the shared facts (``stats``, ``paper``, ``records``, ``split``, ``decode_stats``, ``markdown``, ``provenance``,
+  ``devices``, ``methods``, ``data``, ``tracking``, ``configs``) import nothing that runs a cell, reports, trains
+  or benchmarks;
 - the decoding engine and the tasks nothing from the draft architectures or distillation;
 - the metrics nothing from the models or above; the model layer nothing from distillation, the
   report or the runner;
@@ -29,6 +30,7 @@ FORBIDDEN = {
     "stats": ("mtad.decoding", "mtad.tasks", "mtad.metrics", *ABOVE_FACTS),
     "paper.py": ("mtad.decoding", "mtad.tasks", "mtad.metrics", "mtad.stats", *ABOVE_FACTS),
     "decode_stats.py": ("mtad.decoding", "mtad.tasks", "mtad.metrics", "mtad.stats", *ABOVE_FACTS),
+    "markdown.py": ("mtad.decoding", "mtad.tasks", "mtad.metrics", "mtad.stats", *ABOVE_FACTS),
     "records.py": ("mtad.decoding", "mtad.tasks", "mtad.metrics", "mtad.stats", *ABOVE_FACTS),
     "split.py": ("mtad.decoding", "mtad.tasks", "mtad.metrics", "mtad.stats", *ABOVE_FACTS),
     "methods.py": ("mtad.decoding", "mtad.tasks", "mtad.metrics", *ABOVE_FACTS),

@@ -437,8 +437,8 @@ README_END = "<!-- /draft-measurement -->"
 
 
 def readme_block(result: dict, name: str | None = None) -> str:
-    """The README's summary of a committed draft measurement: every figure read from `result`
-    (measure.json), so the prose can never quote another run."""
+    """The results page's summary of a committed draft measurement (`results/README.md`, "The
+    draft"): every figure read from `result` (measure.json), so no prose quotes another run."""
     name = name or result["pair"]
     r = result["drafts"][name]
     env = result["environment"]
@@ -476,11 +476,3 @@ def readme_block(result: dict, name: str | None = None) -> str:
         README_END,
     ]
     return "\n".join(lines)
-
-
-def replace_readme_block(readme_text: str, block: str) -> str:
-    """`readme_text` with its draft-measurement block replaced by `block`."""
-    start, end = readme_text.find(README_BEGIN), readme_text.find(README_END)
-    if start < 0 or end < start:
-        raise ValueError(f"the README has no draft-measurement block ({README_BEGIN} ... {README_END})")
-    return readme_text[:start] + block + readme_text[end + len(README_END) :]

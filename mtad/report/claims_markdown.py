@@ -102,6 +102,26 @@ def _coverage_lines(coverage: dict | None) -> list[str]:
     return [line + (f" from `{coverage['root']}`: {', '.join(missing)}" if missing else "")]
 
 
+def claims_table(report: dict) -> list[str]:
+    """One row per claim: the paper's figure, ours with its interval, n, the verdict and its power."""
+    lines = [
+        "| claim | comparison | prompts | paper | paper version | ours, 95% CI | n | verdict | "
+        "paper's figure in CI | detectable effect | beside |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for claim in report["claims"]:
+        claim = {**claim, "_experiment": report["experiment"]}
+        interval = claim["interval"] or {}
+        inside = {True: "yes", False: "no", None: "–"}[claim["paper_inside_interval"]]
+        version = claim.get("version_label") or "–"
+        lines.append(
+            f"| {claim['claim']} | {claim['comparison']} | {claim['task']} | {claim['paper']} | {version} | "
+            f"{_ours(claim, interval)} | {interval.get('n') or '–'} | **{claim['verdict']}** | "
+            f"{inside} | {fmt_effect(claim['detectable_effect'], claim['unit'])} | {_beside(claim)} |"
+        )
+    return lines
+
+
 def to_markdown(report: dict) -> str:
     design = report["design"]
     lines = [
@@ -136,20 +156,8 @@ def to_markdown(report: dict) -> str:
         *_coverage_lines(report.get("coverage")),
         f"- built {report['built']} from `{report['results_root']}/{report['experiment']}`",
         "",
-        "| claim | comparison | prompts | paper | paper version | ours, 95% CI | n | verdict | "
-        "paper's figure in CI | detectable effect | beside |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        *claims_table(report),
     ]
-    for claim in report["claims"]:
-        claim = {**claim, "_experiment": report["experiment"]}
-        interval = claim["interval"] or {}
-        inside = {True: "yes", False: "no", None: "–"}[claim["paper_inside_interval"]]
-        version = claim.get("version_label") or "–"
-        lines.append(
-            f"| {claim['claim']} | {claim['comparison']} | {claim['task']} | {claim['paper']} | {version} | "
-            f"{_ours(claim, interval)} | {interval.get('n') or '–'} | **{claim['verdict']}** | "
-            f"{inside} | {fmt_effect(claim['detectable_effect'], claim['unit'])} | {_beside(claim)} |"
-        )
     theory = report.get("theory") or {}
     if theory:
         lines += [

@@ -1,0 +1,340 @@
+"""``results/README.md``: what the committed results show, every figure rendered from them.
+
+The prose of the project's READMEs quotes no measured figure (``tests/test_quoted_figures.py``);
+this page is where a reader finds them, one section per committed result, each naming the file
+it reads and the machine that measured it. ``make results-readme`` (``scripts/results_readme.py``)
+writes it and ``make results`` ends with it; ``tests/test_results_readme.py`` fails when a committed
+result changed without it. The draft measurement's summary is rendered by the distillation package
+(``mtad.distill.measure.readme_block``), which the report may not import: the caller passes it in.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pandas as pd
+
+from mtad.markdown import fmt_ratio, md_table
+from mtad.metrics.acceptance_terms import ACCEPTANCE_TERMS, terms_markdown
+from mtad.report.claims_markdown import claims_table
+from mtad.report.tables import METHOD_ORDER, TASK_ORDER
+
+TITLE = "# What the committed results show"
+INTRO = (
+    "Rendered by `make results-readme` from the files named in each section (never typed by hand). "
+    "Counts (block efficiency, acceptance) are free of machine load; tokens/s and its ratios belong "
+    "to the machine named beside them."
+)
+VERDICTS = ("reproduced", "contradicted", "inconclusive", "no verdict", "not measurable here")
+
+
+def _read_json(path: Path) -> dict | None:
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def _absent(path: Path, command: str) -> list[str]:
+    return [f"Not committed: `{path}` (`{command}` writes it)."]
+
+
+# ----------------------------------------------------------------------------- claims
+def claims_section(results: Path) -> list[str]:
+    path = results / "claims" / "claims.json"
+    report = _read_json(path)
+    if report is None:
+        return _absent(path, "make claims")
+    design = report["design"]
+    counts = Counter((c["claim"], c["verdict"]) for c in report["claims"])
+    claims = sorted({c["claim"] for c in report["claims"]})
+    lines = [
+        f"From [`claims/claims.md`](claims/claims.md) (experiment `{report['experiment']}`, pair `{report['pair']}`, "
+        f"{', '.join(design['machine']) or 'machine unknown'}, dtype {', '.join(design['dtype']) or '?'}, "
+        f"{', '.join(design['threads']) or '?'} torch thread(s), commit "
+        f"{', '.join(c[:10] for c in design['commits']) or 'unknown'}). Verdicts per claim:",
+        "",
+        *md_table(
+            ["claim", *VERDICTS],
+            [[claim, *(str(counts[(claim, v)]) for v in VERDICTS)] for claim in claims],
+        ),
+        "",
+        *claims_table(report),
+    ]
+    return lines
+
+
+# ----------------------------------------------------------------------------- Table 2
+def _table2_cell(row: pd.Series) -> str:
+    if pd.isna(row.get("tokens_per_s")):
+        return "not run"
+    speedup = fmt_ratio(row["speedup_vs_sampling"])
+    low, high = row.get("speedup_vs_sampling_low"), row.get("speedup_vs_sampling_high")
+    interval = "" if pd.isna(low) or pd.isna(high) else f" [{fmt_ratio(low)}, {fmt_ratio(high)}]"
+    return f"{speedup}{interval}, BE {row['block_efficiency']:.2f}"
+
+
+def _span(values: pd.Series) -> str:
+    low, high = int(values.min()), int(values.max())
+    return str(low) if low == high else f"{low}–{high}"
+
+
+def table2_section(results: Path) -> list[str]:
+    path = results / "tables" / "table2.csv"
+    if not path.is_file():
+        return _absent(path, "make reproduce-table2")
+    df = pd.read_csv(path)
+    tasks = [t for t in TASK_ORDER if t in set(df["task"])]
+    methods = [m for m in METHOD_ORDER if m in set(df["method"])]
+    rows = []
+    for method in methods:
+        cells = [df[(df["task"] == task) & (df["method"] == method)] for task in tasks]
+        rows.append([method, *(_table2_cell(c.iloc[0]) if len(c) else "–" for c in cells)])
+    lines = [
+        f"From [`tables/table2.md`](tables/table2.md) (pair {', '.join(sorted(set(df['pair'])))}, "
+        f"{', '.join(sorted(set(df['machine'])))}, dtype {', '.join(sorted(set(df['dtype'])))}, "
+        f"{_span(df['examples'])} examples per cell; cells timed one after "
+        "another, not interleaved). Tokens/s over sampling's on the same task, its 95% interval, and block "
+        "efficiency (BE: tokens per target call):",
+        "",
+        *md_table(["method", *tasks], rows),
+        "",
+    ]
+    drafting = df[df["method"] != "sampling"].dropna(subset=["block_efficiency"])
+    if len(drafting):
+        best_be = drafting.loc[drafting.groupby("task", sort=False)["block_efficiency"].idxmax()]
+        timed = df.dropna(subset=["tokens_per_s"])
+        fastest = timed.loc[timed.groupby("task", sort=False)["tokens_per_s"].idxmax()]
+        lines += [
+            "Highest block efficiency per task: "
+            + ", ".join(f"{r.task} {r.method} ({r.block_efficiency:.2f})" for r in best_be.itertuples())
+            + ". Fastest per task: "
+            + ", ".join(f"{r.task} {r.method} ({r.tokens_per_s:.1f} tok/s)" for r in fastest.itertuples())
+            + "."
+        ]
+    return lines
+
+
+# ----------------------------------------------------------------------------- sweeps
+def sweeps_section(results: Path) -> list[str]:
+    from mtad.report.cells import load_cells
+    from mtad.report.sweeps import SWEEP_PARAMS, sweep_frame
+
+    cells = load_cells(results / "runs")
+    lines = [
+        "From the cells under `runs/sweeps/` (figures: [`figures/`](figures/)). Per method and swept value: "
+        "tokens/s over sampling's, block efficiency (BE) and acceptance (accepted / drafted).",
+    ]
+    for sweep, param in SWEEP_PARAMS.items():
+        try:
+            frame = sweep_frame(cells, sweep)
+        except ValueError as err:
+            lines += ["", f"**{param}**: {err}"]
+            continue
+        done = frame[~frame["missing"]]
+        if done.empty:
+            lines += ["", f"**{param}**: not run (`make sweep-{sweep.replace('_', '-')}`)."]
+            continue
+        values = sorted(done["value"].unique())
+        rows = []
+        for method in [m for m in METHOD_ORDER if m in set(done["method"])]:
+            mine = done[done["method"] == method].set_index("value")
+            rows.append(
+                [method]
+                + [
+                    "–"
+                    if v not in mine.index
+                    else f"{fmt_ratio(mine.loc[v, 'speedup_vs_sampling'])}, BE {mine.loc[v, 'block_efficiency']:.2f}, "
+                    f"acc. {mine.loc[v, 'acceptance_rate']:.2f}"
+                    for v in values
+                ]
+            )
+        first = done.iloc[0]
+        lines += [
+            "",
+            f"**{param}** (pair `{first['pair']}`, task `{first['task']}`, {first.get('machine', '?')}):",
+            "",
+            *md_table([param, *(f"{v:g}" for v in values)], rows),
+        ]
+    return lines
+
+
+# ----------------------------------------------------------------------------- the draft
+def _mean_accept(row: dict, positions: int = 4) -> list[float]:
+    return [row["accept_paper"][str(s)] for s in range(1, positions + 1)]
+
+
+def draft_section(results: Path, measurement: str | None) -> list[str]:
+    """`measurement`: the draft measurement's summary block (None: not committed)."""
+    lines = _absent(results / "draft" / "measure.json", "make measure-draft") if measurement is None else []
+    if measurement is not None:
+        lines += [measurement, ""]
+    design = (_read_json(results / "draft" / "head_design.json") or {}).get("design_ablation")
+    if design:
+        rows = [
+            [arm, *(f"{a:.3f}" for a in _mean_accept(r)), f"{r['step_ms'] / r['target_step_ms']:.1%}"]
+            for arm, r in design["arms"].items()
+        ]
+        lines += [
+            f"Each lever of the fused head design from scratch on identical records "
+            f"([`draft/head_design.md`](draft/head_design.md): {design['tokens']} answer tokens per arm, "
+            f"{design['unroll']} unrolled steps, {design['machine']}); held-out "
+            f"{ACCEPTANCE_TERMS['e_accept'].label} at drafted positions 1–4 "
+            "and the head's step over the target's:",
+            "",
+            *md_table(["arm", "@1", "@2", "@3", "@4", "head step / target step"], rows),
+            "",
+        ]
+    calibration = _read_json(results / "draft" / "calibration.json")
+    if calibration:
+        lines += _calibration_lines(calibration)
+    return lines
+
+
+def _calibration_lines(calibration: dict) -> list[str]:
+    """Per drafted position: how often the head is unsure (confidence < the first edge) and how
+    often what it drafts is then accepted, against its confident drafts (≥ the last edge but one)."""
+    edges = calibration["edges"]
+    rows = []
+    for position, bins in calibration["rows"].items():
+        low = [b for b in bins if b["bin"][1] <= edges[1]]
+        high = [b for b in bins if b["bin"][0] >= edges[-3]]
+        rows.append(
+            [
+                position,
+                f"{sum(b['drafted_share'] for b in low):.1%}",
+                _weighted(low),
+                f"{sum(b['drafted_share'] for b in high):.1%}",
+                _weighted(high),
+            ]
+        )
+    return [
+        f"The head's confidence against the target's acceptance of what it drafts "
+        f"([`draft/calibration.md`](draft/calibration.md), head `{calibration['head']}`):",
+        "",
+        *md_table(
+            [
+                "drafted position",
+                f"drafted at confidence < {edges[1]:g}",
+                "accepted there",
+                f"drafted at confidence ≥ {edges[-3]:g}",
+                "accepted there",
+            ],
+            rows,
+        ),
+    ]
+
+
+def _weighted(bins: list[dict]) -> str:
+    share = sum(b["drafted_share"] for b in bins)
+    return "–" if not share else f"{sum(b['drafted_share'] * b['acceptance'] for b in bins) / share:.2f}"
+
+
+# ----------------------------------------------------------------------------- speed
+def speed_section(results: Path) -> list[str]:
+    path = results / "bench" / "bench.json"
+    payload = _read_json(path)
+    if payload is None:
+        return _absent(path, "make bench")
+    env, setup = payload["environment"], payload["setup"]
+    target = str(env["target_dtype"]).replace("torch.", "")
+    rows = {r["label"]: r for r in payload["rows"]}
+    ours = [r for r in payload["rows"] if r["impl"] == "ours" and r["path"] == "fast" and not r.get("target_dtype")]
+    table = [
+        [
+            r["method"] + (" (adaptive)" if r.get("variant") == "adaptive" else ""),
+            f"{r['tokens_per_s']:.1f}",
+            fmt_ratio(r.get("speedup_vs_sampling")),
+            f"{r.get('block_efficiency') or 1:.2f}",
+            "–" if not r.get("acceptance_rate") else f"{r['acceptance_rate']:.2f}",
+        ]
+        for r in ours
+    ]
+    references = [
+        f"{label} {rows[label]['tokens_per_s']:.1f}"
+        for label in (
+            "HF generate",
+            "HF generate static+compile",
+            "HF generate float32",
+            "sampling eager",
+            "sampling compiled",
+        )
+        if label in rows
+    ]
+    reduced = [
+        f"{r['label']} {r['tokens_per_s']:.1f}"
+        for r in payload["rows"]
+        if r["impl"] == "ours" and r.get("target_dtype")
+    ]
+    llama = payload.get("llama_cpp") or {}
+    lines = [
+        f"From [`bench/bench.md`](bench/bench.md) (pair `{setup['pair']}`, {setup['prompts']} prompts × "
+        f"{setup['max_new_tokens']} new tokens, median of {setup['reps']} alternating repetitions, "
+        f"{env['machine']}, {env['threads']} torch threads, target {target}; the goals, the "
+        "verification-cost curve and the cost model's held-out test are there; where a block's time goes: "
+        "[`bench/profile.md`](bench/profile.md)). Every method on the fast path:",
+        "",
+        *md_table(["method", "tok/s", "vs sampling", "block eff.", ACCEPTANCE_TERMS["acceptance_rate"].label], table),
+        "",
+        "The references, tok/s: " + ", ".join(references) + ".",
+    ]
+    if reduced:
+        lines += ["Sampling with the 4-bit targets (see below), tok/s: " + ", ".join(reduced) + "."]
+    if llama.get("tokens_per_s"):
+        lines += [f"llama.cpp on the same GGUF: {llama['tokens_per_s']:.1f} tok/s."]
+    return lines
+
+
+# ----------------------------------------------------------------------------- reduced targets
+def reduced_targets_section(results: Path) -> list[str]:
+    path = results / "bench" / "q4_tv.json"
+    tv = _read_json(path)
+    if tv is None:
+        return _absent(path, "scripts/bench.py --q4-tv 20")
+    rows = [
+        [
+            dtype,
+            f"{d['all_positions']['mean_tv']:.1e}",
+            f"{d['all_positions']['max_tv']:.1e}",
+            f"{d['all_positions']['argmax_agreement']:.1%}",
+            str(d["all_positions"]["positions"]),
+        ]
+        for dtype, d in tv.items()
+        if isinstance(d, dict) and "all_positions" in d
+    ]
+    return [
+        f"From [`bench/q4_tv.md`](bench/q4_tv.md) ({tv['prompts']} held-out prompts, ≤ {tv['new_tokens']} greedy "
+        f"tokens each): each reduced target's next-token distribution against the float32 target's.",
+        "",
+        *md_table(["target", "mean TV", "max TV", "argmax agreement", "positions"], rows),
+    ]
+
+
+# ----------------------------------------------------------------------------- reproduction
+def reproduction_section(results: Path) -> list[str]:
+    envs = sorted((results / "verify").glob("**/env.json"))
+    if not envs:
+        return _absent(results / "verify", "make verify-reference")
+    first = json.loads(envs[0].read_text())
+    commit = (first.get("git") or {}).get("commit") or "unknown"
+    return [
+        f"`make verify` reruns the {len(envs)} reference cells under [`verify/`](verify/) (every method, "
+        f"dtype {first.get('dtype')}, measured on {first.get('machine')}, commit {commit[:10]}) and requires "
+        "the same tokens, counts and scores.",
+    ]
+
+
+def render(results: Path, draft_measurement: str | None) -> str:
+    """The page; `draft_measurement`: `mtad.distill.measure.readme_block` of the committed measure.json."""
+    sections = (
+        ("Claims", claims_section(results)),
+        ("Table 2", table2_section(results)),
+        ("Sweeps", sweeps_section(results)),
+        ("The draft", draft_section(results, draft_measurement)),
+        ("Speed", speed_section(results)),
+        ("Reduced targets", reduced_targets_section(results)),
+        ("Reproduction", reproduction_section(results)),
+    )
+    lines = [TITLE, "", INTRO, "", *terms_markdown()]
+    for title, body in sections:
+        lines += ["", f"## {title}", "", *body]
+    return "\n".join(lines).rstrip() + "\n"

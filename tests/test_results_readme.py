@@ -1,0 +1,32 @@
+"""results/README.md is the rendering of the committed results (`make results-readme`)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from results_readme import page  # noqa: E402 (the script's page, as `make results-readme` writes it)
+
+
+def test_the_committed_page_is_the_rendering_of_the_committed_results():
+    committed = (ROOT / "results" / "README.md").read_text()
+    assert committed == page(ROOT / "results"), "results/README.md is stale: run make results-readme"
+
+
+def test_the_page_follows_a_changed_result(tmp_path):
+    results = tmp_path / "results"
+    for sub in ("bench", "draft", "tables"):
+        shutil.copytree(ROOT / "results" / sub, results / sub)
+    before = page(results)
+    bench = json.loads((results / "bench" / "bench.json").read_text())
+    sampling = next(r for r in bench["rows"] if r["label"] == "sampling fast")
+    sampling["tokens_per_s"] = 123.456
+    (results / "bench" / "bench.json").write_text(json.dumps(bench))
+    after = page(results)
+    assert "| sampling | 123.5 |" in after and "| sampling | 123.5 |" not in before
+    assert "Not committed: `" in after  # claims, runs and verify were left out of the copy: said, not skipped
