@@ -9,8 +9,13 @@ and the reproduction check read the fields by kind:
 - lengths: the accepted length of every iteration, pooled per cell
 - run:     how the generation ran (decode path, compilations), not what it produced
 
-and the derived ratios: ``EXACT_RATIOS`` of counts, ``TIMED_RATIOS`` of seconds. Torch-free, so
-the report reads it without loading the decoding engine.
+and the derived ratios: ``EXACT_RATIOS`` of counts, ``TIMED_RATIOS`` of seconds. One record holds
+every fact of a generation that a report reads: the counts the cost model reads
+(``cost_model.Counts.of``: calls, tokens verified, draft rows, prompt tokens) and the split of its
+wall time (target and draft forwards, each with its prefill apart, and the host work left). The
+bench sums the same records (``mtad.bench.measure``). Records written before ``draft_rows``,
+``prompt_tokens`` and the prefill seconds were counted lack them; their readers say what they fall
+back to. Torch-free, so the report reads it without loading the decoding engine.
 """
 
 from __future__ import annotations
@@ -36,10 +41,16 @@ class DecodeStats:
     accepted: int = _stat(COUNT)  # accepted draft tokens that were emitted
     accept_lengths: list[int] = field(default_factory=list, metadata={"kind": LENGTHS})
     tree_nodes: int = _stat(COUNT)  # draft tokens scored by the target in tree methods
+    # rows the draft forwards after the prefill read, summed over them (rows per call: / draft_calls):
+    # the pending tokens, the beams or the tree level each forward ran
+    draft_rows: int = _stat(COUNT)
+    prompt_tokens: int = _stat(COUNT)  # the prompt's tokens (all but its last are prefilled)
     seconds: float = _stat(SECONDS, 0.0)  # wall time of decoding (prefill included), synchronised on CUDA
-    target_seconds: float = _stat(SECONDS, 0.0)  # of which inside target forwards
-    # of which inside draft forwards (the rest is sampling, rules, caches, Python)
+    target_seconds: float = _stat(SECONDS, 0.0)  # of which inside target forwards (its prefill included)
+    # of which inside draft forwards, its prefill included (the rest is sampling, rules, caches, Python)
     draft_seconds: float = _stat(SECONDS, 0.0)
+    target_prefill_seconds: float = _stat(SECONDS, 0.0)  # of target_seconds: the prompt's forward
+    draft_prefill_seconds: float = _stat(SECONDS, 0.0)  # of draft_seconds: the prompt's forward
     decode_path: str = _stat(RUN, "")  # target's path: eager | static | compiled (mtad/decoding/static_kv.py)
     compiles: int = _stat(RUN)  # torch.compile compilations during this generation (0 in steady state)
 
@@ -60,6 +71,16 @@ class DecodeStats:
     def tokens_per_second(self) -> float:
         return self.new_tokens / self.seconds if self.seconds else 0.0
 
+    @property
+    def prefill_seconds(self) -> float:
+        """The prompt's forwards, target and draft (part of target and draft seconds)."""
+        return self.target_prefill_seconds + self.draft_prefill_seconds
+
+    @property
+    def host_seconds(self) -> float:
+        """The rest of the wall time, outside every forward: sampling, acceptance rules, caches, Python."""
+        return self.seconds - self.target_seconds - self.draft_seconds
+
     def as_dict(self) -> dict[str, Any]:
         return {**asdict(self), **{name: getattr(self, name) for name in EXACT_RATIOS + TIMED_RATIOS}}
 
@@ -69,7 +90,8 @@ def stat_names(*kinds: str) -> tuple[str, ...]:
     return tuple(f.name for f in fields(DecodeStats) if f.metadata["kind"] in kinds)
 
 
-COUNTS = stat_names(COUNT)  # new_tokens, target_calls, draft_calls, drafted, accepted, tree_nodes
+# new_tokens, target_calls, draft_calls, drafted, accepted, tree_nodes, draft_rows, prompt_tokens
+COUNTS = stat_names(COUNT)
 SUMMED = stat_names(COUNT, SECONDS)  # what a cell totals
 EXACT_STATS = stat_names(COUNT, LENGTHS)  # what a rerun must reproduce per turn
 # the derived properties: ratios of counts (reproducible) and of wall-clock seconds

@@ -1,4 +1,6 @@
-"""Devices: the devices a model spans, CUDA synchronisation around timed windows, and peak memory."""
+"""Devices: the devices a model spans and where its input ids go, CUDA synchronisation around timed
+windows, peak memory, and torch's CPU thread count. Torch is imported inside the functions that
+use it, so importing this module does not load it."""
 
 from __future__ import annotations
 
@@ -25,15 +27,24 @@ def model_devices(*models) -> list:
     return sorted(devices, key=str)
 
 
+def model_device(model):
+    """Where input ids must go (the embedding's device, also under device_map="auto")."""
+    return model.get_input_embeddings().weight.device
+
+
 def output_device(model):
     return model.get_output_embeddings().weight.device
 
 
 def sync(devices) -> None:
-    from mtad.decoding.kv import sync as sync_device
+    """Wait for the kernels queued on a CUDA device, or on each of several (`devices`: a
+    torch.device or an iterable of them), so that a wall-clock timing includes them; nothing to wait
+    for elsewhere."""
+    for device in (devices,) if hasattr(devices, "type") else devices:
+        if device.type == "cuda":
+            import torch  # only here: a CPU run never needs it for this
 
-    for device in devices:
-        sync_device(device)
+            torch.cuda.synchronize(device)
 
 
 def reset_peak_memory(devices) -> None:
@@ -55,16 +66,26 @@ def peak_memory(devices) -> dict:
     return {"peak_memory_mb": rss_kb / 1024, "peak_memory_kind": "process peak RSS (CPU)"}
 
 
+def set_threads(n: int | None) -> int:
+    """torch's intra-op thread count set to `n` for the rest of the process (None or 0: left as it
+    is); returns the count in force. The one place the package sets it: a long-lived process (a
+    run's session, training, the distillation producer) calls it once, a timed block uses
+    `torch_threads`."""
+    import torch
+
+    if n:
+        torch.set_num_threads(int(n))
+    return torch.get_num_threads()
+
+
 @contextmanager
 def torch_threads(n: int | None):
     """torch's intra-op thread count set to `n` for the block (None or 0: left as it is), restored
-    after: the one place a benchmark or a run sets it."""
+    after; yields the count in force inside."""
     import torch
 
     before = torch.get_num_threads()
-    if n:
-        torch.set_num_threads(int(n))
     try:
-        yield torch.get_num_threads()
+        yield set_threads(n)
     finally:
-        torch.set_num_threads(before)
+        set_threads(before)

@@ -36,6 +36,7 @@ def main(argv=None) -> int:
     import torch
 
     from mtad.data import cache_root
+    from mtad.devices import set_threads
     from mtad.distill import DistillConfig, HeadTrainConfig, HeadTrainer, Trainer, produce
     from mtad.models.pairs import ASSETS_DIR, auto_dtype, load_target_and_tokenizer, pair_config
 
@@ -89,7 +90,11 @@ def main(argv=None) -> int:
         help="feature head (a new head only): one_depth reads the target's final feature through its LM head "
         "with a feature loss; fused reads three depths by one map with its own output layer and no feature loss",
     )
-    ap.add_argument("--dataset", default=None, help="snapshot/featurize: the teacher-answers file (default: committed)")
+    ap.add_argument(
+        "--dataset",
+        default=None,
+        help="snapshot/featurize: the teacher-answers directory of shards (default: committed)",
+    )
     ap.add_argument(
         "--head-size",
         type=int,
@@ -114,10 +119,10 @@ def main(argv=None) -> int:
     dest = dest if dest.is_absolute() else ASSETS_DIR / dest
     head = cfg["draft"]["source"] == "head"
     if args.job == "snapshot":  # token ids only: no model needed
-        from mtad.distill.answers import DATASET_DIR, DATASET_FILE, export, target_identity
+        from mtad.distill.answers import DATASET_DIR, export, target_identity
         from mtad.models.pairs import auto_dtype as _auto
 
-        dataset = Path(args.dataset or DATASET_DIR / DATASET_FILE)
+        dataset = Path(args.dataset or DATASET_DIR)
         stats = export(workdir / "corpus", dataset, target_identity(cfg), _auto(torch_device(args)))
         print(
             f"{dataset}: {stats['answers']} answers ({stats['added']} new), {stats['answer_tokens']} answer tokens, "
@@ -138,7 +143,7 @@ def main(argv=None) -> int:
         )
         return 0
 
-    torch.set_num_threads(args.threads)
+    set_threads(args.threads)
     init_from = None if args.init_from == "none" else str(dest) if args.init_from == "pair" else args.init_from
     if head and init_from == str(dest) and not dest.exists():
         init_from = None  # the first head of a pair starts from scratch
@@ -169,11 +174,11 @@ def main(argv=None) -> int:
     if args.job in ("head-ab", "head-vocab", "dtype-ab", "head-design", "head-calibration"):
         return head_design(args, workdir, dest, target, special_ids)
     if args.job == "featurize":
-        from mtad.distill.answers import DATASET_DIR, DATASET_FILE, featurize
+        from mtad.distill.answers import DATASET_DIR, featurize
         from mtad.distill.pipeline import make_heldout
 
         make_heldout(dcfg, target, tokenizer)  # a fresh machine's held-out set (target answers to held-out requests)
-        done = featurize(Path(args.dataset or DATASET_DIR / DATASET_FILE), workdir / "corpus", target)
+        done = featurize(Path(args.dataset or DATASET_DIR), workdir / "corpus", target)
         print(f"scored {done} dataset answers into {workdir / 'corpus'}")
         return 0
     if args.job == "produce":

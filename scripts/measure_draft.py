@@ -17,8 +17,6 @@ import sys
 import time
 from pathlib import Path
 
-import torch
-
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -76,6 +74,7 @@ def write_outputs(result: dict, out: Path) -> None:
 
 
 def main(argv=None) -> int:
+    from mtad.devices import set_threads
     from mtad.distill.measure import measure
     from mtad.models.pairs import load_draft_model, load_pair, pair_config
     from mtad.provenance import environment_record
@@ -99,7 +98,7 @@ def main(argv=None) -> int:
         write_outputs(json.loads(Path(args.render).read_text()), Path(args.out))
         print((Path(args.out) / "measure.md").read_text())
         return 0
-    torch.set_num_threads(args.threads)
+    set_threads(args.threads)
 
     pair = load_pair(args.pair, draft_file=args.draft_file, device="cpu")
     configs = {pair.name: pair.config} | {name: pair_config(name) for name in filter(None, args.compare.split(","))}

@@ -17,7 +17,6 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from mtad.bench import (
     LLAMA_CPP_MISSING,
-    Measure,
     calibration,
     curve_model,
     default_configs,
@@ -35,9 +34,11 @@ from mtad.bench import (
     write_report,
 )
 from mtad.bench.render import _calibration_line
+from mtad.decode_stats import DecodeStats
 from mtad.decoding import DECODERS, MMTADParams, SpecTrParams
 from mtad.decoding.kv import CachedModel
 from mtad.decoding.static_kv import cached_model
+from mtad.metrics.cost_model import GenerationCost
 from mtad.metrics.forward_time import forward_ms
 from mtad.models.quantized import quantize_q4_1
 from mtad.models.tiny import tiny_head, tiny_llama
@@ -178,8 +179,8 @@ def test_a_row_counts_every_repetition_and_times_the_median_one():
     (config,) = [c for c in default_configs(2, assisted=False) if c.label == "sps fast"]
     # three repetitions of the same config: different speeds, different acceptance
     reps = [
-        Measure(tokens=40, seconds=s, target_seconds=0.8 * s, target_calls=calls, accepted=40 - calls, drafted=80)
-        for s, calls in ((1.0, 20), (2.0, 25), (4.0, 10))
+        [DecodeStats(new_tokens=40, seconds=s, target_seconds=0.8 * s, target_calls=n, accepted=40 - n, drafted=80)]
+        for s, n in ((1.0, 20), (2.0, 25), (4.0, 10))
     ]
     (row,) = summarise([config], {config.label: reps})
     assert row["tokens_per_s"] == 20.0 and row["ms_per_token"] == 50.0  # the median repetition's time
@@ -197,27 +198,29 @@ def test_sampling_row_with_another_target():
     )
     q4_row = {r["label"]: r for r in rows}["sampling fast q4_1"]
     assert q4_row["target_dtype"] == "q4_1" and q4_row["tokens_per_s"] > 0 and "vs_eager" not in q4_row
-    # each generation's counts and the split of its time the cost model is fitted to
+    # each generation's record: its counts and the split of its time the cost model is fitted to
     (gen,) = q4_row["generations"]
     assert (gen["rep"], gen["prompt"], gen["prompt_tokens"], gen["target_calls"]) == (0, 0, 4, 4)
-    assert 0 < gen["prefill_seconds"] and 0 < gen["target_seconds"] and gen["draft_seconds"] == 0
-    assert gen["prefill_seconds"] + gen["target_seconds"] <= gen["seconds"]
+    assert 0 < gen["target_prefill_seconds"] < gen["target_seconds"] <= gen["seconds"] and gen["draft_seconds"] == 0
     assert q4_row["counts"]["prompt_tokens"] == 4 and q4_row["counts"]["generations"] == 1
 
 
 def test_a_drafting_generation_splits_both_prefills_from_the_decode_forwards():
     target, draft = dense_target(), tiny_llama(1, vocab=32).float()
     configs = [c for c in default_configs(2, assisted=False) if c.label == "sps fast"]
-    (measure,) = measure_all(configs, target, draft, [torch.tensor([[5, 1, 9, 2, 7]])], 6, 1, log=lambda _: None)[
+    ((stats,),) = measure_all(configs, target, draft, [torch.tensor([[5, 1, 9, 2, 7]])], 6, 1, log=lambda _: None)[
         "sps fast"
     ]
-    (gen,) = measure.generations
-    assert gen["prompt_tokens"] == 5 and gen["draft_calls"] == measure.draft_calls > 0
+    assert stats.prompt_tokens == 5 and stats.draft_calls > 0
     # the prefill holds one forward of each model; the rest of their time is the decode forwards'
-    assert gen["prefill_seconds"] + gen["target_seconds"] + gen["draft_seconds"] == pytest.approx(
-        measure.target_seconds + measure.draft_seconds
+    assert 0 < stats.target_prefill_seconds < stats.target_seconds
+    assert 0 < stats.draft_prefill_seconds < stats.draft_seconds
+    cost = GenerationCost.of("sps", stats.as_dict())
+    assert cost.prefill_seconds + cost.target_seconds + cost.draft_seconds == pytest.approx(
+        stats.target_seconds + stats.draft_seconds
     )
-    assert 0 < gen["draft_seconds"] < measure.draft_seconds and 0 < gen["target_seconds"] < measure.target_seconds
+    assert 0 < cost.draft_seconds < stats.draft_seconds and 0 < cost.target_seconds < stats.target_seconds
+    assert cost.host_seconds == pytest.approx(stats.host_seconds) and cost.counts.prompt_tokens == 5
 
 
 # ---------------------------------------------------------------- llama.cpp (optional)
@@ -271,7 +274,12 @@ def synthetic_payload(fwd_over_mm: float = 1.1, hf_tps: float = 10.0, llama=None
     tps = {"sampling eager": 15.0, "sampling fast": 20.0, "sampling fast q4_1": 25.0, "sampling fast q4_1_bf16": 28.0}
     tps.update({"HF generate": hf_tps, "HF generate float32": 8.0})
     configs = [c for c in configs if c.label in tps]
-    results = {c.label: [Measure(100, 100 / tps[c.label], 100 / tps[c.label] / 2, 0.0, 100)] for c in configs}
+    seconds = {label: 100 / rate for label, rate in tps.items()}  # one repetition of one 100-token generation
+    one = {
+        label: DecodeStats(new_tokens=100, target_calls=100, seconds=s, target_seconds=s / 2)
+        for label, s in seconds.items()
+    }
+    results = {c.label: [[one[c.label]]] for c in configs}
     linear = {1: 10.0, 5: 12.0, 9: 14.0}
     forward = {w: fwd_over_mm * v for w, v in linear.items()}
     curves = [
@@ -411,7 +419,7 @@ def test_each_drafting_method_has_an_adaptive_row_beside_its_fixed_self(tmp_path
         assert configs[f"{method} fast"].params.stop_below == 0
     chosen = [configs["sps fast"], configs["sps adaptive fast"]]
     fast, adaptive = (
-        [Measure(tokens=40, seconds=s, target_seconds=s / 2, target_calls=25, drafted=d, draft_calls=d)]
+        [[DecodeStats(new_tokens=40, seconds=s, target_seconds=s / 2, target_calls=25, drafted=d, draft_calls=d)]]
         for s, d in ((2.0, 100), (1.6, 50))
     )
     rows = summarise(chosen, {"sps fast": fast, "sps adaptive fast": adaptive})

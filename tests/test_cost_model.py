@@ -32,16 +32,41 @@ def test_a_chain_on_a_flat_device_is_leviathans_formula(alpha, gamma, c):
 
 def test_seconds_add_target_calls_at_their_width_host_work_and_draft_steps():
     profile = DeviceProfile("linear", lambda w: 2.0 * w, lambda r: 0.5 * r, host_ms=1.0)
-    tree = Counts(new_tokens=30, target_calls=10, draft_calls=40, drafted=40, tree_nodes=160, draft_rows=4)
+    tree = Counts(new_tokens=30, target_calls=10, draft_calls=40, drafted=40, tree_nodes=160, draft_rows_per_call=4)
     # 10 calls x (T(1 + 16) + 1) + 40 x D(4) = 10 x 35 + 40 x 2 = 430 ms
     assert modelled_seconds(tree, profile) == pytest.approx(0.430)
     chain = Counts.of({"new_tokens": 30, "target_calls": 10, "draft_calls": 40, "drafted": 40}, {"beam_width": 4})
-    assert (chain.verified_per_call, chain.draft_rows) == (4.0, 4.0)
+    assert (chain.verified_per_call, chain.draft_rows_per_call) == (4.0, 4.0)
     # two prompts of 50 tokens on average, each prefilled at F(P) = 0.5 ms per token: + 50 ms, sampling's too
     prefilled = DeviceProfile("linear", lambda w: 2.0 * w, lambda r: 0.5 * r, 1.0, {}, lambda p: 0.5 * p)
     with_prompts = Counts(30, 10, 40, 40, 160, 4, prompt_tokens=100, generations=2)
     assert modelled_seconds(with_prompts, prefilled) == pytest.approx(0.480)
     assert modelled_speedup(with_prompts, prefilled) == pytest.approx((30 * 3 + 50) / 480)
+
+
+def test_draft_rows_per_call_are_the_rows_the_draft_forwards_read():
+    # SpecInfer's (4, 2, 2) tree: 3 draft forwards of 1, 4 and 8 rows score 28 nodes
+    record = {"new_tokens": 4, "target_calls": 1, "draft_calls": 3, "drafted": 3, "tree_nodes": 28, "draft_rows": 13}
+    assert Counts.of(record, {"k_config": (4, 2, 2)}).draft_rows_per_call == pytest.approx(13 / 3)
+    # a record written before draft rows were counted: nodes per draft call, the rule it was modelled with
+    old = {k: v for k, v in record.items() if k != "draft_rows"}
+    assert Counts.of(old).draft_rows_per_call == pytest.approx(28 / 3)
+    # a beam's rows as read, else (an old record) its width; a cell frame's empty column is absent
+    beam = {"new_tokens": 8, "target_calls": 2, "draft_calls": 8, "drafted": 8, "draft_rows": 36}
+    assert Counts.of(beam, {"beam_width": 4}).draft_rows_per_call == 4.5
+    assert Counts.of({**beam, "draft_rows": float("nan")}, {"beam_width": 4}).draft_rows_per_call == 4.0
+
+
+def test_a_prefill_is_modelled_only_where_every_side_of_a_ratio_holds_its_prompts():
+    prefilled = DeviceProfile("linear", lambda w: 2.0 * w, lambda r: 0.5 * r, 0.0, {}, lambda p: 0.5 * p)
+    method = Counts(30, 10, 40, 40, 160, 4, prompt_tokens=100, generations=2)
+    old_sampling = Counts(30, 30, generations=2)  # a cell written before prompt tokens were counted
+    assert modelled_seconds(old_sampling, prefilled) == pytest.approx(0.030 * 2)  # no prefill of 0 tokens
+    without = Counts(30, 10, 40, 40, 160, 4, generations=2)
+    assert modelled_speedup(method, prefilled, old_sampling) == pytest.approx(
+        modelled_speedup(without, prefilled, old_sampling)
+    )
+    assert modelled_speedup(method, prefilled) != modelled_speedup(without, prefilled)  # sampling's own: prefilled
 
 
 def test_a_large_target_is_memory_bound_until_hundreds_of_tokens():
@@ -217,4 +242,4 @@ def test_one_mtad_cell_gives_the_same_counts_to_table2_the_claims_and_the_bench(
     table2 = _counts(row)  # Table 2 and the sweeps
     claims = Counts.of(totals, method_params(row))  # the claims report, from the same cell's settings
     bench = Counts.of(totals, {"gamma": 4, "beam_width": 4})  # a bench row's params
-    assert table2 == claims == bench and table2.draft_rows == 4.0
+    assert table2 == claims == bench and table2.draft_rows_per_call == 4.0

@@ -131,3 +131,23 @@ def test_a_partial_cell_is_compared_on_the_examples_both_roots_hold(tmp_path):
     record["samples"][0]["turns"][0]["token_ids"][1] = 9
     (partial / "samples.jsonl").write_text(json.dumps(record) + "\n")
     assert exact_summary(tmp_path / "a", tmp_path / "b").startswith("0 of 1 cells")
+
+
+def test_a_count_the_reference_predates_is_not_compared_but_one_it_holds_is(tmp_path):
+    """A reference written before the decoders counted draft rows and prompt tokens reproduces in a
+    rerun that counts them; a count the reference holds must be equal, per turn and per cell."""
+    reference = write_cell(tmp_path / "a", "float64", -0.5, [1, 2, 3])
+    rerun = write_cell(tmp_path / "b", "float64", -0.5, [1, 2, 3])
+
+    def add_counts(cell: Path, draft_rows: int) -> None:
+        record = json.loads((cell / "samples.jsonl").read_text())
+        record["samples"][0]["turns"][0]["stats"].update(draft_rows=draft_rows, prompt_tokens=5)
+        (cell / "samples.jsonl").write_text(json.dumps(record) + "\n")
+        metrics = json.loads((cell / "metrics.json").read_text())
+        (cell / "metrics.json").write_text(json.dumps(metrics | {"draft_rows": draft_rows, "prompt_tokens": 5}))
+
+    add_counts(rerun, 7)
+    assert compare_runs(tmp_path / "a", tmp_path / "b") == []
+    add_counts(reference, 6)
+    differences = compare_runs(tmp_path / "a", tmp_path / "b")
+    assert sorted(d.split(": ")[-1] for d in differences) == ["draft_rows 6 -> 7", "stats.draft_rows 6 -> 7"]

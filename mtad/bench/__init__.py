@@ -42,7 +42,6 @@ from mtad.bench.goal_checks import goals
 from mtad.bench.llama_cpp import LLAMA_CPP_MISSING, llama_cpp_on_pair, llama_cpp_reference
 from mtad.bench.measure import (
     Config,
-    Measure,
     default_configs,
     environment,
     measure_all,
@@ -58,7 +57,6 @@ from mtad.metrics.forward_time import forward_ms
 __all__ = [
     "LLAMA_CPP_MISSING",
     "Config",
-    "Measure",
     "calibration",
     "curve_model",
     "default_configs",

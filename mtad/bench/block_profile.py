@@ -20,9 +20,8 @@ from dataclasses import dataclass, field
 import torch
 
 from mtad.decoding import get_decoder
-from mtad.decoding.kv import model_device, sync
 from mtad.decoding.phases import PHASES, profiling
-from mtad.devices import torch_threads
+from mtad.devices import model_device, sync, torch_threads
 
 FORWARDS = ("target", "draft")
 HOST = (*PHASES, "python")

@@ -17,9 +17,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from mtad.decoding.kv import model_device, sync
 from mtad.decoding.layer_math import fused_weights
 from mtad.decoding.static_kv import resolve_decode_path
+from mtad.devices import model_device, sync, torch_threads
 from mtad.metrics.forward_time import forward_ms
 from mtad.models.pairs import QUANTIZED_DTYPES
 
@@ -174,22 +174,21 @@ def verification_curve(
     at least 2). `targets`: targets in
         dtypes a cast cannot make (q4_1), used for those dtypes."""
     bandwidth = copy_bandwidth(model_device(target))
-    current = torch.get_num_threads()
+    current = torch.get_num_threads()  # the eager path's count
     curves, int8 = [], []
     product_widths = tuple(w for w in PRODUCT_WIDTHS if w in widths)
 
     def floor(model) -> float:
         return 1000 * weight_bytes(model) / bandwidth
 
-    try:
-        for dtype in dtypes:
-            model = curve_model(dtype, [target, *targets])
-            small = None if hasattr(model, "mtad_dtype") else curve_model(dtype, [draft])  # drafts stay dense
-            for path, counts in (("eager", (current,)), ("fast", threads)):
-                products = matrix_products(model, path)
-                as_int8 = int8_products(products) if dtype == "float32" and path == "fast" else []
-                for n_threads in counts:
-                    torch.set_num_threads(n_threads)
+    for dtype in dtypes:
+        model = curve_model(dtype, [target, *targets])
+        small = None if hasattr(model, "mtad_dtype") else curve_model(dtype, [draft])  # drafts stay dense
+        for path, counts in (("eager", (current,)), ("fast", threads)):
+            products = matrix_products(model, path)
+            as_int8 = int8_products(products) if dtype == "float32" and path == "fast" else []
+            for n_threads in counts:
+                with torch_threads(n_threads):
                     row = {"model": "target", "dtype": dtype, "path": path, "threads": n_threads}
                     for _ in range(1 + REMEASURES):  # a row that contradicts itself is timed again
                         ms = {w: forward_ms(model, path, w, context, reps) for w in _widths(dtype, widths)}
@@ -210,8 +209,6 @@ def verification_curve(
                         draft_ms = {w: forward_ms(small, path, w, context, reps, target=model) for w in (1, 4)}
                         curves.append({**row, "model": "draft", "ms": draft_ms, "floor_ms": floor(small)})
                         log(f"curve {dtype} {path} {n_threads} threads: draft {_ms(draft_ms)}")
-    finally:
-        torch.set_num_threads(current)
     return {"context": context, "copy_bandwidth_gb_s": bandwidth / 1e9, "curves": curves, "int8_products": int8}
 
 

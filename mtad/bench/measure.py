@@ -3,19 +3,25 @@ every method on the eager and fast paths, HF generate() eager and with static ca
 assisted generation, sampling with other targets; `default_configs`, `method_params`), one timed
 generation (`run_ours`, `run_hf`, `run`), the warm-up calls that time compilation (`warm_up`), the
 alternating timed repetitions (`measure_all`) and their medians (`summarise`), the machine
-(`environment`), and the whole benchmark of one pair (`measure_pair`)."""
+(`environment`), and the whole benchmark of one pair (`measure_pair`).
+
+A timed generation is the decoders' own record, `DecodeStats`: ours as `Decoder.generate` fills it,
+HF's with what `generate()` lets us see (new tokens, prompt tokens, seconds). A row's totals are
+the runner's cell totals of its records (`aggregate_speed`), and the cost model reads them and each
+generation's record as it reads a cell's (`mtad.metrics.cost_model.Counts.of`)."""
 
 from __future__ import annotations
 
 import statistics
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 
 import torch
 
 from mtad.bench.calibrate import calibration, predictions
 from mtad.bench.curves import dtype_name, verification_curve
 from mtad.bench.llama_cpp import llama_cpp_on_pair
+from mtad.decode_stats import COUNTS, DecodeStats
 from mtad.decoding import (
     DecoderParams,
     MMTADParams,
@@ -28,9 +34,8 @@ from mtad.decoding import (
     kernels,
 )
 from mtad.decoding.capabilities import reads_target_features
-from mtad.decoding.kv import model_device, sync
 from mtad.decoding.static_kv import resolve_decode_path
-from mtad.devices import torch_threads
+from mtad.devices import model_device, sync, torch_threads
 from mtad.metrics.speed import aggregate_speed
 from mtad.models import load_pair
 from mtad.models.pairs import QUANTIZED_DTYPES, auto_dtype, cpu_flags, load_target_and_tokenizer
@@ -51,21 +56,7 @@ class Config:
     variant: str = ""  # "adaptive": the method with adaptive drafting (`ADAPTIVE_STOP`), beside its fixed self
 
 
-@dataclass
-class Measure:
-    tokens: int = 0
-    seconds: float = 0.0
-    target_seconds: float = 0.0
-    draft_seconds: float = 0.0
-    target_calls: int = 0
-    accepted: int = 0
-    drafted: int = 0
-    compiles: int = 0
-    draft_calls: int = 0
-    tree_nodes: int = 0
-    prompt_tokens: int = 0
-    prefill_seconds: float = 0.0  # the prompt's forwards, target and draft (within target and draft seconds)
-    generations: list = field(default_factory=list)  # one `generation_record` per generation summed here
+Repetition = list[DecodeStats]  # one config's generations in one repetition, one per prompt in order
 
 
 PATHS = ("eager", "fast")
@@ -126,62 +117,22 @@ def default_configs(
     return configs
 
 
-def run_ours(config: Config, target, draft, prompt: torch.Tensor, max_new_tokens: int, seed: int) -> Measure:
+def run_ours(config: Config, target, draft, prompt: torch.Tensor, max_new_tokens: int, seed: int) -> DecodeStats:
+    """One generation's record as the decoder fills it, its seconds those of the whole call: HF's
+    `generate()` is timed whole, its cache set-up included, so ours is timed with its caches' too
+    (the host work of the record then includes them)."""
     decoder = get_decoder(config.method, target=target, draft=draft, decode_path=config.path, params=config.params)
     sync(model_device(target))
     start = time.perf_counter()
     out = decoder.generate(prompt, max_new_tokens=max_new_tokens, generator=torch.Generator().manual_seed(seed))
     sync(model_device(target))
-    s, seconds = out.stats, time.perf_counter() - start
-    target_prefill = decoder.target_lm.prefill_seconds
-    draft_prefill = decoder.draft_lm.prefill_seconds if decoder.draft_lm is not None else 0.0
-    m = Measure(
-        len(out.tokens),
-        seconds,
-        s.target_seconds,
-        s.draft_seconds,
-        s.target_calls,
-        s.accepted,
-        s.drafted,
-        s.compiles,
-        s.draft_calls,
-        s.tree_nodes,
-        prompt.numel(),
-        target_prefill + draft_prefill,
-    )
-    m.generations.append(generation_record(m, target_prefill))
-    return m
+    return replace(out.stats, seconds=time.perf_counter() - start)
 
 
-def generation_record(m: Measure, target_prefill_s: float) -> dict:
-    """One generation's counts and the split of its wall time that the cost model is fitted to
-    (`mtad.metrics.cost_model.fit_profile`); target and draft seconds exclude the prefill."""
-    return {
-        **counts_of(m),
-        "seconds": m.seconds,
-        "prefill_seconds": m.prefill_seconds,
-        "target_seconds": m.target_seconds - target_prefill_s,
-        "draft_seconds": m.draft_seconds - (m.prefill_seconds - target_prefill_s),
-    }
-
-
-def counts_of(m: Measure) -> dict:
-    """The counts the cost model reads (`mtad.metrics.cost_model.Counts.of`)."""
-    return {
-        "new_tokens": m.tokens,
-        "target_calls": m.target_calls,
-        "draft_calls": m.draft_calls,
-        "drafted": m.drafted,
-        "accepted": m.accepted,
-        "tree_nodes": m.tree_nodes,
-        "prompt_tokens": m.prompt_tokens,
-        "generations": max(len(m.generations), 1),
-    }
-
-
-def run_hf(config: Config, target, draft, prompt: torch.Tensor, max_new_tokens: int, seed: int) -> Measure:
+def run_hf(config: Config, target, draft, prompt: torch.Tensor, max_new_tokens: int, seed: int) -> DecodeStats:
     """`generate()` with the same processing; for sps, assisted generation with a constant γ;
-    "static+compile": HF's static cache with its own torch.compile of the decode step."""
+    "static+compile": HF's static cache with its own torch.compile of the decode step. Its record
+    holds what `generate()` lets us see: new tokens, prompt tokens and the call's seconds."""
     from transformers import CompileConfig
 
     p = config.params
@@ -210,10 +161,11 @@ def run_hf(config: Config, target, draft, prompt: torch.Tensor, max_new_tokens: 
             prompt.to(target.device), attention_mask=torch.ones_like(prompt).to(target.device), **kwargs
         )
     sync(model_device(target))
-    return Measure(out.shape[1] - prompt.shape[1], time.perf_counter() - start)
+    seconds = time.perf_counter() - start
+    return DecodeStats(new_tokens=out.shape[1] - prompt.shape[1], prompt_tokens=prompt.shape[1], seconds=seconds)
 
 
-def run(config: Config, target, *args, targets: dict | None = None, **kwargs) -> Measure:
+def run(config: Config, target, *args, targets: dict | None = None, **kwargs) -> DecodeStats:
     """`config` on the pair's `target`, or on `targets[config.target_dtype]` when it names another."""
     if config.target_dtype:
         target = (targets or {})[config.target_dtype]
@@ -261,47 +213,46 @@ def measure_all(
     log=print,
     targets: dict | None = None,
     seed: int = 0,
-) -> dict[str, list[Measure]]:
+) -> dict[str, list[Repetition]]:
     """Alternate configs on each prompt of each repetition, so that the generations compared run
-    seconds apart (a shared machine drifts by tens of percent over minutes); one Measure per config
-    and repetition, its prompts summed. Prompt i of repetition `rep` samples from seed
+    seconds apart (a shared machine drifts by tens of percent over minutes); per config, one list of
+    records per repetition, one record per prompt. Prompt i of repetition `rep` samples from seed
     `derive_seed(seed, str(i), rep)`, as the runner seeds sample `rep` of example `i`: the same in
     every config."""
-    results: dict[str, list[Measure]] = {c.label: [] for c in configs}
+    results: dict[str, list[Repetition]] = {c.label: [] for c in configs}
     for rep in range(reps):
-        totals = {c.label: Measure() for c in configs}
+        for config in configs:
+            results[config.label].append([])
         for i, prompt in enumerate(prompts):
             for config in configs:
-                m = run(
+                stats = run(
                     config, target, draft, prompt, max_new_tokens, seed=derive_seed(seed, str(i), rep), targets=targets
                 )
-                for record in m.generations:
-                    record.update(rep=rep, prompt=i)
-                totals[config.label] = summed([totals[config.label], m])
+                results[config.label][rep].append(stats)
         for config in configs:
-            total = totals[config.label]
-            results[config.label].append(total)
-            log(f"rep {rep} {config.label:28s} {total.tokens / total.seconds:7.2f} tok/s")
+            log(f"rep {rep} {config.label:28s} {totals(results[config.label][rep])['tokens_per_s']:7.2f} tok/s")
     return results
 
 
-def summed(measures: list[Measure]) -> Measure:
-    """One Measure holding the sums of ``measures`` (their generations' records concatenated)."""
-    total = Measure()
-    for m in measures:
-        for key in vars(total):
-            setattr(total, key, getattr(total, key) + getattr(m, key))
-    return total
+def totals(generations: list[DecodeStats]) -> dict:
+    """The runner's cell totals and ratios of these generations' records (`aggregate_speed`)."""
+    return aggregate_speed(g.as_dict() for g in generations)
 
 
-def summarise(configs: list[Config], results: dict[str, list[Measure]]) -> list[dict]:
+def generation_records(repetitions: list[Repetition]) -> list[dict]:
+    """Every generation's record, tagged with its repetition and prompt: what the cost model is
+    fitted to (`mtad.bench.modelled`)."""
+    return [{**g.as_dict(), "rep": rep, "prompt": i} for rep, gs in enumerate(repetitions) for i, g in enumerate(gs)]
+
+
+def summarise(configs: list[Config], results: dict[str, list[Repetition]]) -> list[dict]:
     """One row per config: tokens/s and the split of its time from the median repetition; block
     efficiency, acceptance and the cost model's counts over every repetition (counts do not depend on
     the machine's load, so which repetition was the median must not change them)."""
     rows = []
     for c in configs:
-        ms = results[c.label]
-        tps = statistics.median(m.tokens / m.seconds for m in ms)
+        by_rep = [totals(gs) for gs in results[c.label]]
+        rates = [t["tokens_per_s"] for t in by_rep]
         row = {
             "label": c.label,
             "impl": c.impl,
@@ -310,23 +261,22 @@ def summarise(configs: list[Config], results: dict[str, list[Measure]]) -> list[
             "target_dtype": c.target_dtype,
             "params": asdict(c.params),
             "variant": c.variant,
-            "tokens_per_s": tps,
-            "tokens_per_s_reps": [m.tokens / m.seconds for m in ms],
-            "compiles_while_timed": sum(m.compiles for m in ms),
+            "tokens_per_s": statistics.median(rates),
+            "tokens_per_s_reps": rates,
+            "compiles_while_timed": sum(g.compiles for gs in results[c.label] for g in gs),
         }
         if c.impl == "ours":
-            m = sorted(ms, key=lambda m: m.tokens / m.seconds)[len(ms) // 2]
-            every = summed(ms)
-            speed = aggregate_speed([counts_of(every)])  # the runner's ratios of totals
+            m = sorted(by_rep, key=lambda t: t["tokens_per_s"])[len(by_rep) // 2]
+            every = totals([g for gs in results[c.label] for g in gs])
             row.update(
-                target_frac=m.target_seconds / m.seconds,
-                draft_frac=m.draft_seconds / m.seconds,
-                other_frac=1 - (m.target_seconds + m.draft_seconds) / m.seconds,
-                block_efficiency=speed["block_efficiency"],
-                acceptance_rate=speed["acceptance_rate"],
-                ms_per_token=1000 * m.seconds / m.tokens,
-                counts=counts_of(every),  # the cost model's inputs (mtad.metrics.cost_model)
-                generations=every.generations,  # what the cost model is fitted to
+                target_frac=m["target_seconds"] / m["decode_seconds"],
+                draft_frac=m["draft_seconds"] / m["decode_seconds"],
+                other_frac=1 - (m["target_seconds"] + m["draft_seconds"]) / m["decode_seconds"],
+                block_efficiency=every["block_efficiency"],
+                acceptance_rate=every["acceptance_rate"],
+                ms_per_token=1000 * m["decode_seconds"] / m["new_tokens"],
+                counts={k: every[k] for k in (*COUNTS, "generations")},  # the cost model's (Counts.of)
+                generations=generation_records(results[c.label]),  # what the cost model is fitted to
             )
         rows.append(row)
     by_label = {r["label"]: r for r in rows}

@@ -39,18 +39,7 @@ AGREEMENT = 0.10  # |modelled / measured − 1| at most this, for every method o
 def generation_costs(row: dict) -> list[tuple[int, int, GenerationCost]]:
     """(repetition, prompt, cost) of each timed generation a bench row recorded."""
     return [
-        (
-            g["rep"],
-            g["prompt"],
-            GenerationCost(
-                row["method"],
-                Counts.of(g, row.get("params")),
-                g["seconds"],
-                g["prefill_seconds"],
-                g["target_seconds"],
-                g["draft_seconds"],
-            ),
-        )
+        (g["rep"], g["prompt"], GenerationCost.of(row["method"], g, row.get("params")))
         for g in row.get("generations") or []
     ]
 

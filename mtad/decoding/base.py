@@ -15,10 +15,11 @@ from transformers import PreTrainedModel
 from mtad.decode_stats import DecodeStats
 from mtad.decoding.capabilities import target_feature_depths
 from mtad.decoding.head_kv import draft_cached_model
-from mtad.decoding.kv import CachedModel, model_device, sync
+from mtad.decoding.kv import CachedModel
 from mtad.decoding.logits import Dist, logits_to_dist
 from mtad.decoding.params import SamplingFields
 from mtad.decoding.static_kv import cached_model, resolve_decode_path
+from mtad.devices import model_device, sync
 
 
 def check_prompt_ids(input_ids: torch.Tensor, max_new_tokens: int, target) -> None:
@@ -172,6 +173,7 @@ class Decoder:
             self.target_lm.prefill(prompt[:-1])  # the last prompt token stays pending
             if self.draft_lm is not None:
                 self.draft_lm.prefill(prompt[:-1])
+            prefilled = self._forward_counters()
             while len(tokens) < max_new_tokens:
                 step = self.step()
                 emitted = step.emitted[: max_new_tokens - len(tokens)]
@@ -192,14 +194,29 @@ class Decoder:
         sync(out_device)
         stats.seconds = time.perf_counter() - start
         stats.new_tokens = len(tokens)
-        stats.target_calls = self.target_lm.calls - (prompt.numel() > 1)  # prefill is not an iteration
-        stats.target_seconds = self.target_lm.seconds
+        stats.prompt_tokens = prompt.numel()
         stats.decode_path = resolve_decode_path(self.decode_path, self.target)
         stats.compiles = self._compiles() - compiles_before
-        if self.draft_lm is not None:
-            stats.draft_calls = self.draft_lm.calls - (prompt.numel() > 1)
-            stats.draft_seconds = self.draft_lm.seconds
+        self._record_forwards(stats, prefilled)
         return DecodeOutput(tokens=tokens, stats=stats)
+
+    def _forward_counters(self) -> tuple[int, int, int]:
+        """Target calls, draft calls and the rows the draft has read so far."""
+        if self.draft_lm is None:
+            return self.target_lm.calls, 0, 0
+        return self.target_lm.calls, self.draft_lm.calls, self.draft_lm.tokens_fed
+
+    def _record_forwards(self, stats: DecodeStats, prefilled: tuple[int, int, int]) -> None:
+        """The models' forwards into `stats`: the calls and the draft's rows since the prefill
+        (`prefilled`: the counters when it ended; a prefill is no iteration), and the seconds inside
+        each model's forwards, its prefill's apart."""
+        target_calls, draft_calls, draft_rows = (now - then for now, then in zip(self._forward_counters(), prefilled))
+        stats.target_calls, stats.draft_calls, stats.draft_rows = target_calls, draft_calls, draft_rows
+        stats.target_seconds = self.target_lm.seconds
+        stats.target_prefill_seconds = self.target_lm.prefill_seconds
+        if self.draft_lm is not None:
+            stats.draft_seconds = self.draft_lm.seconds
+            stats.draft_prefill_seconds = self.draft_lm.prefill_seconds
 
     def _compiles(self) -> int:
         """Compilations so far of the bodies these caches run (one body per model, counted once)."""

@@ -22,11 +22,7 @@ from transformers import DynamicCache, PreTrainedModel
 
 from mtad.decoding.masks import additive, tree_mask
 from mtad.decoding.phases import phase, phased, record_forward
-
-
-def model_device(model: PreTrainedModel) -> torch.device:
-    """Where input ids must go (the embedding's device, also under device_map="auto")."""
-    return model.get_input_embeddings().weight.device
+from mtad.devices import model_device, sync
 
 
 def feature_depths(features: bool | tuple[int, ...] | None) -> tuple[int, ...] | None:
@@ -34,12 +30,6 @@ def feature_depths(features: bool | tuple[int, ...] | None) -> tuple[int, ...] |
     if features is None or features is False:
         return None
     return (-1,) if features is True else tuple(int(d) for d in features)
-
-
-def sync(device: torch.device) -> None:
-    """Wait for queued kernels on a CUDA device, so wall-clock timings include them."""
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 class FeatureStore:

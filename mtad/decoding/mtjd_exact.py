@@ -13,9 +13,9 @@ import torch
 from transformers import PreTrainedModel
 
 from mtad.decoding.base import Decoder, Step
-from mtad.decoding.kv import model_device
 from mtad.decoding.logits import logits_to_probs, sample
 from mtad.decoding.params import MTJDExactParams
+from mtad.devices import model_device
 
 MAX_BLOCKS = 1 << 16
 

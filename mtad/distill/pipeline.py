@@ -23,6 +23,7 @@ from pathlib import Path
 
 import torch
 
+from ..devices import set_threads
 from ..models.draft import build_draft_from_target, load_draft, save_draft
 from .corpus import PAPER_SETTING, Corpus, draw_batch, make_chunk, target_mass
 from .kinds import ALL_KINDS, REAL_TEXT_KINDS, TRAINED_KINDS, draw
@@ -112,7 +113,7 @@ def load_heldout(workdir: Path) -> dict[str, list[dict]]:
 
 
 def produce(cfg: DistillConfig, target, tokenizer, name: str = "p0") -> None:
-    torch.set_num_threads(cfg.threads)
+    set_threads(cfg.threads)
     workdir = Path(cfg.workdir)
     corpus = Corpus(workdir)
     stop, t_start = stop_event(), time.time()

@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 import torch
 
+from ..devices import set_threads
 from .corpus import Corpus
 from .training import sample_batch
 
@@ -118,7 +119,7 @@ def evaluate(arm: DraftArm, heldout: dict) -> None:
 def train(arm: DraftArm) -> None:
     """Train `arm` on the corpus until the time or token limit or SIGTERM; resumable."""
     cfg, corpus = arm.cfg, arm.corpus
-    torch.set_num_threads(cfg.threads)
+    set_threads(cfg.threads)
     ckpt = arm.workdir / "checkpoint.pt"
     arm.build(torch.load(ckpt, weights_only=False) if ckpt.exists() else None)
     state = arm.state  # after `build`: a resumed arm holds the saved state

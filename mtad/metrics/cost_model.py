@@ -6,13 +6,15 @@ device profile says what one call costs there:
 
 - ``T(w)``: a target forward over ``w`` new tokens (the pending token plus the drafted tokens or
   tree nodes it verifies) on a cache of the run's context;
-- ``D(r)``: one draft step over ``r`` rows (1 for a chain, the beam width or tree level otherwise);
+- ``D(r)``: one draft step over ``r`` rows (the tokens it runs: 1 for a chain's step, the beam width or
+  tree level otherwise, more where it catches up on accepted tokens; counted per generation);
 - ``h``: host work per target call (sampling, acceptance rules, caches) beyond the forwards;
-- ``F(P)``: a generation's prefill of its ``P``-token prompt (target and draft), where counts carry it.
+- ``F(P)``: a generation's prefill of its ``P``-token prompt (target and draft), where counts carry the
+  prompt's tokens (records written before they did leave it out).
 
 Then, for ``n`` new tokens from ``C`` target calls and ``C_d`` draft calls over ``G`` prompts,
 
-    seconds = G · F(P̄) + C · (T(w̄) + h) + C_d · D(r̄),    w̄ = 1 + verified / C,   r̄ = draft rows per call,
+    seconds = G · F(P̄) + C · (T(w̄) + h) + C_d · D(r̄),    w̄ = 1 + verified / C,   r̄ = draft rows / C_d,
 
 and a method's modelled speed-up over sampling is sampling's modelled seconds (``n`` width-1 calls,
 the same prefill) over these. For a chain with draft length γ on a memory-bound device
@@ -30,11 +32,13 @@ parameter counts (``PAIR_SIZES``).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 import numpy as np
 from scipy.optimize import nnls
+
+from mtad.decode_stats import DecodeStats
 
 
 # --------------------------------------------------------------------------- published figures
@@ -203,7 +207,37 @@ def from_bench(payload: dict, dtype: str, path: str = "fast", host_ms: float = 0
 
 
 # --------------------------------------------------------------------------- the model
-COUNT_FIELDS = ("new_tokens", "target_calls", "draft_calls", "drafted", "tree_nodes")  # the model's inputs
+# what the model reads of a record or of totals: the decode statistics' counts it uses (decode_stats),
+# and how many generations were summed
+COUNT_FIELDS = (
+    "new_tokens",
+    "target_calls",
+    "draft_calls",
+    "drafted",
+    "tree_nodes",
+    "draft_rows",
+    "prompt_tokens",
+    "generations",
+)
+
+
+def _count(totals: Mapping, name: str) -> int:
+    """A count of `totals`, 0 where it is absent, None or NaN (a cell frame's empty column)."""
+    value = totals.get(name)
+    return 0 if value is None or value != value else int(value)
+
+
+def draft_rows_per_call(totals: Mapping, params: Mapping | None = None) -> float:
+    """Rows one draft forward read on average: the record's ``draft_rows`` over its draft calls.
+    Records written before ``draft_rows`` was counted lack it (every committed result of this
+    version); for them, the rule those results were first modelled with: a tree's nodes per draft
+    call (more than a forward reads: the first level is one row), else the beam width of `params`
+    (a chain's 1)."""
+    draft_calls, rows = _count(totals, "draft_calls"), _count(totals, "draft_rows")
+    if draft_calls and rows:
+        return rows / draft_calls
+    nodes = _count(totals, "tree_nodes")
+    return nodes / draft_calls if nodes and draft_calls else float((params or {}).get("beam_width") or 1)
 
 
 @dataclass(frozen=True)
@@ -215,26 +249,28 @@ class Counts:
     draft_calls: int = 0
     drafted: int = 0  # γ per iteration for chains, the depth for trees
     tree_nodes: int = 0  # draft tokens a tree method's target calls scored
-    draft_rows: float = 1.0  # rows of one draft step (a beam's width); trees: nodes per draft call
+    draft_rows_per_call: float = 1.0  # rows one draft forward reads, on average (`draft_rows_per_call`)
     prompt_tokens: int = 0  # prompt tokens prefilled, over `generations` prompts (0: prefill left out)
     generations: int = 0
 
     @classmethod
-    def of(cls, totals: dict, params: Mapping | None = None) -> "Counts":
-        """From totals with the decode statistics' names (a metrics.json, a bench row's counts) and
-        the method's settings (`params`: a beam method's draft step reads `beam_width` rows; every
-        report passes them, so one cell gives one set of counts wherever it is modelled)."""
-        draft_calls, nodes = int(totals.get("draft_calls") or 0), int(totals.get("tree_nodes") or 0)
-        rows = nodes / draft_calls if nodes and draft_calls else float((params or {}).get("beam_width") or 1)
+    def of(cls, stats: Mapping | DecodeStats, params: Mapping | None = None) -> "Counts":
+        """The one reading of counts: from one generation's record (a ``DecodeStats`` or its
+        ``as_dict()``, a bench generation) or from totals with the same names and ``generations``
+        (a cell's metrics.json or ``aggregate_speed``, the per-example sums of the claims report, a
+        bench row's counts), with the method's settings (`params`, for records without
+        ``draft_rows``: a beam method's draft step reads ``beam_width`` rows). A mapping without
+        ``generations`` is one generation; a count absent, None or NaN is 0."""
+        totals = stats.as_dict() if isinstance(stats, DecodeStats) else stats
         return cls(
-            int(totals["new_tokens"]),
-            int(totals["target_calls"]),
-            draft_calls,
-            int(totals.get("drafted") or 0),
-            nodes,
-            rows,
-            int(totals.get("prompt_tokens") or 0),
-            int(totals.get("generations") or 0),
+            _count(totals, "new_tokens"),
+            _count(totals, "target_calls"),
+            _count(totals, "draft_calls"),
+            _count(totals, "drafted"),
+            _count(totals, "tree_nodes"),
+            draft_rows_per_call(totals, params),
+            _count(totals, "prompt_tokens"),
+            _count(totals, "generations") if "generations" in totals else 1,
         )
 
     @property
@@ -251,11 +287,12 @@ class Counts:
 
 
 def modelled_seconds(counts: Counts, profile: DeviceProfile) -> float:
-    """G · F(P̄) + C · (T(1 + verified per call) + h) + C_d · D(draft rows), in seconds."""
+    """G · F(P̄) + C · (T(1 + verified per call) + h) + C_d · D(draft rows per call), in seconds; the
+    prefill term only where the counts hold the prompts' tokens."""
     target = counts.target_calls * (profile.target_ms(1.0 + counts.verified_per_call) + profile.host_ms)
-    draft = counts.draft_calls * profile.draft_ms(counts.draft_rows) if counts.draft_calls else 0.0
+    draft = counts.draft_calls * profile.draft_ms(counts.draft_rows_per_call) if counts.draft_calls else 0.0
     prefill = 0.0
-    if counts.generations and profile.prefill_ms is not None:
+    if counts.generations and counts.prompt_tokens and profile.prefill_ms is not None:
         prefill = counts.generations * profile.prefill_ms(counts.prompt_tokens / counts.generations)
     return (target + draft + prefill) / 1e3
 
@@ -264,9 +301,18 @@ def modelled_tokens_per_s(counts: Counts, profile: DeviceProfile) -> float:
     return counts.new_tokens / modelled_seconds(counts, profile)
 
 
+def comparable(*counts: Counts) -> tuple[Counts, ...]:
+    """The counts as one comparison models them: with the prefill left out of every one where one
+    lacks its prompts' tokens (a record written before they were counted), so that no ratio sets a
+    prefill against none."""
+    if all(c.prompt_tokens for c in counts):
+        return counts
+    return tuple(replace(c, prompt_tokens=0) for c in counts)
+
+
 def modelled_speedup(counts: Counts, profile: DeviceProfile, baseline: Counts | None = None) -> float:
     """Modelled tokens/s over the baseline's (default: sampling, one width-1 call per token)."""
-    baseline = baseline or counts.baseline
+    counts, baseline = comparable(counts, baseline or counts.baseline)
     return modelled_tokens_per_s(counts, profile) / modelled_tokens_per_s(baseline, profile)
 
 
@@ -286,6 +332,20 @@ class GenerationCost:
     def host_seconds(self) -> float:
         """Everything outside the forwards: sampling, acceptance rules, cache moves, Python."""
         return self.seconds - self.prefill_seconds - self.target_seconds - self.draft_seconds
+
+    @classmethod
+    def of(cls, method: str, record: Mapping, params: Mapping | None = None) -> "GenerationCost":
+        """One generation's cost from its record, a ``DecodeStats.as_dict()``: its counts
+        (``Counts.of``) and its forwards' seconds with their prefills taken out. Bench generations
+        written before the record held the prefill seconds (``target_prefill_seconds`` absent)
+        stored ``prefill_seconds`` beside target and draft seconds that already excluded it."""
+        if "target_prefill_seconds" in record:
+            target_prefill, draft_prefill = record["target_prefill_seconds"], record.get("draft_prefill_seconds", 0.0)
+            prefill = target_prefill + draft_prefill
+            target, draft = record["target_seconds"] - target_prefill, record["draft_seconds"] - draft_prefill
+        else:
+            prefill, target, draft = record["prefill_seconds"], record["target_seconds"], record["draft_seconds"]
+        return cls(method, Counts.of(record, params), record["seconds"], prefill, target, draft)
 
 
 def _non_negative_fit(columns: list[list[float]], seconds: list[float]) -> tuple[float, ...]:
@@ -335,7 +395,10 @@ def fit_profile(generations: list[GenerationCost]) -> FittedProfile:
     )
     drafting = [g for g in generations if g.counts.draft_calls]
     draft = _non_negative_fit(
-        [[g.counts.draft_calls for g in drafting], [g.counts.draft_calls * g.counts.draft_rows for g in drafting]],
+        [
+            [g.counts.draft_calls for g in drafting],
+            [g.counts.draft_calls * g.counts.draft_rows_per_call for g in drafting],
+        ],
         [g.draft_seconds for g in drafting],
     )
     prompt_tokens = sum(c.prompt_tokens for c in calls)

@@ -12,8 +12,9 @@ import torch
 
 from mtad.decoding.capabilities import reads_target_features, target_feature_depths
 from mtad.decoding.head_kv import draft_cached_model
-from mtad.decoding.kv import CachedModel, model_device, sync
+from mtad.decoding.kv import CachedModel
 from mtad.decoding.static_kv import cached_model
+from mtad.devices import model_device, sync
 
 
 @torch.inference_mode()

@@ -23,8 +23,9 @@ perplexity     perplexity, mean_logprob (target log-prob per generated token, ra
 speed          tokens_per_s, decode_seconds (target_seconds, draft_seconds of it: inside the
                models' forwards), new_tokens, new_tokens_per_generation
 acceptance     block_efficiency, acceptance_rate, mean_accept_length, target_calls,
-               draft_calls, drafted, accepted, tree_nodes, target_calls_per_generation,
-               draft_calls_per_generation
+               draft_calls, drafted, accepted, tree_nodes, draft_rows, prompt_tokens (the last
+               two absent from cells written before the decoders counted them),
+               target_calls_per_generation, draft_calls_per_generation
 energy         energy_meter, energy_j, energy_j_per_token, energy_missing_reason
 memory         peak_memory_mb, peak_memory_kind
 machine        machine, dtype, devices, torch_threads, seed, finished

@@ -41,6 +41,7 @@ from mtad.metrics.cost_model import (
     PAIR_SIZES,
     Counts,
     accelerator_profile,
+    comparable,
     modelled_tokens_per_s,
 )
 from mtad.paper import APPROXIMATORS, NO_BOUND, VERSIONS, PaperClaim, claims_of, methods_needed
@@ -259,11 +260,12 @@ def _modelled_ratio(wide: pd.DataFrame, methods: list[str], pair: str, params: d
         return None
     profile = accelerator_profile(pair, DEFAULT_ACCELERATOR)
 
-    def rate(method: str) -> float:
-        counts = Counts.of({c: int(wide[f"{method}.{c}"].sum()) for c in COUNT_FIELDS}, params.get(method))
-        return modelled_tokens_per_s(counts, profile)
+    def counts(method: str) -> Counts:
+        totals = {c: wide[f"{method}.{c}"].sum() for c in COUNT_FIELDS}  # the paired prompts' totals
+        return Counts.of(totals, params.get(method))
 
-    ratio = rate(methods[0]) / max(rate(m) for m in methods[1:])
+    mine, *baselines = (modelled_tokens_per_s(c, profile) for c in comparable(*map(counts, methods)))
+    ratio = mine / max(baselines)
     return {"accelerator": ACCELERATORS[DEFAULT_ACCELERATOR].name, "ratio": ratio}
 
 

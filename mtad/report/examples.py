@@ -9,7 +9,10 @@ example (summed or averaged over its samples and turns):
 
 mean_logprob   mean over samples of each sample's mean target log-prob per token (raw p)
 score          mean over samples of the task's headline score of one sample (``score_name``)
-new_tokens, seconds, target_calls, draft_calls, drafted, accepted, tree_nodes   summed over samples and turns
+seconds and every count of the decoders' records (``decode_stats.COUNTS``: new_tokens, target_calls,
+               draft_calls, drafted, accepted, tree_nodes, draft_rows, prompt_tokens)   summed over
+               samples and turns (0 for a count that records written before it lack)
+generations    its generations (one per sample and turn)
 energy_j       summed joules, None when any window had no reading
 samples        samples of the example
 
@@ -23,10 +26,22 @@ from pathlib import Path
 
 import pandas as pd
 
+from mtad.decode_stats import COUNTS
 from mtad.records import read_records
 from mtad.report.values import is_missing
 
 IDENTITY = ["experiment", "pair", "task", "method", "overrides", "path"]
+EXAMPLE_COLUMNS = [
+    "id",
+    "samples",
+    "mean_logprob",
+    "score",
+    "new_tokens",
+    "seconds",
+    *(key for key in COUNTS if key != "new_tokens"),
+    "generations",
+    "energy_j",
+]
 # The headline score of a cell that is not a per-sample field: pass@1 over problems is the mean
 # over problems of the fraction of a problem's samples that pass (the unbiased estimator at k = 1).
 PER_SAMPLE_SCORE = {"pass@1": "passed"}
@@ -59,11 +74,8 @@ def example_row(record: dict, score_name: str | None) -> dict:
         "score": _mean(sample_score(s.get("scores") or {}, score_name) for s in samples),
         "new_tokens": total("new_tokens"),
         "seconds": total("seconds"),
-        "target_calls": total("target_calls"),
-        "draft_calls": total("draft_calls"),
-        "drafted": total("drafted"),
-        "accepted": total("accepted"),
-        "tree_nodes": total("tree_nodes"),
+        **{key: total(key) for key in COUNTS if key != "new_tokens"},
+        "generations": len(turns),
         "energy_j": None if not joules or any(j is None for j in joules) else float(sum(joules)),
     }
 
@@ -71,23 +83,7 @@ def example_row(record: dict, score_name: str | None) -> dict:
 def cell_examples(path: str | Path, score_name: str | None = None) -> pd.DataFrame:
     """One row per finished example of the cell at ``path`` (columns in the module doc)."""
     rows = [example_row(r, score_name) for r in read_records(Path(path) / "samples.jsonl")]
-    return pd.DataFrame(
-        rows,
-        columns=[
-            "id",
-            "samples",
-            "mean_logprob",
-            "score",
-            "new_tokens",
-            "seconds",
-            "target_calls",
-            "draft_calls",
-            "drafted",
-            "accepted",
-            "tree_nodes",
-            "energy_j",
-        ],
-    )
+    return pd.DataFrame(rows, columns=EXAMPLE_COLUMNS)
 
 
 def example_frame(cells: pd.DataFrame) -> pd.DataFrame:

@@ -113,9 +113,10 @@ def method_params(row: dict) -> dict:
 
 
 def _counts(row: dict) -> Counts | None:
+    """The cost model's counts of a cell row (its metrics.json totals), None without target calls."""
     if any(pd.isna(row.get(c)) for c in ("new_tokens", "target_calls")) or not row.get("target_calls"):
         return None
-    return Counts.of({c: 0 if pd.isna(row.get(c)) else row.get(c) for c in COUNT_FIELDS}, method_params(row))
+    return Counts.of(row, method_params(row))
 
 
 def add_modelled_speedups(cells: pd.DataFrame, accelerator: str = DEFAULT_ACCELERATOR) -> pd.DataFrame:

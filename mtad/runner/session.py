@@ -29,7 +29,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from mtad import provenance
 from mtad.decoding import kernels
-from mtad.devices import model_devices, reset_peak_memory
+from mtad.devices import model_devices, reset_peak_memory, set_threads
 from mtad.runner.cell import CellRun, now
 from mtad.runner.checks import SettingError
 from mtad.runner.loop import CellRunner
@@ -59,13 +59,10 @@ class CellSession:
         self.runners: dict[Hashable, CellRunner] = {}
 
     def open(self) -> None:
-        import torch
-
         from mtad.decoding import get_decoder
         from mtad.metrics.energy import make_energy_meter
 
-        if self.cfg.threads:
-            torch.set_num_threads(int(self.cfg.threads))
+        set_threads(self.cfg.threads)
         pair_cfg = OmegaConf.to_container(self.cfg.pair, resolve=True)
         try:
             self.pair = load_pair_cached(pair_cfg)

@@ -4,13 +4,14 @@ as ran, skipped (with the reason) or failed (with the error); the report is rewr
 
 from __future__ import annotations
 
-import contextlib
 import datetime
 import os
 import time
 import traceback
 from pathlib import Path
 from typing import Callable
+
+from mtad.devices import torch_threads
 
 from .context import Context, Failed, Skipped
 from .machine import NO_CUDA, cuda_problem, machine_record
@@ -89,20 +90,6 @@ def run_checks(payload: dict, options: Options, started: float, out: Path, log) 
         write_report(payload, out)
         if device.type == "cuda":
             torch.cuda.empty_cache()
-
-
-@contextlib.contextmanager
-def torch_threads(n: int | None):
-    """torch's CPU threads set to `n` inside (None: left alone)."""
-    import torch
-
-    before = torch.get_num_threads()
-    if n is not None:
-        torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def run_check(check: Check, ctx: Context) -> dict:

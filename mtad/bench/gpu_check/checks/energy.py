@@ -17,7 +17,7 @@ def plan(options, device_type: str) -> str:
 
 def run(ctx: Context) -> dict:
     """The reading and what it covered; Skipped (with the decodes' data) when there is no reading."""
-    from mtad.decoding.kv import sync
+    from mtad.devices import sync
     from mtad.metrics.energy import make_energy_meter
 
     found = importlib.util.find_spec("pynvml") is not None
