@@ -137,7 +137,7 @@ def test_compiled_path_gives_the_eager_tokens(llama_pair, method):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_fused_layer_steps_compute_what_the_modules_compute(dtype):
     """Decoding's fused steps (q|k|v and gate|up as one product each, rotary on q and k together,
-    float32 RMSNorm without casts) against the modules; the modules' weights become views into the
+    RMSNorm in one call) against the modules; the modules' weights become views into the
     fused products (one copy), and autograd runs the modules."""
     from mtad.decoding import layer_math as lm
 
@@ -162,7 +162,7 @@ def test_fused_layer_steps_compute_what_the_modules_compute(dtype):
         assert torch.equal(lm.rms_norm(layer.input_layernorm, x.float()), layer.input_layernorm(x.float()))
         from transformers.models.llama.modeling_llama import rotate_half
 
-        assert torch.equal(lm.rotary(q0, cos, sin), q0 * cos[:, None] + rotate_half(q0) * sin[:, None])
+        assert torch.equal(lm.rotary(q0, lm.Rotary.of(cos, sin)), q0 * cos[:, None] + rotate_half(q0) * sin[:, None])
 
 
 def test_a_finished_generations_kv_buffers_serve_the_next_one_zeroed(llama_pair):

@@ -111,7 +111,7 @@ class HeadCachedModel(StaticCachedModel):
             kv.keys,
             kv.values,
             position_ids[None].to(self.device),
-            torch.arange(start, start + n, device=self.device),
+            start,  # slots start .. start + n - 1
             mask,
             kv_len=start + n,
         )  # [n, H]: predicted f

@@ -71,7 +71,8 @@ def logits_to_dist(logits: torch.Tensor, temperature: float = 1.0, top_k: int = 
     if temperature == 0:
         ids = logits.argmax(-1, keepdim=True)  # [..., 1]
         return Dist(ids, torch.ones(ids.shape, dtype=torch.float32, device=logits.device), vocab)
-    logits = logits / temperature
+    if temperature != 1.0:  # x / 1 is x: the paper's temperature skips a pass over the vocabulary
+        logits = logits / temperature
     if 0 < top_k < vocab:
         # work on the k survivors only: top-p then needs a sort of k values, not of V
         values, index = top_k_of(logits, top_k)  # [..., k], sorted descending

@@ -36,7 +36,7 @@ from mtad.data import cache_root
 from mtad.decoding.capabilities import LEAN_FORWARD, RestrictedHead, has_lean_forward
 from mtad.decoding.kernels import choose as choose_kernels
 from mtad.decoding.kv import CachedModel, model_device
-from mtad.decoding.layer_math import attend, attention_dtype, attention_inputs, finish_layer
+from mtad.decoding.layer_math import Rotary, attend, attention_dtype, finish_layer, rms_norm, rotated_attention_inputs
 from mtad.decoding.masks import chain_mask, padded, step_mask
 
 # eager: the model's own forward on a DynamicCache (kv.CachedModel); static: static cache and
@@ -171,19 +171,20 @@ def llama_body(
     values: torch.Tensor,
     input_ids: torch.Tensor,
     position_ids: torch.Tensor,
-    slots: torch.Tensor,
+    slots: torch.Tensor | int,
     allowed: torch.Tensor | None,
     depths: tuple[int, ...] | None = None,
     kv_len: int | None = None,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Decoder layers and final norm over new positions, writing their K/V at `slots`.
 
-    input_ids, position_ids: [1, n]; slots: [n]; allowed: bool [1, 1, n, kv] (kv <= capacity:
-    attention spans buffer slots [0, kv)), None = every slot up to the last written one.
-    keys/values: [layers, 1, kv_heads, capacity, head_dim], or a sequence of each layer's
-    [1, kv_heads, capacity, head_dim] (what the compiled body takes). Returns hidden states [n, H]
-    and, with `depths` (`hidden_states` indices, as `CachedModel` keeps them), those depths side by
-    side [n, D*H]."""
+    input_ids, position_ids: [1, n]; slots: the n new positions' buffer slots, a tensor [n] (the
+    compiled body's: its values change without a recompile) or the first of n consecutive ones;
+    allowed: bool [1, 1, n, kv] (kv <= capacity: attention spans buffer slots [0, kv)), None =
+    every slot in [0, kv_len). keys/values: [layers, 1, kv_heads, capacity, head_dim], or a
+    sequence of each layer's [1, kv_heads, capacity, head_dim] (what the compiled body takes).
+    Returns hidden states [n, H] and, with `depths` (`hidden_states` indices, as `CachedModel`
+    keeps them), those depths side by side [n, D*H]."""
     x = model.model.embed_tokens(input_ids)
     return run_layers(model.model, x, keys, values, position_ids, slots, allowed, depths, kv_len)
 
@@ -194,32 +195,44 @@ def run_layers(
     keys: torch.Tensor,
     values: torch.Tensor,
     position_ids: torch.Tensor,
-    slots: torch.Tensor,
+    slots: torch.Tensor | int,
     allowed: torch.Tensor | None,
     depths: tuple[int, ...] | None = None,
     kv_len: int | None = None,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """`llama_body` from the layer inputs x [1, n, H] on: body.layers, body.rotary_emb, body.norm.
     `depths`: also the inputs of those layers (index d: after layer d-1; the layer count or -1:
-    after the final norm), concatenated [n, D*H]. `kv_len`: the slots attended to, when the caller
-    knows it (else read from the mask or the last slot: a device read on a GPU)."""
-    if kv_len is None:
-        kv_len = allowed.shape[-1] if allowed is not None else int(slots[-1]) + 1
-    cos, sin = body.rotary_emb(x, position_ids)  # [1, n, D]
+    after the final norm), concatenated [n, D*H]. `kv_len`: the slots attended to, which the
+    caller tracks on the host (needed without a mask; a mask's width otherwise)."""
+    if allowed is not None:
+        kv_len = allowed.shape[-1]
+    elif kv_len is None:
+        raise ValueError("run_layers: without a mask, kv_len (the slots attended to) is needed")
+    rot = Rotary.of(*body.rotary_emb(x, position_ids))  # cos, sin [1, n, D]: once for every layer
     last = len(body.layers)
     captured = {}
     for i, layer in enumerate(body.layers):
         if depths is not None and i in depths:
             captured[i] = x[0]
-        q, k, v = attention_inputs(layer, x, cos, sin)  # [1, Hq, n, D], [1, Hkv, n, D] x 2
+        q, k, v = rotated_attention_inputs(layer, x, rot)  # [1, Hq, n, D], [1, Hkv, n, D] x 2
         layer_keys, layer_values = keys[i], values[i]  # [1, Hkv, capacity, D] each
-        layer_keys.index_copy_(2, slots, k.to(layer_keys.dtype))
-        layer_values.index_copy_(2, slots, v.to(layer_values.dtype))
-        x = finish_layer(layer, x, attend(layer, q, layer_keys[:, :, :kv_len], layer_values[:, :, :kv_len], allowed))
-    hidden = body.norm(x)[0]
+        write_slots(layer_keys, slots, k)
+        write_slots(layer_values, slots, v)
+        o = attend(layer, q, layer_keys.narrow(2, 0, kv_len), layer_values.narrow(2, 0, kv_len), allowed)
+        x = finish_layer(layer, x, o)
+    hidden = rms_norm(body.norm, x)[0]
     if depths is None:
         return hidden
     return hidden, torch.cat([hidden if d in (-1, last) else captured[d] for d in depths], dim=-1)
+
+
+def write_slots(buffer: torch.Tensor, slots: torch.Tensor | int, new: torch.Tensor) -> None:
+    """new [1, Hkv, n, D] into buffer [1, Hkv, capacity, D] at `slots` (a tensor [n], or the first
+    of n consecutive slots: one copy that casts to the buffer's dtype on the way)."""
+    if isinstance(slots, int):
+        buffer.narrow(2, slots, new.shape[2]).copy_(new)
+    else:
+        buffer.index_copy_(2, slots, new.to(buffer.dtype))
 
 
 def head_logits(model: PreTrainedModel, hidden: torch.Tensor, restricted: bool) -> torch.Tensor:
@@ -326,7 +339,7 @@ class StaticCachedModel(CachedModel):
                 kv.values,
                 input_ids[None].to(device),
                 position_ids[None].to(device),
-                torch.arange(start, start + n, device=device),
+                start,  # slots start .. start + n - 1
                 mask,
                 self.feature_depths,
                 kv_len=start + n,
