@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from mtad.decoding import get_decoder, kernels
+from mtad.decoding.static_kv import kernel_record
 from mtad.models.tiny import tiny_llama
 
 PROMPT = torch.tensor([[5, 1, 9, 2, 7]])
@@ -57,11 +58,11 @@ def test_the_environment_variable_overrides_and_a_wrong_value_lists_the_valid_on
 def test_the_run_records_the_fast_paths_choice_and_none_on_the_eager_path(fresh, monkeypatch):
     monkeypatch.setenv("MTAD_KERNELS", "onednn")
     model = bf16_llama()
-    found = kernels.record({"target": model, "draft": None}, "fast")
+    found = kernel_record({"target": model, "draft": None}, "fast")
     assert found == {
         "target": {"by_width": dict.fromkeys(("1", "2-4", "5-17", "wider"), "onednn"), "source": "MTAD_KERNELS=onednn"}
     }
-    assert kernels.record({"target": model}, "eager") is None
+    assert kernel_record({"target": model}, "eager") is None
 
 
 @pytest.mark.parametrize("method", ["sampling", "sps"])

@@ -31,10 +31,9 @@ from mtad.decoding import (
     SpecTrParams,
     SpSParams,
     get_decoder,
-    kernels,
 )
 from mtad.decoding.capabilities import reads_target_features
-from mtad.decoding.static_kv import resolve_decode_path
+from mtad.decoding.static_kv import kernel_record, resolve_decode_path
 from mtad.devices import model_device, sync, torch_threads
 from mtad.metrics.speed import aggregate_speed
 from mtad.models import load_pair
@@ -318,7 +317,7 @@ def environment(target, draft) -> dict:
         "amx": "amx_bf16" in flags,
         "avx512_bf16": "avx512_bf16" in flags,
         "auto_dtype": auto_dtype(next(target.parameters()).device),  # what a pair's `auto` dtype means here
-        "kernels": kernels.record({"target": target, "draft": draft}, "fast"),  # the fast path's, per width
+        "kernels": kernel_record({"target": target, "draft": draft}, "fast"),  # the fast path's, per width
         "cuda": env["gpus"][0] if env["gpus"] else None,
     }
 

@@ -226,14 +226,3 @@ def choose(model: torch.nn.Module) -> KernelChoice | None:
 def chosen() -> dict[str, dict]:
     """This process's kernel choices (what the run's environment record names)."""
     return {key: choice.as_dict() for key, choice in _chosen.items()}
-
-
-def record(models: dict, decode_path: str | None) -> dict | None:
-    """For a run's environment record: each model's (role -> model) kernel choice on the fast
-    path (None for a model not concerned), or None where the path is eager (oneDNN throughout)."""
-    from mtad.decoding.static_kv import resolve_decode_path
-
-    fast = {role: m for role, m in models.items() if m is not None and resolve_decode_path(decode_path, m) != "eager"}
-    if not fast:
-        return None
-    return {role: (choice.as_dict() if (choice := choose(m)) else None) for role, m in fast.items()}

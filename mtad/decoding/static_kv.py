@@ -67,6 +67,16 @@ def resolve_decode_path(path: str | None, model: PreTrainedModel) -> str:
     return path
 
 
+def kernel_record(models: dict, decode_path: str | None) -> dict | None:
+    """For a run's environment record: each model's (role -> model) product kernel per forward
+    width on its lean path (`kernels.choose`; None for a model not concerned), or None where
+    every model runs eager (oneDNN throughout)."""
+    lean = {role: m for role, m in models.items() if m is not None and resolve_decode_path(decode_path, m) != "eager"}
+    if not lean:
+        return None
+    return {role: (choice.as_dict() if (choice := choose_kernels(m)) else None) for role, m in lean.items()}
+
+
 def cached_model(
     model: PreTrainedModel,
     out_device: torch.device | None,

@@ -28,7 +28,7 @@ from typing import Any, Hashable
 from omegaconf import DictConfig, OmegaConf
 
 from mtad import provenance
-from mtad.decoding import kernels
+from mtad.decoding.static_kv import kernel_record
 from mtad.devices import model_devices, reset_peak_memory, set_threads
 from mtad.runner.cell import CellRun, now
 from mtad.runner.checks import SettingError
@@ -76,7 +76,7 @@ class CellSession:
             **provenance.environment_record(devices=self.devices, models=(self.pair.target, self.pair.draft)),
             "pair_name": getattr(self.pair, "name", None),
             # the fast path's product kernel per forward width, as calibrated on this machine
-            "kernels": kernels.record({"target": self.pair.target, "draft": self.pair.draft}, self.pair.decode_path),
+            "kernels": kernel_record({"target": self.pair.target, "draft": self.pair.draft}, self.pair.decode_path),
             "energy_missing_reason": energy_reason,
             "started": now(),
         }
