@@ -163,7 +163,7 @@ PAIR ?=
 CLAIMS_DIR = $(RESULTS)/$(EXPERIMENT)$(if $(PAIR),/$(PAIR))
 .PHONY: claims
 claims: EXPERIMENT = claims
-claims: install ## every claim of the paper with a 95% interval and a verdict (embedded pair, <= 30 min) -> results/local/claims/claims.md, compared with the committed one
+claims: install ## every claim of the paper with a 95% interval and a verdict (embedded pair, <= 50 min) -> results/local/claims/claims.md, compared with the committed one
 	@if [ "$(filter claims%,$(EXPERIMENT))" ]; then \
 	  $(PY) scripts/get_data.py --only cnndm $(DATA_ARGS) || echo "warning: CNN/DailyMail could not be fetched; the run will stop"; \
 	  $(if $(AT_REFERENCE),$(call reset_if_committed,$(CLAIMS_DIR));) fi

@@ -11,6 +11,7 @@ import torch
 
 from mtad.experiments.interleaved import rotated, schedule
 from mtad.paper import VERSIONS
+from mtad.report.claims import EXTENSION
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -50,16 +51,50 @@ def test_claims_end_to_end_on_a_tiny_pair(tmp_path, shared_data, pair):
     report = json.loads((tmp_path / "claims" / f"{name}.json").read_text())
     md = (tmp_path / "claims" / f"{name}.md").read_text()
     assert "**Verdict rule.**" in md and "reproduced" in md and f"pair `{pair}`" in md
-    by_claim = {}
+    by_claim, variants = {}, []
     for claim in report["claims"]:
+        if claim["paper"] == EXTENSION:  # a variant's row against its method's defaults: no paper version
+            variants.append(claim)
+            assert claim["verdict"] == "no verdict" and claim["version"] == "", claim
         by_claim.setdefault(claim["claim"], []).append(claim)
         assert claim["verdict"] in ("reproduced", "contradicted", "inconclusive", "not measurable here", "no verdict")
         # every figure and statement of the paper names the version it comes from
-        assert claim["claim"] == "C6" or "distance zero" in claim["comparison"] or claim["version"] in VERSIONS
+        assert (
+            claim in variants
+            or claim["claim"] == "C6"
+            or "distance zero" in claim["comparison"]
+            or claim["version"] in VERSIONS
+        )
     assert set(by_claim) == {"C1", "C2", "C3", "C4", "C5", "C6"}
+    # the variants ran interleaved into their own cells: adaptive MTAD and SpS (C3), the official options (C1, C3)
+    assert {(c["claim"], c["task"], c["methods"][0]) for c in variants} == {
+        (claim, task, key)
+        for task in ("chat", "cnndm")
+        for claim, key in (
+            ("C3", "mtad/method.stop_below=0.03"),
+            ("C3", "sps/method.stop_below=0.3"),
+            *(
+                (k, f"{m}/method.beam_weighting=official_softmax,stop_rule=block")
+                for k in ("C1", "C3")
+                for m in ("mtad", "mmtad")
+            ),
+        )
+    }
+    official = (
+        tmp_path
+        / "runs"
+        / "claims_tiny"
+        / pair
+        / "chat"
+        / "mtad"
+        / "method.beam_weighting=official_softmax,stop_rule=block"
+    )
+    assert json.loads((official / "env.json").read_text())["cell"]["stop_rule"] == "block"
     # C3: MTAD against vanilla SpS (1.26x, later version) and the best conventional method (1.42x, v2)
     assert {
-        (c["comparison"].split(":")[0], c["paper_value"], c["version"]) for c in by_claim["C3"] if c["task"] == "chat"
+        (c["comparison"].split(":")[0], c["paper_value"], c["version"])
+        for c in by_claim["C3"]
+        if c["task"] == "chat" and c not in variants
     } == {
         ("MTAD / SpS", 1.26, "iclr-final"),
         ("MTAD / best of SpS, SpecTr, SpecInfer", 1.42, "arxiv-v2"),
@@ -74,7 +109,7 @@ def test_claims_end_to_end_on_a_tiny_pair(tmp_path, shared_data, pair):
         if c["comparison"].startswith("TV")
     )
     # C1 and C3 on both prompt sets, paired over every prompt each method finished
-    assert {(c["task"], c["comparison"].split(":")[0]) for c in by_claim["C1"]} == {
+    assert {(c["task"], c["comparison"].split(":")[0]) for c in by_claim["C1"] if c not in variants} == {
         (t, m) for t in ("chat", "cnndm") for m in ("MTAD vs sampling", "MMTAD vs sampling")
     }
     for claim in by_claim["C1"] + by_claim["C3"]:

@@ -6,8 +6,9 @@
     python -m mtad.experiments.claims --report-only                         # rebuild from the cells, run nothing
 
 An experiment with a ``claims:`` section that lists ``tasks`` (``conf/experiment/claims*.yaml``) is
-run: every method on the same prompts with the same per-sample seeds, methods alternating within
-each prompt (``interleaved``), into ordinary cells. C5 and C6 are computed on enumerable tiny
+run: every method, and every variant (a method with options of its own, in its own cells: the
+report's ``Variant``), on the same prompts with the same per-sample seeds, alternating within each
+prompt (``interleaved``), into ordinary cells. C5 and C6 are computed on enumerable tiny
 models (``theory``) into the experiment's ``theory.json``, unless one computed with the same
 settings is there. Then ``mtad.report.claims`` builds the report from those files.
 """
@@ -32,7 +33,7 @@ log = logging.getLogger("mtad.claims")
 @dataclass
 class ClaimsSettings:
     """An experiment's ``claims:`` section (every key optional): what this command runs, and the
-    report's keys (``ReportSettings``: methods, planned tasks, statistics) under ``report``."""
+    report's keys (``ReportSettings``: methods, variants, planned tasks, statistics) under ``report``."""
 
     max_minutes: float | None = None  # stop starting prompts after this long (a rerun continues)
     theory: dict = field(default_factory=dict)  # C5's settings (mtad.experiments.theory.TheorySettings)
@@ -134,7 +135,12 @@ def main(argv: list[str] | None = None) -> int:
         checks = None if (args.report_only or args.no_theory) else theory_settings(settings)  # checked first
         if settings.tasks and not args.report_only:
             summary = run_interleaved(
-                overrides, settings.report.methods, settings.tasks, settings.max_minutes, progress=bool(cfg.progress)
+                overrides,
+                settings.report.methods,
+                settings.tasks,
+                settings.max_minutes,
+                progress=bool(cfg.progress),
+                variants=[(v.method, v.overrides) for v in settings.report.variants],
             )
             stopped = summary["stopped_by_time_limit"]
             log.info(

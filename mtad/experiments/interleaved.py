@@ -8,17 +8,21 @@ stopped early has a balanced share of every task.
 
 Each (task, method) is the cell ``mtad-run experiment=<e> task=<t> method=<m>`` would write:
 same directory, identity, per-sample seeds (so the same tokens), records and metrics; only the
-order in which generations ran differs. The run resumes like ``mtad-run``: a rerun skips every
-(prompt, method) already in its cell's ``samples.jsonl`` and scores again the answers a task
-could not score before. ``max_minutes`` stops starting new prompts after that long; the cells are
-then ``incomplete`` and a rerun continues them. Each cell's lifecycle (resume, records, metrics,
+order in which generations ran differs. A variant, a method with overrides of its own (e.g.
+``method.stop_below=0.03`` or the run-level ``stop_rule=block``, which each cell's own config
+carries), takes its turn beside the methods, into the cell ``mtad-run`` writes with those overrides
+added (``<method>/<overrides>``, its key in the run). The run resumes like ``mtad-run``: a rerun
+skips every (prompt, method) already in its cell's ``samples.jsonl`` and scores again the answers
+a task could not score before. ``max_minutes`` stops starting new prompts after that long; the
+cells are then ``incomplete`` and a rerun continues them. Each cell's lifecycle (resume, records, metrics,
 env.json, error.txt, ``missing_data``) is ``mtad.runner.cell``'s and the resources every cell
 shares (pair, decoders, devices, energy, warm-up) one ``mtad.runner.session.CellSession``'s, as
 for ``mtad-run``, whose single cell is this with one method and one task; no tracker
 run is opened (one per cell cannot be open at once), so ``logger`` is ignored here.
 
     from mtad.experiments.interleaved import run_interleaved
-    run_interleaved(["experiment=claims"], methods=["sampling", "sps", "mtad", "mmtad"], tasks=["chat", "cnndm"])
+    run_interleaved(["experiment=claims"], methods=["sampling", "sps", "mtad", "mmtad"], tasks=["chat", "cnndm"],
+                    variants=[("mtad", ("method.stop_below=0.03",))])
 """
 
 from __future__ import annotations
@@ -41,21 +45,42 @@ log = logging.getLogger("mtad.interleaved")
 TIMING = "interleaved: every method on a prompt before the next prompt, order rotated"
 
 
-def cell_configs(overrides: list[str], methods: list[str], tasks: list[str]) -> dict[tuple[str, str], DictConfig]:
-    """The config of every (task, method) cell, equal to composing ``overrides + [task=t, method=m]``
-    for each; composed once per method and once per further task (a compose takes ~0.5 s), since
-    the cells of one experiment differ only in their ``task`` and ``method`` nodes."""
-    by_method = {m: compose([*overrides, f"task={tasks[0]}", f"method={m}"]) for m in methods}
+Variant = tuple[str, tuple[str, ...]]  # a method and the overrides of its own cells
+
+
+def columns(methods: list[str], variants: list[Variant] = ()) -> dict[str, Variant]:
+    """Every method and variant that takes a turn on a prompt, by its key in the run: a method by its
+    name, a variant by ``<method>/<overrides>`` (its cells' directory below the task)."""
+    found = {m: (m, ()) for m in methods}
+    for method, extra in variants:
+        if any(o.lstrip("+~").startswith(("task", "per_task", "method=")) for o in extra):
+            raise ValueError(f"variant of {method}: {list(extra)}: a variant sets the method or the run, not the task")
+        if not override_dirname(list(extra)):
+            raise ValueError(f"variant of {method}: {list(extra)} generate what {method} does (no cell of its own)")
+        found[f"{method}/{override_dirname(list(extra))}"] = (method, tuple(extra))
+    return found
+
+
+def cell_configs(
+    overrides: list[str], methods: list[str], tasks: list[str], variants: list[Variant] = ()
+) -> dict[tuple[str, str], DictConfig]:
+    """The config of every (task, key) cell (``columns``), equal to composing ``overrides + the
+    variant's + [task=t, method=m]`` for each; composed once per method or variant and once per
+    further task (a compose takes ~0.5 s), since the cells of one experiment differ only in their
+    ``task`` node and what the method or variant sets (never the task: ``columns``)."""
+    keys = columns(methods, variants)
+    first = next(iter(keys))
+    by_key = {k: compose([*overrides, *extra, f"task={tasks[0]}", f"method={m}"]) for k, (m, extra) in keys.items()}
     task_nodes = {
-        t: (by_method[methods[0]] if t == tasks[0] else compose([*overrides, f"task={t}", f"method={methods[0]}"])).task
+        t: (by_key[first] if t == tasks[0] else compose([*overrides, f"task={t}", f"method={methods[0]}"])).task
         for t in tasks
     }
     cfgs = {}
     for t in tasks:
-        for m in methods:
-            cfg = by_method[m].copy()
+        for k in keys:
+            cfg = by_key[k].copy()
             cfg.task = task_nodes[t]
-            cfgs[(t, m)] = cfg
+            cfgs[(t, k)] = cfg
     return cfgs
 
 
@@ -71,14 +96,20 @@ def rotated(methods: list[str], k: int) -> list[str]:
     return methods[k:] + methods[:k]
 
 
-def plan_cells(overrides: list[str], methods: list[str], tasks: list[str]) -> dict[tuple[str, str], CellPlan]:
-    """Every (task, method) cell's checked settings, in the directory ``mtad-run`` would use."""
-    overrides_dir = override_dirname(overrides)
+def plan_cells(
+    overrides: list[str], methods: list[str], tasks: list[str], variants: list[Variant] = ()
+) -> dict[tuple[str, str], CellPlan]:
+    """Every (task, key) cell's checked settings, in the directory ``mtad-run`` would use for its
+    method and overrides (a variant's added to the run's)."""
+    keys = columns(methods, variants)
     plans = {}
-    for (t, m), cfg in cell_configs(overrides, methods, tasks).items():
-        directory = cell_directory(cfg.results_root, cfg.experiment_name, cfg.pair.name, t, m, overrides_dir)
-        cell = Cell(cfg.experiment_name, cfg.pair.name, t, m, overrides_dir, directory, tuple(overrides))
-        plans[(t, m)] = plan_cell(cfg, cell)
+    for (t, k), cfg in cell_configs(overrides, methods, tasks, variants).items():
+        method, extra = keys[k]
+        command_line = [*overrides, *extra]
+        overrides_dir = override_dirname(command_line)
+        directory = cell_directory(cfg.results_root, cfg.experiment_name, cfg.pair.name, t, method, overrides_dir)
+        cell = Cell(cfg.experiment_name, cfg.pair.name, t, method, overrides_dir, directory, tuple(command_line))
+        plans[(t, k)] = plan_cell(cfg, cell)
     return plans
 
 
@@ -88,17 +119,20 @@ def run_interleaved(
     tasks: list[str],
     max_minutes: float | None = None,
     progress: bool = True,
+    variants: list[Variant] = (),
 ) -> dict:
-    """Run ``methods`` x ``tasks`` of the experiment named in ``overrides``; returns a summary
-    with the cells' metrics and whether the time limit stopped the run."""
+    """Run ``methods`` and ``variants`` ((method, overrides) pairs) x ``tasks`` of the experiment
+    named in ``overrides``; returns a summary with the cells' metrics, keyed (task, method or
+    ``<method>/<overrides>``), and whether the time limit stopped the run."""
     if not methods or not tasks:
         raise ValueError("run_interleaved needs at least one method and one task")
-    plans = plan_cells(overrides, methods, tasks)  # bad settings stop here: nothing loaded, nothing written
-    first = plans[(tasks[0], methods[0])].cfg
+    plans = plan_cells(overrides, methods, tasks, variants)  # bad settings stop here: nothing loaded, nothing written
+    keys = list(columns(methods, variants))
+    first = plans[(tasks[0], keys[0])].cfg
     with failures_recorded(first, [p.cell for p in plans.values()]), ExitStack() as held:
         for plan in plans.values():  # one writer per cell: every cell of the run is held until it ends
             held.enter_context(cell_lock(plan.cell.directory, plan.cell.name))
-        return _run_held(plans, methods, tasks, max_minutes, progress)
+        return _run_held(plans, keys, tasks, max_minutes, progress)
 
 
 def _open_runs(plans: dict[tuple[str, str], CellPlan], methods, tasks) -> dict[tuple[str, str], CellRun]:
@@ -120,6 +154,7 @@ def _open_runs(plans: dict[tuple[str, str], CellPlan], methods, tasks) -> dict[t
 
 
 def _run_held(plans, methods, tasks, max_minutes, progress) -> dict:
+    """Every prompt of ``tasks``, each of ``methods`` (the run's keys: methods and variants) in turn."""
     from tqdm import tqdm
 
     first = plans[(tasks[0], methods[0])].cfg

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from mtad.markdown import MISSING, fmt_number, fmt_percent, fmt_ratio, fmt_signed, md_table
 from mtad.paper import CITATION, VERSIONS
 
 THEORY_STATEMENT = (
@@ -15,24 +16,21 @@ THEORY_STATEMENT = (
 
 
 def fmt(value, unit: str) -> str:
+    """A value of a claim row in its unit's spelling (``mtad.markdown``)."""
     if value is None:
-        return "–"
+        return MISSING
     if unit == "relative":
-        return f"{100 * value:+.1f}%".replace("-", "−")
+        return fmt_percent(value, signed=True)
     if unit == "ratio":
-        return f"{value:.2f}×"
-    if unit == "tv":
-        return f"{value:+.3f}".replace("-", "−")
-    if unit == "pvalue":
-        return f"{value:.3g}"
-    if unit == "logprob":
-        return f"{value:+.3f}".replace("-", "−")
-    return f"{value:.3g}"
+        return fmt_ratio(value)
+    if unit in ("tv", "logprob"):
+        return fmt_signed(value)
+    return fmt_number(value, "{:.3g}")  # p-values and anything else
 
 
 def fmt_interval(interval: dict | None, unit: str) -> str:
     if not interval or interval.get("estimate") is None:
-        return "–"
+        return MISSING
     text = fmt(interval["estimate"], unit)
     if unit == "pvalue":
         return f"p = {text}"
@@ -70,9 +68,24 @@ def _holm_line(holm: dict) -> str:
 
 
 def fmt_effect(effect, unit: str) -> str:
+    """The smallest effect detected, as ± in the row's unit (mtad.markdown has no ± spelling)."""
     if effect is None:
-        return "–"
+        return MISSING
     return f"±{100 * effect:.1f}%" if unit == "relative" else f"±{effect:.2f}" if unit == "ratio" else f"±{effect:.3f}"
+
+
+def _modelled(modelled: dict) -> str:
+    """The modelled speed ratio, named for what it rests on: the counts (block efficiency, the draft's
+    calls and rows) and the per-layer overhead the roofline assumes (``cost_model.Accelerator``),
+    which the report records beside the ratio. Reports that predate that record keep their words."""
+    ratio = fmt_ratio(modelled["ratio"])
+    if "layer_overhead_ms" not in modelled:
+        return f"modelled on {modelled['accelerator']}: {ratio} (from the counts; not measured)"
+    overhead = fmt_number(1e3 * modelled["layer_overhead_ms"], "{:g} µs")  # stored in ms
+    return (
+        f"modelled from the counts (block efficiency, draft rows) on an {modelled['accelerator']} roofline "
+        f"with {overhead} per layer per forward (assumed): {ratio}; not measured"
+    )
 
 
 def _beside(claim: dict) -> str:
@@ -82,7 +95,7 @@ def _beside(claim: dict) -> str:
         parts.append(f"block efficiency ratio {fmt_interval(ratio, 'ratio')}")
     modelled = claim["beside"].get("modelled")
     if modelled:
-        parts.append(f"modelled on {modelled['accelerator']}: {modelled['ratio']:.2f}× (from the counts; not measured)")
+        parts.append(_modelled(modelled))
     if claim.get("reason"):
         parts.append(claim["reason"])
     scores = claim["beside"].get("scores")
@@ -102,24 +115,41 @@ def _coverage_lines(coverage: dict | None) -> list[str]:
     return [line + (f" from `{coverage['root']}`: {', '.join(missing)}" if missing else "")]
 
 
+CLAIMS_HEADER = (
+    "claim",
+    "comparison",
+    "prompts",
+    "paper",
+    "paper version",
+    "ours, 95% CI",
+    "n",
+    "verdict",
+    "paper's figure in CI",
+    "detectable effect",
+    "beside",
+)
+
+
 def claims_table(report: dict) -> list[str]:
     """One row per claim: the paper's figure, ours with its interval, n, the verdict and its power."""
-    lines = [
-        "| claim | comparison | prompts | paper | paper version | ours, 95% CI | n | verdict | "
-        "paper's figure in CI | detectable effect | beside |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+    return md_table(CLAIMS_HEADER, [_claim_row({**c, "_experiment": report["experiment"]}) for c in report["claims"]])
+
+
+def _claim_row(claim: dict) -> list[str]:
+    interval = claim["interval"] or {}
+    return [
+        claim["claim"],
+        claim["comparison"],
+        claim["task"],
+        claim["paper"],
+        claim.get("version_label") or MISSING,
+        _ours(claim, interval),
+        interval.get("n") or MISSING,
+        f"**{claim['verdict']}**",
+        {True: "yes", False: "no", None: MISSING}[claim["paper_inside_interval"]],
+        fmt_effect(claim["detectable_effect"], claim["unit"]),
+        _beside(claim),
     ]
-    for claim in report["claims"]:
-        claim = {**claim, "_experiment": report["experiment"]}
-        interval = claim["interval"] or {}
-        inside = {True: "yes", False: "no", None: "–"}[claim["paper_inside_interval"]]
-        version = claim.get("version_label") or "–"
-        lines.append(
-            f"| {claim['claim']} | {claim['comparison']} | {claim['task']} | {claim['paper']} | {version} | "
-            f"{_ours(claim, interval)} | {interval.get('n') or '–'} | **{claim['verdict']}** | "
-            f"{inside} | {fmt_effect(claim['detectable_effect'], claim['unit'])} | {_beside(claim)} |"
-        )
-    return lines
 
 
 def to_markdown(report: dict) -> str:
@@ -215,7 +245,7 @@ def to_markdown(report: dict) -> str:
 
 
 def _fmt3(value) -> str:
-    return "–" if value is None else f"{value:.3f}"
+    return fmt_number(value, "{:.3f}")
 
 
 def _detects(test: dict) -> str:
