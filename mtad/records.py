@@ -85,7 +85,10 @@ def _required(schema: type) -> dict[str, Any]:
 RECORD_FIELDS, SAMPLE_FIELDS, TURN_FIELDS = _required(Record), _required(SampleRecord), _required(TurnRecord)
 
 
-def _missing_or_mistyped(obj: dict, fields: dict, where: str) -> str | None:
+def _missing_or_mistyped(obj, fields: dict, where: str) -> str | None:
+    """Why `obj` (named `where`) is not an object holding `fields` with their types, or None."""
+    if not isinstance(obj, dict):
+        return f"{where} is not an object"
     for name, kind in fields.items():
         if name not in obj:
             return f"{where} lacks {name!r}"
@@ -103,20 +106,14 @@ def record_problem(record) -> str | None:
         return problem or "the record has no samples"
     for i, sample in enumerate(record["samples"]):
         where = f"sample {i}"
-        problem = (
-            _missing_or_mistyped(sample, SAMPLE_FIELDS, where)
-            if isinstance(sample, dict)
-            else f"{where} is not an object"
-        )
+        problem = _missing_or_mistyped(sample, SAMPLE_FIELDS, where)
         if problem or not sample["turns"]:
             return problem or f"{where} has no turns"
         for t, turn in enumerate(sample["turns"]):
             where = f"sample {i} turn {t}"
-            problem = (
-                _missing_or_mistyped(turn, TURN_FIELDS, where)
-                if isinstance(turn, dict)
-                else f"{where} is not an object"
-            ) or _missing_or_mistyped(turn["stats"], STATS_FIELDS, f"{where} stats")
+            problem = _missing_or_mistyped(turn, TURN_FIELDS, where) or _missing_or_mistyped(
+                turn["stats"], STATS_FIELDS, f"{where} stats"
+            )
             if problem:
                 return problem
     return None

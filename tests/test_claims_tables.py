@@ -121,3 +121,15 @@ def test_the_results_page_and_the_claims_report_show_the_same_table():
     results = Path(__file__).resolve().parents[1] / "results"
     table = "\n".join(claims_table(json.loads((results / "claims" / "claims.json").read_text())))
     assert table in (results / "claims" / "claims.md").read_text() and table in (results / "README.md").read_text()
+
+
+def test_table2_header_says_how_its_cells_were_timed_and_what_its_modelled_columns_rest_on(cells):
+    from mtad.report.tables import ACCELERATOR, INTERLEAVED, MODELLED_ON, ONE_AFTER_ANOTHER
+
+    md = to_markdown(table2(cells), "table2")
+    assert f"cells timed {ONE_AFTER_ANOTHER}" in md  # table2's cells ran one after another
+    header = next(line for line in md.splitlines() if line.startswith("| task | method |"))
+    assert f"modelled vs sampling ({MODELLED_ON})" in header
+    assert f"assumed overhead of {ACCELERATOR.layer_overhead_ms * 1e3:g} µs per layer" in md  # read, not retyped
+    interleaved = to_markdown(table2(cells.assign(timing="interleaved")), "table2")
+    assert f"cells timed {INTERLEAVED}" in interleaved and ONE_AFTER_ANOTHER not in interleaved

@@ -15,11 +15,15 @@ from mtad.bench.goal_checks import _by_width, _tokens_per_s, default_dtype, goal
 from mtad.bench.llama_cpp import llama_cpp_unmeasured
 from mtad.bench.modelled import attach_host_profile, modelled_rows
 from mtad.decoding import SamplingParams
+from mtad.markdown import fmt_number, md_row, md_rule, md_table
 from mtad.metrics.acceptance_terms import terms_markdown
+
+BLANK = ""  # what the bench's tables show where a figure is absent
 
 
 def _fmt(value, pattern: str = "{:.2f}") -> str:
-    return "" if value is None else pattern.format(value)
+    """A figure through `pattern`, blank where absent."""
+    return fmt_number(value, pattern, missing=BLANK)
 
 
 def _products_lines(curve: dict) -> list[str]:
@@ -28,8 +32,9 @@ def _products_lines(curve: dict) -> list[str]:
     if not rows:
         return []
     widths = sorted({int(w) for c in rows for w in c["linear_ms"]})
-    head = " | ".join(f"fwd {w} | mm {w} | fwd/mm {w}" for w in widths)
-    lines = [
+    header = ["dtype", "path", "threads", *(f"{k} {w}" for w in widths for k in ("fwd", "mm", "fwd/mm"))]
+    int8 = [{**c, "dtype": "int8 per row", "ms": {}} for c in curve.get("int8_products", [])]
+    return [
         "",
         "Whole forward vs its matrix products (ms, median): a forward of n new tokens on the cache above, beside "
         "its matrix products alone, back to back on inputs [n, in_features] through the same modules and kernels "
@@ -38,20 +43,28 @@ def _products_lines(curve: dict) -> list[str]:
         "fast path's products requantized to one int8 scale per row in `_weight_int8pack_mm` (a kernel "
         "measured, not a target dtype).",
         "",
-        f"| dtype | path | threads | {head} | mm 5 / mm 1 | mm 9 / mm 1 |",
-        "|---|---|---:|" + "---:|" * (3 * len(widths) + 2),
+        *md_table(
+            [*header, "mm 5 / mm 1", "mm 9 / mm 1"],
+            (_products_row(c, widths) for c in [*rows, *int8]),
+            "llr" + "r" * (3 * len(widths) + 2),
+        ),
     ]
-    int8 = [{**c, "dtype": "int8 per row", "ms": {}} for c in curve.get("int8_products", [])]
-    for c in [*rows, *int8]:
-        ms, linear = _by_width(c["ms"]), _by_width(c["linear_ms"])
-        cells = " | ".join(
-            f"{_fmt(ms.get(w), '{:.1f}')} | {_fmt(linear.get(w), '{:.2f}')} | "
-            f"{_fmt(ms[w] / linear[w] if w in ms and w in linear else None)}"
-            for w in widths
+
+
+def _products_row(c: dict, widths: list[int]) -> list:
+    """One curve's forward, products and their ratio per width, then its products' growth to 5 and 9 tokens."""
+    ms, linear = _by_width(c["ms"]), _by_width(c["linear_ms"])
+    cells = [
+        cell
+        for w in widths
+        for cell in (
+            _fmt(ms.get(w), "{:.1f}"),
+            _fmt(linear.get(w), "{:.2f}"),
+            _fmt(ms[w] / linear[w] if w in ms and w in linear else None),
         )
-        growth = [_fmt(linear[w] / linear[1] if w in linear and 1 in linear else None) for w in (5, 9)]
-        lines.append(f"| {c['dtype']} | {c['path']} | {c['threads']} | {cells} | {growth[0]} | {growth[1]} |")
-    return lines
+    ]
+    growth = [_fmt(linear[w] / linear[1] if w in linear and 1 in linear else None) for w in (5, 9)]
+    return [c["dtype"], c["path"], c["threads"], *cells, *growth]
 
 
 def _method_settings(rows: dict) -> str:
@@ -80,25 +93,29 @@ def _adaptive_lines(payload: dict) -> list[str]:
     adaptive = [r for r in payload["rows"] if r.get("variant") == "adaptive"]
     if not adaptive:
         return []
-    lines = [
+    header = ["method", "stop_below", "tok/s", "vs fixed", "vs sampling", "block eff. (fixed)"]
+    header += ["drafted per block (fixed)", "tree nodes per block (fixed)"]
+    return [
         "",
         "Adaptive drafting (`stop_below`: drafting ends where the draft is unsure; `mtad/decoding/README.md`), "
         "fast path, beside the same method drafting its fixed γ or tree:",
         "",
-        "| method | stop_below | tok/s | vs fixed | vs sampling | block eff. (fixed) | drafted per block (fixed) "
-        "| tree nodes per block (fixed) |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        *md_table(header, (_adaptive_row(r, rows.get(f"{r['method']} fast") or {}) for r in adaptive), "l" + "r" * 7),
     ]
-    for r in adaptive:
-        fixed = rows.get(f"{r['method']} fast") or {}
-        lines.append(
-            f"| {r['method']} | {r['params'].get('stop_below')} | {r['tokens_per_s']:.2f} | "
-            f"{_fmt(r.get('vs_fixed'))} | "
-            f"{_fmt(r.get('speedup_vs_sampling'))} | {_fmt(r.get('block_efficiency'))} "
-            f"({_fmt(fixed.get('block_efficiency'))}) | {_per_block(r, 'drafted')} ({_per_block(fixed, 'drafted')}) | "
-            f"{_per_block(r, 'tree_nodes')} ({_per_block(fixed, 'tree_nodes')}) |"
-        )
-    return lines
+
+
+def _adaptive_row(r: dict, fixed: dict) -> list:
+    """An adaptive row's figures, its fixed self's in brackets."""
+    return [
+        r["method"],
+        r["params"].get("stop_below"),
+        f"{r['tokens_per_s']:.2f}",
+        _fmt(r.get("vs_fixed")),
+        _fmt(r.get("speedup_vs_sampling")),
+        f"{_fmt(r.get('block_efficiency'))} ({_fmt(fixed.get('block_efficiency'))})",
+        f"{_per_block(r, 'drafted')} ({_per_block(fixed, 'drafted')})",
+        f"{_per_block(r, 'tree_nodes')} ({_per_block(fixed, 'tree_nodes')})",
+    ]
 
 
 def _llama_cpp_line(payload: dict) -> str:
@@ -132,20 +149,22 @@ def _sampling_lines(payload: dict) -> list[str]:
             if r.get("target_dtype") and r["impl"] == "hf"
         ),
     ]
-    lines = ["", "Sampling by target (tokens/s, same prompts and budget):", "", "| run | tok/s | / HF generate |"]
-    lines.append("|---|---:|---:|")
-    for label, text in runs:
-        tps = _tokens_per_s(payload, label)
-        if tps:
-            lines.append(f"| {text} | {tps:.2f} | {_fmt(hf and tps / hf)} |")
+    measured = [(text, tps) for label, text in runs if (tps := _tokens_per_s(payload, label))]
     llama = payload.get("llama_cpp")
     if not llama_cpp_unmeasured(llama):
-        for kind in ("sampled", "greedy"):
-            tps = llama[f"{kind}_tokens_per_s"]
-            lines.append(
-                f"| llama.cpp {kind}, q4_1 GGUF, {llama['threads']} threads | {tps:.2f} | {_fmt(hf and tps / hf)} |"
-            )
-    return [*lines, "", _llama_cpp_line(payload)]
+        measured += [
+            (f"llama.cpp {kind}, q4_1 GGUF, {llama['threads']} threads", llama[f"{kind}_tokens_per_s"])
+            for kind in ("sampled", "greedy")
+        ]
+    rows = [[text, f"{tps:.2f}", _fmt(hf and tps / hf)] for text, tps in measured]
+    return [
+        "",
+        "Sampling by target (tokens/s, same prompts and budget):",
+        "",
+        *md_table(["run", "tok/s", "/ HF generate"], rows, "lrr"),
+        "",
+        _llama_cpp_line(payload),
+    ]
 
 
 def _calibration_line(cal: dict, auto: str | None) -> str:
@@ -172,13 +191,29 @@ def _calibration_line(cal: dict, auto: str | None) -> str:
     return line
 
 
+def _predicted_lines(payload: dict) -> list[str]:
+    """SpS's speed-up over sampling that the cost curve predicts, by α and at the measured one."""
+    p = payload.get("predicted")
+    if not p:
+        return []
+    return [
+        "",
+        f"SpS speed-up over sampling that these costs predict (fast path, γ = {payload['setup']['gamma']}, "
+        f"target {p['dtype']}): "
+        + ", ".join(f"α = {a}: {v:.2f}x" for a, v in p["by_alpha"].items())
+        + f"; at the α implied by the measured block efficiency ({_fmt(p.get('measured_alpha'))}): "
+        f"{_fmt(p.get('at_measured'))}x predicted, "
+        f"{_fmt(p.get('measured'))}x measured.",
+    ]
+
+
 def _modelled_lines(payload: dict) -> list[str]:
     """Measured and modelled speed-ups over sampling, from each row's counts (mtad.metrics.cost_model)."""
     rows = modelled_rows(payload)
     if not rows:
         return []
     device = rows[0]["accelerator"]
-    lines = [
+    return [
         "",
         "Speed-up over sampling from each method's counts (prompt tokens, target calls and the tokens each "
         "verified, draft calls and their rows): measured here (the rows' medians; per repetition, the lowest and "
@@ -192,29 +227,137 @@ def _modelled_lines(payload: dict) -> list[str]:
         f"modelled on a memory-bound {device} from its datasheet bandwidth and the pair's parameter counts "
         "(modelled, never measured):",
         "",
-        "| method | path | measured | per repetition | measured, pooled | modelled here | host term "
-        f"| modelled / pooled | one host term | isolated forwards | modelled, {device} |",
-        "|---|---|---:|---:|---:|---:|---|---:|---:|---:|---:|",
+        *md_table(
+            ["method", "path", "measured", "per repetition", "measured, pooled", "modelled here", "host term"]
+            + ["modelled / pooled", "one host term", "isolated forwards", f"modelled, {device}"],
+            map(_modelled_row, rows),
+            "llrrrrlrrrr",
+        ),
     ]
-    for r in rows:
-        ratio = r["modelled"] / r["measured_pooled"] if r["measured_pooled"] and r["modelled"] else None
-        spread = "–".join(f"{v:.2f}" for v in r["measured_range"]) if r.get("measured_range") else ""
-        lines.append(
-            f"| {r['method']} | {r['path']} | {_fmt(r['measured'])} | {spread} | {_fmt(r['measured_pooled'])} | "
-            f"{_fmt(r['modelled'])} | {r['host_term']} | {_fmt(ratio)} | {_fmt(r['modelled_by_host'].get('shared'))} | "
-            f"{_fmt(r['modelled_isolated'])} | "
-            f"{_fmt(r['modelled_on_accelerator'])} |"
-        )
-    return lines
+
+
+def _modelled_row(r: dict) -> list:
+    """A method's measured speed-ups over sampling beside those its counts give each way they are modelled."""
+    ratio = r["modelled"] / r["measured_pooled"] if r["measured_pooled"] and r["modelled"] else None
+    spread = "–".join(f"{v:.2f}" for v in r["measured_range"]) if r.get("measured_range") else ""
+    return [
+        r["method"],
+        r["path"],
+        _fmt(r["measured"]),
+        spread,
+        _fmt(r["measured_pooled"]),
+        _fmt(r["modelled"]),
+        r["host_term"],
+        _fmt(ratio),
+        _fmt(r["modelled_by_host"].get("shared")),
+        _fmt(r["modelled_isolated"]),
+        _fmt(r["modelled_on_accelerator"]),
+    ]
 
 
 def _goals_lines(payload: dict) -> list[str]:
     marks = {True: "met", False: "not met", None: "n/a"}
-    lines = ["", "## Goals", "", "| | goal | measured | met |", "|---|---|---|---|"]
-    lines += [f"| ({g['key']}) | {g['goal']} | {g['measured']} | {marks[g['met']]} |" for g in goals(payload)]
+    lines = ["", "## Goals", "", "| | goal | measured | met |", md_rule("llll")]  # written out: its empty cell is `| |`
+    lines += [md_row([f"({g['key']})", g["goal"], g["measured"], marks[g["met"]]]) for g in goals(payload)]
     if payload.get("calibration"):
         lines += ["", _calibration_line(payload["calibration"], payload["environment"].get("auto_dtype"))]
     return lines
+
+
+def _methods_table(payload_rows: list[dict], rows: dict) -> list[str]:
+    """Every method of ours on the eager and fast paths: speed, counts and where the fast path's time goes."""
+    header = ["method", "eager tok/s", "fast tok/s", "fast / eager", "vs sampling (fast)", "block eff."]
+    header += ["accepted / drafted", "target %", "draft %", "other %"]
+    methods = dict.fromkeys(r["method"] for r in payload_rows if r["impl"] == "ours")
+    paths = [(rows.get(f"{m} eager"), rows.get(f"{m} fast")) for m in methods]
+    body = [_method_row(m, e, f) for m, (e, f) in zip(methods, paths) if e and f]
+    return md_table(header, body, "l" + "r" * 9)
+
+
+def _method_row(method: str, e: dict, f: dict) -> list:
+    """A method's tokens/s on both paths; its fast path's ratios, counts and shares of time (in %)."""
+    return [
+        method,
+        f"{e['tokens_per_s']:.2f}",
+        f"{f['tokens_per_s']:.2f}",
+        _fmt(f.get("vs_eager")),
+        _fmt(f.get("speedup_vs_sampling")),
+        _fmt(f.get("block_efficiency")),
+        _fmt(f.get("acceptance_rate")),
+        _fmt(100 * f["target_frac"], "{:.0f}"),
+        _fmt(100 * f["draft_frac"] if f["draft_frac"] else None, "{:.0f}"),
+        _fmt(100 * f["other_frac"], "{:.1f}"),
+    ]
+
+
+def _references_lines(payload: dict, rows: dict) -> list[str]:
+    """The Hugging Face references and the compiled paths, with what their warm-up call cost."""
+    warm = payload.get("warm_up", {})
+    header = ["run", "tok/s", "ours (fast) / this", "first call (s)", "second call (s)", "compile (s)"]
+    header += ["compilations", "while timed"]
+    body = [
+        _reference_row(r, rows.get(f"{r['method']} fast"), warm.get(r["label"], {}))
+        for r in payload["rows"]
+        if r["impl"] != "ours" or r["path"] == "compiled"
+    ]
+    return [
+        "",
+        "References and compiled paths (compile time measured on the warm-up call, excluded from tokens/s):",
+        "",
+        *md_table(header, body, "l" + "r" * 7),
+    ]
+
+
+def _reference_row(r: dict, ours: dict | None, w: dict) -> list:
+    """A reference's tokens/s, ours over it, and its warm-up timings and compilations."""
+    return [
+        r["label"],
+        f"{r['tokens_per_s']:.2f}",
+        _fmt(ours and ours["tokens_per_s"] / r["tokens_per_s"]),
+        _fmt(w.get("first_call_s"), "{:.1f}"),
+        _fmt(w.get("second_call_s"), "{:.1f}"),
+        _fmt(w.get("compile_s"), "{:.1f}"),
+        _fmt(w.get("compiles"), "{}"),
+        r["compiles_while_timed"],
+    ]
+
+
+def _curve_lines(curve: dict | None) -> list[str]:
+    """The cost of one forward by width per model, dtype, path and threads, then its matrix products."""
+    if not curve:
+        return []
+    widths = sorted({int(w) for c in curve["curves"] for w in c["ms"]})
+    header = ["model", "dtype", "path", "threads", *(f"{w} tok" for w in widths), "floor", "1 tok / floor"]
+    header += ["5 tok / 1 tok", "contradicts itself (after two more timings)"]
+    return [
+        "",
+        f"Cost of one forward (ms, median) on a {curve['context']}-token cache, by number of new tokens; "
+        f"floor = weight bytes / copy bandwidth ({curve['copy_bandwidth_gb_s']:.1f} GB/s). A row whose products "
+        "take longer than its forward, or whose wider forward costs over 10% less than a narrower one, is "
+        "timed again twice and, if it still does, named in the last column: timing noise, or a kernel that "
+        "changes with the width (oneDNN picks one per shape):",
+        "",
+        *md_table(header, (_curve_row(c, widths) for c in curve["curves"]), "lllr" + "r" * (len(widths) + 3) + "l"),
+        *_products_lines(curve),
+    ]
+
+
+def _curve_row(c: dict, widths: list[int]) -> list:
+    """One curve's forward per width, its floor, and the contradictions its timings kept."""
+    ms = {int(k): v for k, v in c["ms"].items()}
+    linear = {int(k): v for k, v in (c.get("linear_ms") or {}).items()}
+    noise = c.get("noise", contradictions(ms, linear))  # a stored row from before the check: checked here
+    return [
+        c["model"],
+        c["dtype"],
+        c["path"],
+        c["threads"],
+        *(_fmt(ms.get(w), "{:.1f}") for w in widths),
+        f"{c['floor_ms']:.1f}",
+        f"{ms[1] / c['floor_ms']:.2f}",
+        _fmt(ms.get(5) / ms[1] if ms.get(5) else None),
+        "; ".join(noise),
+    ]
 
 
 def write_report(out_dir: Path, payload: dict) -> None:
@@ -235,79 +378,15 @@ def write_report(out_dir: Path, payload: dict) -> None:
         f"draft {env['draft_dtype']}, torch {env['torch']}, transformers {env['transformers']}. "
         f"Wall time of the whole run: {payload.get('wall_s', 0) / 60:.1f} min.",
         "",
-        "| method | eager tok/s | fast tok/s | fast / eager | vs sampling (fast) | block eff. | accepted / drafted | target % | draft % | other % |",  # noqa: E501 (a table's header row)
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        *_methods_table(payload["rows"], rows),
+        "",
+        *terms_markdown(("block_efficiency", "acceptance_rate", "alpha")),
     ]
-    for method in dict.fromkeys(r["method"] for r in payload["rows"] if r["impl"] == "ours"):
-        e, f = rows.get(f"{method} eager"), rows.get(f"{method} fast")
-        if not (e and f):
-            continue
-        lines.append(
-            f"| {method} | {e['tokens_per_s']:.2f} | {f['tokens_per_s']:.2f} | {_fmt(f.get('vs_eager'))} | "
-            f"{_fmt(f.get('speedup_vs_sampling'))} | {_fmt(f.get('block_efficiency'))} | "
-            f"{_fmt(f.get('acceptance_rate'))} | {_fmt(100 * f['target_frac'], '{:.0f}')} | "
-            f"{_fmt(100 * f['draft_frac'] if f['draft_frac'] else None, '{:.0f}')} | "
-            f"{_fmt(100 * f['other_frac'], '{:.1f}')} |"
-        )
-    lines += ["", *terms_markdown(("block_efficiency", "acceptance_rate", "alpha"))]
     lines += _adaptive_lines(payload)
-    lines += [
-        "",
-        "References and compiled paths (compile time measured on the warm-up call, excluded from tokens/s):",
-        "",
-        "| run | tok/s | ours (fast) / this | first call (s) | second call (s) | compile (s) | compilations | while timed |",  # noqa: E501 (a table's header row)
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
-    ]
-    warm = payload.get("warm_up", {})
-    for r in payload["rows"]:
-        if r["impl"] == "ours" and r["path"] != "compiled":
-            continue
-        ours = rows.get(f"{r['method']} fast")
-        w = warm.get(r["label"], {})
-        lines.append(
-            f"| {r['label']} | {r['tokens_per_s']:.2f} | {_fmt(ours and ours['tokens_per_s'] / r['tokens_per_s'])} | "
-            f"{_fmt(w.get('first_call_s'), '{:.1f}')} | {_fmt(w.get('second_call_s'), '{:.1f}')} | "
-            f"{_fmt(w.get('compile_s'), '{:.1f}')} | {_fmt(w.get('compiles'), '{}')} | {r['compiles_while_timed']} |"
-        )
+    lines += _references_lines(payload, rows)
     lines += _sampling_lines(payload)
-    curve = payload.get("curve")
-    if curve:
-        widths = sorted({int(w) for c in curve["curves"] for w in c["ms"]})
-        lines += [
-            "",
-            f"Cost of one forward (ms, median) on a {curve['context']}-token cache, by number of new tokens; "
-            f"floor = weight bytes / copy bandwidth ({curve['copy_bandwidth_gb_s']:.1f} GB/s). A row whose products "
-            "take longer than its forward, or whose wider forward costs over 10% less than a narrower one, is "
-            "timed again twice and, if it still does, named in the last column: timing noise, or a kernel that "
-            "changes with the width (oneDNN picks one per shape):",
-            "",
-            "| model | dtype | path | threads | "
-            + " | ".join(f"{w} tok" for w in widths)
-            + " | floor | 1 tok / floor | 5 tok / 1 tok | contradicts itself (after two more timings) |",
-            "|---|---|---|---:|" + "---:|" * (len(widths) + 3) + "---|",
-        ]
-        for c in curve["curves"]:
-            ms = {int(k): v for k, v in c["ms"].items()}
-            cells = " | ".join(_fmt(ms.get(w), "{:.1f}") for w in widths)
-            five = ms.get(5) / ms[1] if ms.get(5) else None
-            linear = {int(k): v for k, v in (c.get("linear_ms") or {}).items()}
-            noise = c.get("noise", contradictions(ms, linear))  # a stored row from before the check: checked here
-            lines.append(
-                f"| {c['model']} | {c['dtype']} | {c['path']} | {c['threads']} | {cells} | {c['floor_ms']:.1f} | "
-                f"{ms[1] / c['floor_ms']:.2f} | {_fmt(five)} | {'; '.join(noise)} |"
-            )
-        lines += _products_lines(curve)
-    if payload.get("predicted"):
-        p = payload["predicted"]
-        lines += [
-            "",
-            f"SpS speed-up over sampling that these costs predict (fast path, γ = {setup['gamma']}, "
-            f"target {p['dtype']}): "
-            + ", ".join(f"α = {a}: {v:.2f}x" for a, v in p["by_alpha"].items())
-            + f"; at the α implied by the measured block efficiency ({_fmt(p.get('measured_alpha'))}): "
-            f"{_fmt(p.get('at_measured'))}x predicted, "
-            f"{_fmt(p.get('measured'))}x measured.",
-        ]
+    lines += _curve_lines(payload.get("curve"))
+    lines += _predicted_lines(payload)
     lines += _modelled_lines(payload)
     lines += _goals_lines(payload)
     if payload.get("notes"):

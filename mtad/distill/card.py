@@ -16,6 +16,7 @@ from pathlib import Path
 import torch
 
 from .. import data
+from ..markdown import MISSING, fmt_percent, md_table
 from ..metrics.acceptance_terms import ACCEPTANCE_TERMS
 from ..models.draft import read_draft_meta
 from ..models.head import read_head_meta
@@ -160,39 +161,43 @@ def _measured_lines(measure_json: Path | None, kind: str, trained_tokens) -> lis
     if not mine:
         return []
     name, r = mine[0]
-    lines = [
+    groups = r.get("groups", {})
+    rows = [_kind_row(kind, fam) for kind, fam in r["families"].items()]
+    rows += [
+        _measured_row(
+            f"**{label}**", g["accept_paper"], g["alpha_sps"], g["block_efficiency"], g["speedup_vs_sampling"]
+        )
+        for group, label in MEASURED_GROUPS.items()
+        if (g := groups.get(group))
+    ]
+    header = ["kind of request", "E[accept] paper", "sps alpha", "sps BE", "mtad BE", "mmtad BE", "sps vs sampling"]
+    met = r["goals"]["met"]
+    return [
         f"## Measured (`make measure-draft`, results/draft/measure.md: `{name}`)",
         "",
-        "| kind of request | E[accept] paper | sps alpha | sps BE | mtad BE | mmtad BE | sps vs sampling |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for f, fam in r["families"].items():
-        d = fam["decoding"]
-        lines.append(
-            f"| {f} | {fam['distribution']['accept_paper']:.3f} | {d['sps']['alpha']:.3f} | "
-            f"{d['sps']['block_efficiency']:.2f} | {d['mtad']['block_efficiency']:.2f} | "
-            f"{d['mmtad']['block_efficiency']:.2f} | {d['sps']['speedup_vs_sampling']:.2f}x |"
-        )
-    groups = r.get("groups", {})
-    for group, label in (
-        ("trained", "(a) kinds trained on, held-out subjects"),
-        ("unseen", "(b) kinds never trained on"),
-    ):
-        if group in groups:
-            g = groups[group]
-            lines.append(
-                f"| **{label}** | {g['accept_paper']:.3f} | {g['alpha_sps']:.3f} | "
-                f"{g['block_efficiency']['sps']:.2f} | {g['block_efficiency']['mtad']:.2f} | "
-                f"{g['block_efficiency']['mmtad']:.2f} | {g['speedup_vs_sampling']['sps']:.2f}x |"
-            )
-    met = r["goals"]["met"]
-    return lines + [
+        *md_table(header, rows),
         "",
         *_gap_lines(groups),
-        f"Draft step / target step (fast path): {r['cost']['draft_over_target']:.1%}.",
+        f"Draft step / target step (fast path): {fmt_percent(r['cost']['draft_over_target'])}.",
         "",
         "Goals: " + "; ".join(f"{k} {'met' if v else 'not met'}" for k, v in met.items()) + ".",
     ]
+
+
+MEASURED_GROUPS = {"trained": "(a) kinds trained on, held-out subjects", "unseen": "(b) kinds never trained on"}
+
+
+def _measured_row(label: str, accept: float, alpha: float, block_efficiency: dict, speedup: dict) -> list[str]:
+    """E[accept], SpS's α, each method's block efficiency and SpS's speed-up over sampling."""
+    be = (f"{block_efficiency[m]:.2f}" for m in ("sps", "mtad", "mmtad"))
+    return [label, f"{accept:.3f}", f"{alpha:.3f}", *be, f"{speedup['sps']:.2f}x"]
+
+
+def _kind_row(kind: str, fam: dict) -> list[str]:
+    """`_measured_row` of one kind of request (its figures stored by method)."""
+    d = fam["decoding"]
+    be, speedup = ({m: d[m][key] for m in d} for key in ("block_efficiency", "speedup_vs_sampling"))
+    return _measured_row(kind, fam["distribution"]["accept_paper"], d["sps"]["alpha"], be, speedup)
 
 
 def _gap_lines(groups: dict) -> list[str]:
@@ -580,9 +585,12 @@ def _at(accept: dict, s: int) -> float:
     return accept[str(s)] if str(s) in accept else accept[s]
 
 
-def _at_positions(accept: dict) -> str:
-    """E[accept] at draft positions 1..4."""
-    return " | ".join(f"{_at(accept, s):.3f}" for s in range(1, 5))
+POSITIONS = ["@1", "@2", "@3", "@4"]  # E[accept] at the s-th drafted token
+
+
+def _at_positions(accept: dict) -> list[str]:
+    """E[accept] at draft positions 1..4, one cell each."""
+    return [f"{_at(accept, s):.3f}" for s in range(1, 5)]
 
 
 def design_markdown(design: dict) -> str:
@@ -599,15 +607,16 @@ def design_markdown(design: dict) -> str:
         if key not in design:
             continue
         ab = design[key]
+        rows = [
+            [n, *_at_positions(arm["accept_paper"]), f"{arm['trained_tokens_per_s']:.0f}"]
+            for n, arm in ab["arms"].items()
+        ]
         lines += [
             "",
             f"## {title}, {ab['tokens']} answer tokens each (corpus {ab['corpus_tokens']} tokens)",
             "",
-            f"| {column} | @1 | @2 | @3 | @4 | trained tokens/s |",
-            "|---|---|---|---|---|---|",
+            *md_table([column, *POSITIONS, "trained tokens/s"], rows),
         ]
-        for n, arm in ab["arms"].items():
-            lines.append(f"| {n} | {_at_positions(arm['accept_paper'])} | {arm['trained_tokens_per_s']:.0f} |")
     if "design_ablation" in design:
         ab = design["design_ablation"]
         lines += [
@@ -626,20 +635,12 @@ def design_markdown(design: dict) -> str:
             + (f"Training-time test over {ab['unroll']} unrolled steps. " if ab.get("unroll") else "")
             + f"Machine: {ab.get('machine', 'not recorded')}.",
             "",
-            "| arm | layers | fused depths | own output | feature loss | @1 | @2 | @3 | @4 | @4 - @1 "
-            "| head step (ms) | / target step | trained tokens/s |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+            *md_table(
+                ["arm", "layers", "fused depths", "own output", "feature loss", *POSITIONS, "@4 - @1"]
+                + ["head step (ms)", "/ target step", "trained tokens/s"],
+                (_ablation_row(n, arm) for n, arm in ab["arms"].items()),
+            ),
         ]
-        for n, arm in ab["arms"].items():
-            d, acc = arm["design"], arm["accept_paper"]
-            step = arm.get("step_ms")
-            cost = f"{step:.1f} | {step / arm['target_step_ms']:.1%}" if step else "– | –"
-            fused, own = ("yes" if d[k] else "no" for k in ("fused_depths", "own_output"))
-            lines.append(
-                f"| {n} | {d['layers']} | {fused} | {own} "
-                f"| {d['reg_weight']:g} | {_at_positions(acc)} | {_at(acc, 4) - _at(acc, 1):+.3f} | {cost} "
-                f"| {arm['trained_tokens_per_s']:.0f} |"
-            )
         mean = {n: sum(_at(arm["accept_paper"], k) for k in range(1, 5)) / 4 for n, arm in ab["arms"].items()}
         first = {n: _at(arm["accept_paper"], 1) for n, arm in ab["arms"].items()}
         best, best_first = max(mean, key=mean.get), max(first, key=first.get)
@@ -655,15 +656,31 @@ def design_markdown(design: dict) -> str:
             f"## Vocabulary: the trained head ({v['head_trained_tokens']} tokens) read through the most "
             "probable tokens of the corpus",
             "",
-            "| vocabulary | target mass covered | @1 | @2 | @3 | @4 | head step (ms) | / target step |",
-            "|---|---|---|---|---|---|---|---|",
+            *md_table(
+                ["vocabulary", "target mass covered", *POSITIONS, "head step (ms)", "/ target step"],
+                (
+                    [r["vocabulary"], f"{r['mass_coverage']:.3f}", *_at_positions(r["accept_paper"])]
+                    + [f"{r['step_ms']:.1f}", fmt_percent(r["step_ms"] / r["target_step_ms"])]
+                    for r in v["rows"]
+                ),
+            ),
         ]
-        for r in v["rows"]:
-            lines.append(
-                f"| {r['vocabulary']} | {r['mass_coverage']:.3f} | {_at_positions(r['accept_paper'])} | "
-                f"{r['step_ms']:.1f} | {r['step_ms'] / r['target_step_ms']:.1%} |"
-            )
     return "\n".join(lines) + "\n"
+
+
+def _ablation_row(name: str, arm: dict) -> list:
+    """One arm of the design ablation: its levers, E[accept] by position, its cost and training rate."""
+    d, acc = arm["design"], arm["accept_paper"]
+    step = arm.get("step_ms")
+    cost = [f"{step:.1f}", fmt_percent(step / arm["target_step_ms"])] if step else [MISSING, MISSING]
+    fused, own = ("yes" if d[k] else "no" for k in ("fused_depths", "own_output"))
+    levers = [name, d["layers"], fused, own, f"{d['reg_weight']:g}"]
+    return levers + [
+        *_at_positions(acc),
+        f"{_at(acc, 4) - _at(acc, 1):+.3f}",
+        *cost,
+        f"{arm['trained_tokens_per_s']:.0f}",
+    ]
 
 
 def _depths_of(ab: dict) -> str:
@@ -702,16 +719,17 @@ def calibration_markdown(table: dict) -> str:
             "",
             f"## Drafted position {s} (expected acceptance {total:.3f})",
             "",
-            "| confidence q'(x) | share of drafted tokens | mean confidence | acceptance |",
-            "|---|---:|---:|---:|",
+            *md_table(
+                ["confidence q'(x)", "share of drafted tokens", "mean confidence", "acceptance"],
+                (
+                    [f"{b['bin'][0]:.2f}–{b['bin'][1]:.2f}"]
+                    + [f"{b[k]:.3f}" for k in ("drafted_share", "mean_confidence", "acceptance")]
+                    for b in bins
+                    if b["acceptance"] is not None
+                ),
+                "lrrr",
+            ),
         ]
-        for b in bins:
-            if b["acceptance"] is None:
-                continue
-            lo, hi = b["bin"]
-            lines.append(
-                f"| {lo:.2f}–{hi:.2f} | {b['drafted_share']:.3f} | {b['mean_confidence']:.3f} | {b['acceptance']:.3f} |"
-            )
     return "\n".join(lines) + "\n"
 
 

@@ -29,6 +29,7 @@ import torch
 from ..decoding import DECODERS, get_decoder
 from ..decoding.capabilities import reads_target_features
 from ..decoding.sampling import SAMPLING_PARAMS
+from ..markdown import fmt_number, fmt_percent, md_row, md_rule, md_table, with_bounds
 from ..metrics.acceptance_terms import ACCEPTANCE_TERMS, terms_markdown
 from ..metrics.speed import aggregate_speed
 from ..models.draft import LlamaDraftForCausalLM
@@ -308,8 +309,8 @@ def _setting_heading() -> str:
 
 def _ci(value: float, interval: list | None, digits: int = 3, unit: str = "") -> str:
     """A figure and, where measured, its interval: 0.381 [0.360, 0.402]."""
-    text = f"{value:.{digits}f}{unit}"
-    return text if interval is None else f"{text} [{interval[0]:.{digits}f}, {interval[1]:.{digits}f}]"
+    pattern = f"{{:.{digits}f}}"
+    return with_bounds(pattern.format(value) + unit, *(interval or (None, None)), pattern.format)
 
 
 def group_cells(r: dict, group: str) -> tuple[str, str, str, str]:
@@ -330,77 +331,114 @@ def group_cells(r: dict, group: str) -> tuple[str, str, str, str]:
 def group_table(drafts: dict) -> list[str]:
     """(a) kinds trained on, held-out subjects; (b) kinds never trained on; and the gap; 95%
     bootstrap intervals over requests in brackets."""
-    lines = [
+    header = ["draft", "group", "kinds", E_ACCEPT, f"SpS {ALPHA}", "BE sps / mtad / mmtad"]
+    header += ["vs sampling sps / mtad / mmtad"]
+    return [
         "",
         "## Requests of the kinds trained on (held-out subjects) against kinds never trained on",
         "",
-        f"| draft | group | kinds | {E_ACCEPT} | SpS {ALPHA} | BE sps / mtad / mmtad "
-        "| vs sampling sps / mtad / mmtad |",
-        "|---|---|---|---|---|---|---|",
+        md_row(header),
+        md_rule("l" * len(header)),
+        *(_group_row(name, r, group) for name, r in drafts.items() for group in r["groups"]),
     ]
-    for name, r in drafts.items():
-        for group, g in r["groups"].items():
-            if group == "gap":
-                lines.append(f"| {name} | gap (a) - (b) | | {g['accept_paper']:+.3f} | {g['alpha_sps']:+.3f} | | |")
-                continue
-            label = "(a) trained" if group == "trained" else "(b) never trained"
-            lines.append(f"| {name} | {label} | {', '.join(g['kinds'])} | " + " | ".join(group_cells(r, group)) + " |")
-    return lines
+
+
+def _group_row(name: str, r: dict, group: str) -> str:
+    """A group's line; the gap's holds only its two differences, its other cells empty."""
+    g = r["groups"][group]
+    if group == "gap":  # written out: its empty cells are `| |`, as measure.md has always had them
+        return f"| {name} | gap (a) - (b) | | {g['accept_paper']:+.3f} | {g['alpha_sps']:+.3f} | | |"
+    label = "(a) trained" if group == "trained" else "(b) never trained"
+    return md_row([name, label, ", ".join(g["kinds"]), *group_cells(r, group)])
 
 
 def markdown(result: dict, header: list[str]) -> str:
     drafts = result["drafts"]
-    families = list(next(iter(drafts.values()))["families"])
     lines = (
         header
         + ["", *terms_markdown(("e_accept", "alpha", "acceptance_rate", "block_efficiency"))]
         + group_table(drafts)
+        + _distribution_lines(drafts)
+        + _decoding_lines(drafts)
+        + _cost_lines(drafts)
+        + _goals_lines(drafts)
         + [
             "",
-            "## Distribution match (teacher-forced on target answers at the paper's setting)",
-            "",
-            "| family | draft | positions | argmax agreement | mean TV(p, q) | E[accept] at T = 1, untruncated "
-            f"| {E_ACCEPT} |",
-            "|---|---|---|---|---|---|---|",
+            "alpha = the per-token acceptance probability that gives sps's observed mean accepted length "
+            "(sum_{i<=4} alpha^i); E[accept] = sum_x min(p', q') is its teacher-forced estimate (for a head: of "
+            "the first drafted token). Block efficiency and acceptance are counts, free of machine load; tokens/s "
+            "depends on the machine and its load.",
         ]
     )
-    for f in families:
-        for name, r in drafts.items():
-            d = r["families"][f]["distribution"]
-            lines.append(
-                f"| {f} | {name} | {d['positions']} | {d['argmax_agree']:.3f} | {d['tv']:.3f} | "
-                f"{d['accept_t1']:.3f} | {d['accept_paper']:.3f} |"
-            )
-    lines += [
-        "",
-        _setting_heading(),
-        "",
-        f"| family | draft | method | block efficiency | {ACCEPTED} | {ALPHA} | tokens/s | vs sampling |",
-        "|---|---|---|---|---|---|---|---|",
+    return "\n".join(lines) + "\n"
+
+
+def _families(drafts: dict) -> list[str]:
+    """The request families measured (every draft on the same ones)."""
+    return list(next(iter(drafts.values()))["families"])
+
+
+def _distribution_lines(drafts: dict) -> list[str]:
+    """Per family and draft, how close q is to p on the target's own answers."""
+    header = ["family", "draft", "positions", "argmax agreement", "mean TV(p, q)", "E[accept] at T = 1, untruncated"]
+    rows = [
+        [f, name, d["positions"], *(f"{d[k]:.3f}" for k in ("argmax_agree", "tv", "accept_t1", "accept_paper"))]
+        for f in _families(drafts)
+        for name, r in drafts.items()
+        for d in [r["families"][f]["distribution"]]
     ]
-    for f in families:
-        for i, (name, r) in enumerate(drafts.items()):
-            for m, row in r["families"][f]["decoding"].items():
-                if m == "sampling" and i:
-                    continue  # one sampling row per family (the same runs)
-                acc = "—" if row["acceptance_rate"] is None else f"{row['acceptance_rate']:.3f}"
-                alpha = "—" if row["alpha"] is None else f"{row['alpha']:.3f}"
-                lines.append(
-                    f"| {f} | {'—' if m == 'sampling' else name} | {m} | {row['block_efficiency']:.2f} | {acc} | "
-                    f"{alpha} | {row['tokens_per_s']:.1f} | {row['speedup_vs_sampling']:.2f}x |"
-                )
-    lines += [
+    return [
+        "",
+        "## Distribution match (teacher-forced on target answers at the paper's setting)",
+        "",
+        *md_table([*header, E_ACCEPT], rows),
+    ]
+
+
+def _decoding_lines(drafts: dict) -> list[str]:
+    """Per family, draft and method, the decoding's counts and speed (one sampling row per family: the same runs)."""
+    rows = [
+        _decoding_row(f, name, m, row)
+        for f in _families(drafts)
+        for i, (name, r) in enumerate(drafts.items())
+        for m, row in r["families"][f]["decoding"].items()
+        if not (m == "sampling" and i)
+    ]
+    header = ["family", "draft", "method", "block efficiency", ACCEPTED, ALPHA, "tokens/s", "vs sampling"]
+    return ["", _setting_heading(), "", *md_table(header, rows)]
+
+
+def _decoding_row(family: str, name: str, method: str, row: dict) -> list:
+    """A method's block efficiency, acceptance (— where it drafts nothing), speed and speed-up."""
+    return [
+        family,
+        "—" if method == "sampling" else name,
+        method,
+        f"{row['block_efficiency']:.2f}",
+        fmt_number(row["acceptance_rate"], "{:.3f}", missing="—"),
+        fmt_number(row["alpha"], "{:.3f}", missing="—"),
+        f"{row['tokens_per_s']:.1f}",
+        f"{row['speedup_vs_sampling']:.2f}x",
+    ]
+
+
+def _cost_lines(drafts: dict) -> list[str]:
+    """Each draft's one-token step beside the target's."""
+    rows = [
+        [name, f"{c['target_step_ms']:.1f}", f"{c['draft_step_ms']:.1f}", fmt_percent(c["draft_over_target"])]
+        for name, r in drafts.items()
+        for c in [r["cost"]]
+    ]
+    return [
         "",
         "## Cost (fast decode path, one-token forward over a 200-token context)",
         "",
-        "| draft | target step (ms) | draft step (ms) | draft / target |",
-        "|---|---|---|---|",
+        *md_table(["draft", "target step (ms)", "draft step (ms)", "draft / target"], rows),
     ]
-    for name, r in drafts.items():
-        c = r["cost"]
-        lines.append(
-            f"| {name} | {c['target_step_ms']:.1f} | {c['draft_step_ms']:.1f} | {c['draft_over_target']:.1%} |"
-        )
+
+
+def _goals_lines(drafts: dict) -> list[str]:
+    """Whether each draft meets each goal (`GOALS`)."""
     th = GOALS
     names = {
         "alpha_chat": ("sps alpha on held-out chat subjects", f">= {th['alpha_chat']}"),
@@ -409,29 +447,17 @@ def markdown(result: dict, header: list[str]) -> str:
         "mtad_at_least_sps": ("mtad block efficiency >= sps's on every kind", "—"),
         "draft_cost_ratio": ("draft step / target step", f"<= {th['draft_cost_ratio']}"),
     }
-    lines += [
-        "",
-        "## Goals",
-        "",
-        "| goal | threshold | " + " | ".join(drafts) + " |",
-        "|---|---|" + "---|" * len(drafts),
+    rows = [
+        [label, threshold, *("yes" if r["goals"]["met"][key] else "no" for r in drafts.values())]
+        for key, (label, threshold) in names.items()
     ]
-    for key, (label, threshold) in names.items():
-        lines.append(
-            f"| {label} | {threshold} | "
-            + " | ".join("yes" if r["goals"]["met"][key] else "no" for r in drafts.values())
-            + " |"
-        )
-    lines += [
-        "",
-        "alpha = the per-token acceptance probability that gives sps's observed mean accepted length "
-        "(sum_{i<=4} alpha^i); E[accept] = sum_x min(p', q') is its teacher-forced estimate (for a head: of "
-        "the first drafted token). Block efficiency and acceptance are counts, free of machine load; tokens/s "
-        "depends on the machine and its load.",
-    ]
-    return "\n".join(lines) + "\n"
+    return ["", "## Goals", "", *md_table(["goal", "threshold", *drafts], rows)]
 
 
+README_GROUPS = {  # the results page's rows: the two groups of kinds
+    "trained": "(a) the kinds trained on, held-out subjects",
+    "unseen": "(b) kinds never trained on",
+}
 README_BEGIN = "<!-- draft-measurement: rendered from results/draft/measure.json by scripts/measure_draft.py -->"
 README_END = "<!-- /draft-measurement -->"
 
@@ -454,15 +480,15 @@ def readme_block(result: dict, name: str | None = None) -> str:
         f"{env['machine']}, {isa}; E[accept] teacher-forced on target answers, α from SpS's accepted "
         "lengths, BE = block efficiency):",
         "",
-        f"| requests | {E_ACCEPT} | SpS {ALPHA} | BE SpS / MTAD / MMTAD | tokens/s vs sampling, SpS / MTAD / MMTAD |",
-        "|---|---|---|---|---|",
+        *md_table(
+            ["requests", E_ACCEPT, f"SpS {ALPHA}", "BE SpS / MTAD / MMTAD", "tokens/s vs sampling, SpS / MTAD / MMTAD"],
+            (
+                [f"{label} ({len(r['groups'][group]['kinds'])})", *group_cells(r, group)]
+                for group, label in README_GROUPS.items()
+                if group in r["groups"]
+            ),
+        ),
     ]
-    labels = {"trained": "(a) the kinds trained on, held-out subjects", "unseen": "(b) kinds never trained on"}
-    for group, label in labels.items():
-        if group in r["groups"]:
-            lines.append(
-                f"| {label} ({len(r['groups'][group]['kinds'])}) | " + " | ".join(group_cells(r, group)) + " |"
-            )
     if r.get("intervals"):
         lines += ["", "In brackets: 95% bootstrap intervals, requests resampled within each kind."]
     alphas = {f: fam["decoding"]["sps"]["alpha"] or 0.0 for f, fam in r["families"].items()}
@@ -471,7 +497,7 @@ def readme_block(result: dict, name: str | None = None) -> str:
     lines += [
         "",
         f"By kind, SpS α runs from {alphas[low]:.2f} ({low}) to {alphas[high]:.2f} ({high}); a head step costs "
-        f"{r['cost']['draft_over_target']:.1%} of a target step. Goals met: {', '.join(met) or 'none'} "
+        f"{fmt_percent(r['cost']['draft_over_target'])} of a target step. Goals met: {', '.join(met) or 'none'} "
         f"(of {', '.join(r['goals']['met'])}).",
         README_END,
     ]

@@ -108,39 +108,37 @@ def tiny_model(
     `extra`: further config fields, which take precedence over the ones set here."""
     from transformers import LlamaConfig, OPTConfig, OPTForCausalLM
 
-    if family == "llama":
-        settings = dict(
-            vocab_size=vocab_size,
-            hidden_size=hidden_size,
-            intermediate_size=2 * hidden_size,
-            num_hidden_layers=num_layers,
-            num_attention_heads=4,
-            num_key_value_heads=2,
-            max_position_embeddings=1024,
-            initializer_range=initializer_range,
-            bos_token_id=1,
-            eos_token_id=2,
-            pad_token_id=0,
-            tie_word_embeddings=False,
-        )
-        config, cls = LlamaConfig(**(settings | extra)), LlamaForCausalLM
-    elif family == "opt":
-        settings = dict(
-            vocab_size=vocab_size,
-            hidden_size=hidden_size,
-            ffn_dim=2 * hidden_size,
-            num_hidden_layers=num_layers,
-            num_attention_heads=4,
-            word_embed_proj_dim=hidden_size,
-            max_position_embeddings=1024,
-            init_std=initializer_range,
-            bos_token_id=1,
-            eos_token_id=2,
-            pad_token_id=0,
-        )
-        config, cls = OPTConfig(**(settings | extra)), OPTForCausalLM
-    else:
-        raise KeyError(f"unknown tiny model family {family!r}; valid: llama, opt")
+    shared = dict(  # the shape and special tokens every family's config names the same way
+        vocab_size=vocab_size,
+        hidden_size=hidden_size,
+        num_hidden_layers=num_layers,
+        num_attention_heads=4,
+        max_position_embeddings=1024,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=0,
+    )
+    families = {
+        "llama": (
+            LlamaConfig,
+            LlamaForCausalLM,
+            dict(
+                intermediate_size=2 * hidden_size,
+                num_key_value_heads=2,
+                initializer_range=initializer_range,
+                tie_word_embeddings=False,
+            ),
+        ),
+        "opt": (
+            OPTConfig,
+            OPTForCausalLM,
+            dict(ffn_dim=2 * hidden_size, word_embed_proj_dim=hidden_size, init_std=initializer_range),
+        ),
+    }
+    if family not in families:
+        raise KeyError(f"unknown tiny model family {family!r}; valid: {', '.join(families)}")
+    config_type, cls, own = families[family]
+    config = config_type(**(shared | own | extra))
     torch.manual_seed(seed)
     return cls(config).eval()
 

@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from mtad.markdown import MISSING, fmt_bounds, fmt_number, md_table
 from mtad.report.cells import find_cells, load_cells
 from mtad.report.examples import example_frame, paired
 from mtad.stats import intervals as iv
@@ -200,20 +201,23 @@ def to_markdown(rows: list[Agreement], label_a: str, label_b: str, alpha: float 
         f"figures agree (each at confidence 1 − {alpha:g}/{max(len(compared), 1)}, Bonferroni)"
         + (f"; {len(not_run)} held by one side only (rows marked not run)." if not_run else "."),
         "",
-        "| figure | A | B | n | allowed A − B | agree | note |",
-        "|---|---|---|---|---|---|---|",
+        *md_table(["figure", "A", "B", "n", "allowed A − B", "agree", "note"], map(_cells, rows)),
     ]
-    for r in rows:
-        span = "–" if r.low is None else f"[{r.low:+.4g}, {r.high:+.4g}]"
-        lines.append(
-            f"| {r.what} | {_num(r.a)} | {_num(r.b)} | {r.n} | {span} | "
-            f"{'–' if r.agree is None else ('yes' if r.agree else '**no**')} | {r.note} |"
-        )
     return "\n".join(lines) + "\n"
 
 
-def _num(value) -> str:
-    return "–" if value is None else f"{value:.4g}"
+def _cells(r: Agreement) -> list:
+    """One figure's cells: both sides to four significant figures, the difference allowed signed."""
+    verdict = MISSING if r.agree is None else ("yes" if r.agree else "**no**")
+    return [
+        r.what,
+        fmt_number(r.a, "{:.4g}"),
+        fmt_number(r.b, "{:.4g}"),
+        r.n,
+        fmt_bounds(r.low, r.high, "{:+.4g}".format),
+        verdict,
+        r.note,
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:

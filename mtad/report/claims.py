@@ -42,20 +42,14 @@ import pandas as pd
 
 from mtad.methods import LABELS
 from mtad.metrics.cost_model import (
-    ACCELERATORS,
     COUNT_FIELDS,
-    DEFAULT_ACCELERATOR,
-    PAIR_SIZES,
     Counts,
-    accelerator_profile,
-    comparable,
-    modelled_tokens_per_s,
 )
 from mtad.paper import APPROXIMATORS, NO_BOUND, VERSIONS, PaperClaim, claims_of, methods_needed
 from mtad.records import read_json, write_if_changed
 from mtad.report.cells import load_cells
 from mtad.report.examples import example_frame, paired
-from mtad.report.tables import method_params
+from mtad.report.tables import ACCELERATOR, method_params, modelled_ratio
 from mtad.report.values import in_order, is_missing, present
 from mtad.runner.layout import REFERENCE_ROOT, override_dirname, theory_path
 from mtad.stats import intervals as iv
@@ -293,17 +287,15 @@ def _modelled_ratio(wide: pd.DataFrame, methods: list[str], pair: str, params: d
     the bandwidth divides every forward's cost alike and cancels, so the ratio rests on the counts
     (block efficiency, the draft's calls and rows) and on the draft's cost relative to the target's,
     set by the two models' sizes and that assumption, far more than on the accelerator."""
-    if pair not in PAIR_SIZES:
-        return None
-    profile = accelerator_profile(pair, DEFAULT_ACCELERATOR)
 
     def counts(method: str) -> Counts:
         totals = {c: wide[f"{method}.{c}"].sum() for c in COUNT_FIELDS}  # the paired prompts' totals
         return Counts.of(totals, params.get(method))
 
-    mine, *baselines = (modelled_tokens_per_s(c, profile) for c in comparable(*map(counts, methods)))
-    device = ACCELERATORS[DEFAULT_ACCELERATOR]
-    return {"accelerator": device.name, "ratio": mine / max(baselines), "layer_overhead_ms": device.layer_overhead_ms}
+    ratio = modelled_ratio(pair, *map(counts, methods))
+    if ratio is None:
+        return None
+    return {"accelerator": ACCELERATOR.name, "ratio": ratio, "layer_overhead_ms": ACCELERATOR.layer_overhead_ms}
 
 
 # ----------------------------------------------------------------------------- C1 - C4: one loop over the kinds

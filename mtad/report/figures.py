@@ -31,6 +31,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.transforms import ScaledTranslation, blended_transform_factory
 
+from mtad.markdown import fmt_number, fmt_value
 from mtad.methods import LABELS as METHOD_LABELS
 from mtad.report.cells import load_cells
 from mtad.report.sweeps import SWEEP_PARAMS, baseline_cells, caption, sweep_frame, table2_frame
@@ -169,7 +170,7 @@ def speedup_bars(cells: pd.DataFrame, experiment: str = "table2", pair: str | No
                 ax.text(
                     x,
                     bar_top + top * 0.012,
-                    f"{value:.2f}",
+                    fmt_number(value),
                     ha="center",
                     va="bottom",
                     fontsize=7,
@@ -385,7 +386,7 @@ def sweep_figure(
     )
     gaps = frame[frame["missing"]]
     listed = "; ".join(
-        f"{_label(m)} {PARAM_SYMBOLS.get(param, param)}={', '.join(_num(v) for v in g['value'])}"
+        f"{_label(m)} {PARAM_SYMBOLS.get(param, param)}={', '.join(fmt_value(v, 'g') for v in g['value'])}"
         for m, g in gaps.groupby("method", sort=False)
     )
     text = (
@@ -395,10 +396,6 @@ def sweep_figure(
     )
     _add_caption(fig, text, f"{PARAM_LABELS.get(param, param).split(' (')[0]} sweep — {where}")
     return fig
-
-
-def _num(value) -> str:
-    return f"{value:g}" if isinstance(value, int | float) else str(value)
 
 
 def _missing_marks(ax, xs, color: str, offset_pt: float = 0.0) -> None:

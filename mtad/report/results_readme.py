@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from mtad.markdown import fmt_ratio, md_table
+from mtad.markdown import fmt_count_range, fmt_ratio, md_table, with_bounds
 from mtad.metrics.acceptance_terms import ACCEPTANCE_TERMS, terms_markdown
 from mtad.report.claims_markdown import claims_table
 from mtad.report.tables import METHOD_ORDER, TASK_ORDER
@@ -67,15 +67,9 @@ def claims_section(results: Path) -> list[str]:
 def _table2_cell(row: pd.Series) -> str:
     if pd.isna(row.get("tokens_per_s")):
         return "not run"
-    speedup = fmt_ratio(row["speedup_vs_sampling"])
     low, high = row.get("speedup_vs_sampling_low"), row.get("speedup_vs_sampling_high")
-    interval = "" if pd.isna(low) or pd.isna(high) else f" [{fmt_ratio(low)}, {fmt_ratio(high)}]"
-    return f"{speedup}{interval}, BE {row['block_efficiency']:.2f}"
-
-
-def _span(values: pd.Series) -> str:
-    low, high = int(values.min()), int(values.max())
-    return str(low) if low == high else f"{low}–{high}"
+    speedup = with_bounds(fmt_ratio(row["speedup_vs_sampling"]), low, high, fmt_ratio)
+    return f"{speedup}, BE {row['block_efficiency']:.2f}"
 
 
 def table2_section(results: Path) -> list[str]:
@@ -92,7 +86,7 @@ def table2_section(results: Path) -> list[str]:
     lines = [
         f"From [`tables/table2.md`](tables/table2.md) (pair {', '.join(sorted(set(df['pair'])))}, "
         f"{', '.join(sorted(set(df['machine'])))}, dtype {', '.join(sorted(set(df['dtype'])))}, "
-        f"{_span(df['examples'])} examples per cell; cells timed one after "
+        f"{fmt_count_range(df['examples'])} examples per cell; cells timed one after "
         "another, not interleaved). Tokens/s over sampling's on the same task, its 95% interval, and block "
         "efficiency (BE: tokens per target call):",
         "",

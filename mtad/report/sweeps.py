@@ -24,8 +24,9 @@ import pandas as pd
 
 from mtad.configs import planned_grid
 from mtad.decode_stats import EXACT_RATIOS
+from mtad.markdown import fmt_count_range, fmt_set
 from mtad.report.tables import METHOD_ORDER, TASK_ORDER, matching_values, table2
-from mtad.report.values import in_order, is_missing, present
+from mtad.report.values import in_order, present
 
 REPO = Path(__file__).resolve().parents[2]
 # sweep name (conf/sweep/<name>.yaml) -> the method parameter it varies
@@ -213,25 +214,20 @@ def baseline_cells(cells: pd.DataFrame, frame: pd.DataFrame) -> pd.DataFrame:
 
 
 # ----------------------------------------------------------------------------- caption
-def _fmt_set(values, default="unknown") -> str:
-    found = present(values)
-    return ", ".join(found) if found else default
-
-
 def caption(frame: pd.DataFrame, cells: pd.DataFrame | None = None) -> str:
     """``pair … · machine … · dtype … · <task>: N examples (M samples) per cell, ≤T new tokens ·
     k of n planned cells (j missing)`` from the rows of a table2/sweep frame (and its cells)."""
     present = frame[~frame["missing"]]
     source = pd.concat([present, cells]) if cells is not None and not cells.empty else present
     parts = [
-        f"pair {_fmt_set(source.get('pair', []))}",
-        f"machine {_fmt_set(source.get('machine', []))}",
+        f"pair {fmt_set(source.get('pair', []))}",
+        f"machine {fmt_set(source.get('machine', []))}",
         _dtypes(source),
     ]
     for task, group in source.groupby("task", sort=False) if "task" in source else []:
-        examples = _range(group.get("examples"))
-        samples = _range(group.get("samples"))
-        limit = _range(group.get("max_new_tokens"))
+        examples = fmt_count_range(group.get("examples"))
+        samples = fmt_count_range(group.get("samples"))
+        limit = fmt_count_range(group.get("max_new_tokens"))
         parts.append(f"{task}: {examples} examples ({samples} samples) per cell, ≤{limit} new tokens")
     n_missing = int(frame["missing"].sum())
     parts.append(
@@ -245,14 +241,5 @@ def _dtypes(source: pd.DataFrame) -> str:
     dtypes they ran in."""
     target, draft = (source.get(f"{m}_dtype", pd.Series(dtype=object)).dropna() for m in ("target", "draft"))
     if len(target) and len(draft):
-        return f"target {_fmt_set(target)}, draft {_fmt_set(draft)}"
-    return f"dtype {_fmt_set(source.get('dtype', []))}"
-
-
-def _range(values) -> str:
-    if values is None:
-        return "?"
-    numbers = sorted({int(v) for v in values if not is_missing(v)})
-    if not numbers:
-        return "?"
-    return str(numbers[0]) if len(numbers) == 1 else f"{numbers[0]}–{numbers[-1]}"
+        return f"target {fmt_set(target)}, draft {fmt_set(draft)}"
+    return f"dtype {fmt_set(source.get('dtype', []))}"

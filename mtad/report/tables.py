@@ -19,6 +19,7 @@ import pandas as pd
 
 from mtad.configs import planned_grid
 from mtad.decode_stats import EXACT_RATIOS
+from mtad.markdown import MISSING, fmt_count_range, fmt_number, fmt_ratio, fmt_set, is_absent, md_table, with_bounds
 from mtad.methods import METHODS
 from mtad.metrics.cost_model import (
     ACCELERATORS,
@@ -27,7 +28,8 @@ from mtad.metrics.cost_model import (
     PAIR_SIZES,
     Counts,
     accelerator_profile,
-    modelled_speedup,
+    comparable,
+    modelled_tokens_per_s,
 )
 from mtad.records import write_if_changed
 from mtad.report.cells import load_cells
@@ -35,7 +37,9 @@ from mtad.report.values import in_order, is_missing
 from mtad.tasks import TASKS
 
 METHOD_ORDER = list(METHODS)
-ACCELERATOR_LABEL = ACCELERATORS[DEFAULT_ACCELERATOR].name.removeprefix("NVIDIA ")
+ACCELERATOR = ACCELERATORS[DEFAULT_ACCELERATOR]
+ACCELERATOR_LABEL = ACCELERATOR.name.removeprefix("NVIDIA ")
+MODELLED_ON = f"block eff. and draft cost on an {ACCELERATOR_LABEL} roofline"  # what a modelled column depends on
 TASK_ORDER = list(TASKS)
 COLUMNS = [
     "task",
@@ -73,8 +77,8 @@ HEADERS = {
     "tokens_per_s": "tokens/s",
     "speedup_vs_sampling": "speed-up vs sampling",
     "speedup_vs_sps": "speed-up vs SpS",
-    "modelled_vs_sampling": f"modelled vs sampling ({ACCELERATOR_LABEL})",
-    "modelled_vs_sps": f"modelled vs SpS ({ACCELERATOR_LABEL})",
+    "modelled_vs_sampling": f"modelled vs sampling ({MODELLED_ON})",
+    "modelled_vs_sps": f"modelled vs SpS ({MODELLED_ON})",
     "block_efficiency": "block eff.",
     "acceptance_rate": "accept rate",
     "mean_accept_length": "mean accepted",
@@ -119,13 +123,23 @@ def _counts(row: dict) -> Counts | None:
     return Counts.of(row, method_params(row))
 
 
+def modelled_ratio(pair: str, mine: Counts, *baselines: Counts, accelerator: str = DEFAULT_ACCELERATOR) -> float | None:
+    """Modelled tokens/s of ``mine`` over the fastest of ``baselines`` on a memory-bound ``accelerator``
+    (``mtad.metrics.cost_model``), the counts compared alike (``comparable``); None for a pair
+    without parameter counts. Modelled, never measured."""
+    if pair not in PAIR_SIZES:
+        return None
+    profile = accelerator_profile(pair, accelerator)
+    first, *others = (modelled_tokens_per_s(c, profile) for c in comparable(mine, *baselines))
+    return first / max(others)
+
+
 def add_modelled_speedups(cells: pd.DataFrame, accelerator: str = DEFAULT_ACCELERATOR) -> pd.DataFrame:
-    """modelled_vs_<baseline>: the speed-up each cell's counts give over the baseline cell's on a
-    memory-bound ``accelerator`` (``mtad.metrics.cost_model``), for pairs with known parameter
-    counts; modelled, never measured (NaN for other pairs or cells without counts)."""
+    """modelled_vs_<baseline>: the speed-up each cell's counts give over the baseline cell's
+    (``modelled_ratio``), for pairs with known parameter counts (NaN for other pairs or cells
+    without counts)."""
     df = cells.copy()
     keys = ["experiment", "pair", "task", "machine", "overrides"]
-    profiles = {p: accelerator_profile(p, accelerator) for p in set(df.get("pair", [])) if p in PAIR_SIZES}
     columns = [c for c in (*COUNT_FIELDS, "param.beam_width") if c in df]
     for baseline in ("sampling", "sps"):
         base = df[df["method"] == baseline]
@@ -133,8 +147,8 @@ def add_modelled_speedups(cells: pd.DataFrame, accelerator: str = DEFAULT_ACCELE
         values = []
         for i, row in enumerate(df.to_dict("records")):
             mine, theirs = _counts(row), _counts({c: v[i] for c, v in matched.items()})
-            profile = profiles.get(row.get("pair"))
-            values.append(modelled_speedup(mine, profile, theirs) if mine and theirs and profile else float("nan"))
+            ratio = modelled_ratio(row.get("pair"), mine, theirs, accelerator=accelerator) if mine and theirs else None
+            values.append(float("nan") if ratio is None else ratio)
         df[f"modelled_vs_{baseline}"] = values
     return df
 
@@ -174,7 +188,9 @@ def table2(
     reasons = [c for c in df.columns if c.startswith("score.") and c.endswith("missing_reason")]
     df["score_missing_reason"] = df[reasons].bfill(axis=1).iloc[:, 0] if reasons else None
     df["task"], df["method"] = df["task"].astype(str), df["method"].astype(str)
-    return add_intervals(df)[COLUMNS + INTERVAL_BOUNDS]
+    table = add_intervals(df)[COLUMNS + INTERVAL_BOUNDS]
+    table.attrs["timing"] = timing(df)  # the header's, kept out of the columns (and the CSV)
+    return table
 
 
 class ProvenanceError(ValueError):
@@ -215,30 +231,17 @@ def provenance(cells: pd.DataFrame, allow_mixed: bool = False) -> str:
 
 
 def _fmt(value, column: str) -> str:
-    if value is None or (isinstance(value, float) and pd.isna(value)):
-        return "missing" if column == "energy_j_per_token" else "–"
-    if isinstance(value, float):
-        if column.startswith(("speedup", "modelled")):
-            return f"{value:.2f}×"
-        if column == "energy_j_per_token":
-            return f"{value:.3g}"
-        return f"{value:.3f}" if abs(value) < 100 else f"{value:.1f}"
-    return str(value)
-
-
-def _int(values: pd.Series) -> str:
-    """The count shared by the cells of a task, or its range when cells differ (e.g. unfinished)."""
-    values = values.dropna().astype(int)
-    if values.empty:
-        return "?"
-    return str(values.max()) if values.min() == values.max() else f"{values.min()}–{values.max()}"
-
-
-def _unique(df: pd.DataFrame, column: str) -> str:
-    values = sorted(
-        {str(int(v)) if isinstance(v, float) and v.is_integer() else str(v) for v in df[column] if not is_missing(v)}
-    )
-    return ", ".join(values) if values else "unknown"
+    """Table 2's cell of ``column``: speed-ups as ratios, J/token to three figures (``missing``
+    where no counter was read), other figures to three decimals (one from 100 on)."""
+    if is_absent(value):
+        return "missing" if column == "energy_j_per_token" else MISSING
+    if not isinstance(value, float):
+        return str(value)
+    if column.startswith(("speedup", "modelled")):
+        return fmt_ratio(value)
+    if column == "energy_j_per_token":
+        return fmt_number(value, "{:.3g}")
+    return fmt_number(value, "{:.3f}" if abs(value) < 100 else "{:.1f}")
 
 
 def _reasons(df: pd.DataFrame, column: str) -> str:
@@ -250,28 +253,46 @@ def _reasons(df: pd.DataFrame, column: str) -> str:
     return "; ".join(f"{', '.join(sorted(set(tasks)))}: {reason}" for reason, tasks in by_task.items())
 
 
+INTERLEAVED = "interleaved: every method on a prompt before the next prompt"
+ONE_AFTER_ANOTHER = (
+    "one after another, not interleaved (each cell whole before the next; the claims run interleaves the"
+    " methods within each prompt)"
+)
+MODELLED_NOTE = (
+    f"modelled ({MODELLED_ON}): not a measurement of an {ACCELERATOR_LABEL}. The cell's block efficiency (tokens"
+    " per target call) and its draft calls' cost relative to the target's, priced on the"
+    f" {ACCELERATOR_LABEL}'s roofline (datasheet bandwidth and bf16 peak, the pair's parameter counts) with an"
+    f" assumed overhead of {ACCELERATOR.layer_overhead_ms * 1e3:g} µs per layer per forward, over the baseline"
+    " cell's priced the same way (mtad/metrics/cost_model.py); modelled, never measured"
+)
+
+
+def timing(cells: pd.DataFrame) -> str:
+    """How the cells' methods were timed: interleaved within each prompt where the cells record a
+    schedule (``timing`` in the interleaved runner's metrics.json), else one cell after another."""
+    return INTERLEAVED if "timing" in cells and cells["timing"].notna().any() else ONE_AFTER_ANOTHER
+
+
 def to_markdown(
     df: pd.DataFrame, experiment: str, notes: list[str] = (), source: str = "results/runs", code: str | None = None
 ) -> str:
     counts = "; ".join(
-        f"{task}: {_int(g['examples'])} examples, {_int(g['samples'])} samples, "
-        f"{_int(g['generations'])} generations of ≤{_fmt(g['max_new_tokens'].iloc[0], 'm')} new tokens"
+        f"{task}: {fmt_count_range(g['examples'])} examples, {fmt_count_range(g['samples'])} samples, "
+        f"{fmt_count_range(g['generations'])} generations of ≤{_fmt(g['max_new_tokens'].iloc[0], 'm')} new tokens"
         for task, g in df.groupby("task", sort=False)
     )
     lines = [
         f"# Table 2 — experiment `{experiment}`",
         "",
         *([f"- code: {code}"] if code else []),
-        f"- machine: {_unique(df, 'machine')}",
-        f"- dtype: {_unique(df, 'dtype')}",
-        f"- pair: {_unique(df, 'pair')}",
-        f"- seed: {_unique(df, 'seed')}",
+        f"- machine: {fmt_set(df['machine'])}",
+        f"- dtype: {fmt_set(df['dtype'])}",
+        f"- pair: {fmt_set(df['pair'])}",
+        f"- seed: {fmt_set(df['seed'])}",
         f"- sample counts per cell: {counts}",
-        "- speed-up: tokens/s over the `sampling` (resp. `sps`) cell of the same task, pair and machine;"
-        " J/token `missing` where no energy counter was readable",
-        f"- modelled ({ACCELERATOR_LABEL}): the speed-up the cell's counts (target calls, the tokens each verified,"
-        " draft calls) give over the baseline cell's on a memory-bound accelerator, from its datasheet bandwidth"
-        " and the pair's parameter counts (mtad/metrics/cost_model.py); modelled, never measured",
+        "- speed-up: tokens/s over the `sampling` (resp. `sps`) cell of the same task, pair and machine, the"
+        f" cells timed {df.attrs.get('timing') or timing(df)}; J/token `missing` where no energy counter was readable",
+        f"- {MODELLED_NOTE}",
         f"- {INTERVAL_NOTE}",
         f"- built: {datetime.now(timezone.utc).isoformat(timespec='seconds')} from {source}/{experiment}",
         *[f"- {note}" for note in notes],
@@ -291,14 +312,14 @@ def to_markdown(
             "- **not complete:** " + ", ".join(f"{r.task}/{r.method} ({r.status})" for r in incomplete.itertuples()),
             "",
         ]
-    lines.append("| " + " | ".join(HEADERS.get(c, c) for c in MD_COLUMNS) + " |")
-    lines.append("|" + "|".join("---" for _ in MD_COLUMNS) + "|")
-    for row in df.itertuples(index=False):
-        cells = [_fmt_with_interval(row, c) for c in MD_COLUMNS]
-        if row.status == "missing":  # no numbers: the data was absent
-            cells = cells[:2] + ["missing"] * (len(cells) - 2)
-        lines.append("| " + " | ".join(cells) + " |")
+    lines += md_table([HEADERS.get(c, c) for c in MD_COLUMNS], map(_md_row, df.itertuples(index=False)))
     return "\n".join(lines) + "\n"
+
+
+def _md_row(row) -> list[str]:
+    """A row's cells, each figure with its interval; ``missing`` past its identity where the data was absent."""
+    cells = [_fmt_with_interval(row, c) for c in MD_COLUMNS]
+    return cells[:2] + ["missing"] * (len(cells) - 2) if row.status == "missing" else cells
 
 
 def write_table2(
@@ -455,8 +476,9 @@ def add_intervals(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def _fmt_with_interval(row, column: str) -> str:
+    """A row's ``column`` and, for ``INTERVAL_COLUMNS`` that have one, its interval in the same format."""
     text = _fmt(getattr(row, column), column)
+    if column not in INTERVAL_COLUMNS:
+        return text
     low, high = getattr(row, f"{column}_low", None), getattr(row, f"{column}_high", None)
-    if column in INTERVAL_COLUMNS and low is not None and high is not None and not (pd.isna(low) or pd.isna(high)):
-        text += f" [{_fmt(float(low), column)}, {_fmt(float(high), column)}]"
-    return text
+    return with_bounds(text, low, high, lambda bound: _fmt(float(bound), column))

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import math
+from mtad.markdown import is_absent
 
-
-def is_missing(value) -> bool:
-    """None or NaN: a value the cells did not give (nothing is ever filled in)."""
-    return value is None or (isinstance(value, float) and math.isnan(value))
+is_missing = is_absent  # None or NaN: a value the cells did not give (nothing is ever filled in)
 
 
 def present(values) -> list[str]:
