@@ -214,8 +214,8 @@ def head_design(args, workdir: Path, head_file: Path, target, special_ids: list[
     """The head's design choices on the stored corpus: depth (an A/B from scratch), compute dtype and vocabulary."""
     import torch
 
-    from mtad.distill.card import write_design
     from mtad.distill.corpus import Corpus
+    from mtad.distill.head_reports import write_design
     from mtad.distill.head_training import (
         HeadTrainConfig,
         compute_dtype_ab,
@@ -230,7 +230,7 @@ def head_design(args, workdir: Path, head_file: Path, target, special_ids: list[
 
     heldout = load_heldout(workdir)
     if args.job == "head-calibration":  # the committed head (else the work dir's) on the held-out answers
-        from mtad.distill.card import write_calibration
+        from mtad.distill.head_reports import write_calibration
         from mtad.distill.head_training import confidence_calibration
 
         head = load_head(head_file if head_file.exists() else workdir / "head.safetensors", target, torch.float32)

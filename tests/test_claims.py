@@ -11,7 +11,7 @@ import torch
 
 from mtad.experiments.interleaved import rotated, schedule
 from mtad.paper import VERSIONS
-from mtad.report.claims import EXTENSION
+from mtad.report.kind_claims import EXTENSION
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -405,7 +405,7 @@ def test_holm_adjusts_a_family_step_down_and_keeps_its_order():
 
 
 def test_c5_verdicts_stand_only_after_holm_and_the_definitional_row_gets_none():
-    from mtad.report.claims import DEFINITIONAL, theory_claims, with_holm
+    from mtad.report.theory_claims import DEFINITIONAL, theory_claims, with_holm
     from mtad.stats import intervals as iv
 
     def gain(estimate, se):

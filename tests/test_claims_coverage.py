@@ -29,7 +29,7 @@ def partial(tmp_path_factory):
 
 
 def test_every_measured_claim_row_appears_and_absent_cells_say_not_run(partial):
-    from mtad.report.claims import EXTENSION
+    from mtad.report.kind_claims import EXTENSION
     from mtad.stats.intervals import NOT_MEASURABLE, NOT_RUN
 
     report, root = partial
@@ -86,7 +86,7 @@ def test_rows_of_the_suites_own_extension_carry_no_verdict_and_versions_are_name
 
 def test_a_measured_extension_row_gets_no_verdict_whatever_its_interval():
     from mtad.paper import CLAIMS
-    from mtad.report.claims import Claim
+    from mtad.report.claim_row import Claim
     from mtad.stats import intervals as iv
 
     extension = next(c for c in CLAIMS if not c.stated)

@@ -53,7 +53,7 @@ def rebuilt():
 
 
 def test_the_loop_gives_the_committed_rows_from_the_committed_cells(rebuilt):
-    from mtad.report.claims import EXTENSION
+    from mtad.report.kind_claims import EXTENSION
 
     report, committed = rebuilt
     ours = [r for r in _measured(report["claims"]) if r["paper"] != EXTENSION]
@@ -70,7 +70,7 @@ def test_the_loop_gives_the_committed_rows_from_the_committed_cells(rebuilt):
 
 
 def test_the_committed_run_lacks_the_variant_cells_and_their_rows_say_not_run(rebuilt):
-    from mtad.report.claims import EXTENSION
+    from mtad.report.kind_claims import EXTENSION
     from mtad.stats.intervals import NOT_RUN
 
     report, _ = rebuilt
@@ -181,7 +181,7 @@ def test_the_modelled_ratio_records_the_cost_models_assumption():
 
 def test_each_kind_agrees_with_the_papers_claims_of_it():
     from mtad.paper import CLAIMS
-    from mtad.report.claims import KINDS
+    from mtad.report.kind_claims import KINDS
 
     assert {k.name for k in KINDS} == {c.kind for c in CLAIMS}
     for kind in KINDS:
@@ -204,7 +204,7 @@ def test_the_adaptive_variants_run_at_the_benchs_thresholds():
 
 
 def test_a_variant_is_refused_where_it_names_no_cell_of_its_own_or_an_unknown_kind():
-    from mtad.report.claims import ReportSettings
+    from mtad.report.kind_claims import ReportSettings
 
     def variant(**changes):
         return {"name": "x", "method": "mtad", "overrides": ["method.gamma=3"], "kinds": ["speed"]} | changes

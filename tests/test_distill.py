@@ -314,7 +314,7 @@ def test_head_producer_and_trainer_run_resume_and_write_a_card(tiny, tmp_path):
     # same records; a fused head trains, is written with its design and resumes through the trainer
     import shutil
 
-    from mtad.distill.card import design_markdown
+    from mtad.distill.head_reports import design_markdown
     from mtad.distill.head_training import DESIGN_ARMS, design_ablation
 
     width = 3 * target.config.hidden_size

@@ -15,8 +15,8 @@ from mtad.decoding import get_decoder
 from mtad.metrics.cost_model import COUNT_FIELDS, Counts, GenerationCost
 from mtad.models.tiny import TOKEN_PARAMS, TOKEN_PROMPT, TOKEN_VOCAB, tiny_head, tiny_llama
 from mtad.report.cells import load_cells
-from mtad.report.claims import _modelled_ratio
 from mtad.report.examples import example_frame, paired
+from mtad.report.kind_claims import _modelled_ratio
 from mtad.report.tables import _counts, add_modelled_speedups, method_params
 from mtad.runner.aggregate import cell_metrics
 

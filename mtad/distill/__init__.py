@@ -17,7 +17,9 @@ draft (`training`) or a feature head (`head_training`); then measuring it and wr
 - `training_loop`: the one resumable trainer loop (`train(arm)`) both draft kinds plug into;
 - `pipeline`: the producer process and the layer draft's arm of the loop;
 - `measure`: a pair's drafts on held-out requests of every kind (acceptance, block efficiency, cost);
-- `card`: the model card (one writer, a section table per draft kind) and the training curve.
+- `card`: the model card (one writer, a section table per draft kind) and the training curve; its
+  sections from the training work dir in `card_training`, from the measurement in `card_measured`;
+- `head_reports`: the feature head's design choices and calibration as Markdown tables.
 """
 
 from .head_training import HeadTrainConfig, HeadTrainer

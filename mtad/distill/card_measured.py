@@ -1,0 +1,70 @@
+"""The "Measured" section of a draft's model card (``mtad.distill.card``), from the committed
+measurement (``results/draft/measure.json``, ``make measure-draft``): each kind of request's and
+each group's acceptance, block efficiency and speed-up, the gap between the kinds trained on and
+those never trained on, the draft's cost and the goals."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..markdown import fmt_percent, md_table
+
+
+def measured_lines(measure_json: Path | None, kind: str, trained_tokens) -> list[str]:
+    """The committed measurement of the draft of this kind, if it measured this very file."""
+    if not (measure_json and measure_json.exists()):
+        return []
+    m = json.loads(measure_json.read_text())
+    mine = [
+        (name, r)
+        for name, r in m.get("drafts", {}).items()
+        if r["kind"] == kind and r.get("meta", {}).get("trained_tokens") == trained_tokens
+    ]
+    if not mine:
+        return []
+    name, r = mine[0]
+    groups = r.get("groups", {})
+    rows = [_kind_row(kind, fam) for kind, fam in r["families"].items()]
+    rows += [
+        _measured_row(
+            f"**{label}**", g["accept_paper"], g["alpha_sps"], g["block_efficiency"], g["speedup_vs_sampling"]
+        )
+        for group, label in MEASURED_GROUPS.items()
+        if (g := groups.get(group))
+    ]
+    header = ["kind of request", "E[accept] paper", "sps alpha", "sps BE", "mtad BE", "mmtad BE", "sps vs sampling"]
+    met = r["goals"]["met"]
+    return [
+        f"## Measured (`make measure-draft`, results/draft/measure.md: `{name}`)",
+        "",
+        *md_table(header, rows),
+        "",
+        *_gap_lines(groups),
+        f"Draft step / target step (fast path): {fmt_percent(r['cost']['draft_over_target'])}.",
+        "",
+        "Goals: " + "; ".join(f"{k} {'met' if v else 'not met'}" for k, v in met.items()) + ".",
+    ]
+
+
+MEASURED_GROUPS = {"trained": "(a) kinds trained on, held-out subjects", "unseen": "(b) kinds never trained on"}
+
+
+def _measured_row(label: str, accept: float, alpha: float, block_efficiency: dict, speedup: dict) -> list[str]:
+    """E[accept], SpS's α, each method's block efficiency and SpS's speed-up over sampling."""
+    be = (f"{block_efficiency[m]:.2f}" for m in ("sps", "mtad", "mmtad"))
+    return [label, f"{accept:.3f}", f"{alpha:.3f}", *be, f"{speedup['sps']:.2f}x"]
+
+
+def _kind_row(kind: str, fam: dict) -> list[str]:
+    """`_measured_row` of one kind of request (its figures stored by method)."""
+    d = fam["decoding"]
+    be, speedup = ({m: d[m][key] for m in d} for key in ("block_efficiency", "speedup_vs_sampling"))
+    return _measured_row(kind, fam["distribution"]["accept_paper"], d["sps"]["alpha"], be, speedup)
+
+
+def _gap_lines(groups: dict) -> list[str]:
+    if "gap" not in groups:
+        return []
+    gap = groups["gap"]
+    return [f"Gap (a) - (b): E[accept] {gap['accept_paper']:+.3f}, sps alpha {gap['alpha_sps']:+.3f}.", ""]

@@ -1,0 +1,174 @@
+"""The feature head's reports beside its model card, as Markdown tables: its design choices
+(``head_design.json`` -> ``head_design.md``: the depth and compute-dtype A/Bs, the fused design's
+ablation and the vocabulary sweep) and its confidence against the target's acceptance
+(``calibration.json`` -> ``calibration.md``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..markdown import MISSING, fmt_percent, md_table
+from .card import ACCEPT
+
+
+def _at(accept: dict, s: int) -> float:
+    """E[accept] at draft position s (keys int, or str once read back from JSON)."""
+    return accept[str(s)] if str(s) in accept else accept[s]
+
+
+POSITIONS = ["@1", "@2", "@3", "@4"]  # E[accept] at the s-th drafted token
+
+
+def _at_positions(accept: dict) -> list[str]:
+    """E[accept] at draft positions 1..4, one cell each."""
+    return [f"{_at(accept, s):.3f}" for s in range(1, 5)]
+
+
+def design_markdown(design: dict) -> str:
+    """The tables of `head_design.json`: the depth and compute-dtype A/Bs and the vocabulary sweep."""
+    lines = [
+        "# Feature head: design choices (`scripts/distill_draft.py head-design | head-ab | head-vocab | dtype-ab`)",
+        "",
+        f"Held-out {ACCEPT}; @s = the s-th drafted token (the head on its own features after the first).",
+    ]
+    for key, title, column in (
+        ("layers_ab", "Depth: from scratch on identical batches", "layers"),
+        ("compute_dtype_ab", "Compute dtype: the committed head trained on identical batches", "compute"),
+    ):
+        if key not in design:
+            continue
+        ab = design[key]
+        rows = [
+            [n, *_at_positions(arm["accept_paper"]), f"{arm['trained_tokens_per_s']:.0f}"]
+            for n, arm in ab["arms"].items()
+        ]
+        lines += [
+            "",
+            f"## {title}, {ab['tokens']} answer tokens each (corpus {ab['corpus_tokens']} tokens)",
+            "",
+            *md_table([column, *POSITIONS, "trained tokens/s"], rows),
+        ]
+    if "design_ablation" in design:
+        ab = design["design_ablation"]
+        lines += [
+            "",
+            f"## The fused design, one lever at a time: from scratch on identical records, {ab['tokens']} answer "
+            f"tokens each (corpus {ab['corpus_tokens']} tokens)"
+            + (
+                f"; stopped by its time limit before the {ab['target_tokens']} asked for"
+                if ab.get("target_tokens", 0) > ab["tokens"]
+                else ""
+            ),
+            "",
+            "Fused depths: the target's hidden states after layers "
+            f"{_depths_of(ab)} by one linear map; own output layer: trainable, from the target's rows; "
+            "feature loss: SmoothL1 of the head's output onto the target's final feature, weight 0.1. "
+            + (f"Training-time test over {ab['unroll']} unrolled steps. " if ab.get("unroll") else "")
+            + f"Machine: {ab.get('machine', 'not recorded')}.",
+            "",
+            *md_table(
+                ["arm", "layers", "fused depths", "own output", "feature loss", *POSITIONS, "@4 - @1"]
+                + ["head step (ms)", "/ target step", "trained tokens/s"],
+                (_ablation_row(n, arm) for n, arm in ab["arms"].items()),
+            ),
+        ]
+        mean = {n: sum(_at(arm["accept_paper"], k) for k in range(1, 5)) / 4 for n, arm in ab["arms"].items()}
+        first = {n: _at(arm["accept_paper"], 1) for n, arm in ab["arms"].items()}
+        best, best_first = max(mean, key=mean.get), max(first, key=first.get)
+        lines += [
+            "",
+            f"Highest mean over positions 1–4: {best} ({mean[best]:.3f}); highest at position 1: {best_first} "
+            f"({first[best_first]:.3f}).",
+        ]
+    if "vocabulary" in design:
+        v = design["vocabulary"]
+        lines += [
+            "",
+            f"## Vocabulary: the trained head ({v['head_trained_tokens']} tokens) read through the most "
+            "probable tokens of the corpus",
+            "",
+            *md_table(
+                ["vocabulary", "target mass covered", *POSITIONS, "head step (ms)", "/ target step"],
+                (
+                    [r["vocabulary"], f"{r['mass_coverage']:.3f}", *_at_positions(r["accept_paper"])]
+                    + [f"{r['step_ms']:.1f}", fmt_percent(r["step_ms"] / r["target_step_ms"])]
+                    for r in v["rows"]
+                ),
+            ),
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def _ablation_row(name: str, arm: dict) -> list:
+    """One arm of the design ablation: its levers, E[accept] by position, its cost and training rate."""
+    d, acc = arm["design"], arm["accept_paper"]
+    step = arm.get("step_ms")
+    cost = [f"{step:.1f}", fmt_percent(step / arm["target_step_ms"])] if step else [MISSING, MISSING]
+    fused, own = ("yes" if d[k] else "no" for k in ("fused_depths", "own_output"))
+    levers = [name, d["layers"], fused, own, f"{d['reg_weight']:g}"]
+    return levers + [
+        *_at_positions(acc),
+        f"{_at(acc, 4) - _at(acc, 1):+.3f}",
+        *cost,
+        f"{arm['trained_tokens_per_s']:.0f}",
+    ]
+
+
+def _depths_of(ab: dict) -> str:
+    fused = next((a["design"]["fused_depths"] for a in ab["arms"].values() if a["design"]["fused_depths"]), None)
+    return ", ".join(str(d) for d in fused) if fused else "–"
+
+
+def write_design(results: Path, key: str, value: dict) -> str:
+    """`value` under `key` in `results/head_design.json` (beside the choices measured before) and the tables
+    of every choice in `head_design.md`; the Markdown."""
+    results.mkdir(parents=True, exist_ok=True)
+    path = results / "head_design.json"
+    design = json.loads(path.read_text()) if path.exists() else {}
+    design[key] = value
+    path.write_text(json.dumps(design, indent=1) + "\n")
+    text = design_markdown(design)
+    (results / "head_design.md").write_text(text)
+    return text
+
+
+def calibration_markdown(table: dict) -> str:
+    """The head's confidence against the target's acceptance, one table per drafted position."""
+    meta = table.get("meta") or {}
+    lines = [
+        "# Feature head: confidence against acceptance (`scripts/distill_draft.py head-calibration`)",
+        "",
+        f"Head `{table.get('head')}` ({meta.get('trained_tokens', '?')} trained tokens) on the held-out target "
+        "answers of every kind. A token x drafted from q' (the head at top-k 10 / top-p 0.9) is accepted "
+        "with probability min(1, p'(x) / q'(x)); over every answer position and every x in q''s support, "
+        "weighted by q'(x), binned by the confidence q'(x). Exact expectations (no sampling); position s = "
+        "the s-th drafted token (the head on its own outputs after the first).",
+    ]
+    for s, bins in table["rows"].items():
+        total = sum(b["drafted_share"] * b["acceptance"] for b in bins if b["acceptance"] is not None)
+        lines += [
+            "",
+            f"## Drafted position {s} (expected acceptance {total:.3f})",
+            "",
+            *md_table(
+                ["confidence q'(x)", "share of drafted tokens", "mean confidence", "acceptance"],
+                (
+                    [f"{b['bin'][0]:.2f}–{b['bin'][1]:.2f}"]
+                    + [f"{b[k]:.3f}" for k in ("drafted_share", "mean_confidence", "acceptance")]
+                    for b in bins
+                    if b["acceptance"] is not None
+                ),
+                "lrrr",
+            ),
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def write_calibration(results: Path, table: dict) -> str:
+    """`table` to `results/calibration.json` and its Markdown to `calibration.md`; the Markdown."""
+    results.mkdir(parents=True, exist_ok=True)
+    (results / "calibration.json").write_text(json.dumps(table, indent=1) + "\n")
+    text = calibration_markdown(json.loads((results / "calibration.json").read_text()))
+    (results / "calibration.md").write_text(text)
+    return text
