@@ -7,6 +7,7 @@ models of each dtype a curve runs (`curve_model`)."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import statistics
 import time
@@ -17,6 +18,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from mtad.decoding.kernels import KernelChoice
+from mtad.decoding.kernels import choose as choose_kernels
 from mtad.decoding.layer_math import fused_weights
 from mtad.decoding.static_kv import resolve_decode_path
 from mtad.devices import model_device, sync, torch_threads
@@ -121,26 +124,41 @@ def int8_products(products: list[Product]) -> list[Product]:
 
 
 @torch.inference_mode()
-def products_ms(products: list[Product], width: int, dtype: torch.dtype, device: torch.device, reps: int = 10) -> float:
+def products_ms(
+    products: list[Product],
+    width: int,
+    dtype: torch.dtype,
+    device: torch.device,
+    reps: int = 10,
+    kernels: KernelChoice | None = None,
+) -> float:
     """Median wall time (ms) of running every product once, back to back, each on its own random
-    input [width, in_features] of `dtype`; two warm-up rounds first."""
+    input [width, in_features] of `dtype`, under `kernels`' kernel for that width (the one the fast
+    path's forward of that width runs; None: oneDNN); two warm-up rounds first."""
     gen = torch.Generator().manual_seed(0)
     inputs = [torch.randn(width, p.in_features, generator=gen).to(device, dtype) for p in products]
     times = []
-    for _ in range(reps + 2):
-        start = time.perf_counter()
-        for p, x in zip(products, inputs):
-            p.run(x)
-        sync(device)
-        times.append(time.perf_counter() - start)
+    with kernels.scope(width) if kernels is not None else contextlib.nullcontext():
+        for _ in range(reps + 2):
+            start = time.perf_counter()
+            for p, x in zip(products, inputs):
+                p.run(x)
+            sync(device)
+            times.append(time.perf_counter() - start)
     return 1000 * statistics.median(times[2:])
+
+
+def path_kernels(model, path: str) -> KernelChoice | None:
+    """The product kernels a forward of `model` on `path` runs under (None: oneDNN throughout)."""
+    return choose_kernels(model) if path != "eager" else None
 
 
 def linear_only_ms(model, width: int, reps: int = 10, path: str = "fast") -> float:
     """The matrix products alone of one `width`-token forward of `model` on `path`
-    (`matrix_products`), in ms: the part of `forward_ms` that is neither attention nor the
-    elementwise work between products."""
-    return products_ms(matrix_products(model, path), width, model.dtype, model_device(model), reps)
+    (`matrix_products`, under the path's kernel for that width), in ms: the part of `forward_ms`
+    that is neither attention nor the elementwise work between products."""
+    products = matrix_products(model, path)
+    return products_ms(products, width, model.dtype, model_device(model), reps, path_kernels(model, path))
 
 
 def curve_model(dtype: str, models: list):
@@ -192,7 +210,9 @@ def verification_curve(
                     row = {"model": "target", "dtype": dtype, "path": path, "threads": n_threads}
                     for _ in range(1 + REMEASURES):  # a row that contradicts itself is timed again
                         ms = {w: forward_ms(model, path, w, context, reps) for w in _widths(dtype, widths)}
-                        linear = _products_curve(products, product_widths, model.dtype, model_device(model), reps)
+                        linear = _products_curve(
+                            products, product_widths, model.dtype, model_device(model), reps, path_kernels(model, path)
+                        )
                         noise = contradictions(ms, linear)
                         if not noise:
                             break
@@ -239,8 +259,8 @@ def _widths(dtype: str, widths: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(w for w in widths if dtype not in QUANTIZED_DTYPES or w <= QUANTIZED_MAX_WIDTH)
 
 
-def _products_curve(products: list[Product], widths, dtype, device, reps: int) -> dict[int, float]:
-    return {w: products_ms(products, w, dtype, device, reps) for w in widths}
+def _products_curve(products: list[Product], widths, dtype, device, reps: int, kernels=None) -> dict[int, float]:
+    return {w: products_ms(products, w, dtype, device, reps, kernels) for w in widths}
 
 
 def _ms(by_width: dict) -> str:
