@@ -116,30 +116,18 @@ def theory_claims(theory: dict) -> list[Claim]:
         f"distance zero where the maths says so (q = p, W = 1, τ = 0.01, no truncation): "
         f"chi-square p = {check['pvalue']:.3g}{_power(check)}"
     )
-    claims.append(
-        _tiny(
-            "C5",
-            comparison,
-            "0 (exact)",
-            "pvalue",
-            iv.Interval(check["pvalue"], n=check["runs"]),
-            verdict=check["verdict"],
-        )
-    )
+    claims.append(_chi_square_claim("C5", comparison, "0 (exact)", check))
     for row in theory["exactness"]:
         params = ", ".join(f"{k}={v}" for k, v in row["params"].items())
         comparison = f"{row['method']} ({params}) reproduces p: chi-square p = {row['pvalue']:.3g}{_power(row)}"
-        claims.append(
-            _tiny(
-                "C6",
-                comparison,
-                "exact (lossless)",
-                "pvalue",
-                iv.Interval(row["pvalue"], n=row["runs"]),
-                verdict=row["verdict"],
-            )
-        )
+        claims.append(_chi_square_claim("C6", comparison, "exact (lossless)", row))
     return claims
+
+
+def _chi_square_claim(claim: str, comparison: str, paper: str, test: dict) -> Claim:
+    """A row read off one chi-square test of the tiny models (its p-value over its runs, its verdict)."""
+    interval = iv.Interval(test["pvalue"], n=test["runs"])
+    return _tiny(claim, comparison, paper, "pvalue", interval, verdict=test["verdict"])
 
 
 def theory_not_run(path: Path, experiment: str) -> list[Claim]:
