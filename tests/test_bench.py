@@ -432,3 +432,12 @@ def test_each_drafting_method_has_an_adaptive_row_beside_its_fixed_self(tmp_path
     payload["rows"] += [r for r in rows if r["variant"] == "adaptive"]
     text = report(tmp_path, payload)
     assert "Adaptive drafting" in text and "| sps | 0.3 |" in text and "| 1.25 |" in text
+
+
+def test_the_report_names_the_product_kernel_of_each_width_when_the_run_recorded_it(tmp_path):
+    payload = synthetic_payload()
+    assert "Product kernel per forward width" not in report(tmp_path, payload)
+    choice = {"by_width": {"1": "zentorch", "2-4": "onednn", "5-17": "onednn", "wider": "onednn"}, "source": "cached"}
+    payload["environment"]["kernels"] = {"target": choice, "draft": None}
+    text = report(tmp_path, payload)
+    assert "target: 1 zentorch, 2-4 onednn, 5-17 onednn, wider onednn (cached)." in text and "draft:" not in text

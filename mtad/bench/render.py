@@ -342,6 +342,26 @@ def _curve_lines(curve: dict | None) -> list[str]:
     ]
 
 
+def _kernel_lines(kernels: dict | None) -> list[str]:
+    """The bf16 product kernel each model's fast-path forwards ran under, by width (absent from a
+    run on float32 models, or from a run before the choice was recorded)."""
+    chosen = {role: choice for role, choice in (kernels or {}).items() if choice}
+    if not chosen:
+        return []
+    return [
+        "",
+        "Product kernel per forward width on the fast path (`mtad/decoding/kernels.py`: the fastest for the "
+        "model's weight shapes on this machine, `MTAD_KERNELS` overrides): "
+        + "; ".join(
+            f"{role}: "
+            + ", ".join(f"{width} {kernel}" for width, kernel in choice["by_width"].items())
+            + f" ({choice['source']})"
+            for role, choice in chosen.items()
+        )
+        + ".",
+    ]
+
+
 def _curve_row(c: dict, widths: list[int]) -> list:
     """One curve's forward per width, its floor, and the contradictions its timings kept."""
     ms = {int(k): v for k, v in c["ms"].items()}
@@ -386,6 +406,7 @@ def write_report(out_dir: Path, payload: dict) -> None:
     lines += _references_lines(payload, rows)
     lines += _sampling_lines(payload)
     lines += _curve_lines(payload.get("curve"))
+    lines += _kernel_lines(env.get("kernels"))
     lines += _predicted_lines(payload)
     lines += _modelled_lines(payload)
     lines += _goals_lines(payload)
