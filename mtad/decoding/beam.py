@@ -81,7 +81,6 @@ def beam_sample(
             if float(log_joint.max()) < math.log(stop_below):
                 break
         if step < gamma:
-            tree.forward_level(lm, first, probs_fn)
-            q = Dist.stack([tree.q_node[n] for n in frontier])  # [W, k]
+            q = tree.forward_level(lm, first, probs_fn)  # [W, k]: the frontier's q, in frontier order
     best_leaf = frontier[int(weights.argmax())]
     return BeamTree(tree=tree, q_token=torch.cat(q_token), best_leaf=best_leaf)

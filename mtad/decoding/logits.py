@@ -14,6 +14,7 @@ the dense row (a zero adds nothing), and draws the same token from the same unif
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import torch
@@ -65,51 +66,94 @@ def as_dist(p: Dist | torch.Tensor) -> Dist:
 
 @phased("process")
 def logits_to_dist(logits: torch.Tensor, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0) -> Dist:
-    """[..., V] logits -> the processed distribution on its support: k ids (top-k), 1 (greedy) or V."""
-    logits = logits.float()
+    """[..., V] logits -> the processed distribution on its support: k ids (top-k), 1 (greedy) or V.
+
+    Everything is computed in float32. Under top-k at temperature 1, 16-bit logits (a bf16 model's)
+    are read as they are, without a float32 copy of the vocabulary: `top_k_of` finds on them the k
+    values and ids it finds on the copy and returns the values in float32, so the Dist is the same."""
     vocab = logits.shape[-1]
+    if 0 < top_k < vocab and temperature == 1.0:  # x / 1 is x: the paper's temperature divides nothing
+        # work on the k survivors only: top-p then needs a sort of k values, not of V
+        values, index = top_k_of(logits if logits.dtype in HALF_FLOATS else logits.float(), top_k)  # [..., k]
+        return _survivors(values, index, top_p, vocab)
+    logits = logits.float()
     if temperature == 0:
         ids = logits.argmax(-1, keepdim=True)  # [..., 1]
         return Dist(ids, torch.ones(ids.shape, dtype=torch.float32, device=logits.device), vocab)
-    if temperature != 1.0:  # x / 1 is x: the paper's temperature skips a pass over the vocabulary
+    if temperature != 1.0:
         logits = logits / temperature
     if 0 < top_k < vocab:
-        # work on the k survivors only: top-p then needs a sort of k values, not of V
-        values, index = top_k_of(logits, top_k)  # [..., k], sorted descending
-        kept = _top_p_filter(values, top_p).softmax(-1)  # [..., k]
-        ids, order = index.sort(-1)  # ascending ids: a dense row's order
-        return Dist(ids, kept.gather(-1, order), vocab)
+        return _survivors(*top_k_of(logits, top_k), top_p, vocab)
     if top_p < 1.0:
         sorted_logits, order = torch.sort(logits, dim=-1, descending=True)
         logits = torch.full_like(logits, float("-inf")).scatter(-1, order, _top_p_filter(sorted_logits, top_p))
     return Dist.dense_of(logits.softmax(-1))
 
 
+def _survivors(values: torch.Tensor, index: torch.Tensor, top_p: float, vocab: int) -> Dist:
+    """Top-k's survivors (float32 `values` [..., k] sorted descending and their ids) -> top-p, then
+    their probabilities, on ascending ids."""
+    kept = _top_p_filter(values, top_p).softmax(-1)  # [..., k]
+    ids, order = index.sort(-1)  # ascending ids: a dense row's order
+    return Dist(ids, kept.gather(-1, order), vocab)
+
+
 TOP_K_CHUNK = 64  # the two-stage top-k's chunk: 64 floats, one cache line pair per maximum
+HALF_FLOATS = (torch.bfloat16, torch.float16)  # read by top_k_of as they are, without a float32 copy
 
 
 def top_k_of(logits: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """The k largest of [..., V] float logits and their ids, sorted descending, as torch.topk.
+    """The k largest of [..., V] logits and their ids, sorted descending, as torch.topk.
 
     On a CPU torch.topk over a 49,152-wide row costs ~160 µs; in two stages it is ~4x less: the
     maximum of every chunk of 64, the k chunks with the largest maxima (the k largest values lie
     in them: a chunk outside holds nothing above its own maximum, which k chunk maxima beat),
     then the top k of those k·64 values. Among values tied at the k-th place either may be kept,
-    as with torch.topk."""
+    as with torch.topk.
+
+    bfloat16 or float16 logits give the float32 values and the ids that their float32 copy gives,
+    without the copy: both selections run on float32 tensors holding the same values as the
+    copy's (the chunk maxima from `_chunk_maxima`, the k chunks gathered, then cast), so the
+    same comparisons keep the same ids."""
     vocab = logits.shape[-1]
     if logits.device.type != "cpu" or vocab < 16 * k * TOP_K_CHUNK:
-        return torch.topk(logits, k, dim=-1)
+        return torch.topk(logits.float() if logits.dtype in HALF_FLOATS else logits, k, dim=-1)
     lead = logits.shape[:-1]
     rows = logits.reshape(-1, vocab)  # [R, V]
     pad = -vocab % TOP_K_CHUNK
     if pad:
         rows = torch.nn.functional.pad(rows, (0, pad), value=float("-inf"))
     chunks = rows.view(rows.shape[0], -1, TOP_K_CHUNK)  # [R, C, 64]
-    best = chunks.amax(-1).topk(k, dim=-1).indices  # [R, k] chunks holding the top k
+    best = _chunk_maxima(chunks).topk(k, dim=-1).indices  # [R, k] chunks holding the top k
     candidates = chunks.gather(1, best[..., None].expand(-1, -1, TOP_K_CHUNK)).flatten(1)  # [R, k*64]
+    if candidates.dtype in HALF_FLOATS:
+        candidates = candidates.float()
     values, at = candidates.topk(k, dim=-1)  # [R, k]
-    ids = best.gather(1, at // TOP_K_CHUNK) * TOP_K_CHUNK + at % TOP_K_CHUNK
+    ids = _chunk_ids(chunks.shape[1]).index_select(0, best.flatten()).view_as(candidates).gather(1, at)
     return values.reshape(*lead, k), ids.reshape(*lead, k)
+
+
+@functools.lru_cache(maxsize=8)
+def _chunk_ids(num_chunks: int) -> torch.Tensor:
+    """[C, 64] the token ids of each chunk (the two-stage top-k runs on a CPU)."""
+    return torch.arange(num_chunks * TOP_K_CHUNK).view(num_chunks, TOP_K_CHUNK)
+
+
+def _chunk_maxima(chunks: torch.Tensor) -> torch.Tensor:
+    """[R, C, 64] -> [R, C] the maximum of each chunk, float32 for 16-bit chunks.
+
+    A 16-bit float is read through its bits as an int16 (sign bit, then the magnitude), with two
+    integer reductions instead of a float32 copy of the row: in a chunk holding a value whose sign
+    bit is clear, the float maximum is the largest int16 (non-negative floats order as their
+    bits); in a chunk where every sign bit is set, it is the negative value of least magnitude,
+    the smallest int16. The maximum comes back exactly, as the float32 copy's amax gives it, but
+    for the sign of a zero maximum, which no comparison sees. (Not for logits holding a NaN:
+    amax returns any NaN, this only one whose sign bit is clear.)"""
+    if chunks.dtype not in HALF_FLOATS:
+        return chunks.amax(-1)
+    bits = chunks.view(torch.int16)
+    high = bits.amax(-1)  # [R, C]
+    return torch.where(high.signbit(), bits.amin(-1), high).view(chunks.dtype).float()
 
 
 def logits_to_probs(logits: torch.Tensor, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0) -> torch.Tensor:

@@ -43,12 +43,14 @@ class DraftTree:
             node = self.parents[node]
         return out[::-1]
 
-    def forward_level(self, lm: CachedModel, first: int, probs_fn) -> None:
-        """One draft forward over nodes[first:] (one tree level); stores q at each of them."""
+    def forward_level(self, lm: CachedModel, first: int, probs_fn) -> Dist:
+        """One draft forward over nodes[first:] (one tree level); stores q at each of them and
+        returns them, [n, k] in node order."""
         nodes = torch.tensor(self.tokens[first:], dtype=torch.long)
         q = probs_fn(lm.extend(nodes[:0], nodes=nodes, parents=self.parents[first:]))  # [n, k] from logits [n, V]
         for i in range(len(q)):
             self.q_node[first + i] = q[i]
+        return q
 
 
 def ends_branch(q: Dist, tokens: torch.Tensor, stop_below: float) -> list[bool]:
