@@ -10,7 +10,6 @@ result changed without it. The draft measurement's summary is rendered by the di
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from pathlib import Path
 
@@ -18,6 +17,7 @@ import pandas as pd
 
 from mtad.markdown import fmt_count_range, fmt_ratio, md_table, with_bounds
 from mtad.metrics.acceptance_terms import ACCEPTANCE_TERMS, terms_markdown
+from mtad.records import read_json
 from mtad.report.claims_markdown import claims_table
 from mtad.report.tables import METHOD_ORDER, TASK_ORDER
 
@@ -30,10 +30,6 @@ INTRO = (
 VERDICTS = ("reproduced", "contradicted", "inconclusive", "no verdict", "not measurable here")
 
 
-def _read_json(path: Path) -> dict | None:
-    return json.loads(path.read_text()) if path.is_file() else None
-
-
 def _absent(path: Path, command: str) -> list[str]:
     return [f"Not committed: `{path}` (`{command}` writes it)."]
 
@@ -41,8 +37,8 @@ def _absent(path: Path, command: str) -> list[str]:
 # ----------------------------------------------------------------------------- claims
 def claims_section(results: Path) -> list[str]:
     path = results / "claims" / "claims.json"
-    report = _read_json(path)
-    if report is None:
+    report = read_json(path)
+    if not report:
         return _absent(path, "make claims")
     design = report["design"]
     counts = Counter((c["claim"], c["verdict"]) for c in report["claims"])
@@ -162,7 +158,7 @@ def draft_section(results: Path, measurement: str | None) -> list[str]:
     lines = _absent(results / "draft" / "measure.json", "make measure-draft") if measurement is None else []
     if measurement is not None:
         lines += [measurement, ""]
-    design = (_read_json(results / "draft" / "head_design.json") or {}).get("design_ablation")
+    design = (read_json(results / "draft" / "head_design.json") or {}).get("design_ablation")
     if design:
         rows = [
             [arm, *(f"{a:.3f}" for a in _mean_accept(r)), f"{r['step_ms'] / r['target_step_ms']:.1%}"]
@@ -178,7 +174,7 @@ def draft_section(results: Path, measurement: str | None) -> list[str]:
             *md_table(["arm", "@1", "@2", "@3", "@4", "head step / target step"], rows),
             "",
         ]
-    calibration = _read_json(results / "draft" / "calibration.json")
+    calibration = read_json(results / "draft" / "calibration.json")
     if calibration:
         lines += _calibration_lines(calibration)
     return lines
@@ -226,8 +222,8 @@ def _weighted(bins: list[dict]) -> str:
 # ----------------------------------------------------------------------------- speed
 def speed_section(results: Path) -> list[str]:
     path = results / "bench" / "bench.json"
-    payload = _read_json(path)
-    if payload is None:
+    payload = read_json(path)
+    if not payload:
         return _absent(path, "make bench")
     env, setup = payload["environment"], payload["setup"]
     target = str(env["target_dtype"]).replace("torch.", "")
@@ -281,8 +277,8 @@ def speed_section(results: Path) -> list[str]:
 # ----------------------------------------------------------------------------- reduced targets
 def reduced_targets_section(results: Path) -> list[str]:
     path = results / "bench" / "q4_tv.json"
-    tv = _read_json(path)
-    if tv is None:
+    tv = read_json(path)
+    if not tv:
         return _absent(path, "scripts/bench.py --q4-tv 20")
     rows = [
         [
@@ -308,7 +304,7 @@ def reproduction_section(results: Path) -> list[str]:
     envs = sorted((results / "verify").glob("**/env.json"))
     if not envs:
         return _absent(results / "verify", "make verify-reference")
-    first = json.loads(envs[0].read_text())
+    first = read_json(envs[0])
     commit = (first.get("git") or {}).get("commit") or "unknown"
     return [
         f"`make verify` reruns the {len(envs)} reference cells under [`verify/`](verify/) (every method, "
