@@ -10,13 +10,16 @@
     python scripts/distill_draft.py dtype-ab   --pair smollm2_135m_head  # float32 vs bf16 compute, same batches
     python scripts/distill_draft.py head-design --pair smollm2_135m_head --ab-tokens 300000  # each lever of the
         fused design (three depths, own output layer, no feature loss, 1 vs 2 layers) from scratch, same records
+    python scripts/distill_draft.py head-noise --pair smollm2_135m_head --ab-tokens 300000  # the fused head's
+        input noise: scaled by all depths' RMS at once, by each depth's own, or none; from scratch, same records
     python scripts/distill_draft.py head-calibration --pair smollm2_135m_head  # the head's confidence against
         the target's acceptance of what it drafts, per drafted position -> results/draft/calibration.{json,md}
     python scripts/distill_draft.py snapshot  --pair smollm2_135m_head  # the work dir's sampled answers into
         the committed teacher-answers dataset (mtad/assets/drafts/teacher_answers/)
     python scripts/distill_draft.py featurize --pair smollm2_135m_head  # that dataset scored into the work dir's
         corpus (a fresh machine's first step: the trainers then read it as they read the producer's chunks)
-(head-design, head-ab, head-vocab and dtype-ab write results/draft/head_design.{json,md}; time them on a quiet machine.)
+(head-design, head-noise, head-ab, head-vocab and dtype-ab write results/draft/head_design.{json,md};
+time them on a quiet machine.)
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ def main(argv=None) -> int:
             "snapshot",
             "featurize",
             "head-design",
+            "head-noise",
             "head-calibration",
             "head-ab",
             "head-vocab",
@@ -171,7 +175,7 @@ def main(argv=None) -> int:
     target, tokenizer = load_target_and_tokenizer(cfg, device=device, dtype=dtype)
     target.requires_grad_(False)
     special_ids = tokenizer.all_special_ids + [tokenizer.eos_token_id]
-    if args.job in ("head-ab", "head-vocab", "dtype-ab", "head-design", "head-calibration"):
+    if args.job in ("head-ab", "head-vocab", "dtype-ab", "head-design", "head-noise", "head-calibration"):
         return head_design(args, workdir, dest, target, special_ids)
     if args.job == "featurize":
         from mtad.distill.answers import DATASET_DIR, featurize
@@ -215,15 +219,9 @@ def head_design(args, workdir: Path, head_file: Path, target, special_ids: list[
     import torch
 
     from mtad.distill.corpus import Corpus
+    from mtad.distill.head_ablations import compute_dtype_ab, layers_ab, vocabulary_sweep
     from mtad.distill.head_reports import write_design
-    from mtad.distill.head_training import (
-        HeadTrainConfig,
-        compute_dtype_ab,
-        corpus_mass,
-        layers_ab,
-        vocabulary_sweep,
-        with_vocabulary,
-    )
+    from mtad.distill.head_training import HeadTrainConfig, corpus_mass, with_vocabulary
     from mtad.distill.pipeline import load_heldout
     from mtad.distill.training import choose_head_tokens
     from mtad.models.head import load_head
@@ -240,24 +238,26 @@ def head_design(args, workdir: Path, head_file: Path, target, special_ids: list[
         return 0
     corpus = Corpus(workdir)
     mass = corpus_mass(corpus.records, target.config.vocab_size, processed=args.job == "head-design")
-    if args.job == "head-design":
-        from mtad.distill.head_training import design_ablation
+    if args.job in ("head-design", "head-noise"):
+        from mtad.distill.head_ablations import design_ablation, noise_ablation
         from mtad.provenance import environment_record
 
         cfg = HeadTrainConfig(workdir=str(workdir), lr=args.head_lr, steps=args.unroll)
         ids = choose_head_tokens(mass, cfg.head_size, special_ids)
-        value = design_ablation(
-            cfg, target, corpus, heldout, args.ab_tokens, ids, max_minutes=args.max_minutes, save_dir=workdir / "design"
+        ablation, key, save_dir = (
+            (design_ablation, "design_ablation", workdir / "design")
+            if args.job == "head-design"
+            else (noise_ablation, "noise_ablation", workdir / "noise")
+        )
+        value = ablation(
+            cfg, target, corpus, heldout, args.ab_tokens, ids, max_minutes=args.max_minutes, save_dir=save_dir
         )
         if value is None:
-            print(
-                f"stopped before {args.ab_tokens} answer tokens per arm; the same command goes on "
-                f"from {workdir / 'design'}"
-            )
+            print(f"stopped before {args.ab_tokens} answer tokens per arm; the same command goes on from {save_dir}")
             return 0
         env = environment_record([target])
         machine = f"{env['machine']}, {'/'.join(env['cpu_isa']) or 'no AVX2'}, {torch.get_num_threads()} thread(s)"
-        key, value = "design_ablation", value | {"machine": machine, "environment": env}
+        value = value | {"machine": machine, "environment": env}
     elif args.job == "head-ab":
         cfg = HeadTrainConfig(workdir=str(workdir), lr=args.head_lr, steps=args.unroll)
         ids = choose_head_tokens(mass, cfg.head_size, special_ids)

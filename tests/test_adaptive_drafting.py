@@ -91,3 +91,40 @@ def test_a_node_budget_below_the_roots_children_is_refused():
     target = BUILDERS["llama"](0, VOCAB)
     with pytest.raises(ValueError, match="node_budget must be 0"):
         get_decoder("specinfer", target=target, draft=target, k_config=(4, 2), node_budget=3)
+
+
+def test_mmtads_node_budget_verifies_its_most_probable_beam_nodes_and_a_roomy_one_changes_nothing(pair):
+    """MMTAD's node budget: at most that many beam nodes verified per block (fewer in all), the
+    same tokens when every beam node fits, and a budget below zero refused."""
+    params = TOKEN_PARAMS["mmtad"]
+    every = params["gamma"] * params["beam_width"]
+    for seed in range(3):
+        fixed, roomy = generate("mmtad", pair, seed), generate("mmtad", pair, seed, node_budget=every)
+        assert roomy.tokens == fixed.tokens and roomy.stats.tree_nodes == fixed.stats.tree_nodes
+    small = [generate("mmtad", pair, seed, node_budget=3) for seed in range(3)]
+    fixed = [generate("mmtad", pair, seed) for seed in range(3)]
+    assert all(o.stats.tree_nodes <= 3 * o.stats.target_calls for o in small)
+    assert sum(o.stats.tree_nodes for o in small) < sum(o.stats.tree_nodes for o in fixed)
+    assert all(len(o.tokens) == 24 for o in small)
+    with pytest.raises(ValueError, match="node_budget must be 0"):
+        generate("mmtad", pair, node_budget=-1)
+
+
+def test_the_budget_keeps_the_most_probable_paths_with_their_ancestors():
+    """`within_budget` keeps the nodes of highest Π q, every kept node's parent among them, and a
+    subtree renumbers them in order with their parents remapped."""
+    from mtad.decoding.tree import DraftTree, path_sums, within_budget
+
+    tree = DraftTree()
+    for token, parent in [(5, -1), (6, -1), (7, 0), (8, 0), (9, 1), (10, 2), (11, 3), (12, 4)]:
+        tree.add(token, parent)
+    q = torch.tensor([0.6, 0.4, 0.9, 0.1, 1.0, 0.5, 1.0, 0.2])  # q of each token under its parent
+    parents, depths = torch.tensor(tree.parents), torch.tensor(tree.depths)
+    log_q_path = path_sums(q.log(), parents, depths)
+    assert torch.allclose(log_q_path.exp(), torch.tensor([0.6, 0.4, 0.54, 0.06, 0.4, 0.27, 0.06, 0.08]))
+    keep = within_budget(log_q_path, depths, 5)
+    assert keep == [0, 1, 2, 4, 5]  # 0.6, 0.54, 0.4 (depth 1 before its child's tie), 0.4, 0.27
+    assert all(tree.parents[n] < 0 or tree.parents[n] in keep for n in keep)
+    sub = tree.subtree(keep)
+    assert sub.tokens == [5, 6, 7, 9, 10] and sub.parents == [-1, -1, 0, 1, 2] and sub.depths == [1, 1, 2, 2, 3]
+    assert sub.path(4) == [0, 2, 4]

@@ -53,6 +53,7 @@ EXPECTED = {
             "stop_below": 0.0,
             **SAMPLING,
             "denominator": "best_column",
+            "node_budget": 0,
         },
     ),
     "mtjd_exact": (MTJDExactParams, {"gamma": 2, **SAMPLING}),

@@ -292,7 +292,8 @@ def test_head_producer_and_trainer_run_resume_and_write_a_card(tiny, tmp_path):
     assert "feature head" in text and f"| {state['trained_tokens']} |" in text
 
     # the design choices: depths from scratch on the same batches; the trained head over other vocabularies
-    from mtad.distill.head_training import corpus_mass, layers_ab, vocabulary_sweep
+    from mtad.distill.head_ablations import layers_ab, vocabulary_sweep
+    from mtad.distill.head_training import corpus_mass
     from mtad.distill.pipeline import load_heldout
 
     heldout, mass = load_heldout(tmp_path), corpus_mass(corpus.records, target.config.vocab_size)
@@ -303,7 +304,7 @@ def test_head_producer_and_trainer_run_resume_and_write_a_card(tiny, tmp_path):
     assert [r["vocabulary"] for r in rows] == [16, target.config.vocab_size] and rows[1]["mass_coverage"] == 1.0
     assert rows[0]["mass_coverage"] < 1.0 and all(r["step_ms"] > 0 for r in rows)
     # float32 against bf16 compute from one head on the same batches: both arms train, and differ
-    from mtad.distill.head_training import compute_dtype_ab
+    from mtad.distill.head_ablations import compute_dtype_ab
 
     dtype_ab = compute_dtype_ab(hcfg, corpus, heldout, head.float(), 20)
     arms = dtype_ab["arms"]
@@ -314,8 +315,8 @@ def test_head_producer_and_trainer_run_resume_and_write_a_card(tiny, tmp_path):
     # same records; a fused head trains, is written with its design and resumes through the trainer
     import shutil
 
+    from mtad.distill.head_ablations import DESIGN_ARMS, NOISE_ARMS, design_ablation, noise_ablation
     from mtad.distill.head_reports import design_markdown
-    from mtad.distill.head_training import DESIGN_ARMS, design_ablation
 
     width = 3 * target.config.hidden_size
     assert all(r["depth_features"].shape == (r["features"].shape[0], width) for r in corpus.records)
@@ -342,8 +343,14 @@ def test_head_producer_and_trainer_run_resume_and_write_a_card(tiny, tmp_path):
     assert load_head(tmp_path / "ab" / "3.safetensors", target).own_output  # each arm's head kept
     with pytest.raises(ValueError, match="another ablation"):
         design_ablation(hcfg, target, corpus, heldout, 40, ids, save_dir=tmp_path / "ab")
-    table = design_markdown({"design_ablation": ablation})
+    # the fused head's input noise, one rule per arm on the same records: recorded, and each trains its own head
+    noise = noise_ablation(hcfg, target, corpus, heldout, 20, ids)
+    assert list(noise["arms"]) == list(NOISE_ARMS)
+    assert [a["noise"] for a in noise["arms"].values()] == list(NOISE_ARMS.values())
+    assert len({json.dumps(a["accept_paper"]) for a in noise["arms"].values()}) == len(NOISE_ARMS)
+    table = design_markdown({"design_ablation": ablation, "noise_ablation": noise})
     assert "| - feature loss, 2 layers | 2 | yes | yes | 0 |" in table
+    assert "| no noise | 0 | –" in table and "each depth's RMS" in table
     fused_dir = tmp_path / "fused"
     shutil.copytree(tmp_path / "corpus", fused_dir / "corpus")
     shutil.copy(tmp_path / "heldout.pt", fused_dir / "heldout.pt")

@@ -276,6 +276,29 @@ def test_head_training_lowers_the_unrolled_loss(design):
         assert target.get_output_embeddings().weight.grad is None
 
 
+def test_input_noise_scales_with_each_depths_own_rms():
+    """Per-depth noise follows each depth's scale (a small depth keeps its signal); "row" noise
+    follows the depths together; for one depth the two rules agree; an unknown rule is refused."""
+    from mtad.distill.head_training import HeadTrainConfig, input_noise
+
+    scales = torch.tensor([0.5, 5.0, 50.0])  # three depths of very different size, side by side
+    features = (torch.randn(2, 64, 3, 16) * scales[:, None]).flatten(-2)  # [B, T, 3*16]
+
+    def amplitude(scale: str, depths: int = 3) -> torch.Tensor:
+        cfg = HeadTrainConfig(workdir="unused", noise=0.1, noise_scale=scale)
+        noise = input_noise(features, depths, cfg, torch.Generator().manual_seed(0)).unflatten(-1, (3, 16))
+        return noise.abs().amax(dim=(0, 1, 3))  # the largest draw per depth: close to 0.1 x its RMS
+
+    per_depth, together = amplitude("depth"), amplitude("row")
+    rms = features.unflatten(-1, (3, 16)).pow(2).mean(-1).sqrt()  # [B, T, 3]
+    assert torch.allclose(per_depth / rms.amax(dim=(0, 1)), torch.full((3,), 0.1), rtol=0.15)
+    assert torch.allclose(together, together[0].expand(3), rtol=0.15)  # one scale for all three
+    assert together[0] > 5 * per_depth[0]  # the small depth drowned by the large one's scale
+    assert torch.equal(amplitude("depth", depths=1), amplitude("row", depths=1))
+    with pytest.raises(ValueError, match="'depth' and 'row'"):
+        amplitude("layer")
+
+
 def eagle1_reference_logits(state, target, ids):
     """EAGLE-1's forward written out (model/cnets1.py), independent of mtad.models.head: fc over
     [embedding; feature of the position before], one Llama layer whose attention input is not

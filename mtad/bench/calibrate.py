@@ -23,7 +23,7 @@ def calibration(curve: dict, gamma: int) -> dict:
     dense dtypes: the candidates for a study's default target (the published weights, or their
     bf16 rounding). Where a 4-bit target is cheaper still, it is named under `fastest` (a
     different target: the fastest way to decode, not a default). `node_budget`: the tree
-    SpecInfer's `node_budget` setting should grow to on that target (`node_budget`)."""
+    SpecInfer's and MMTAD's `node_budget` setting should keep to on that target (`node_budget`)."""
     fast = [c for c in curve["curves"] if c["path"] == "fast"]
 
     def pick(model: str, width: int, dtypes=None) -> dict | None:
@@ -44,7 +44,7 @@ def calibration(curve: dict, gamma: int) -> dict:
         if dense and best["ms"] < dense["ms"]:
             out[key] = {**dense, "fastest": best}
     step = out["target_step"]
-    if step:  # SpecInfer's node budget (EAGLE-2's dynamic tree) on the chosen target's own curve
+    if step:  # the tree methods' node budget (EAGLE-2's dynamic tree) on the chosen target's own curve
         ms = next(
             c["ms"]
             for c in fast

@@ -182,7 +182,7 @@ def _calibration_line(cal: dict, auto: str | None) -> str:
         budget = cal["node_budget"]
         line += (
             f" A draft tree of {budget['nodes']} nodes verifies for at most {budget['tolerance']}× that target's"
-            f" one-token step: SpecInfer's `method.node_budget={budget['nodes']}` on this machine."
+            f" one-token step: SpecInfer's and MMTAD's `method.node_budget={budget['nodes']}` on this machine."
         )
     if auto:
         dense = {v["dtype"] for v in cal.values()}

@@ -9,6 +9,12 @@ highest P(path); then one token from p at that node. Q is either
   the same for every node of that depth. Beams are re-drawn at every step, so that node is in
   general not an ancestor of the best final beam;
 - ``denominator: node``: each node's own Q(path), the joint ratio of that candidate.
+
+With ``node_budget`` N, the target verifies only the N beam nodes of highest draft path
+probability Π q (EAGLE-2's dynamic tree, read off the beams): the tree's width follows the
+draft's confidence and this machine's verification cost curve (`make bench` names the budget).
+The denominators are read on every beam node first, so a kept node's ratio is what it would be
+in the whole tree.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from mtad.decoding.base import Step
 from mtad.decoding.mtad import MultiTokenDecoder
 from mtad.decoding.params import MMTADParams
 from mtad.decoding.phases import phase
+from mtad.decoding.tree import path_sums, within_budget
 
 
 class MMTAD(MultiTokenDecoder):
@@ -29,28 +36,31 @@ class MMTAD(MultiTokenDecoder):
 
     def step(self) -> Step:
         beams = self.draft_beams()
-        tree = beams.tree
+        drafted = beams.tree  # every beam node: the draft's cache holds them in this order
+        device = beams.q_token.device
+        full_depths = torch.tensor(drafted.depths, device=device)  # [N], 1..γ
+        with phase("accept"):
+            log_q_path = path_sums(beams.q_token.log(), torch.tensor(drafted.parents, device=device), full_depths)
+        keep = list(range(len(drafted)))
+        if self.params.node_budget and len(drafted) > self.params.node_budget:
+            keep = within_budget(log_q_path, full_depths, self.params.node_budget)
+        if self.params.denominator == "best_column":  # read on every beam node, before any is left out
+            log_q_path = best_column_denominator(log_q_path, full_depths, beams.best_leaf)
+        tree = drafted.subtree(keep) if len(keep) < len(drafted) else drafted  # the nodes the target verifies
         fresh = self.uncached(self.target_lm)
         logits = self.target_lm.extend(fresh, nodes=torch.tensor(tree.tokens), parents=tree.parents)
-        p = self.score_probs(logits)  # [F+N, k]: row F-1 is the root, row F+i node i
+        p = self.score_probs(logits)  # [F+M, k]: row F-1 is the root, row F+j node j of `tree`
         num_fresh = fresh.numel()
-        device = p.ids.device
-        parents = torch.tensor(tree.parents, device=device)  # [N]
-        depths = torch.tensor(tree.depths, device=device)  # [N], 1..γ
-        parent_row = torch.where(parents < 0, num_fresh - 1, num_fresh + parents)  # [N] p each token was drawn under
-        log_p_path = p[parent_row].prob_of(torch.tensor(tree.tokens, device=device)).log()  # [N] log p(token | parent)
-        log_q_path = beams.q_token.log()
+        parents = torch.tensor(tree.parents, device=device)  # [M]
+        depths = torch.tensor(tree.depths, device=device)  # [M]
+        parent_row = torch.where(parents < 0, num_fresh - 1, num_fresh + parents)  # [M] p each token was drawn under
+        log_p = p[parent_row].prob_of(torch.tensor(tree.tokens, device=device)).log()  # [M] log p(token | parent)
         with phase("accept"):
-            for depth in range(2, int(depths.max()) + 1):  # parents sit one depth up: a level at a time
-                level = (depths == depth).nonzero().flatten()
-                log_p_path[level] += log_p_path[parents[level]]
-                log_q_path[level] += log_q_path[parents[level]]
-        if self.params.denominator == "best_column":
-            log_q_path = best_column_denominator(log_q_path, depths, beams.best_leaf)
-        node = mmtad_select(log_p_path, log_q_path, depths, self.params.threshold)
+            log_p_path = path_sums(log_p, parents, depths)
+        node = mmtad_select(log_p_path, log_q_path[keep], depths, self.params.threshold)
         path = tree.path(node) if node >= 0 else []
         token = self.next_token(p[num_fresh + node] if node >= 0 else p[num_fresh - 1])
         self.target_lm.commit_path(path)
-        self.draft_lm.commit_path(path)
+        self.draft_lm.commit_path([keep[j] for j in path])  # the draft's slots are the beam nodes'
         emitted = [tree.tokens[i] for i in path] + [token]
         return Step(emitted=emitted, accepted=len(path), drafted=max(tree.depths), tree_nodes=len(tree))

@@ -188,14 +188,19 @@ class MTADParams(SamplingFields, AdaptiveFields, MTADFields):  # MTADFields' fie
 
 @dataclass(frozen=True)
 class MMTADParams(MTADParams):
-    """`mmtad`: MTAD's settings, then denominator (declared here, so after every inherited field)."""
+    """`mmtad`: MTAD's settings, then denominator and node_budget (declared here, so after every
+    inherited field)."""
 
     denominator: str = "best_column"  # Q of the ratio P(path)/Q: one of DENOMINATORS (mmtad.py)
+    # at most this many beam nodes verified, those of highest path probability Π q; 0 = every one
+    node_budget: int = 0
 
     def __post_init__(self) -> None:
         super().__post_init__()  # MTAD's settings first: the fields' order
         if self.denominator not in DENOMINATORS:
             raise ValueError(f"denominator must be one of {DENOMINATORS}, got {self.denominator!r}")
+        if not (isinstance(self.node_budget, int) and self.node_budget >= 0):
+            raise ValueError(f"node_budget must be 0 (every beam node) or a positive int, got {self.node_budget}")
 
 
 @dataclass(frozen=True)

@@ -43,6 +43,17 @@ class DraftTree:
             node = self.parents[node]
         return out[::-1]
 
+    def subtree(self, keep: list[int]) -> DraftTree:
+        """The nodes `keep` (ascending, every kept node's parent kept) as a tree of their own, in
+        the same depth-major order: node j here is node keep[j] of this tree."""
+        index = {node: j for j, node in enumerate(keep)}
+        sub = DraftTree()
+        for node in keep:
+            parent = self.parents[node]
+            sub.add(self.tokens[node], -1 if parent < 0 else index[parent])  # KeyError: a parent not kept
+        sub.leaves = {index[node] for node in self.leaves if node in index}
+        return sub
+
     def forward_level(self, lm: CachedModel, first: int, probs_fn) -> Dist:
         """One draft forward over nodes[first:] (one tree level); stores q at each of them and
         returns them, [n, k] in node order."""
@@ -70,6 +81,25 @@ def most_probable(frontier: list[int], path_q: dict[int, float], count: int) -> 
         return frontier
     chosen = set(sorted(frontier, key=lambda node: -path_q[node])[: max(count, 0)])
     return [node for node in frontier if node in chosen]
+
+
+def path_sums(log_x: torch.Tensor, parents: torch.Tensor, depths: torch.Tensor) -> torch.Tensor:
+    """[N] each node's sum of log_x [N] along its root-to-node path (log Π over the path), a level
+    at a time: nodes come depth-major, so a node's parent is summed before it."""
+    out = log_x.clone()
+    for depth in range(2, int(depths.max()) + 1 if len(depths) else 0):
+        level = (depths == depth).nonzero().flatten()
+        out[level] += out[parents[level]]
+    return out
+
+
+def within_budget(log_q_path: torch.Tensor, depths: torch.Tensor, budget: int) -> list[int]:
+    """The `budget` nodes of highest draft path probability Π q (ties: the shallower, then the
+    earlier node), ascending. A child's Π q never exceeds its parent's (q <= 1), so every kept
+    node's parent is kept. Draft probabilities only: which nodes are verified depends on nothing
+    the target says."""
+    order = sorted(range(len(depths)), key=lambda i: (-float(log_q_path[i]), int(depths[i]), i))
+    return sorted(order[:budget])
 
 
 def sample_children(q: Dist, count: int, replacement: bool, generator: torch.Generator | None) -> list[int]:

@@ -153,19 +153,22 @@ def write_chunk(corpus_dir: Path, name: str, records: list[dict], meta: dict) ->
 class Corpus:
     """The chunks on disk; `refresh()` loads chunks written since the last call."""
 
-    def __init__(self, workdir: Path, subdir: str = "corpus"):
+    def __init__(self, workdir: Path, subdir: str = "corpus", load: bool = True):
         self.dir = Path(workdir) / subdir
         self.dir.mkdir(parents=True, exist_ok=True)
         self.records: list[dict] = []
         self.loaded: set[str] = set()
-        self.refresh()
+        if load:  # a producer only writes
+            self.refresh()
 
     def refresh(self) -> int:
         new = 0
         for path in sorted(self.dir.glob("chunk_*.pt")):
             if path.name in self.loaded:
                 continue
-            chunk = torch.load(path, weights_only=False)
+            # memory-mapped: a corpus outgrows memory (a head's stored features are ~10 kB per
+            # position), and the page cache keeps what the batches touch
+            chunk = torch.load(path, weights_only=False, mmap=True)
             for r in chunk["records"]:
                 r.pop("mass", None)  # kept by early chunks; not needed for training
                 r["chunk"] = path.stem.removeprefix("chunk_")  # where it came from (the dataset's rows name it)

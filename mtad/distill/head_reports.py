@@ -1,6 +1,6 @@
 """The feature head's reports beside its model card, as Markdown tables: its design choices
 (``head_design.json`` -> ``head_design.md``: the depth and compute-dtype A/Bs, the fused design's
-ablation and the vocabulary sweep) and its confidence against the target's acceptance
+ablation, its input noise and the vocabulary sweep) and its confidence against the target's acceptance
 (``calibration.json`` -> ``calibration.md``)."""
 
 from __future__ import annotations
@@ -81,6 +81,8 @@ def design_markdown(design: dict) -> str:
             f"Highest mean over positions 1–4: {best} ({mean[best]:.3f}); highest at position 1: {best_first} "
             f"({first[best_first]:.3f}).",
         ]
+    if "noise_ablation" in design:
+        lines += ["", *_noise_section(design["noise_ablation"])]
     if "vocabulary" in design:
         v = design["vocabulary"]
         lines += [
@@ -98,6 +100,33 @@ def design_markdown(design: dict) -> str:
             ),
         ]
     return "\n".join(lines) + "\n"
+
+
+def _noise_section(ab: dict) -> list[str]:
+    """The fused head under each input-noise rule: E[accept] by position (noise costs no step)."""
+    rows = [
+        [n, f"{arm['noise']['noise']:g}", _noise_scale(arm["noise"]), *_at_positions(arm["accept_paper"])]
+        + [f"{_at(arm['accept_paper'], 4) - _at(arm['accept_paper'], 1):+.3f}"]
+        for n, arm in ab["arms"].items()
+    ]
+    return [
+        f"## Input noise on the fused head: from scratch on identical records, {ab['tokens']} answer tokens each "
+        f"(corpus {ab['corpus_tokens']} tokens)",
+        "",
+        "The fused head of the ablation above without feature loss (three depths, own output layer, one layer), "
+        "its input features perturbed in training by uniform noise in [-a, a] times an RMS per position: of the "
+        "three depths side by side, or of each depth on its own (the depths differ several-fold in scale). "
+        + (f"Training-time test over {ab['unroll']} unrolled steps. " if ab.get("unroll") else "")
+        + f"Machine: {ab.get('machine', 'not recorded')}.",
+        "",
+        *md_table(["arm", "a", "times the RMS of", *POSITIONS, "@4 - @1"], rows),
+    ]
+
+
+def _noise_scale(noise: dict) -> str:
+    if not noise["noise"]:
+        return MISSING
+    return "each depth's RMS" if noise["noise_scale"] == "depth" else "the depths together"
 
 
 def _ablation_row(name: str, arm: dict) -> list:

@@ -14,18 +14,16 @@ p' is the target's distribution processed with the paper's setting (`objectives.
 soft labels over its support), f the target's final feature at the same position. The
 regression term is the one-depth design's (its f^ is read through the target's LM head); a
 fused head with its own output layer has nothing to predict but q, so its `reg_weight` is 0
-unless an ablation asks otherwise. Noise on the input features (uniform, scaled by their RMS)
+unless an ablation asks otherwise. Noise on the input features (uniform, scaled by each depth's RMS)
 keeps the head robust to its own imperfect outputs. Batches are balanced over the task
 families as for the layer draft.
 """
 
 from __future__ import annotations
 
-import copy
 import logging
 import random
-import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
@@ -37,7 +35,7 @@ from ..models.head import FeatureHead, build_head, load_head, save_head
 from .corpus import Corpus
 from .objectives import kl_paper, pair_stats
 from .pipeline import load_heldout
-from .training import choose_head_tokens, full_to_head_index, sample_batch
+from .training import choose_head_tokens, full_to_head_index
 from .training_loop import BATCHES_BEFORE_TRAINING, train, wait_for_records
 
 log = logging.getLogger(__name__)
@@ -61,6 +59,9 @@ class HeadTrainConfig:
     step_decay: float = 0.8  # weight of step s: decay^(s-1)
     reg_weight: float = 0.1  # feature regression beside the KL (read only by heads on the target's LM head)
     noise: float = 0.1  # uniform noise on input features, times their RMS
+    # whose RMS scales the noise: "depth" each depth's own (a fused head's depths differ ~10x in
+    # scale), "row" the RMS of the depths side by side; the same for a one-depth head
+    noise_scale: str = "depth"
     lr: float = 1e-3
     warmup_steps: int = 50
     batch_seqs: int = 8
@@ -127,15 +128,30 @@ def to_device(batch: tuple, device: torch.device) -> tuple:
     return tuple(t.to(device, non_blocking=True) for t in batch)
 
 
+def input_noise(
+    features: torch.Tensor, depths: int, cfg: HeadTrainConfig, generator: torch.Generator | None = None
+) -> torch.Tensor:
+    """Uniform noise in [-noise, noise] times an RMS, per position (features [B, T, D*H], the D
+    depths side by side): each depth's own RMS (`noise_scale` "depth"), or the RMS of all D at once
+    ("row"). The depths a fused head reads differ in scale (SmolLM2's residual stream grows ~10x
+    from layer 2 to layer 27), so one RMS over all of them drowns the low depth in noise."""
+    u = (torch.rand(features.shape, generator=generator).to(features.device) - 0.5) * 2 * cfg.noise
+    if cfg.noise_scale not in ("depth", "row"):
+        raise ValueError(f"noise_scale {cfg.noise_scale!r}: valid are 'depth' and 'row'")
+    groups = depths if cfg.noise_scale == "depth" else 1
+    split = features.unflatten(-1, (groups, -1))  # [B, T, groups, D*H/groups]
+    rms = split.pow(2).mean(-1, keepdim=True).sqrt()
+    return (u.unflatten(-1, (groups, -1)) * rms).flatten(-2)
+
+
 def head_loss(
     head: FeatureHead, batch: tuple, index: torch.Tensor, cfg: HeadTrainConfig, generator: torch.Generator | None = None
 ) -> tuple[torch.Tensor, list[float]]:
     """The unrolled loss of one batch and each step's KL (for the log)."""
     ids, features, valid, rows, cols, top_ids, top_lp, final = batch
-    rms = features.pow(2).mean(-1, keepdim=True).sqrt()
-    noise = (torch.rand(features.shape, generator=generator).to(features.device) - 0.5) * 2 * cfg.noise * rms
+    noisy = features + input_noise(features, len(head.target_depths), cfg, generator)
     first = max(int(cols.min()) - cfg.steps, 0)  # later steps only where the loss reads them
-    predicted = head.unroll(ids, features + noise, cfg.steps, first_row=first, valid=valid)  # steps x [B, T, H]
+    predicted = head.unroll(ids, noisy, cfg.steps, first_row=first, valid=valid)  # steps x [B, T, H]
     total, kls = 0.0, []
     for s, f_hat in enumerate(predicted):
         logq = torch.log_softmax(head.head_logits(f_hat[rows, cols]).float(), dim=-1)  # [N, |head|]
@@ -385,9 +401,6 @@ class HeadTrainer:
         return False
 
 
-# ----------------------------------------------------------------------------- design choices
-
-
 def with_vocabulary(head: FeatureHead, target, head_token_ids: list[int] | None) -> FeatureHead:
     """The same trained head read through another set of the target's LM-head rows (None: all):
     the head predicts a feature, so any vocabulary can read it; only the cost and q change."""
@@ -398,233 +411,17 @@ def with_vocabulary(head: FeatureHead, target, head_token_ids: list[int] | None)
     return other.to(head.dtype).eval()
 
 
-def vocabulary_sweep(
-    head: FeatureHead, target, heldout: dict, mass: torch.Tensor, sizes: list[int], special_ids: list[int] = ()
-) -> list[dict]:
-    """Held-out acceptance per draft position and the fast-path step cost of the head read
-    through the `sizes` most probable tokens of the corpus (0 = the full vocabulary)."""
-    from .measure import step_ms
-
-    rows, target_ms = [], step_ms(target)
-    for size in sizes:
-        ids = choose_head_tokens(mass, size, list(special_ids)) if size else None
-        variant = with_vocabulary(head, target, ids)
-        stats = evaluate_head(variant, heldout)
-        rows.append(
-            {
-                "vocabulary": size or head.vocab_size,
-                "mass_coverage": float(mass[ids].sum() / mass.sum()) if ids else 1.0,
-                "accept_paper": {s: stats["mean"][f"accept_paper@{s}"] for s in range(1, 5)},
-                "by_family": {f: stats[f]["accept_paper"] for f in stats if f != "mean"},
-                "step_ms": step_ms(target, variant),
-                "target_step_ms": target_ms,
-            }
-        )
-        log.info("vocabulary %s: %s", size, rows[-1])
-    return rows
-
-
-@dataclass
-class AblationArm:
-    """One head of a side-by-side run: the head, its compute dtype (bf16 under autocast, else
-    float32) and the weight of its feature-regression term."""
-
-    head: FeatureHead
-    dtype: torch.dtype = torch.float32
-    reg_weight: float = 0.1
-
-
-def heads_ab(
-    cfg: HeadTrainConfig,
-    corpus: Corpus,
-    heldout: dict,
-    arms: dict[str, AblationArm],
-    tokens: int,
-    target=None,
-    max_minutes: float | None = None,
-    save_dir: Path | None = None,
-) -> dict | None:
-    """Heads trained side by side on identical records (and noise) for `tokens` answer tokens
-    (`arms`: name -> AblationArm): held-out acceptance per draft position, trained tokens/s and,
-    given `target`, the head's fast-path step beside the target's. Each step trains every arm on
-    the same batch, so the arms stay at equal tokens.
-
-    With `save_dir`, resumable: `ablation.pt` there holds every arm's head and optimiser and the
-    record stream's state, written every `cfg.ckpt_minutes`, at `max_minutes` and on SIGTERM (the
-    call then returns None: call again to go on); when done, each arm's head is written beside it
-    (`<n>.safetensors`, n its position in `arms`) for the winner to be trained on."""
-    from .measure import step_ms
-    from .training_loop import stop_event
-
-    optimizers = {n: head_optimizer(a.head, cfg.lr) for n, a in arms.items()}
-    first = next(iter(arms.values())).head
-    index, rng = full_to_head_index(first), random.Random(cfg.seed)
-    progress = {"trained": 0, "step": 0, "seconds": dict.fromkeys(arms, 0.0)}
-    ckpt = Path(save_dir) / "ablation.pt" if save_dir is not None else None
-    if ckpt is not None and ckpt.exists():
-        saved = torch.load(ckpt, weights_only=False)
-        if (saved["arms"], saved["target_tokens"], saved["head_ids"]) != (list(arms), tokens, first.head_ids):
-            raise ValueError(
-                f"{ckpt} holds another ablation ({saved['arms']}, {saved['target_tokens']} tokens, or another "
-                "vocabulary: the corpus changed); move it away to start this one"
-            )
-        for n, arm in arms.items():
-            arm.head.load_state_dict(saved["heads"][n])
-            optimizers[n].load_state_dict(saved["optimizers"][n])
-        progress = saved["progress"]
-        rng.setstate(saved["rng"])
-        log.info("resumed the ablation at %d answer tokens per arm", progress["trained"])
-
-    def save() -> None:
-        ckpt.parent.mkdir(parents=True, exist_ok=True)
-        state = {
-            "arms": list(arms),
-            "target_tokens": tokens,
-            "head_ids": first.head_ids,
-            "heads": {n: a.head.state_dict() for n, a in arms.items()},
-            "optimizers": {n: o.state_dict() for n, o in optimizers.items()},
-            "progress": progress,
-            "rng": rng.getstate(),
-        }
-        torch.save(state, ckpt.with_suffix(".tmp"))
-        ckpt.with_suffix(".tmp").replace(ckpt)
-
-    by_family, started, last_save = corpus.by_family(), time.perf_counter(), time.perf_counter()
-    stop = stop_event() if ckpt is not None else None
-    while progress["trained"] < tokens:
-        records, batches = sample_batch(by_family, cfg.batch_seqs, rng), {}
-        for n, arm in arms.items():
-            key = feature_key(arm.head)
-            if key not in batches:  # identical records, each arm reading the features it is built for
-                batches[key] = collate_features(records, cfg.max_len, key)
-            arm_cfg = replace(cfg, reg_weight=arm.reg_weight)
-            start = time.perf_counter()
-            generator = torch.Generator().manual_seed(progress["step"])
-            optimizer_step(
-                arm.head,
-                optimizers[n],
-                batches[key],
-                index,
-                arm_cfg,
-                progress["step"],
-                generator,
-                arm.dtype == torch.bfloat16,
-            )
-            progress["seconds"][n] += time.perf_counter() - start
-        progress["trained"] += int(next(iter(batches.values()))[3].numel())
-        progress["step"] += 1
-        if progress["step"] % 20 == 0:
-            log.info("%d answer tokens per arm, %.0f s", progress["trained"], time.perf_counter() - started)
-        out_of_time = max_minutes is not None and time.perf_counter() - started > 60 * max_minutes
-        if progress["trained"] < tokens and (out_of_time or (stop is not None and stop.is_set())):
-            if ckpt is None:
-                break  # not resumable: report the arms where they stand
-            save()
-            log.info("stopped at %d answer tokens per arm; run again to go on", progress["trained"])
-            return None
-        if ckpt is not None and time.perf_counter() - last_save > 60 * cfg.ckpt_minutes:
-            save()
-            last_save = time.perf_counter()
-    if ckpt is not None:
-        save()
-    trained, seconds = progress["trained"], progress["seconds"]
-    out = {
-        "tokens": trained,
-        "target_tokens": tokens,
-        "corpus_tokens": corpus.answer_tokens,
-        "unroll": cfg.steps,
-        "arms": {},
-    }
-    target_ms = step_ms(target) if target is not None else None
-    for i, (n, arm) in enumerate(arms.items()):
-        stats = evaluate_head(arm.head, heldout)
-        out["arms"][n] = {
-            "design": design_of(arm.head) | {"reg_weight": arm.reg_weight},
-            "compute_dtype": str(arm.dtype).replace("torch.", ""),
-            "accept_paper": {s: stats["mean"][f"accept_paper@{s}"] for s in range(1, 5)},
-            "by_family": {f: stats[f]["accept_paper"] for f in stats if f != "mean"},
-            "trained_tokens_per_s": trained / seconds[n],
-        }
-        if save_dir is not None:
-            meta = {"trained_tokens": trained, "ablation_arm": n, "train_config": asdict(cfg) | {"workdir": None}}
-            save_head(arm.head, Path(save_dir) / f"{i}.safetensors", extra_meta=meta)
-        if target is not None:
-            ms = step_ms(target, arm.head.to(target.dtype))
-            out["arms"][n] |= {"step_ms": ms, "target_step_ms": target_ms}
-        log.info("arm %s after %d tokens: %s", n, trained, out["arms"][n])
-    return out
-
-
-def design_of(head: FeatureHead) -> dict:
-    return {"layers": head.num_layers, "fused_depths": head.fused_depths, "own_output": head.own_output}
-
-
-# the levers of the fused design, one added at a time (then the depth), on identical records
-DESIGN_ARMS = {
-    "one depth (today's)": dict(fused=False, own_output=False, reg=0.1, layers=1),
-    "+ fused depths": dict(fused=True, own_output=False, reg=0.1, layers=1),
-    "+ own output layer": dict(fused=True, own_output=True, reg=0.1, layers=1),
-    "- feature loss": dict(fused=True, own_output=True, reg=0.0, layers=1),
-    "- feature loss, 2 layers": dict(fused=True, own_output=True, reg=0.0, layers=2),
-}
-
-
-def design_ablation(
-    cfg: HeadTrainConfig,
-    target,
-    corpus: Corpus,
-    heldout: dict,
-    tokens: int,
-    ids: list[int],
-    arms=DESIGN_ARMS,
-    max_minutes: float | None = None,
-    save_dir: Path | None = None,
-) -> dict | None:
-    """Every lever of the fused design measured from scratch at equal trained tokens on identical
-    records (`heads_ab`), one vocabulary for all (`ids`), each arm in the trainer's compute dtype."""
-    dtype = compute_dtype(cfg.compute_dtype, torch.device("cpu"))
-    built = {
-        name: AblationArm(
-            build_head(target, a["layers"], ids, seed=cfg.seed, fused=a["fused"], own_output=a["own_output"]).float(),
-            dtype,
-            a["reg"],
-        )
-        for name, a in arms.items()
-    }
-    return heads_ab(cfg, corpus, heldout, built, tokens, target=target, max_minutes=max_minutes, save_dir=save_dir)
-
-
-def layers_ab(
-    cfg: HeadTrainConfig, target, corpus: Corpus, heldout: dict, layers: tuple[int, ...], tokens: int, ids: list[int]
-) -> dict:
-    """Heads of each depth in `layers`, from scratch on identical batches (float32 compute)."""
-    arms = {
-        n: AblationArm(build_head(target, n, ids, seed=cfg.seed).float(), torch.float32, cfg.reg_weight) for n in layers
-    }
-    return heads_ab(cfg, corpus, heldout, arms, tokens)
-
-
-def compute_dtype_ab(cfg: HeadTrainConfig, corpus: Corpus, heldout: dict, head: FeatureHead, tokens: int) -> dict:
-    """The same head trained in float32 and in bf16 compute (float32 master weights) on identical
-    batches: whether bf16 keeps the held-out curve at equal tokens, and what it gains per second."""
-    arms = {
-        "float32": AblationArm(copy.deepcopy(head).float(), torch.float32, cfg.reg_weight),
-        "bfloat16": AblationArm(copy.deepcopy(head).float(), torch.bfloat16, cfg.reg_weight),
-    }
-    return heads_ab(cfg, corpus, heldout, arms, tokens)
-
-
 __all__ = [
     "HeadTrainConfig",
     "HeadTrainer",
     "collate_features",
     "evaluate_head",
     "head_loss",
-    "compute_dtype_ab",
+    "compute_dtype",
     "confidence_calibration",
-    "design_ablation",
-    "heads_ab",
-    "layers_ab",
-    "vocabulary_sweep",
+    "feature_key",
+    "head_optimizer",
+    "input_noise",
+    "optimizer_step",
     "with_vocabulary",
 ]

@@ -115,7 +115,7 @@ def load_heldout(workdir: Path) -> dict[str, list[dict]]:
 def produce(cfg: DistillConfig, target, tokenizer, name: str = "p0") -> None:
     set_threads(cfg.threads)
     workdir = Path(cfg.workdir)
-    corpus = Corpus(workdir)
+    corpus = Corpus(workdir, load=False)
     stop, t_start = stop_event(), time.time()
     ceiling = roofline(target, cfg.slots)  # what this machine allows, printed beside every chunk's rates
     append_jsonl(workdir / "rates.jsonl", {"process": "roofline", "time": time.time()} | ceiling)

@@ -1,0 +1,295 @@
+"""Feature heads trained side by side on identical records at equal tokens: the design choices
+behind the committed head (depth, compute dtype, the fused design's levers one at a time, the
+input noise) and its vocabulary, each measured on the held-out target answers
+(`head_training.evaluate_head`). `head_reports` renders what they return."""
+
+from __future__ import annotations
+
+import copy
+import logging
+import random
+import time
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+import torch
+
+from ..models.head import FeatureHead, build_head, save_head
+from .corpus import Corpus
+from .head_training import (
+    HeadTrainConfig,
+    collate_features,
+    compute_dtype,
+    evaluate_head,
+    feature_key,
+    head_optimizer,
+    optimizer_step,
+    with_vocabulary,
+)
+from .training import choose_head_tokens, full_to_head_index, sample_batch
+
+log = logging.getLogger(__name__)
+
+
+def vocabulary_sweep(
+    head: FeatureHead, target, heldout: dict, mass: torch.Tensor, sizes: list[int], special_ids: list[int] = ()
+) -> list[dict]:
+    """Held-out acceptance per draft position and the fast-path step cost of the head read
+    through the `sizes` most probable tokens of the corpus (0 = the full vocabulary)."""
+    from .measure import step_ms
+
+    rows, target_ms = [], step_ms(target)
+    for size in sizes:
+        ids = choose_head_tokens(mass, size, list(special_ids)) if size else None
+        variant = with_vocabulary(head, target, ids)
+        stats = evaluate_head(variant, heldout)
+        rows.append(
+            {
+                "vocabulary": size or head.vocab_size,
+                "mass_coverage": float(mass[ids].sum() / mass.sum()) if ids else 1.0,
+                "accept_paper": {s: stats["mean"][f"accept_paper@{s}"] for s in range(1, 5)},
+                "by_family": {f: stats[f]["accept_paper"] for f in stats if f != "mean"},
+                "step_ms": step_ms(target, variant),
+                "target_step_ms": target_ms,
+            }
+        )
+        log.info("vocabulary %s: %s", size, rows[-1])
+    return rows
+
+
+@dataclass
+class AblationArm:
+    """One head of a side-by-side run: the head, its compute dtype (bf16 under autocast, else
+    float32), the weight of its feature-regression term and its input noise, if not the run's."""
+
+    head: FeatureHead
+    dtype: torch.dtype = torch.float32
+    reg_weight: float = 0.1
+    noise: dict | None = None  # HeadTrainConfig fields this arm overrides (noise, noise_scale)
+
+
+def heads_ab(
+    cfg: HeadTrainConfig,
+    corpus: Corpus,
+    heldout: dict,
+    arms: dict[str, AblationArm],
+    tokens: int,
+    target=None,
+    max_minutes: float | None = None,
+    save_dir: Path | None = None,
+) -> dict | None:
+    """Heads trained side by side on identical records (and noise) for `tokens` answer tokens
+    (`arms`: name -> AblationArm): held-out acceptance per draft position, trained tokens/s and,
+    given `target`, the head's fast-path step beside the target's. Each step trains every arm on
+    the same batch, so the arms stay at equal tokens.
+
+    With `save_dir`, resumable: `ablation.pt` there holds every arm's head and optimiser and the
+    record stream's state, written every `cfg.ckpt_minutes`, at `max_minutes` and on SIGTERM (the
+    call then returns None: call again to go on); when done, each arm's head is written beside it
+    (`<n>.safetensors`, n its position in `arms`) for the winner to be trained on."""
+    from .measure import step_ms
+    from .training_loop import stop_event
+
+    optimizers = {n: head_optimizer(a.head, cfg.lr) for n, a in arms.items()}
+    first = next(iter(arms.values())).head
+    index, rng = full_to_head_index(first), random.Random(cfg.seed)
+    progress = {"trained": 0, "step": 0, "seconds": dict.fromkeys(arms, 0.0)}
+    ckpt = Path(save_dir) / "ablation.pt" if save_dir is not None else None
+    if ckpt is not None and ckpt.exists():
+        saved = torch.load(ckpt, weights_only=False)
+        if (saved["arms"], saved["target_tokens"], saved["head_ids"]) != (list(arms), tokens, first.head_ids):
+            raise ValueError(
+                f"{ckpt} holds another ablation ({saved['arms']}, {saved['target_tokens']} tokens, or another "
+                "vocabulary: the corpus changed); move it away to start this one"
+            )
+        for n, arm in arms.items():
+            arm.head.load_state_dict(saved["heads"][n])
+            optimizers[n].load_state_dict(saved["optimizers"][n])
+        progress = saved["progress"]
+        rng.setstate(saved["rng"])
+        log.info("resumed the ablation at %d answer tokens per arm", progress["trained"])
+
+    def save() -> None:
+        ckpt.parent.mkdir(parents=True, exist_ok=True)
+        state = {
+            "arms": list(arms),
+            "target_tokens": tokens,
+            "head_ids": first.head_ids,
+            "heads": {n: a.head.state_dict() for n, a in arms.items()},
+            "optimizers": {n: o.state_dict() for n, o in optimizers.items()},
+            "progress": progress,
+            "rng": rng.getstate(),
+        }
+        torch.save(state, ckpt.with_suffix(".tmp"))
+        ckpt.with_suffix(".tmp").replace(ckpt)
+
+    by_family, started, last_save = corpus.by_family(), time.perf_counter(), time.perf_counter()
+    stop = stop_event() if ckpt is not None else None
+    while progress["trained"] < tokens:
+        records, batches = sample_batch(by_family, cfg.batch_seqs, rng), {}
+        for n, arm in arms.items():
+            key = feature_key(arm.head)
+            if key not in batches:  # identical records, each arm reading the features it is built for
+                batches[key] = collate_features(records, cfg.max_len, key)
+            arm_cfg = replace(cfg, reg_weight=arm.reg_weight, **(arm.noise or {}))
+            start = time.perf_counter()
+            generator = torch.Generator().manual_seed(progress["step"])
+            optimizer_step(
+                arm.head,
+                optimizers[n],
+                batches[key],
+                index,
+                arm_cfg,
+                progress["step"],
+                generator,
+                arm.dtype == torch.bfloat16,
+            )
+            progress["seconds"][n] += time.perf_counter() - start
+        progress["trained"] += int(next(iter(batches.values()))[3].numel())
+        progress["step"] += 1
+        if progress["step"] % 20 == 0:
+            log.info("%d answer tokens per arm, %.0f s", progress["trained"], time.perf_counter() - started)
+        out_of_time = max_minutes is not None and time.perf_counter() - started > 60 * max_minutes
+        if progress["trained"] < tokens and (out_of_time or (stop is not None and stop.is_set())):
+            if ckpt is None:
+                break  # not resumable: report the arms where they stand
+            save()
+            log.info("stopped at %d answer tokens per arm; run again to go on", progress["trained"])
+            return None
+        if ckpt is not None and time.perf_counter() - last_save > 60 * cfg.ckpt_minutes:
+            save()
+            last_save = time.perf_counter()
+    if ckpt is not None:
+        save()
+    trained, seconds = progress["trained"], progress["seconds"]
+    out = {
+        "tokens": trained,
+        "target_tokens": tokens,
+        "corpus_tokens": corpus.answer_tokens,
+        "unroll": cfg.steps,
+        "arms": {},
+    }
+    target_ms = step_ms(target) if target is not None else None
+    for i, (n, arm) in enumerate(arms.items()):
+        stats = evaluate_head(arm.head, heldout)
+        out["arms"][n] = {
+            "design": design_of(arm.head) | {"reg_weight": arm.reg_weight},
+            "noise": {"noise": cfg.noise, "noise_scale": cfg.noise_scale} | (arm.noise or {}),
+            "compute_dtype": str(arm.dtype).replace("torch.", ""),
+            "accept_paper": {s: stats["mean"][f"accept_paper@{s}"] for s in range(1, 5)},
+            "by_family": {f: stats[f]["accept_paper"] for f in stats if f != "mean"},
+            "trained_tokens_per_s": trained / seconds[n],
+        }
+        if save_dir is not None:
+            meta = {"trained_tokens": trained, "ablation_arm": n, "train_config": asdict(cfg) | {"workdir": None}}
+            save_head(arm.head, Path(save_dir) / f"{i}.safetensors", extra_meta=meta)
+        if target is not None:
+            ms = step_ms(target, arm.head.to(target.dtype))
+            out["arms"][n] |= {"step_ms": ms, "target_step_ms": target_ms}
+        log.info("arm %s after %d tokens: %s", n, trained, out["arms"][n])
+    return out
+
+
+def design_of(head: FeatureHead) -> dict:
+    return {"layers": head.num_layers, "fused_depths": head.fused_depths, "own_output": head.own_output}
+
+
+# the levers of the fused design, one added at a time (then the depth), on identical records
+DESIGN_ARMS = {
+    "one depth (today's)": dict(fused=False, own_output=False, reg=0.1, layers=1),
+    "+ fused depths": dict(fused=True, own_output=False, reg=0.1, layers=1),
+    "+ own output layer": dict(fused=True, own_output=True, reg=0.1, layers=1),
+    "- feature loss": dict(fused=True, own_output=True, reg=0.0, layers=1),
+    "- feature loss, 2 layers": dict(fused=True, own_output=True, reg=0.0, layers=2),
+}
+
+
+def design_ablation(
+    cfg: HeadTrainConfig,
+    target,
+    corpus: Corpus,
+    heldout: dict,
+    tokens: int,
+    ids: list[int],
+    arms=DESIGN_ARMS,
+    max_minutes: float | None = None,
+    save_dir: Path | None = None,
+) -> dict | None:
+    """Every lever of the fused design measured from scratch at equal trained tokens on identical
+    records (`heads_ab`), one vocabulary for all (`ids`), each arm in the trainer's compute dtype."""
+    dtype = compute_dtype(cfg.compute_dtype, torch.device("cpu"))
+    built = {
+        name: AblationArm(
+            build_head(target, a["layers"], ids, seed=cfg.seed, fused=a["fused"], own_output=a["own_output"]).float(),
+            dtype,
+            a["reg"],
+        )
+        for name, a in arms.items()
+    }
+    return heads_ab(cfg, corpus, heldout, built, tokens, target=target, max_minutes=max_minutes, save_dir=save_dir)
+
+
+# input noise on the fused head (no feature loss, one layer): scaled as the design ablation's
+# arms were, by each depth's own scale, or none
+NOISE_ARMS = {
+    "noise x RMS of the depths together": dict(noise=0.1, noise_scale="row"),
+    "noise x each depth's RMS": dict(noise=0.1, noise_scale="depth"),
+    "no noise": dict(noise=0.0, noise_scale="depth"),
+}
+
+
+def noise_ablation(
+    cfg: HeadTrainConfig,
+    target,
+    corpus: Corpus,
+    heldout: dict,
+    tokens: int,
+    ids: list[int],
+    arms=NOISE_ARMS,
+    max_minutes: float | None = None,
+    save_dir: Path | None = None,
+) -> dict | None:
+    """The fused head (three depths, own output layer, no feature loss) from scratch under each
+    input noise of `arms`, at equal trained tokens on identical records (`heads_ab`). Noise changes
+    no cost, so no step is timed."""
+    dtype = compute_dtype(cfg.compute_dtype, torch.device("cpu"))
+    built = {
+        name: AblationArm(
+            build_head(target, 1, ids, seed=cfg.seed, fused=True, own_output=True).float(), dtype, 0.0, noise
+        )
+        for name, noise in arms.items()
+    }
+    return heads_ab(cfg, corpus, heldout, built, tokens, max_minutes=max_minutes, save_dir=save_dir)
+
+
+def layers_ab(
+    cfg: HeadTrainConfig, target, corpus: Corpus, heldout: dict, layers: tuple[int, ...], tokens: int, ids: list[int]
+) -> dict:
+    """Heads of each depth in `layers`, from scratch on identical batches (float32 compute)."""
+    arms = {
+        n: AblationArm(build_head(target, n, ids, seed=cfg.seed).float(), torch.float32, cfg.reg_weight) for n in layers
+    }
+    return heads_ab(cfg, corpus, heldout, arms, tokens)
+
+
+def compute_dtype_ab(cfg: HeadTrainConfig, corpus: Corpus, heldout: dict, head: FeatureHead, tokens: int) -> dict:
+    """The same head trained in float32 and in bf16 compute (float32 master weights) on identical
+    batches: whether bf16 keeps the held-out curve at equal tokens, and what it gains per second."""
+    arms = {
+        "float32": AblationArm(copy.deepcopy(head).float(), torch.float32, cfg.reg_weight),
+        "bfloat16": AblationArm(copy.deepcopy(head).float(), torch.bfloat16, cfg.reg_weight),
+    }
+    return heads_ab(cfg, corpus, heldout, arms, tokens)
+
+
+__all__ = [
+    "AblationArm",
+    "DESIGN_ARMS",
+    "NOISE_ARMS",
+    "compute_dtype_ab",
+    "design_ablation",
+    "heads_ab",
+    "layers_ab",
+    "noise_ablation",
+    "vocabulary_sweep",
+]
