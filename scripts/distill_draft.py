@@ -12,13 +12,15 @@
         fused design (three depths, own output layer, no feature loss, 1 vs 2 layers) from scratch, same records
     python scripts/distill_draft.py head-noise --pair smollm2_135m_head --ab-tokens 300000  # the fused head's
         input noise: scaled by all depths' RMS at once, by each depth's own, or none; from scratch, same records
+    python scripts/distill_draft.py head-final --pair smollm2_135m_head --ab-tokens 300000  # the fused head's
+        high depth, layer L-3 or the final feature, beside the one-depth head; from scratch, same records
     python scripts/distill_draft.py head-calibration --pair smollm2_135m_head  # the head's confidence against
         the target's acceptance of what it drafts, per drafted position -> results/draft/calibration.{json,md}
     python scripts/distill_draft.py snapshot  --pair smollm2_135m_head  # the work dir's sampled answers into
         the committed teacher-answers dataset (mtad/assets/drafts/teacher_answers/)
     python scripts/distill_draft.py featurize --pair smollm2_135m_head  # that dataset scored into the work dir's
         corpus (a fresh machine's first step: the trainers then read it as they read the producer's chunks)
-(head-design, head-noise, head-ab, head-vocab and dtype-ab write results/draft/head_design.{json,md};
+(head-design, head-noise, head-final, head-ab, head-vocab and dtype-ab write results/draft/head_design.{json,md};
 time them on a quiet machine.)
 """
 
@@ -29,6 +31,7 @@ import logging
 import os
 import shutil
 import sys
+from functools import partial
 from pathlib import Path
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -55,6 +58,7 @@ def main(argv=None) -> int:
             "featurize",
             "head-design",
             "head-noise",
+            "head-final",
             "head-calibration",
             "head-ab",
             "head-vocab",
@@ -175,7 +179,7 @@ def main(argv=None) -> int:
     target, tokenizer = load_target_and_tokenizer(cfg, device=device, dtype=dtype)
     target.requires_grad_(False)
     special_ids = tokenizer.all_special_ids + [tokenizer.eos_token_id]
-    if args.job in ("head-ab", "head-vocab", "dtype-ab", "head-design", "head-noise", "head-calibration"):
+    if args.job in ("head-ab", "head-vocab", "dtype-ab", "head-design", "head-noise", "head-final", "head-calibration"):
         return head_design(args, workdir, dest, target, special_ids)
     if args.job == "featurize":
         from mtad.distill.answers import DATASET_DIR, featurize
@@ -238,18 +242,19 @@ def head_design(args, workdir: Path, head_file: Path, target, special_ids: list[
         return 0
     corpus = Corpus(workdir)
     mass = corpus_mass(corpus.records, target.config.vocab_size, processed=args.job == "head-design")
-    if args.job in ("head-design", "head-noise"):
-        from mtad.distill.head_ablations import design_ablation, noise_ablation
+    if args.job in ("head-design", "head-noise", "head-final"):
+        from mtad.distill.head_ablations import HIGH_DEPTH_ARMS, NOISE_ARMS, design_ablation, variant_ablation
         from mtad.provenance import environment_record
 
         cfg = HeadTrainConfig(workdir=str(workdir), lr=args.head_lr, steps=args.unroll)
         ids = choose_head_tokens(mass, cfg.head_size, special_ids)
-        ablation, key, save_dir = (
-            (design_ablation, "design_ablation", workdir / "design")
-            if args.job == "head-design"
-            else (noise_ablation, "noise_ablation", workdir / "noise")
-        )
-        value = ablation(
+        key, save_dir = {
+            "head-design": ("design_ablation", workdir / "design"),
+            "head-noise": ("noise_ablation", workdir / "noise"),
+            "head-final": ("high_depth_ablation", workdir / "high_depth"),
+        }[args.job]
+        run = {"head-noise": NOISE_ARMS, "head-final": HIGH_DEPTH_ARMS}.get(args.job)
+        value = (design_ablation if run is None else partial(variant_ablation, arms=run))(
             cfg, target, corpus, heldout, args.ab_tokens, ids, max_minutes=args.max_minutes, save_dir=save_dir
         )
         if value is None:

@@ -315,7 +315,13 @@ def test_head_producer_and_trainer_run_resume_and_write_a_card(tiny, tmp_path):
     # same records; a fused head trains, is written with its design and resumes through the trainer
     import shutil
 
-    from mtad.distill.head_ablations import DESIGN_ARMS, NOISE_ARMS, design_ablation, noise_ablation
+    from mtad.distill.head_ablations import (
+        DESIGN_ARMS,
+        HIGH_DEPTH_ARMS,
+        NOISE_ARMS,
+        design_ablation,
+        variant_ablation,
+    )
     from mtad.distill.head_reports import design_markdown
 
     width = 3 * target.config.hidden_size
@@ -343,14 +349,21 @@ def test_head_producer_and_trainer_run_resume_and_write_a_card(tiny, tmp_path):
     assert load_head(tmp_path / "ab" / "3.safetensors", target).own_output  # each arm's head kept
     with pytest.raises(ValueError, match="another ablation"):
         design_ablation(hcfg, target, corpus, heldout, 40, ids, save_dir=tmp_path / "ab")
-    # the fused head's input noise, one rule per arm on the same records: recorded, and each trains its own head
-    noise = noise_ablation(hcfg, target, corpus, heldout, 20, ids)
+    # variants of the fused head on the same records, each recorded and training its own head: the
+    # input noise's rule, and the high depth (the final feature read from the stored final one)
+    noise = variant_ablation(hcfg, target, corpus, heldout, 20, ids, NOISE_ARMS)
     assert list(noise["arms"]) == list(NOISE_ARMS)
-    assert [a["noise"] for a in noise["arms"].values()] == list(NOISE_ARMS.values())
+    assert [a["noise"] for a in noise["arms"].values()] == [a["noise"] for a in NOISE_ARMS.values()]
     assert len({json.dumps(a["accept_paper"]) for a in noise["arms"].values()}) == len(NOISE_ARMS)
-    table = design_markdown({"design_ablation": ablation, "noise_ablation": noise})
+    high = variant_ablation(hcfg, target, corpus, heldout, 20, ids, HIGH_DEPTH_ARMS)
+    depths = [a["design"]["fused_depths"] for a in high["arms"].values()]
+    assert depths == [None, (1, 1, 3), (1, 1, -1)]
+    assert len({json.dumps(a["accept_paper"]) for a in high["arms"].values()}) == len(HIGH_DEPTH_ARMS)
+    table = design_markdown({"design_ablation": ablation, "noise_ablation": noise, "high_depth_ablation": high})
     assert "| - feature loss, 2 layers | 2 | yes | yes | 0 |" in table
-    assert "| no noise | 0 | –" in table and "each depth's RMS" in table
+    assert "| no noise | 1, 1, 3 | none | 0 |" in table and "| 0.1 x each depth's RMS | 0 |" in table
+    assert "| fused, high depth final | 1, 1, -1 | 0.1 x each depth's RMS | 0 |" in table
+    assert "| one depth (today's) | final | 0.1 x each depth's RMS | 0.1 |" in table
     fused_dir = tmp_path / "fused"
     shutil.copytree(tmp_path / "corpus", fused_dir / "corpus")
     shutil.copy(tmp_path / "heldout.pt", fused_dir / "heldout.pt")

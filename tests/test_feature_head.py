@@ -39,7 +39,13 @@ def path_of(node):
 
 
 # the two designs of `models.head`: one depth on the target's LM head, and fused depths with its own output layer
-DESIGNS = {"one_depth": {}, "fused": {"fused": True, "own_output": True}}
+# the final-depth design reads hidden_states[-1] where the fused one reads hidden_states[L]: the
+# same tensor on these small targets, reached by another index on every path
+DESIGNS = {
+    "one_depth": {},
+    "fused": {"fused": True, "own_output": True},
+    "fused_final": {"fused": True, "own_output": True, "final": True},
+}
 
 
 def hidden(model, ids, depths=(-1,)):
@@ -206,6 +212,9 @@ def test_fused_head_file_keeps_its_output_layer_and_v1_files_still_load(tmp_path
     deeper = BUILDERS["llama"](0, vocab=12, layers=6)
     with pytest.raises(ValueError, match="trained on another target"):
         load_head(path, deeper)
+    final = tiny_head(target, 3, head_token_ids=[0, 2, 5, 7, 11], fused=True, own_output=True, final=True)
+    reloaded = load_head(save_head(final, tmp_path / "final.safetensors", dtype=torch.float64), target)
+    assert reloaded.target_depths == (1, 1, -1)  # the final feature as its high depth, kept by the file
 
     one = tiny_head(target, 4)
     v2 = save_head(one, tmp_path / "one.safetensors", dtype=torch.float64)
@@ -259,6 +268,9 @@ def test_head_training_lowers_the_unrolled_loss(design):
     batch = collate_features(records, max_len=12, key=feature_key(head))  # cuts 2 prompt positions of every record
     assert batch[0].shape == (4, 12) and batch[4].min() == 3
     assert batch[1].shape[-1] == (96 if head.fused_depths else 32) and batch[-1].shape[-1] == 32
+    if head.fused_depths:  # the stored depths in order, the final feature where the head reads -1
+        high = batch[-1] if head.fused_depths[-1] == -1 else collate_features(records, 12, (2,))[1]
+        assert torch.equal(batch[1][..., 64:], high) and not torch.equal(high, collate_features(records, 12, (1,))[1])
     cfg = HeadTrainConfig(workdir="unused", steps=3, noise=0.0, reg_weight=0.0 if head.own_output else 0.1)
     index = full_to_head_index(head)
     optimizer = torch.optim.AdamW(head.parameters(), lr=3e-3)

@@ -229,36 +229,43 @@ def design_ablation(
     return heads_ab(cfg, corpus, heldout, built, tokens, target=target, max_minutes=max_minutes, save_dir=save_dir)
 
 
-# input noise on the fused head (no feature loss, one layer): scaled as the design ablation's
-# arms were, by each depth's own scale, or none
+# the fused head's input noise (one layer, own output layer, no feature loss): scaled as the
+# design ablation's arms were, by each depth's own scale, or none
 NOISE_ARMS = {
-    "noise x RMS of the depths together": dict(noise=0.1, noise_scale="row"),
-    "noise x each depth's RMS": dict(noise=0.1, noise_scale="depth"),
-    "no noise": dict(noise=0.0, noise_scale="depth"),
+    "noise x RMS of the depths together": dict(noise=dict(noise=0.1, noise_scale="row")),
+    "noise x each depth's RMS": dict(noise=dict(noise=0.1, noise_scale="depth")),
+    "no noise": dict(noise=dict(noise=0.0, noise_scale="depth")),
+}
+# the fused head's high depth: EAGLE-3's layer L-3, or the final feature the target's LM head reads
+# (today's one-depth head beside them, the same records)
+HIGH_DEPTH_ARMS = {
+    "one depth (today's)": dict(fused=False, own_output=False, reg=0.1),
+    "fused, high depth L-3": dict(),
+    "fused, high depth final": dict(final=True),
 }
 
 
-def noise_ablation(
+def variant_ablation(
     cfg: HeadTrainConfig,
     target,
     corpus: Corpus,
     heldout: dict,
     tokens: int,
     ids: list[int],
-    arms=NOISE_ARMS,
+    arms: dict[str, dict],
     max_minutes: float | None = None,
     save_dir: Path | None = None,
 ) -> dict | None:
-    """The fused head (three depths, own output layer, no feature loss) from scratch under each
-    input noise of `arms`, at equal trained tokens on identical records (`heads_ab`). Noise changes
-    no cost, so no step is timed."""
+    """Heads from scratch, each one variant of the fused head (one layer, own output layer, no
+    feature loss; an arm's `fused`, `own_output`, `final`, `reg` and `noise` change it), at equal
+    trained tokens on identical records (`heads_ab`). No step is timed: the design ablation times
+    each design."""
     dtype = compute_dtype(cfg.compute_dtype, torch.device("cpu"))
-    built = {
-        name: AblationArm(
-            build_head(target, 1, ids, seed=cfg.seed, fused=True, own_output=True).float(), dtype, 0.0, noise
-        )
-        for name, noise in arms.items()
-    }
+    built = {}
+    for name, a in arms.items():
+        design = {k: a.get(k, k != "final") for k in ("fused", "own_output", "final")}
+        head = build_head(target, 1, ids, seed=cfg.seed, **design).float()
+        built[name] = AblationArm(head, dtype, a.get("reg", 0.0), a.get("noise"))
     return heads_ab(cfg, corpus, heldout, built, tokens, max_minutes=max_minutes, save_dir=save_dir)
 
 
@@ -285,11 +292,12 @@ def compute_dtype_ab(cfg: HeadTrainConfig, corpus: Corpus, heldout: dict, head: 
 __all__ = [
     "AblationArm",
     "DESIGN_ARMS",
+    "HIGH_DEPTH_ARMS",
     "NOISE_ARMS",
     "compute_dtype_ab",
     "design_ablation",
     "heads_ab",
     "layers_ab",
-    "noise_ablation",
+    "variant_ablation",
     "vocabulary_sweep",
 ]

@@ -1,7 +1,7 @@
 """The feature head's reports beside its model card, as Markdown tables: its design choices
 (``head_design.json`` -> ``head_design.md``: the depth and compute-dtype A/Bs, the fused design's
-ablation, its input noise and the vocabulary sweep) and its confidence against the target's acceptance
-(``calibration.json`` -> ``calibration.md``)."""
+ablation, its variants (input noise, high depth) and the vocabulary sweep) and its confidence
+against the target's acceptance (``calibration.json`` -> ``calibration.md``)."""
 
 from __future__ import annotations
 
@@ -28,7 +28,8 @@ def _at_positions(accept: dict) -> list[str]:
 def design_markdown(design: dict) -> str:
     """The tables of `head_design.json`: the depth and compute-dtype A/Bs and the vocabulary sweep."""
     lines = [
-        "# Feature head: design choices (`scripts/distill_draft.py head-design | head-ab | head-vocab | dtype-ab`)",
+        "# Feature head: design choices (`scripts/distill_draft.py head-design | head-noise | head-final | head-ab | "
+        "head-vocab | dtype-ab`)",
         "",
         f"Held-out {ACCEPT}; @s = the s-th drafted token (the head on its own features after the first).",
     ]
@@ -81,8 +82,9 @@ def design_markdown(design: dict) -> str:
             f"Highest mean over positions 1–4: {best} ({mean[best]:.3f}); highest at position 1: {best_first} "
             f"({first[best_first]:.3f}).",
         ]
-    if "noise_ablation" in design:
-        lines += ["", *_noise_section(design["noise_ablation"])]
+    for key in VARIANT_SECTIONS:
+        if key in design:
+            lines += ["", *_variants_section(key, design[key])]
     if "vocabulary" in design:
         v = design["vocabulary"]
         lines += [
@@ -102,31 +104,51 @@ def design_markdown(design: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _noise_section(ab: dict) -> list[str]:
-    """The fused head under each input-noise rule: E[accept] by position (noise costs no step)."""
+VARIANT_SECTIONS = {  # head_design.json key -> its title and what its arms vary
+    "noise_ablation": (
+        "Input noise on the fused head",
+        "The fused head of the ablation above without feature loss (three depths, own output layer, one "
+        "layer), its input features perturbed in training by uniform noise in [-a, a] times an RMS per "
+        "position: of the three depths side by side, or of each depth on its own (the depths differ "
+        "several-fold in scale).",
+    ),
+    "high_depth_ablation": (
+        "The fused head's high depth",
+        "The fused head without feature loss reading layer L-3's output as its high depth (EAGLE-3's "
+        "choice) or the target's final normed feature (what the target's LM head reads), beside today's "
+        "one-depth head (final feature, the target's LM head, feature loss 0.1).",
+    ),
+}
+
+
+def _variants_section(key: str, ab: dict) -> list[str]:
+    """Heads that vary one thing of the fused head (`head_ablations.variant_ablation`): E[accept] by
+    position, with the depths and noise each read (no step timed: the design ablation times designs)."""
+    title, intro = VARIANT_SECTIONS[key]
     rows = [
-        [n, f"{arm['noise']['noise']:g}", _noise_scale(arm["noise"]), *_at_positions(arm["accept_paper"])]
+        [n, ", ".join(str(d) for d in arm["design"]["fused_depths"] or ["final"]), _noise(arm["noise"])]
+        + [f"{arm['design']['reg_weight']:g}", *_at_positions(arm["accept_paper"])]
         + [f"{_at(arm['accept_paper'], 4) - _at(arm['accept_paper'], 1):+.3f}"]
         for n, arm in ab["arms"].items()
     ]
     return [
-        f"## Input noise on the fused head: from scratch on identical records, {ab['tokens']} answer tokens each "
+        f"## {title}: from scratch on identical records, {ab['tokens']} answer tokens each "
         f"(corpus {ab['corpus_tokens']} tokens)",
         "",
-        "The fused head of the ablation above without feature loss (three depths, own output layer, one layer), "
-        "its input features perturbed in training by uniform noise in [-a, a] times an RMS per position: of the "
-        "three depths side by side, or of each depth on its own (the depths differ several-fold in scale). "
+        intro
+        + " Depths index the target's hidden states (-1: the final normed feature). "
         + (f"Training-time test over {ab['unroll']} unrolled steps. " if ab.get("unroll") else "")
         + f"Machine: {ab.get('machine', 'not recorded')}.",
         "",
-        *md_table(["arm", "a", "times the RMS of", *POSITIONS, "@4 - @1"], rows),
+        *md_table(["arm", "depths", "input noise", "feature loss", *POSITIONS, "@4 - @1"], rows),
     ]
 
 
-def _noise_scale(noise: dict) -> str:
+def _noise(noise: dict) -> str:
     if not noise["noise"]:
-        return MISSING
-    return "each depth's RMS" if noise["noise_scale"] == "depth" else "the depths together"
+        return "none"
+    scale = "each depth's RMS" if noise["noise_scale"] == "depth" else "the depths' RMS together"
+    return f"{noise['noise']:g} x {scale}"
 
 
 def _ablation_row(name: str, arm: dict) -> list:

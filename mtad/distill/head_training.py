@@ -49,6 +49,8 @@ class HeadTrainConfig:
     # the fused-depths design (models.head): three target depths by one map, its own output layer
     fused: bool = False
     own_output: bool = False
+    # a fused head's high depth: the target's final (normed) feature instead of layer L-3's output
+    final_depth: bool = False
     head_size: int = 4096  # restricted vocabulary chosen on the corpus' target mass; 0 = full
     # with init_from: read the loaded head through a new `head_size` vocabulary chosen on the corpus
     # (the head predicts a feature, so any vocabulary can read it) instead of keeping its own
@@ -85,14 +87,30 @@ def corpus_mass(records: list[dict], vocab: int, processed: bool = False) -> tor
     return mass
 
 
-def feature_key(head: FeatureHead) -> str:
-    """The stored features a head reads: the three depths side by side, or the final one."""
-    return "depth_features" if head.fused_depths else "features"
+FINAL = "final"  # a feature key's name for the stored final (normed) feature
 
 
-def collate_features(records: list[dict], max_len: int, key: str = "features") -> tuple:
-    """Left-padded ids [B, T], the target's features the head reads [B, T, D*H] (`key`: the
-    stored "features" or "depth_features"; float32), valid [B, T], the answer positions (rows,
+def feature_key(head: FeatureHead) -> tuple[str | int, ...]:
+    """The stored features a head reads, one entry per depth it declares: FINAL for the final
+    feature ("features"), i for the i-th of the three depths stored side by side
+    ("depth_features", `fused_depths(L)` in order). A fused head's i-th depth is the stored i-th,
+    or the final feature where it declares -1 (`fused_depths(L, final=True)`)."""
+    if not head.fused_depths:
+        return (FINAL,)
+    return tuple(FINAL if d == -1 else i for i, d in enumerate(head.fused_depths))
+
+
+def stored_features(record: dict, key: tuple[str | int, ...]) -> torch.Tensor:
+    """[P + n, D*H] the stored features `key` names, side by side (`feature_key`)."""
+    final = record["features"]
+    H = final.shape[-1]
+    parts = [final if k == FINAL else record["depth_features"][:, k * H : (k + 1) * H] for k in key]
+    return parts[0] if len(parts) == 1 else torch.cat(parts, dim=-1)
+
+
+def collate_features(records: list[dict], max_len: int, key: tuple[str | int, ...] = (FINAL,)) -> tuple:
+    """Left-padded ids [B, T], the target's features the head reads [B, T, D*H] (`key`:
+    `feature_key`; float32), valid [B, T], the answer positions (rows,
     cols [N]: the row before answer token j predicts it), the target's top-K there (ids,
     log-probs [N, K]) and the final features [B, T, H] (what the regression term reads).
     Sequences longer than max_len lose their first positions. Left padding ends every answer
@@ -102,7 +120,7 @@ def collate_features(records: list[dict], max_len: int, key: str = "features") -
         seq = torch.cat([r["prompt_ids"], r["answer_ids"]]).long()
         drop = max(0, len(seq) - max_len)
         seqs.append(seq[drop:])
-        feats.append(r[key][drop:].float())
+        feats.append(stored_features(r, key)[drop:].float())
         finals.append(r["features"][drop:].float())
         answers.append((len(r["prompt_ids"]) - drop, len(r["answer_ids"])))
     B, T = len(seqs), max(len(s) for s in seqs)
@@ -312,7 +330,7 @@ class HeadTrainer:
     def build(self, saved: dict | None) -> None:
         if saved is not None:
             self.state = saved["state"]
-            design = {"fused": saved.get("fused", False), "own_output": saved.get("own_output", False)}
+            design = {k: saved.get(k, False) for k in ("fused", "own_output", "final")}
             self.head = build_head(self.target, saved["num_layers"], saved["head_token_ids"], **design).float()
             self.head.load_state_dict(saved["head"])
             self.optimizer = head_optimizer(self.head, self.cfg.lr)
@@ -326,7 +344,7 @@ class HeadTrainer:
                 self.head = with_vocabulary(self.head, self.target, ids).float()
         else:
             ids = self._head_vocabulary() if self.cfg.head_size else None
-            design = {"fused": self.cfg.fused, "own_output": self.cfg.own_output}
+            design = {"fused": self.cfg.fused, "own_output": self.cfg.own_output, "final": self.cfg.final_depth}
             self.head = build_head(self.target, self.cfg.num_layers, ids, seed=self.cfg.seed, **design).float()
         self.optimizer = head_optimizer(self.head, self.cfg.lr)
 
@@ -344,6 +362,7 @@ class HeadTrainer:
             "num_layers": self.head.num_layers,
             "head_token_ids": self.head.head_ids,
             "fused": bool(self.head.fused_depths),
+            "final": -1 in (self.head.fused_depths or ()),
             "own_output": self.head.own_output,
             "head": self.head.state_dict(),
             "optimizer": self.optimizer.state_dict(),
@@ -420,6 +439,7 @@ __all__ = [
     "compute_dtype",
     "confidence_calibration",
     "feature_key",
+    "stored_features",
     "head_optimizer",
     "input_noise",
     "optimizer_step",

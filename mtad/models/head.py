@@ -45,16 +45,18 @@ HEAD_FORMAT = "mtad-head-v2"
 FORMATS = ("mtad-head-v1", HEAD_FORMAT)  # v1: one depth, the target's LM head (no design fields)
 
 
-def fused_depths(num_layers: int) -> tuple[int, int, int]:
+def fused_depths(num_layers: int, final: bool = False) -> tuple[int, int, int]:
     """The target's hidden states a fused head reads, as indices into a forward's `hidden_states`
-    (0 = the embeddings, d = the output of layer d, num_layers = after the final norm): a low, a
-    middle and a high one, as EAGLE-3 picks them (layers 2, L/2 and L-3: 2, 15 and 27 of
-    SmolLM2-135M's 30). A target of fewer than 6 layers (the tests' tiny ones) gives 1, L/2 and L."""
+    (0 = the embeddings, d = the output of layer d, num_layers or -1 = after the final norm): a
+    low, a middle and a high one, as EAGLE-3 picks them (layers 2, L/2 and L-3: 2, 15 and 27 of
+    SmolLM2-135M's 30). A target of fewer than 6 layers (the tests' tiny ones) gives 1, L/2 and L.
+    `final`: the high one is the final normed feature (-1), the one the target's LM head reads; the
+    producer stores the other three, and the final one beside them."""
     if num_layers < 1:
         raise ValueError(f"a fused head reads a target with at least one layer, not {num_layers}")
-    if num_layers < 6:
-        return (1, max(num_layers // 2, 1), num_layers)
-    return (2, num_layers // 2, num_layers - 3)
+    small = num_layers < 6
+    low, mid, high = (1, max(num_layers // 2, 1), num_layers) if small else (2, num_layers // 2, num_layers - 3)
+    return (low, mid, -1 if final else high)
 
 
 class HeadBody(nn.Module):
@@ -233,7 +235,7 @@ class FeatureHead(nn.Module):
 
 
 def head_config_from_target(
-    target_config, num_layers: int, fused: bool = False, own_output: bool = False
+    target_config, num_layers: int, fused: bool = False, own_output: bool = False, final: bool = False
 ) -> LlamaConfig:
     """Llama layers of the target's shape (a non-Llama target, OPT say: of its width, heads and MLP size)."""
     values = target_config.to_dict()
@@ -248,7 +250,7 @@ def head_config_from_target(
             "max_position_embeddings": values.get("max_position_embeddings", 2048),
         }
     cfg = LlamaConfig.from_dict(values)
-    cfg.head_fused_depths = list(fused_depths(target_config.num_hidden_layers)) if fused else None
+    cfg.head_fused_depths = list(fused_depths(target_config.num_hidden_layers, final)) if fused else None
     cfg.head_own_output = bool(own_output)
     cfg.num_hidden_layers = num_layers
     if hasattr(cfg, "quantization_config"):
@@ -263,16 +265,18 @@ def build_head(
     seed: int = 0,
     fused: bool = False,
     own_output: bool = False,
+    final: bool = False,
 ) -> FeatureHead:
     """A randomly initialised head over `target` (fusion, layers and norm are its own; `fused`: it
-    reads three depths of the target; `own_output`: its output layer is its own, from the target's rows)."""
+    reads three depths of the target, with `final` the final feature as the high one (`fused_depths`);
+    `own_output`: its output layer is its own, from the target's rows)."""
     width = target.get_output_embeddings().weight.shape[1]
     if width != target.config.hidden_size:  # OPT-350m projects its last hidden state to a smaller width
         raise ValueError(
             f"a feature head reads the LM head's input ({width} wide), which is not the target's "
             f"hidden size ({target.config.hidden_size}); such targets are not supported"
         )
-    cfg = head_config_from_target(target.config, num_layers, fused, own_output)
+    cfg = head_config_from_target(target.config, num_layers, fused, own_output, final)
     torch.manual_seed(seed)
     head = FeatureHead(cfg, target.get_input_embeddings(), target.get_output_embeddings().weight, head_token_ids)
     std = getattr(cfg, "initializer_range", 0.02)
@@ -311,14 +315,20 @@ def load_head(path: str | Path, target, dtype: torch.dtype | None = None) -> Fea
     from safetensors.torch import load_file
 
     meta = read_head_meta(path)
-    fused = meta.get("fused_depths")
-    if fused and tuple(fused) != fused_depths(target.config.num_hidden_layers):
+    fused, layers = meta.get("fused_depths"), target.config.num_hidden_layers
+    valid = [list(fused_depths(layers)), list(fused_depths(layers, final=True))]
+    if fused and list(fused) not in valid:
         raise ValueError(
-            f"head file {path} reads target depths {fused}, not this target's "
-            f"{list(fused_depths(target.config.num_hidden_layers))}: it was trained on another target"
+            f"head file {path} reads target depths {fused}, not one of this target's {valid}: it was trained "
+            "on another target"
         )
     head = build_head(
-        target, meta["num_layers"], meta["head_token_ids"], fused=bool(fused), own_output=meta.get("own_output", False)
+        target,
+        meta["num_layers"],
+        meta["head_token_ids"],
+        fused=bool(fused),
+        own_output=meta.get("own_output", False),
+        final=bool(fused) and list(fused) == valid[1],
     )
     own, expected = load_file(str(path)), head.state_dict()
     missing, unexpected = sorted(set(expected) - set(own)), sorted(set(own) - set(expected))

@@ -203,13 +203,14 @@ def tiny_head(
     head_token_ids=None,
     fused: bool = False,
     own_output: bool = False,
+    final: bool = False,
 ):
     """A random feature head over `target` (its embedding and LM-head rows), float64 like the target;
     `sharpness` scales the fusion so that the head's q is far from the target's. `fused`,
-    `own_output`: the fused-depths design (`models.head`)."""
+    `own_output`, `final`: the fused-depths design (`models.head`)."""
     from .head import build_head
 
-    head = build_head(target, layers, head_token_ids, seed=seed, fused=fused, own_output=own_output)
+    head = build_head(target, layers, head_token_ids, seed=seed, fused=fused, own_output=own_output, final=final)
     head = head.double().eval()
     with torch.no_grad():
         head.model.fc.weight.mul_(sharpness)
