@@ -31,7 +31,6 @@ import logging
 import os
 import shutil
 import sys
-from functools import partial
 from pathlib import Path
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -93,10 +92,11 @@ def main(argv=None) -> int:
     ap.add_argument("--head-layers", type=int, default=1, help="feature head: decoder layers (a new head only)")
     ap.add_argument(
         "--design",
-        choices=["one_depth", "fused"],
+        choices=["one_depth", "fused", "fused_final"],
         default="one_depth",
         help="feature head (a new head only): one_depth reads the target's final feature through its LM head "
-        "with a feature loss; fused reads three depths by one map with its own output layer and no feature loss",
+        "with a feature loss; fused reads three depths by one map with its own output layer and no feature loss; "
+        "fused_final the same with the final feature as its high depth",
     )
     ap.add_argument(
         "--dataset",
@@ -198,9 +198,10 @@ def main(argv=None) -> int:
             lr=args.head_lr,
             steps=args.unroll,
             num_layers=args.head_layers,
-            fused=args.design == "fused",
-            own_output=args.design == "fused",
-            reg_weight=0.0 if args.design == "fused" else 0.1,
+            fused=args.design != "one_depth",
+            own_output=args.design != "one_depth",
+            final_depth=args.design == "fused_final",
+            reg_weight=0.0 if args.design != "one_depth" else 0.1,
             revocabulary=args.head_size is not None and init_from is not None,
             **({} if args.head_size is None else {"head_size": args.head_size}),
             max_minutes=args.max_minutes,
@@ -243,7 +244,7 @@ def head_design(args, workdir: Path, head_file: Path, target, special_ids: list[
     corpus = Corpus(workdir)
     mass = corpus_mass(corpus.records, target.config.vocab_size, processed=args.job == "head-design")
     if args.job in ("head-design", "head-noise", "head-final"):
-        from mtad.distill.head_ablations import HIGH_DEPTH_ARMS, NOISE_ARMS, design_ablation, variant_ablation
+        from mtad.distill.head_ablations import HIGH_DEPTH_ARMS, NOISE_ARMS, design_ablation
         from mtad.provenance import environment_record
 
         cfg = HeadTrainConfig(workdir=str(workdir), lr=args.head_lr, steps=args.unroll)
@@ -254,9 +255,9 @@ def head_design(args, workdir: Path, head_file: Path, target, special_ids: list[
             "head-final": ("high_depth_ablation", workdir / "high_depth"),
         }[args.job]
         run = {"head-noise": NOISE_ARMS, "head-final": HIGH_DEPTH_ARMS}.get(args.job)
-        value = (design_ablation if run is None else partial(variant_ablation, arms=run))(
-            cfg, target, corpus, heldout, args.ab_tokens, ids, max_minutes=args.max_minutes, save_dir=save_dir
-        )
+        variant = {} if run is None else {"arms": run, "timed": False}  # a variant leaves the step unchanged
+        limits = {"max_minutes": args.max_minutes, "save_dir": save_dir}
+        value = design_ablation(cfg, target, corpus, heldout, args.ab_tokens, ids, **variant, **limits)
         if value is None:
             print(f"stopped before {args.ab_tokens} answer tokens per arm; the same command goes on from {save_dir}")
             return 0

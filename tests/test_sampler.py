@@ -37,6 +37,16 @@ def test_refilled_slots_and_compaction_give_each_prompt_its_own_answer():
     assert all(0 < len(a) <= 25 for a in got)
 
 
+def test_compacting_at_every_step_changes_no_answer():
+    """With no slack the buffer drops its dead columns after every step (and prompts of every
+    length start in length order): each prompt still gets the answer it gets alone."""
+    model = tiny_model("llama", 64, seed=3).double()
+    rng = random.Random(2)
+    prompts = [[rng.randrange(3, 64) for _ in range(rng.randrange(1, 30))] for _ in range(7)]
+    got = sample_stream(model, prompts, 15, GREEDY, eos=2, seed=0, slots=3, max_prompt=24, slack=1)
+    assert got == [_greedy_alone(model, p[-24:], 15, eos=2) for p in prompts]
+
+
 def test_a_slot_per_prompt_and_more_slots_than_prompts_agree():
     model = tiny_model("llama", 64, seed=4).double()
     prompts = [[5, 6, 7], [8], [9, 10, 11, 12, 13, 14]]

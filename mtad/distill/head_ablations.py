@@ -194,6 +194,8 @@ def design_of(head: FeatureHead) -> dict:
     return {"layers": head.num_layers, "fused_depths": head.fused_depths, "own_output": head.own_output}
 
 
+# what an arm of `design_ablation` leaves unsaid: the fused head without feature loss
+ARM_DEFAULTS = dict(layers=1, fused=True, own_output=True, final=False, reg=0.0, noise=None)
 # the levers of the fused design, one added at a time (then the depth), on identical records
 DESIGN_ARMS = {
     "one depth (today's)": dict(fused=False, own_output=False, reg=0.1, layers=1),
@@ -202,31 +204,6 @@ DESIGN_ARMS = {
     "- feature loss": dict(fused=True, own_output=True, reg=0.0, layers=1),
     "- feature loss, 2 layers": dict(fused=True, own_output=True, reg=0.0, layers=2),
 }
-
-
-def design_ablation(
-    cfg: HeadTrainConfig,
-    target,
-    corpus: Corpus,
-    heldout: dict,
-    tokens: int,
-    ids: list[int],
-    arms=DESIGN_ARMS,
-    max_minutes: float | None = None,
-    save_dir: Path | None = None,
-) -> dict | None:
-    """Every lever of the fused design measured from scratch at equal trained tokens on identical
-    records (`heads_ab`), one vocabulary for all (`ids`), each arm in the trainer's compute dtype."""
-    dtype = compute_dtype(cfg.compute_dtype, torch.device("cpu"))
-    built = {
-        name: AblationArm(
-            build_head(target, a["layers"], ids, seed=cfg.seed, fused=a["fused"], own_output=a["own_output"]).float(),
-            dtype,
-            a["reg"],
-        )
-        for name, a in arms.items()
-    }
-    return heads_ab(cfg, corpus, heldout, built, tokens, target=target, max_minutes=max_minutes, save_dir=save_dir)
 
 
 # the fused head's input noise (one layer, own output layer, no feature loss): scaled as the
@@ -245,28 +222,32 @@ HIGH_DEPTH_ARMS = {
 }
 
 
-def variant_ablation(
+def design_ablation(
     cfg: HeadTrainConfig,
     target,
     corpus: Corpus,
     heldout: dict,
     tokens: int,
     ids: list[int],
-    arms: dict[str, dict],
+    arms: dict[str, dict] = DESIGN_ARMS,
     max_minutes: float | None = None,
     save_dir: Path | None = None,
+    timed: bool = True,
 ) -> dict | None:
-    """Heads from scratch, each one variant of the fused head (one layer, own output layer, no
-    feature loss; an arm's `fused`, `own_output`, `final`, `reg` and `noise` change it), at equal
-    trained tokens on identical records (`heads_ab`). No step is timed: the design ablation times
-    each design."""
+    """Heads of the designs `arms` from scratch at equal trained tokens on identical records
+    (`heads_ab`), one vocabulary for all (`ids`), each in the trainer's compute dtype. An arm's
+    `layers`, `fused`, `own_output`, `final`, `reg` and `noise` change the fused head of one layer
+    with its own output layer and no feature loss (`ARM_DEFAULTS`). `timed`: each head's step beside
+    the target's (the variants of one design leave it unchanged)."""
     dtype = compute_dtype(cfg.compute_dtype, torch.device("cpu"))
     built = {}
-    for name, a in arms.items():
-        design = {k: a.get(k, k != "final") for k in ("fused", "own_output", "final")}
-        head = build_head(target, 1, ids, seed=cfg.seed, **design).float()
-        built[name] = AblationArm(head, dtype, a.get("reg", 0.0), a.get("noise"))
-    return heads_ab(cfg, corpus, heldout, built, tokens, max_minutes=max_minutes, save_dir=save_dir)
+    for name, arm in arms.items():
+        a = ARM_DEFAULTS | arm
+        design = {k: a[k] for k in ("fused", "own_output", "final")}
+        head = build_head(target, a["layers"], ids, seed=cfg.seed, **design).float()
+        built[name] = AblationArm(head, dtype, a["reg"], a["noise"])
+    timer = {"target": target} if timed else {}
+    return heads_ab(cfg, corpus, heldout, built, tokens, max_minutes=max_minutes, save_dir=save_dir, **timer)
 
 
 def layers_ab(
@@ -290,6 +271,7 @@ def compute_dtype_ab(cfg: HeadTrainConfig, corpus: Corpus, heldout: dict, head: 
 
 
 __all__ = [
+    "ARM_DEFAULTS",
     "AblationArm",
     "DESIGN_ARMS",
     "HIGH_DEPTH_ARMS",
@@ -298,6 +280,5 @@ __all__ = [
     "design_ablation",
     "heads_ab",
     "layers_ab",
-    "variant_ablation",
     "vocabulary_sweep",
 ]

@@ -74,14 +74,7 @@ def design_markdown(design: dict) -> str:
                 (_ablation_row(n, arm) for n, arm in ab["arms"].items()),
             ),
         ]
-        mean = {n: sum(_at(arm["accept_paper"], k) for k in range(1, 5)) / 4 for n, arm in ab["arms"].items()}
-        first = {n: _at(arm["accept_paper"], 1) for n, arm in ab["arms"].items()}
-        best, best_first = max(mean, key=mean.get), max(first, key=first.get)
-        lines += [
-            "",
-            f"Highest mean over positions 1–4: {best} ({mean[best]:.3f}); highest at position 1: {best_first} "
-            f"({first[best_first]:.3f}).",
-        ]
+        lines += ["", _best_line(ab["arms"])]
     for key in VARIANT_SECTIONS:
         if key in design:
             lines += ["", *_variants_section(key, design[key])]
@@ -121,8 +114,19 @@ VARIANT_SECTIONS = {  # head_design.json key -> its title and what its arms vary
 }
 
 
+def _best_line(arms: dict) -> str:
+    """Which arm reads the highest E[accept] over positions 1–4 and which at position 1."""
+    mean = {n: sum(_at(arm["accept_paper"], k) for k in range(1, 5)) / 4 for n, arm in arms.items()}
+    first = {n: _at(arm["accept_paper"], 1) for n, arm in arms.items()}
+    best, best_first = max(mean, key=mean.get), max(first, key=first.get)
+    return (
+        f"Highest mean over positions 1–4: {best} ({mean[best]:.3f}); highest at position 1: {best_first} "
+        f"({first[best_first]:.3f})."
+    )
+
+
 def _variants_section(key: str, ab: dict) -> list[str]:
-    """Heads that vary one thing of the fused head (`head_ablations.variant_ablation`): E[accept] by
+    """Heads that vary one thing of the fused head (`head_ablations.design_ablation`, untimed): E[accept] by
     position, with the depths and noise each read (no step timed: the design ablation times designs)."""
     title, intro = VARIANT_SECTIONS[key]
     rows = [
@@ -141,6 +145,8 @@ def _variants_section(key: str, ab: dict) -> list[str]:
         + f"Machine: {ab.get('machine', 'not recorded')}.",
         "",
         *md_table(["arm", "depths", "input noise", "feature loss", *POSITIONS, "@4 - @1"], rows),
+        "",
+        _best_line(ab["arms"]),
     ]
 
 

@@ -103,9 +103,13 @@ def sample_stream(
     keep_top_k: int = 0,
     keep_features: bool = False,
     depths: tuple[int, ...] = (),
+    slack: int = 64,
 ) -> list[list[int]] | tuple[list[list[int]], list[dict]]:
     """Sample an answer to every prompt with `slots` rows decoding at once, each refilled as soon
-    as its answer ends. `logits_of(model, out)` maps a forward's output to [B, V] logits at the
+    as its answer ends. Prompts start shortest first and the buffer drops its leading columns once
+    `slack` of them are read by no slot: every step reads the whole buffer's keys and values, so it
+    stays as wide as the live contexts (similar lengths, decoding together), not as the longest
+    prompt ever seen. `logits_of(model, out)` maps a forward's output to [B, V] logits at the
     last position (default `out.logits[:, -1]`). Returns answers in prompt order; with
     `keep_top_k`, also each answer's teacher pass (`top_ids`, `top_logprobs` [n, K]; with
     `keep_features`, `features` [P + n, H] and `depth_features` [P + n, D*H], fp16, as
@@ -122,7 +126,7 @@ def sample_stream(
     owner = [-1] * slots  # prompt index per slot (-1: idle)
     answers: list[list[int]] = [[] for _ in prompts]
     last = torch.full((slots,), eos, dtype=torch.long, device=device)  # the token each slot feeds next
-    queue = iter(range(len(prompts)))
+    queue = iter(sorted(range(len(prompts)), key=lambda i: min(len(prompts[i]), max_prompt)))  # stable
     kept = [{"top": [], "features": [], "depths": []} for _ in prompts] if keep_top_k else None
     forward_kw = {"output_hidden_states": True} if keep_top_k and keep_features else {}
 
@@ -185,8 +189,8 @@ def sample_stream(
                 fill(slot)
         if not any(o >= 0 for o in owner):
             break
-        if layers[0].length + 1 > capacity:  # drop the columns no slot reads any more
-            drop = int((mask.cumsum(-1) == 0).sum(-1).min())
+        drop = int((mask.cumsum(-1) == 0).sum(-1).min())  # leading columns no slot reads any more
+        if drop >= slack or layers[0].length + 1 > capacity:  # a shift copies the cache: not every step
             for layer in layers:
                 layer.shift(drop)
             mask = mask[:, drop:]

@@ -174,6 +174,16 @@ def draft_section(results: Path, measurement: str | None) -> list[str]:
             *md_table(["arm", "@1", "@2", "@3", "@4", "head step / target step"], rows),
             "",
         ]
+    for key, what in (("noise_ablation", "input-noise rules"), ("high_depth_ablation", "high depths")):
+        variants = (read_json(results / "draft" / "head_design.json") or {}).get(key)
+        if variants:
+            rows = [[arm, *(f"{a:.3f}" for a in _mean_accept(r))] for arm, r in variants["arms"].items()]
+            lines += [
+                f"The fused head under other {what}, the same way ({variants['tokens']} answer tokens per arm):",
+                "",
+                *md_table(["arm", "@1", "@2", "@3", "@4"], rows),
+                "",
+            ]
     calibration = read_json(results / "draft" / "calibration.json")
     if calibration:
         lines += _calibration_lines(calibration)
