@@ -376,3 +376,10 @@ def test_head_producer_and_trainer_run_resume_and_write_a_card(tiny, tmp_path):
     fcfg.max_train_tokens = json.loads((fused_dir / "state.json").read_text())["trained_tokens"] + 20
     HeadTrainer(fcfg, target, special_ids=[tokenizer.eos_token_id]).run()  # resumes the fused head
     assert len(json.loads((fused_dir / "state.json").read_text())["runs"]) == 2
+    # a resumed run draws the batches and the noise that come next, not its seed's first ones again:
+    # resumed at its token limit it draws nothing and saves the streams it was given
+    saved = torch.load(fused_dir / "checkpoint.pt", weights_only=False)
+    HeadTrainer(fcfg, target, special_ids=[tokenizer.eos_token_id]).run()
+    again = torch.load(fused_dir / "checkpoint.pt", weights_only=False)
+    assert again["rng"] == saved["rng"] != random.Random(fcfg.seed).getstate()
+    assert torch.equal(again["noise_generator"], saved["noise_generator"])

@@ -335,6 +335,8 @@ class HeadTrainer:
             self.head.load_state_dict(saved["head"])
             self.optimizer = head_optimizer(self.head, self.cfg.lr)
             self.optimizer.load_state_dict(saved["optimizer"])
+            if "noise_generator" in saved:  # the noise goes on where it stopped
+                self.generator.set_state(saved["noise_generator"])
             log.info("resumed at step %d, %d trained tokens", self.state["step"], self.state["trained_tokens"])
             return
         if self.cfg.init_from:
@@ -366,6 +368,7 @@ class HeadTrainer:
             "own_output": self.head.own_output,
             "head": self.head.state_dict(),
             "optimizer": self.optimizer.state_dict(),
+            "noise_generator": self.generator.get_state(),
             "state": self.state,
         }
 

@@ -96,7 +96,7 @@ class DraftArm(Protocol):
 def save_checkpoint(arm: DraftArm) -> None:
     """`checkpoint.pt` (written atomically), the arm's export and `state.json`."""
     path = arm.workdir / "checkpoint.pt"
-    torch.save(arm.checkpoint(), path.with_suffix(".tmp"))
+    torch.save(arm.checkpoint() | {"rng": arm.rng.getstate()}, path.with_suffix(".tmp"))
     path.with_suffix(".tmp").replace(path)
     arm.export()
     (arm.workdir / "state.json").write_text(json.dumps(arm.state, indent=1))
@@ -121,7 +121,10 @@ def train(arm: DraftArm) -> None:
     cfg, corpus = arm.cfg, arm.corpus
     set_threads(cfg.threads)
     ckpt = arm.workdir / "checkpoint.pt"
-    arm.build(torch.load(ckpt, weights_only=False) if ckpt.exists() else None)
+    saved = torch.load(ckpt, weights_only=False) if ckpt.exists() else None
+    arm.build(saved)
+    if saved is not None and "rng" in saved:  # the batch stream goes on where it stopped, not from its seed
+        arm.rng.setstate(saved["rng"])
     state = arm.state  # after `build`: a resumed arm holds the saved state
     state["runs"].append({"from_tokens": state["trained_tokens"], "config": asdict(cfg)})
     heldout = arm.heldout()
