@@ -249,13 +249,13 @@ def head_design(args, workdir: Path, head_file: Path, target, special_ids: list[
 
         cfg = HeadTrainConfig(workdir=str(workdir), lr=args.head_lr, steps=args.unroll)
         ids = choose_head_tokens(mass, cfg.head_size, special_ids)
-        key, save_dir = {
-            "head-design": ("design_ablation", workdir / "design"),
-            "head-noise": ("noise_ablation", workdir / "noise"),
-            "head-final": ("high_depth_ablation", workdir / "high_depth"),
+        key, folder, arms = {  # the results' key, the resumable run's folder, the arms (None: the designs)
+            "head-design": ("design_ablation", "design", None),
+            "head-noise": ("noise_ablation", "noise", NOISE_ARMS),
+            "head-final": ("high_depth_ablation", "high_depth", HIGH_DEPTH_ARMS),
         }[args.job]
-        run = {"head-noise": NOISE_ARMS, "head-final": HIGH_DEPTH_ARMS}.get(args.job)
-        variant = {} if run is None else {"arms": run, "timed": False}  # a variant leaves the step unchanged
+        save_dir = workdir / folder
+        variant = {} if arms is None else {"arms": arms, "timed": False}  # a variant leaves the step unchanged
         limits = {"max_minutes": args.max_minutes, "save_dir": save_dir}
         value = design_ablation(cfg, target, corpus, heldout, args.ab_tokens, ids, **variant, **limits)
         if value is None:

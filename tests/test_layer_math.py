@@ -9,13 +9,14 @@ import collections
 import pytest
 import torch
 import torch.nn.functional as F
+from processing_reference import processed_float_logits
 from torch.utils._python_dispatch import TorchDispatchMode
 from transformers import LlamaConfig
 from transformers.models.llama.modeling_llama import LlamaRMSNorm, LlamaRotaryEmbedding, apply_rotary_pos_emb
 
 from mtad.decoding import layer_math as lm
 from mtad.decoding.head_kv import HeadCachedModel
-from mtad.decoding.logits import Dist, _top_p_filter, logits_to_dist, top_k_of
+from mtad.decoding.logits import Dist, logits_to_dist, top_k_of
 from mtad.decoding.static_kv import StaticCachedModel, cached_model, run_layers, write_slots
 from mtad.models.tiny import tiny_head, tiny_llama, tiny_model
 
@@ -188,17 +189,7 @@ def test_a_feature_heads_step_reads_nothing_back():
 
 def divided_logits_to_dist(logits, temperature, top_k, top_p) -> Dist:
     """Processing as it ran before temperature 1 skipped its division."""
-    logits = logits.float() / temperature
-    vocab = logits.shape[-1]
-    if 0 < top_k < vocab:
-        values, index = top_k_of(logits, top_k)
-        kept = _top_p_filter(values, top_p).softmax(-1)
-        ids, order = index.sort(-1)
-        return Dist(ids, kept.gather(-1, order), vocab)
-    if top_p < 1.0:
-        sorted_logits, order = torch.sort(logits, dim=-1, descending=True)
-        logits = torch.full_like(logits, float("-inf")).scatter(-1, order, _top_p_filter(sorted_logits, top_p))
-    return Dist.dense_of(logits.softmax(-1))
+    return processed_float_logits(logits.float() / temperature, top_k, top_p, top_k_of)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16], ids=str)

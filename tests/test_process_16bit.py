@@ -10,6 +10,7 @@ all-negative chunks, rows holding only a restricted head's tokens (the feature-h
 
 import pytest
 import torch
+from processing_reference import processed_float_logits
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from mtad.decoding.logits import (
@@ -17,7 +18,6 @@ from mtad.decoding.logits import (
     Dist,
     _chunk_ids,
     _chunk_maxima,
-    _top_p_filter,
     logits_to_dist,
     top_k_of,
 )
@@ -61,15 +61,7 @@ def old_logits_to_dist(logits: torch.Tensor, temperature: float, top_k: int, top
         return Dist(ids, torch.ones(ids.shape, dtype=torch.float32, device=logits.device), vocab)
     if temperature != 1.0:
         logits = logits / temperature
-    if 0 < top_k < vocab:
-        values, index = old_top_k_of(logits, top_k)
-        kept = _top_p_filter(values, top_p).softmax(-1)
-        ids, order = index.sort(-1)
-        return Dist(ids, kept.gather(-1, order), vocab)
-    if top_p < 1.0:
-        sorted_logits, order = torch.sort(logits, dim=-1, descending=True)
-        logits = torch.full_like(logits, float("-inf")).scatter(-1, order, _top_p_filter(sorted_logits, top_p))
-    return Dist.dense_of(logits.softmax(-1))
+    return processed_float_logits(logits, top_k, top_p, old_top_k_of)
 
 
 def logit_rows(kind: str, rows: int, vocab: int, dtype: torch.dtype, seed: int) -> torch.Tensor:

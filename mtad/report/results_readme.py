@@ -158,7 +158,8 @@ def draft_section(results: Path, measurement: str | None) -> list[str]:
     lines = _absent(results / "draft" / "measure.json", "make measure-draft") if measurement is None else []
     if measurement is not None:
         lines += [measurement, ""]
-    design = (read_json(results / "draft" / "head_design.json") or {}).get("design_ablation")
+    head_design = read_json(results / "draft" / "head_design.json") or {}
+    design = head_design.get("design_ablation")
     if design:
         rows = [
             [arm, *(f"{a:.3f}" for a in _mean_accept(r)), f"{r['step_ms'] / r['target_step_ms']:.1%}"]
@@ -175,7 +176,7 @@ def draft_section(results: Path, measurement: str | None) -> list[str]:
             "",
         ]
     for key, what in (("noise_ablation", "input-noise rules"), ("high_depth_ablation", "high depths")):
-        variants = (read_json(results / "draft" / "head_design.json") or {}).get(key)
+        variants = head_design.get(key)
         if variants:
             rows = [[arm, *(f"{a:.3f}" for a in _mean_accept(r))] for arm, r in variants["arms"].items()]
             lines += [
