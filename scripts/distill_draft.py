@@ -242,8 +242,11 @@ def head_design(args, workdir: Path, head_file: Path, target, special_ids: list[
         print(write_calibration(RESULTS, table))
         return 0
     corpus = Corpus(workdir)
-    mass = corpus_mass(corpus.records, target.config.vocab_size, processed=args.job == "head-design")
-    if args.job in ("head-design", "head-noise", "head-final"):
+    # a fused head's vocabulary: the tokens of most p' mass (the trainer's rule); the A/Bs of the
+    # one-depth head keep the raw mass they were measured with
+    fused_jobs = ("head-design", "head-noise", "head-final")
+    mass = corpus_mass(corpus.records, target.config.vocab_size, processed=args.job in fused_jobs)
+    if args.job in fused_jobs:
         from mtad.distill.head_ablations import HIGH_DEPTH_ARMS, NOISE_ARMS, design_ablation
         from mtad.provenance import environment_record
 
@@ -263,7 +266,7 @@ def head_design(args, workdir: Path, head_file: Path, target, special_ids: list[
             return 0
         env = environment_record([target])
         machine = f"{env['machine']}, {'/'.join(env['cpu_isa']) or 'no AVX2'}, {torch.get_num_threads()} thread(s)"
-        value = value | {"machine": machine, "environment": env}
+        value = value | {"machine": machine, "environment": env, "vocabulary_by": "p'"}
     elif args.job == "head-ab":
         cfg = HeadTrainConfig(workdir=str(workdir), lr=args.head_lr, steps=args.unroll)
         ids = choose_head_tokens(mass, cfg.head_size, special_ids)

@@ -142,6 +142,7 @@ def _variants_section(key: str, ab: dict) -> list[str]:
         intro
         + " Depths index the target's hidden states (-1: the final normed feature). "
         + (f"Training-time test over {ab['unroll']} unrolled steps. " if ab.get("unroll") else "")
+        + (f"Vocabulary: the tokens of most {ab['vocabulary_by']} on the corpus. " if "vocabulary_by" in ab else "")
         + f"Machine: {ab.get('machine', 'not recorded')}.",
         "",
         *md_table(["arm", "depths", "input noise", "feature loss", *POSITIONS, "@4 - @1"], rows),
