@@ -2,9 +2,11 @@
 static cache + compile) and assisted generation; compile times; sampling with the q4_1 target
 (the GGUF's own 4-bit weights) beside them; the verification-cost curve per dtype (float32,
 bfloat16, q4_1), path and thread count, each forward of 1, 5, 9 tokens beside its matrix
-products alone (and int8 per-row products, a kernel measured); llama.cpp on the same GGUF when
-llama-cpp-python is importable (never installed here); the goals table and the calibration's
-pick of dtype and threads -> bench.md, bench.json under --out.
+products alone (and int8 per-row products, a kernel measured), and the calibration read from it
+(dtype, threads, the tree methods' node budget); adaptive drafting and SpecInfer/MMTAD at that node
+budget beside their fixed selves; our fast-path rows again on long (CNN/DailyMail) prompts at one
+thread; llama.cpp on the same GGUF when llama-cpp-python is importable (an optional install); the
+goals table -> bench.md, bench.json under --out.
 
     python scripts/bench.py [--pair smollm2_135m_head] [--prompts 2] [--max-new-tokens 48] [--reps 3]
     python scripts/bench.py --q4-tv 20 --max-new-tokens 32   # only the reduced targets' TV from float32
@@ -82,6 +84,12 @@ def main() -> None:
         "stored bench.json",
     )
     ap.add_argument("--out", default="results/bench")
+    ap.add_argument(
+        "--long-prompts",
+        type=int,
+        default=3,
+        help="CNN/DailyMail articles (400-1,000-token prompts) our fast-path rows run on again at one thread (0: none)",
+    )
     ap.add_argument("--note", action="append", default=[], help="a line for the Notes section")
     args = ap.parse_args()
     if args.render:
@@ -109,6 +117,7 @@ def main() -> None:
         curve_reps=args.curve_reps,
         sampling_targets=tuple(filter(None, args.sampling_targets.split(","))),
         llama_cpp=not args.no_llama_cpp,
+        long_prompts=args.long_prompts,
         notes=args.note,
     )
     write_report(Path(args.out), payload)

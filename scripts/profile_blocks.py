@@ -15,13 +15,10 @@ import json
 import time
 from pathlib import Path
 
-import torch
-
-from mtad.bench.block_profile import profile_methods, render_profile
+from mtad.bench.block_profile import long_prompt_ids, profile_methods, render_profile
 from mtad.bench.measure import ADAPTIVE_STOP, method_params
 from mtad.models.pairs import load_pair
 from mtad.provenance import environment_record
-from mtad.tasks.cnndm import CnnDmTask
 from mtad.tasks.prompts import chat_ids, make_prompts
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -40,11 +37,9 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     started = time.perf_counter()
     pair = load_pair(args.pair)
-    task = CnnDmTask()
-    articles = task.load_examples()[: args.prompts]
     prompts = {
         "short": [chat_ids(pair.tokenizer, t) for t in make_prompts(args.prompts, seed=7, held_out=True)],
-        "long": [torch.tensor([task.build_prompt(a, pair.tokenizer)]) for a in articles],
+        "long": long_prompt_ids(pair.tokenizer, args.prompts),
     }
     methods = {m: vars(p) for m, p in method_params(gamma=4).items()}
     if args.adaptive:

@@ -33,6 +33,7 @@ from mtad.bench import (
     verification_curve,
     write_report,
 )
+from mtad.bench.measure import budget_configs, tree_nodes
 from mtad.bench.render import _calibration_line
 from mtad.decode_stats import DecodeStats
 from mtad.decoding import DECODERS, MMTADParams, SpecTrParams
@@ -347,9 +348,23 @@ def test_goals_met_and_not_on_synthetic_numbers():
         "d": [True, True],  # q4_1 25 and q4_1_bf16 28 / llama.cpp 20 tok/s
         "e": [None],  # not the default path here
         "f": [None],  # no counts in these rows: the cost model is not held against them
+        "g": [None],  # no speculative rows
+        "h": [None],  # nor adaptive ones
+        "i": [False],  # half of sampling's time is outside its forwards
     }
     failing = synthetic_payload(fwd_over_mm=1.3, hf_tps=15.0, llama=dict(LLAMA, sampled_tokens_per_s=30.0))
-    assert met(failing) == {"a": [False] * 3, "b": [True], "c": [False], "d": [False, False], "e": [None], "f": [None]}
+    assert met(failing) == {
+        "a": [False] * 3,
+        "b": [True],
+        "c": [False],
+        "d": [False, False],
+        "e": [None],
+        "f": [None],
+    } | {
+        "g": [None],
+        "h": [None],
+        "i": [False],
+    }
     assert met(synthetic_payload())["d"] == [None, None]  # no llama.cpp: not measurable
     compiled = synthetic_payload()
     compiled["setup"]["default_path"] = "compiled"
@@ -431,7 +446,7 @@ def test_each_drafting_method_has_an_adaptive_row_beside_its_fixed_self(tmp_path
     payload = synthetic_payload()
     payload["rows"] += [r for r in rows if r["variant"] == "adaptive"]
     text = report(tmp_path, payload)
-    assert "Adaptive drafting" in text and "| sps | 0.3 |" in text and "| 1.25 |" in text
+    assert "Adaptive drafting" in text and "| sps | stop_below 0.3 |" in text and "| 1.25 |" in text
 
 
 def test_the_report_names_the_product_kernel_of_each_width_when_the_run_recorded_it(tmp_path):
@@ -441,3 +456,53 @@ def test_the_report_names_the_product_kernel_of_each_width_when_the_run_recorded
     payload["environment"]["kernels"] = {"target": choice, "draft": None}
     text = report(tmp_path, payload)
     assert "target: 1 zentorch, 2-4 onednn, 5-17 onednn, wider onednn (cached)." in text and "draft:" not in text
+
+
+def test_the_tree_methods_run_at_the_calibrated_node_budget_only_where_it_cuts_their_tree():
+    params = method_params(4)
+    assert tree_nodes(params["specinfer"]) == 2 + 4 + 4 + 4 and tree_nodes(params["mmtad"]) == 4 * 4
+    assert budget_configs(4, 16) == []  # holds both whole trees: the rows would be their fixed selves
+    assert [(c.label, c.params.node_budget) for c in budget_configs(4, 9)] == [
+        ("specinfer budget fast", 9),
+        ("mmtad budget fast", 9),
+    ]
+    assert [c.method for c in budget_configs(4, 1)] == ["mmtad"]  # below SpecInfer's first level of 2
+    # the synthetic curve: 1.3 x the 11 ms step holds the 5-token forward (13.2 ms), not the 9-token one
+    assert synthetic_payload()["calibration"]["node_budget"]["nodes"] == 4
+
+
+def method_rows(speeds: dict[str, float], other: float = 0.02, variant: str = "") -> list[dict]:
+    """`summarise`'s rows of our configs at chosen tokens/s (one 100-token generation each), `other`
+    of each one's time outside both forwards."""
+    configs = {c.label: c for c in default_configs(4, assisted=False)}
+    configs |= {c.label: c for c in budget_configs(4, 9)}
+    chosen = [configs[label] for label in speeds]
+    results = {}
+    for label, rate in speeds.items():
+        s = 100 / rate
+        stats = DecodeStats(new_tokens=100, target_calls=50, seconds=s, target_seconds=s * (0.9 - other))
+        stats.draft_seconds, stats.drafted, stats.draft_calls = s * 0.1, 80, 80
+        results[label] = [[stats]]
+    return summarise(chosen, results)
+
+
+FIXED = {"sampling eager": 10.0, "sampling fast": 20.0, "sps eager": 12.0, "sps fast": 25.0}
+FIXED |= {"mtad eager": 11.0, "mtad fast": 23.0, "mmtad eager": 12.0, "mmtad fast": 26.0}
+
+
+def test_the_method_adaptive_and_host_goals_read_the_rows_and_the_long_prompts(tmp_path):
+    payload = synthetic_payload()
+    payload["rows"] = method_rows(FIXED | {"sps adaptive fast": 27.0, "mmtad budget fast": 25.0})
+    found = {g["key"]: g for g in goals(payload)}
+    assert found["g"]["met"] and found["g"]["measured"].startswith("sps 1.25x, mtad 1.15x, mmtad 1.30x")
+    assert found["h"]["met"] is False and "mmtad budget fast 0.96x" in found["h"]["measured"]
+    assert found["i"]["met"] is None and "long prompts not measured" in found["i"]["measured"]
+    slow = method_rows(FIXED | {"mmtad fast": 22.0})  # mmtad below mtad on the fast path
+    assert not next(g for g in goals({**payload, "rows": slow}) if g["key"] == "g")["met"]
+    payload["long"] = {"prompts": 2, "mean_prompt_tokens": 612.0, "threads": 1}
+    payload["long"]["rows"] = method_rows({"sampling fast": 15.0, "sps fast": 14.0}, other=0.05)
+    host = next(g for g in goals(payload) if g["key"] == "i")
+    assert host["met"] is False and "long: worst sps fast 5.0%" in host["measured"]
+    text = report(tmp_path, payload)
+    assert "Long prompts: the fast-path rows on 2 CNN/DailyMail articles" in text and "(mean 612 tokens)" in text
+    assert "| sps | 14.00 | 0.93 |" in text and "| mmtad | node_budget 9 | 25.00 | 0.96 |" in text

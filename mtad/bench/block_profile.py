@@ -85,6 +85,15 @@ def host_ms_per_call(profile: dict, machine: str, threads: int, prompts: str = "
     return {r["method"]: sum(r["ms_per_block"][c] for c in HOST) for r in rows} or None
 
 
+def long_prompt_ids(tokenizer, n: int) -> list[torch.Tensor]:
+    """The first `n` CNN/DailyMail articles through the summary task's own prompt (400-1,000 tokens):
+    the long prompts of the profile and of the bench's long-prompt rows."""
+    from mtad.tasks.cnndm import CnnDmTask
+
+    task = CnnDmTask()
+    return [torch.tensor([task.build_prompt(a, tokenizer)]) for a in task.load_examples()[:n]]
+
+
 def profile_generation(decoder, prompt: torch.Tensor, max_new_tokens: int, seed: int) -> tuple[dict, dict, int, int]:
     """One generation under a profile: its split in seconds without the prefill (`COLUMNS`), the
     target's block forwards by width, the number of blocks and of new tokens."""

@@ -3,7 +3,9 @@
 1-token ones, (c) sampling `VS_HF_GOAL` times HF eager generate(), (d) sampling with a 4-bit target
 `VS_LLAMA_CPP_GOAL` times llama.cpp on the same GGUF, (e) the compiled path's first use within
 `COMPILE_GOAL_S` where it is the default, (f) the cost model's held-out speed-ups from counts within
-`modelled.AGREEMENT` of the measured ones (`goals`); and the payload readers they share with the
+`modelled.AGREEMENT` of the measured ones, (g) the speculative methods' `SPEEDUP_GOALS` over sampling,
+(h) adaptive drafting no slower than fixed and SpS with it `ADAPTIVE_SPS_GOAL`, (i) host work within
+`HOST_GOAL` of every method's time on short and long prompts (`goals`); and the payload readers they share with the
 report (`fast_target_curves`, `default_dtype`, `q4_sampling_label`)."""
 
 from __future__ import annotations
@@ -18,6 +20,9 @@ FIVE_OVER_ONE_GOAL = 1.3  # 5-token / 1-token matrix products (the pair's target
 VS_HF_GOAL = 1.6  # our sampling (fast) / HF eager generate(), tokens/s
 VS_LLAMA_CPP_GOAL = 1.0  # our sampling with the q4_1 target / llama.cpp sampling on the same GGUF
 COMPILE_GOAL_S = 60.0  # first use of the compiled path, where it is the default
+SPEEDUP_GOALS = {"sps": 1.2, "mtad": 1.1, "mmtad": 1.25}  # tokens/s over sampling, fast path
+ADAPTIVE_SPS_GOAL = 1.3  # SpS with adaptive drafting over sampling, fast path
+HOST_GOAL = 0.04  # host work (outside both models' forwards) / a method's decode time
 
 
 def _by_width(ms: dict) -> dict[int, float]:
@@ -130,7 +135,56 @@ def goals(payload: dict) -> list[dict]:
         *_vs_llama_cpp_goals(payload),
         _compile_goal(payload),
         _cost_model_goal(payload),
+        _speedup_goal(payload),
+        _adaptive_goal(payload),
+        _host_goal(payload),
     ]
+
+
+def _speedup_goal(payload: dict) -> dict:
+    """(g) each method of `SPEEDUP_GOALS` at least its speed-up over sampling on the fast path, and
+    mmtad ≥ mtad ≥ sampling on the eager and fast paths."""
+    goal = (
+        ", ".join(f"{m} ≥ {g}x" for m, g in SPEEDUP_GOALS.items())
+        + " sampling (fast path); mmtad ≥ mtad ≥ sampling on both paths, tokens/s"
+    )
+    speed = {r["label"]: r["tokens_per_s"] for r in payload.get("rows", []) if r["impl"] == "ours"}
+    paths = ("eager", "fast")
+    if not all(f"{m} {p}" in speed for m in ("sampling", *SPEEDUP_GOALS) for p in paths):
+        return _goal("g", goal, "not measured", None)
+    ratios = {m: speed[f"{m} fast"] / speed["sampling fast"] for m in SPEEDUP_GOALS}
+    ordered = all(speed[f"mmtad {p}"] >= speed[f"mtad {p}"] >= speed[f"sampling {p}"] for p in paths)
+    text = ", ".join(f"{m} {r:.2f}x" for m, r in ratios.items()) + f"; order {'holds' if ordered else 'broken'}"
+    return _goal("g", goal, text, ordered and all(ratios[m] >= g for m, g in SPEEDUP_GOALS.items()))
+
+
+def _adaptive_goal(payload: dict) -> dict:
+    """(h) every adaptive (and node-budget) row at least as fast as its fixed self, and SpS with
+    adaptive drafting ≥ `ADAPTIVE_SPS_GOAL` x sampling (fast path)."""
+    goal = f"adaptive drafting: every method ≥ its fixed self, and sps ≥ {ADAPTIVE_SPS_GOAL}x sampling (fast path)"
+    rows = [r for r in payload.get("rows", []) if r.get("variant") and r.get("vs_fixed")]
+    sps = next((r.get("speedup_vs_sampling") for r in rows if r["label"] == "sps adaptive fast"), None)
+    if not rows or sps is None:
+        return _goal("h", goal, "not measured", None)
+    slowest = min(rows, key=lambda r: r["vs_fixed"])
+    text = f"slowest vs fixed: {slowest['label']} {slowest['vs_fixed']:.2f}x; sps adaptive {sps:.2f}x sampling"
+    return _goal("h", goal, text, slowest["vs_fixed"] >= 1 and sps >= ADAPTIVE_SPS_GOAL)
+
+
+def _host_goal(payload: dict) -> dict:
+    """(i) host work ≤ `HOST_GOAL` of every method's time on the fast path, on the short prompts and
+    (where measured) the long ones."""
+    goal = f"host work ≤ {HOST_GOAL:.0%} of every method's time (fast path), short and long prompts"
+    groups = {"short": [r for r in payload.get("rows", []) if r["impl"] == "ours" and r["path"] == "fast"]}
+    groups["long"] = (payload.get("long") or {}).get("rows", [])
+    worst = {g: max(rows, key=lambda r: r["other_frac"]) for g, rows in groups.items() if rows}
+    if not worst:
+        return _goal("i", goal, "not measured", None)
+    text = "; ".join(f"{g}: worst {r['label']} {r['other_frac']:.1%}" for g, r in worst.items())
+    if "long" not in worst:
+        text += "; long prompts not measured"
+    met = all(r["other_frac"] <= HOST_GOAL for r in worst.values())
+    return _goal("i", goal, text, met if "long" in worst or not met else None)
 
 
 def _cost_model_goal(payload: dict) -> dict:

@@ -12,12 +12,14 @@ generation's record as it reads a cell's (`mtad.metrics.cost_model.Counts.of`)."
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from dataclasses import asdict, dataclass, replace
 
 import torch
 
+from mtad.bench.block_profile import long_prompt_ids
 from mtad.bench.calibrate import calibration, predictions
 from mtad.bench.curves import dtype_name, verification_curve
 from mtad.bench.llama_cpp import llama_cpp_on_pair
@@ -52,7 +54,9 @@ class Config:
     params: DecoderParams  # the method's settings (for hf: those of `method`)
     path: str = "eager"  # ours: a decode_path; hf: "eager" | "static+compile"
     target_dtype: str | None = None  # another target than the pair's (a key of `targets`, e.g. "q4_1")
-    variant: str = ""  # "adaptive": the method with adaptive drafting (`ADAPTIVE_STOP`), beside its fixed self
+    # "adaptive": the method with adaptive drafting (`ADAPTIVE_STOP`); "budget": a tree method verifying at
+    # most the calibration's node budget (`budget_configs`); each beside its fixed self
+    variant: str = ""
 
 
 Repetition = list[DecodeStats]  # one config's generations in one repetition, one per prompt in order
@@ -80,6 +84,26 @@ HF_REFERENCE_DTYPE = "float32"  # HF eager generate() on this target is the refe
 # (MTAD's joint-probability rule costs block efficiency soon, hence its low value); the effect per
 # method is in results/bench/profile_adaptive.md (`make profile PROFILE_ARGS=--adaptive`)
 ADAPTIVE_STOP = {"sps": 0.3, "spectr": 0.2, "specinfer": 0.3, "mtad": 0.03, "mmtad": 0.03}
+
+
+def tree_nodes(params: DecoderParams) -> int:
+    """The most draft nodes one verification of a tree method holds: SpecInfer's whole k_config tree
+    (k1 + k1·k2 + ...), MMTAD's W beams of γ tokens (shared prefixes make it fewer)."""
+    if isinstance(params, SpecInferParams):
+        return sum(math.prod(params.k_config[: d + 1]) for d in range(len(params.k_config)))
+    return params.beam_width * params.gamma
+
+
+def budget_configs(gamma: int, nodes: int) -> list[Config]:
+    """SpecInfer and MMTAD on the fast path verifying at most `nodes` tree nodes (the calibration's
+    `node_budget`: EAGLE-2's dynamic tree at this machine's verification cost), each where that is
+    fewer than its whole tree (else the row is its fixed self) and at least its first level."""
+    params = method_params(gamma)
+    return [
+        Config(f"{m} budget fast", "ours", m, replace(params[m], node_budget=nodes), "fast", variant="budget")
+        for m in ("specinfer", "mmtad")
+        if getattr(params[m], "k_config", (1,))[0] <= nodes < tree_nodes(params[m])
+    ]
 
 
 def default_configs(
@@ -338,6 +362,25 @@ CURVE_DTYPES = ("float32", "bfloat16", "q4_1", "q4_1_bf16")  # the verification-
 SAMPLING_TARGETS = ("q4_1", "q4_1_bf16")  # other targets sampling runs with, a row each
 
 
+LONG_THREADS = 1  # the long-prompt rows' thread count: a one-core decode, where host work weighs most
+
+
+def measure_long(
+    configs: list[Config], target, draft, prompts: list[torch.Tensor], max_new_tokens: int, reps: int, log=print
+) -> dict:
+    """`configs` (our fast-path rows) again on long prompts at `LONG_THREADS` thread: the setup and the
+    rows `summarise` makes of them, each method beside sampling on the same prompts."""
+    with torch_threads(LONG_THREADS):
+        warm_up(configs, target, draft, prompts, 8, max_new_tokens, log=lambda *_: None)
+        results = measure_all(configs, target, draft, prompts, max_new_tokens, reps, log=log)
+    return {
+        "prompts": len(prompts),
+        "mean_prompt_tokens": statistics.mean(p.numel() for p in prompts),
+        "threads": LONG_THREADS,
+        "rows": summarise(configs, results),
+    }
+
+
 def measure_pair(
     pair_name: str,
     *,
@@ -354,17 +397,20 @@ def measure_pair(
     curve_reps: int = 10,
     sampling_targets: tuple[str, ...] = SAMPLING_TARGETS,
     llama_cpp: bool = True,
+    long_prompts: int = 0,
     notes: list[str] | None = None,
     log=print,
 ) -> dict:
-    """The whole benchmark of pair `pair_name` -> the payload `write_report` renders: `prompts` held-out
-    chat prompts x `max_new_tokens`, `reps` alternating repetitions of every config (`default_configs`;
-    `only`: comma-separated substrings of the labels to keep, llama.cpp included), sampling with each
-    of `sampling_targets` other than the pair's own, the verification-cost curve over `curve_dtypes`
-    ('()': none) at 1 thread and the current count, llama.cpp on the pair's GGUF (`llama_cpp`), the
-    calibration, the predicted speed-ups and the wall time. `threads` is the thread count asked for
-    (0: torch's default), applied for the whole run (`devices.torch_threads`) and recorded in the
-    setup; `target_dtype`, `draft_dtype` override the pair's."""
+    """The whole benchmark of pair `pair_name` -> the payload `write_report` renders: the
+    verification-cost curve over `curve_dtypes` ('()': none) at 1 thread and the current count, and
+    the calibration read from it; then `prompts` held-out chat prompts x `max_new_tokens`, `reps`
+    alternating repetitions of every config (`default_configs`, and `budget_configs` at the
+    calibrated node budget; `only`: comma-separated substrings of the labels to keep, llama.cpp
+    included), sampling with each of `sampling_targets` other than the pair's own, llama.cpp on the
+    pair's GGUF (`llama_cpp`); our fast-path rows again on `long_prompts` CNN/DailyMail prompts at
+    one thread (`measure_long`; 0: none); the predicted speed-ups and the wall time. `threads` is
+    the thread count asked for (0: torch's default), applied for the whole run
+    (`devices.torch_threads`) and recorded in the setup; `target_dtype`, `draft_dtype` override the pair's."""
     with torch_threads(threads):
         started = time.perf_counter()
         overrides = {k: v for k, v in (("target_dtype", target_dtype), ("draft_dtype", draft_dtype)) if v}
@@ -372,22 +418,20 @@ def measure_pair(
         prompt_ids = [chat_ids(pair.tokenizer, text) for text in make_prompts(prompts, seed=7, held_out=True)]
         own = dtype_name(pair.target)
         sampling_targets = tuple(d for d in sampling_targets if d != own)
-        configs = default_configs(
-            gamma,
-            compiled=compiled,
-            assisted=not reads_target_features(pair.draft),
-            target_dtypes=sampling_targets,
-            pair_dtype=own,
+
+        def kept(configs: list[Config]) -> list[Config]:
+            return [c for c in configs if not only or any(s in c.label for s in only.split(","))]
+
+        configs = kept(
+            default_configs(
+                gamma,
+                compiled=compiled,
+                assisted=not reads_target_features(pair.draft),
+                target_dtypes=sampling_targets,
+                pair_dtype=own,
+            )
         )
-        if only:
-            configs = [c for c in configs if any(s in c.label for s in only.split(","))]
         targets = other_targets(pair, {*curve_dtypes, *(c.target_dtype for c in configs if c.target_dtype)})
-        warm = warm_up(configs, pair.target, pair.draft, prompt_ids, 8, max_new_tokens, log=log, targets=targets)
-        results = measure_all(
-            configs, pair.target, pair.draft, prompt_ids, max_new_tokens, reps, log=log, targets=targets
-        )
-        rows = summarise(configs, results)
-        llama = llama_cpp_on_pair(pair, prompt_ids, max_new_tokens, reps, skip=not llama_cpp, only=only)
         curve = None
         if curve_dtypes:
             curve = verification_curve(
@@ -399,6 +443,22 @@ def measure_pair(
                 log=log,
                 targets=tuple(targets.values()),
             )
+        calibrated = calibration(curve, gamma) if curve else None
+        if calibrated:
+            log(f"calibration picked: {calibrated}")
+        if calibrated and calibrated.get("node_budget"):
+            configs += kept(budget_configs(gamma, calibrated["node_budget"]["nodes"]))
+        warm = warm_up(configs, pair.target, pair.draft, prompt_ids, 8, max_new_tokens, log=log, targets=targets)
+        results = measure_all(
+            configs, pair.target, pair.draft, prompt_ids, max_new_tokens, reps, log=log, targets=targets
+        )
+        rows = summarise(configs, results)
+        llama = llama_cpp_on_pair(pair, prompt_ids, max_new_tokens, reps, skip=not llama_cpp, only=only)
+        long = None
+        if long_prompts:
+            ours = [c for c in configs if c.impl == "ours" and c.path == "fast" and not c.target_dtype]
+            long_ids = long_prompt_ids(pair.tokenizer, long_prompts)
+            long = measure_long(ours, pair.target, pair.draft, long_ids, max_new_tokens, reps, log=log)
         payload = {
             "setup": {
                 "pair": pair_name,
@@ -414,11 +474,10 @@ def measure_pair(
             "warm_up": warm,
             "curve": curve,
             "llama_cpp": llama,
+            "long": long,
             "notes": list(notes or []),
         }
-        payload["calibration"] = calibration(curve, gamma) if curve else None
-        if payload["calibration"]:
-            log(f"calibration picked: {payload['calibration']}")
+        payload["calibration"] = calibrated
         payload["predicted"] = predictions(payload, gamma, own)
         payload["wall_s"] = time.perf_counter() - started
         return payload

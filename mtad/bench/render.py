@@ -86,35 +86,70 @@ def _per_block(row: dict, key: str) -> str:
     return _fmt(counts[key] / counts["target_calls"] if counts.get("target_calls") else None, "{:.2f}")
 
 
+VARIANT_SETTING = {"adaptive": "stop_below", "budget": "node_budget"}  # the setting each variant row changes
+
+
 def _adaptive_lines(payload: dict) -> list[str]:
-    """Each method with adaptive drafting beside its fixed self on the fast path (absent from a run
-    made before the rows existed)."""
+    """Each method with adaptive drafting (and the tree methods at the calibrated node budget) beside
+    its fixed self on the fast path (absent from a run made before the rows existed)."""
     rows = {r["label"]: r for r in payload["rows"]}
-    adaptive = [r for r in payload["rows"] if r.get("variant") == "adaptive"]
-    if not adaptive:
+    variants = [r for r in payload["rows"] if r.get("variant") in VARIANT_SETTING]
+    if not variants:
         return []
-    header = ["method", "stop_below", "tok/s", "vs fixed", "vs sampling", "block eff. (fixed)"]
-    header += ["drafted per block (fixed)", "tree nodes per block (fixed)"]
+    header = ["method", "setting", "tok/s", "vs fixed", "vs sampling", "block eff. (fixed)"]
+    header += ["drafted per block (fixed)", "tree nodes per block (fixed)", "other % (fixed)"]
     return [
         "",
-        "Adaptive drafting (`stop_below`: drafting ends where the draft is unsure; `mtad/decoding/README.md`), "
-        "fast path, beside the same method drafting its fixed γ or tree:",
+        "Adaptive drafting (`stop_below`: drafting ends where the draft is unsure; `node_budget`: the tree "
+        "keeps the nodes of highest draft path probability, as many as the calibration below allows; "
+        "`mtad/decoding/README.md`), fast path, beside the same method drafting its fixed γ or tree:",
         "",
-        *md_table(header, (_adaptive_row(r, rows.get(f"{r['method']} fast") or {}) for r in adaptive), "l" + "r" * 7),
+        *md_table(header, (_adaptive_row(r, rows.get(f"{r['method']} fast") or {}) for r in variants), "ll" + "r" * 7),
     ]
 
 
 def _adaptive_row(r: dict, fixed: dict) -> list:
-    """An adaptive row's figures, its fixed self's in brackets."""
+    """A variant row's figures, its fixed self's in brackets."""
+    setting = VARIANT_SETTING[r["variant"]]
     return [
         r["method"],
-        r["params"].get("stop_below"),
+        f"{setting} {r['params'].get(setting)}",
         f"{r['tokens_per_s']:.2f}",
         _fmt(r.get("vs_fixed")),
         _fmt(r.get("speedup_vs_sampling")),
         f"{_fmt(r.get('block_efficiency'))} ({_fmt(fixed.get('block_efficiency'))})",
         f"{_per_block(r, 'drafted')} ({_per_block(fixed, 'drafted')})",
         f"{_per_block(r, 'tree_nodes')} ({_per_block(fixed, 'tree_nodes')})",
+        f"{_fmt(100 * r['other_frac'], '{:.1f}')} ({_fmt(100 * fixed['other_frac'] if fixed else None, '{:.1f}')})",
+    ]
+
+
+def _long_lines(payload: dict) -> list[str]:
+    """Our fast-path rows again on long prompts at one thread (absent from a run without them)."""
+    long = payload.get("long")
+    if not long:
+        return []
+    header = ["row", "tok/s", "vs sampling", "block eff.", "accepted / drafted", "target %", "draft %", "other %"]
+    body = [
+        [
+            r["label"].removesuffix(" fast"),
+            f"{r['tokens_per_s']:.2f}",
+            _fmt(r.get("speedup_vs_sampling")),
+            _fmt(r.get("block_efficiency")),
+            _fmt(r.get("acceptance_rate")),
+            _fmt(100 * r["target_frac"], "{:.0f}"),
+            _fmt(100 * r["draft_frac"] if r["draft_frac"] else None, "{:.0f}"),
+            _fmt(100 * r["other_frac"], "{:.1f}"),
+        ]
+        for r in long["rows"]
+    ]
+    return [
+        "",
+        f"Long prompts: the fast-path rows on {long['prompts']} CNN/DailyMail articles through the summary task's "
+        f"prompt (mean {long['mean_prompt_tokens']:.0f} tokens) at {long['threads']} thread, same new tokens, "
+        "repetitions and seeds (other % is host work: everything outside the two models' forwards):",
+        "",
+        *md_table(header, body, "l" + "r" * 7),
     ]
 
 
@@ -403,6 +438,7 @@ def write_report(out_dir: Path, payload: dict) -> None:
         *terms_markdown(("block_efficiency", "acceptance_rate", "alpha")),
     ]
     lines += _adaptive_lines(payload)
+    lines += _long_lines(payload)
     lines += _references_lines(payload, rows)
     lines += _sampling_lines(payload)
     lines += _curve_lines(payload.get("curve"))
