@@ -30,3 +30,17 @@ def test_the_page_follows_a_changed_result(tmp_path):
     after = page(results)
     assert "| sampling | 123.5 |" in after and "| sampling | 123.5 |" not in before
     assert "Not committed: `" in after  # claims, runs and verify were left out of the copy: said, not skipped
+
+
+def test_the_speed_section_names_variant_rows_and_llama_cpp(tmp_path):
+    results = tmp_path / "results"
+    shutil.copytree(ROOT / "results" / "bench", results / "bench")
+    bench = json.loads((results / "bench" / "bench.json").read_text())
+    mmtad = next(r for r in bench["rows"] if r["label"] == "mmtad fast")
+    params = {**mmtad["params"], "node_budget": 7}
+    bench["rows"].append({**mmtad, "label": "mmtad budget fast", "variant": "budget", "params": params})
+    bench["llama_cpp"] = {"threads": 2, "sampled_tokens_per_s": 61.3, "greedy_tokens_per_s": 70.0}
+    (results / "bench" / "bench.json").write_text(json.dumps(bench))
+    text = page(results)
+    assert "| mmtad (node budget 7) |" in text
+    assert "llama.cpp on the same GGUF, 2 threads: sampled 61.3, greedy 70.0 tok/s." in text

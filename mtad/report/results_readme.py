@@ -242,7 +242,7 @@ def speed_section(results: Path) -> list[str]:
     ours = [r for r in payload["rows"] if r["impl"] == "ours" and r["path"] == "fast" and not r.get("target_dtype")]
     table = [
         [
-            r["method"] + (" (adaptive)" if r.get("variant") == "adaptive" else ""),
+            r["method"] + _variant_suffix(r),
             f"{r['tokens_per_s']:.1f}",
             fmt_ratio(r.get("speedup_vs_sampling")),
             f"{r.get('block_efficiency') or 1:.2f}",
@@ -280,9 +280,21 @@ def speed_section(results: Path) -> list[str]:
     ]
     if reduced:
         lines += ["Sampling with the 4-bit targets (see below), tok/s: " + ", ".join(reduced) + "."]
-    if llama.get("tokens_per_s"):
-        lines += [f"llama.cpp on the same GGUF: {llama['tokens_per_s']:.1f} tok/s."]
+    if llama.get("sampled_tokens_per_s"):
+        lines += [
+            f"llama.cpp on the same GGUF, {llama['threads']} threads: sampled {llama['sampled_tokens_per_s']:.1f}, "
+            f"greedy {llama['greedy_tokens_per_s']:.1f} tok/s."
+        ]
     return lines
+
+
+def _variant_suffix(row: dict) -> str:
+    """How a variant row differs from its fixed method: adaptive drafting, or a node budget."""
+    if row.get("variant") == "adaptive":
+        return " (adaptive)"
+    if row.get("variant") == "budget":
+        return f" (node budget {row['params']['node_budget']})"
+    return ""
 
 
 # ----------------------------------------------------------------------------- reduced targets
