@@ -33,6 +33,7 @@ from mtad.bench import (
     verification_curve,
     write_report,
 )
+from mtad.bench.block_profile import HOST
 from mtad.bench.measure import budget_configs, tree_nodes
 from mtad.bench.render import _calibration_line
 from mtad.decode_stats import DecodeStats
@@ -508,3 +509,39 @@ def test_the_method_adaptive_and_host_goals_read_the_rows_and_the_long_prompts(t
     text = report(tmp_path, payload)
     assert "Long prompts: the fast-path rows on 2 CNN/DailyMail articles" in text and "(mean 612 tokens)" in text
     assert "| sps | 14.00 | 0.93 |" in text and "| mmtad | node_budget 9 | 25.00 | 0.96 |" in text
+
+
+def profile_row(method: str, prompts: str, tokens_per_block: float, ms: dict[str, float]) -> dict:
+    """A `make profile` row: `ms` the block's target, draft and host phases (the rest zero)."""
+    split = dict.fromkeys(("target", "draft", *HOST), 0.0) | ms
+    split["total"] = sum(split.values())
+    return {
+        "method": method,
+        "threads": 2,
+        "prompts": prompts,
+        "block_efficiency": tokens_per_block,
+        "ms_per_block": split,
+        "ms_per_token": split["total"] / tokens_per_block,
+    }
+
+
+def test_unmet_goals_are_named_with_the_profile_split_against_the_block_each_goal_allows(tmp_path):
+    payload = synthetic_payload()
+    payload["environment"]["machine"] = "Test CPU (2 CPUs)"
+    payload["rows"] = method_rows(FIXED | {"mmtad fast": 22.0})  # goal (g) broken: mmtad below mtad
+    text = report(tmp_path, payload)
+    assert "## What is left" in text and "No block profile of this machine at 2 threads" in text
+    rows = [
+        profile_row("sampling", "short", 1.0, {"target": 20.0, "process": 0.5}),
+        # 2 tokens per block at 20.5 ms per sampled token allow 41 / 1.25 = 32.8 ms; the block costs 40
+        profile_row("mmtad", "short", 2.0, {"target": 30.0, "draft": 6.0, "process": 3.0, "drafting": 1.0}),
+    ]
+    setup = {"machine": "Test CPU (2 CPUs), avx2"}
+    (tmp_path / "profile.json").write_text(json.dumps({"setup": setup, "rows": rows}))
+    text = report(tmp_path, payload)
+    assert "Goals not met: (g)." in text
+    split = "| 40.0 | 30.0 | 6.0 | 4.0 (process 3.0, drafting 1.0) |"
+    assert f"| mmtad | short | 2.00 {split} 1.25x | 32.8 | +7.2 |" in text
+    setup["machine"] = "Other CPU (2 CPUs)"  # a profile of another machine names nothing here
+    (tmp_path / "profile.json").write_text(json.dumps({"setup": setup, "rows": rows}))
+    assert "No block profile of this machine" in report(tmp_path, payload)

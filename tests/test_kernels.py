@@ -111,3 +111,40 @@ def test_zentorch_products_are_within_bf16_rounding_and_the_scope_restores_linea
     reference = F.linear(x, weight)
     assert (zen.float() - reference.float()).abs().max() <= 2**-7 * reference.float().abs().max()
     assert torch.equal(as_float, F.linear(x.float(), weight.float()))
+
+
+@pytest.mark.skipif(not kernels.zentorch_available(), reason="zentorch not installed (pip install 'mtad[zen]')")
+def test_a_new_weight_is_never_multiplied_as_an_earlier_one_zendnn_cached():
+    """ZenDNN finds its reordered copy of a weight by address; models built and freed one after the
+    other (tests, a bench loading several targets) would reuse addresses and get stale products."""
+    import torch.nn.functional as F
+
+    x = torch.randn(1, 576, dtype=torch.bfloat16)
+    for _ in range(12):
+        weight = torch.randn(1536, 576, dtype=torch.bfloat16)
+        with kernels.products_under("zentorch"):
+            zen = F.linear(x, weight).float()
+        reference = F.linear(x, weight).float()
+        assert (zen - reference).abs().max() <= 2**-7 * reference.abs().max()
+        del weight  # its address is free for the next one, but for the hold on it
+    start = kernels._SEEN[next(reversed(kernels._SEEN))]
+    view = start[:768]  # another shape at a held address takes oneDNN
+    with kernels.products_under("zentorch"):
+        assert torch.equal(F.linear(x, view), torch.nn.functional.linear(x, view.contiguous()))
+
+
+def test_a_burst_of_other_work_during_calibration_does_not_pick_the_slower_kernel(monkeypatch):
+    """oneDNN costs 10 ms and torch's own 12; four consecutive timings meet a 100 ms burst. Timed one
+    kernel after the other, the burst would take most of oneDNN's repetitions and hand the bucket to
+    the slower kernel; taking turns, each kernel meets it in two rounds of seven."""
+    calls = []
+
+    def timed(mats, inputs, kernel):
+        calls.append(kernel)
+        burst = 100.0 if 2 <= len(calls) - 1 <= 5 else 0.0
+        return {"onednn": 10.0, "native": 12.0}[kernel] + burst
+
+    monkeypatch.setattr(kernels, "available", lambda: ("onednn", "native"))
+    monkeypatch.setattr(kernels, "_products_once", timed)
+    assert kernels.fastest([torch.zeros(4, 8, dtype=torch.bfloat16)], 1) == "onednn"
+    assert calls[:4] == ["onednn", "native", "onednn", "native"]

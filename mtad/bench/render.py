@@ -12,6 +12,7 @@ from pathlib import Path
 from mtad.bench.calibrate import calibration
 from mtad.bench.curves import contradictions
 from mtad.bench.goal_checks import _by_width, _tokens_per_s, default_dtype, goals
+from mtad.bench.left import left_lines
 from mtad.bench.llama_cpp import llama_cpp_unmeasured
 from mtad.bench.modelled import attach_host_profile, modelled_rows
 from mtad.decoding import SamplingParams
@@ -415,6 +416,10 @@ def _curve_row(c: dict, widths: list[int]) -> list:
     ]
 
 
+def _profile(path: Path) -> dict | None:
+    return json.loads(path.read_text()) if path.exists() else None
+
+
 def write_report(out_dir: Path, payload: dict) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     attach_host_profile(payload, out_dir / "profile.json")  # the cost model's host term, where measured here
@@ -446,6 +451,7 @@ def write_report(out_dir: Path, payload: dict) -> None:
     lines += _predicted_lines(payload)
     lines += _modelled_lines(payload)
     lines += _goals_lines(payload)
+    lines += left_lines(payload, _profile(out_dir / "profile.json"))
     if payload.get("notes"):
         lines += ["", "## Notes", "", *payload["notes"]]
     (out_dir / "bench.md").write_text("\n".join(lines) + "\n")

@@ -39,7 +39,7 @@ BUILT_IN = ("onednn", "native")
 # forwards (prefills) always take oneDNN, torch's own product does not block for many rows
 BUCKETS = ((1, 1), (2, 4), (5, 17))
 TIMED_WIDTH = {(1, 1): 1, (2, 4): 3, (5, 17): 9}
-REPS = 3
+REPS = 7  # rounds of the kernels taking turns (median), after one warm-up round
 
 
 @dataclass(frozen=True)
@@ -93,17 +93,29 @@ def products_under(kernel: str) -> contextlib.AbstractContextManager:
     return contextlib.nullcontext()
 
 
+_SEEN: dict[int, torch.Tensor] = {}  # address -> the weight ZenDNN has cached there (held: never freed)
+
+
 @contextlib.contextmanager
 def zentorch_products():
     """``F.linear`` on bf16 CPU tensors through ZenDNN within the block (``nn.Linear`` calls it too).
 
     The function is swapped, not intercepted by a ``TorchFunctionMode``: a mode would route every
-    operator of the forward through Python, costing more than the products save."""
+    operator of the forward through Python, costing more than the products save.
+
+    ZenDNN keeps each weight it has seen reordered into its blocked layout, found again by the
+    weight's address (its speed at one row depends on it: without the cache a product costs ~3x).
+    A weight freed and another allocated at the same address would be multiplied as the old one,
+    so every weight passed here is held for the life of the process (`_SEEN`), and a tensor of
+    another shape at a held address (a view of its start) takes oneDNN. Weights must not change in
+    place after their first product here."""
     original = F.linear
 
     def linear(x, weight, bias=None):
         if x.dtype is torch.bfloat16 and weight.dtype is torch.bfloat16 and x.device.type == "cpu":
-            return torch.ops.zentorch.zentorch_linear_unary(x, weight, bias)
+            seen = _SEEN.setdefault(weight.data_ptr(), weight)
+            if seen is weight or (seen.shape == weight.shape and seen.stride() == weight.stride()):
+                return torch.ops.zentorch.zentorch_linear_unary(x, weight, bias)
         return original(x, weight, bias)
 
     F.linear = linear
@@ -135,24 +147,34 @@ def weights(model: torch.nn.Module) -> list[torch.Tensor]:
     return [m.weight for m in model.modules() if isinstance(m, torch.nn.Linear)]
 
 
-def products_ms(mats: list[torch.Tensor], width: int, kernel: str) -> float:
-    """Median ms of one product by each of `mats` at `width` rows under `kernel`."""
-    inputs = {k: torch.randn(width, k, dtype=torch.bfloat16) for k in {m.shape[1] for m in mats}}
-    times = []
+def _products_once(mats: list[torch.Tensor], inputs: dict[int, torch.Tensor], kernel: str) -> float:
+    """Ms of one product by each of `mats` under `kernel` (`inputs`: a [width, K] input per K)."""
     with products_under(kernel):
-        for rep in range(REPS + 1):
-            start = time.perf_counter()
-            for m in mats:
-                F.linear(inputs[m.shape[1]], m)
-            if rep:  # the first is a warm-up
-                times.append(1e3 * (time.perf_counter() - start))
-    return statistics.median(times)
+        start = time.perf_counter()
+        for m in mats:
+            F.linear(inputs[m.shape[1]], m)
+        return 1e3 * (time.perf_counter() - start)
 
 
 def calibrate(model: torch.nn.Module) -> tuple[str, ...]:
     """Per bucket, the kernel whose products of `model`'s weights ran fastest just now."""
     mats = weights(model)
-    return tuple(min(available(), key=lambda kernel: products_ms(mats, TIMED_WIDTH[b], kernel)) for b in BUCKETS)
+    return tuple(fastest(mats, TIMED_WIDTH[b]) for b in BUCKETS)
+
+
+def fastest(mats: list[torch.Tensor], width: int) -> str:
+    """The kernel of least median time for `mats` at `width` rows. The kernels take turns on every
+    repetition: a calibration is kept for good, and timing them one after another lets a burst of
+    other work (another process, a frequency change) land on one kernel alone and pick it wrongly."""
+    kernels = available()
+    inputs = {k: torch.randn(width, k, dtype=torch.bfloat16) for k in {m.shape[1] for m in mats}}
+    times: dict[str, list[float]] = {kernel: [] for kernel in kernels}
+    for rep in range(REPS + 1):
+        for kernel in kernels:
+            ms = _products_once(mats, inputs, kernel)
+            if rep:  # the first round is a warm-up
+                times[kernel].append(ms)
+    return min(kernels, key=lambda kernel: statistics.median(times[kernel]))
 
 
 @functools.cache
