@@ -74,15 +74,25 @@ class BlockProfile:
         }
 
 
-def host_ms_per_call(profile: dict, machine: str, threads: int, prompts: str = "short") -> dict[str, float] | None:
-    """Each method's host work per target call (ms of a block outside its forwards) in a block
-    profile (`make profile`'s payload) made on `machine` (the bench's environment name of it) at
-    `threads`, on the `prompts` group; None when the profile was made elsewhere or at other threads:
-    a host term is a fact of one machine."""
+def machine_rows(profile: dict, machine: str, threads: int) -> list[dict] | None:
+    """The rows of a block profile (`make profile`'s payload) at `threads` when it was made on
+    `machine` (the bench's environment name of it); None when made elsewhere or at other threads:
+    a block's split is a fact of one machine."""
     if profile["setup"]["machine"].split(",")[0] != machine:
         return None
-    rows = [r for r in profile["rows"] if r["threads"] == threads and r["prompts"] == prompts]
-    return {r["method"]: sum(r["ms_per_block"][c] for c in HOST) for r in rows} or None
+    return [r for r in profile["rows"] if r["threads"] == threads] or None
+
+
+def host_ms(ms_per_block: dict[str, float]) -> float:
+    """A profile row's host work per block: everything outside the two models' forwards."""
+    return sum(ms_per_block[c] for c in HOST)
+
+
+def host_ms_per_call(profile: dict, machine: str, threads: int, prompts: str = "short") -> dict[str, float] | None:
+    """Each method's host work per target call (ms of a block outside its forwards) on the `prompts`
+    group of a block profile made on `machine` at `threads` (`machine_rows`); None otherwise."""
+    rows = [r for r in machine_rows(profile, machine, threads) or [] if r["prompts"] == prompts]
+    return {r["method"]: host_ms(r["ms_per_block"]) for r in rows} or None
 
 
 def long_prompt_ids(tokenizer, n: int) -> list[torch.Tensor]:

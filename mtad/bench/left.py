@@ -9,7 +9,7 @@ between the measured block and that budget is what is left, and the split says w
 
 from __future__ import annotations
 
-from mtad.bench.block_profile import HOST
+from mtad.bench.block_profile import HOST, host_ms, machine_rows
 from mtad.bench.goal_checks import SPEEDUP_GOALS, goals
 from mtad.markdown import md_table
 
@@ -29,7 +29,6 @@ def _row(r: dict, sampling_ms_per_token: float) -> list:
     ms, t = r["ms_per_block"], r["block_efficiency"]
     goal = _allowed_speedup(r["method"])
     allowed = t * sampling_ms_per_token / goal  # the block time at which the goal is just met
-    host = sum(ms[c] for c in HOST)
     return [
         r["method"],
         r["prompts"],
@@ -37,18 +36,11 @@ def _row(r: dict, sampling_ms_per_token: float) -> list:
         f"{ms['total']:.1f}",
         f"{ms['target']:.1f}",
         f"{ms['draft']:.1f}",
-        f"{host:.1f} ({_largest_host_phases(ms)})",
+        f"{host_ms(ms):.1f} ({_largest_host_phases(ms)})",
         f"{goal:g}x",
         f"{allowed:.1f}",
         f"{ms['total'] - allowed:+.1f}",
     ]
-
-
-def profile_rows(profile: dict, machine: str, threads: int) -> list[dict] | None:
-    """The profile's rows at `threads` when it was made on `machine` (the bench's name of it), else None."""
-    if profile["setup"]["machine"].split(",")[0] != machine:
-        return None
-    return [r for r in profile["rows"] if r["threads"] == threads] or None
 
 
 def left_lines(payload: dict, profile: dict | None) -> list[str]:
@@ -60,7 +52,7 @@ def left_lines(payload: dict, profile: dict | None) -> list[str]:
     env = payload["environment"]
     keys = dict.fromkeys(g["key"] for g in unmet)  # a goal per dtype shares its key
     lines = ["", "## What is left", "", "Goals not met: " + ", ".join(f"({k})" for k in keys) + "."]
-    rows = profile_rows(profile, env["machine"], env["threads"]) if profile else None
+    rows = machine_rows(profile, env["machine"], env["threads"]) if profile else None
     if rows is None:
         return [*lines, "", f"No block profile of this machine at {env['threads']} threads (`make profile`)."]
     lines += [
