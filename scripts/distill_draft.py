@@ -20,6 +20,10 @@
         the committed teacher-answers dataset (mtad/assets/drafts/teacher_answers/)
     python scripts/distill_draft.py featurize --pair smollm2_135m_head  # that dataset scored into the work dir's
         corpus (a fresh machine's first step: the trainers then read it as they read the producer's chunks)
+    python scripts/distill_draft.py round-requests --pair smollm2_135m_head --count 15000 --bundle B.pt  # a
+        GPU round's input: new distinct training requests and the held-out answers, token ids only
+    python scripts/distill_draft.py round --pair smollm2_135m_head --bundle B.pt --out DIR --max-minutes 8  # on
+        a GPU: answers sampled, corpus scored and held there, heads trained side by side (mtad/distill/gpu_round.py)
 (head-design, head-noise, head-final, head-ab, head-vocab and dtype-ab write results/draft/head_design.{json,md};
 time them on a quiet machine.)
 """
@@ -62,6 +66,8 @@ def main(argv=None) -> int:
             "head-ab",
             "head-vocab",
             "dtype-ab",
+            "round-requests",
+            "round",
         ],
     )
     ap.add_argument("--pair", default="smollm2_135m_head")
@@ -113,6 +119,9 @@ def main(argv=None) -> int:
     ap.add_argument("--ab-layers", default="1,2", help="head-ab: the depths compared")
     ap.add_argument("--vocab-sizes", default="4096,8192,16384,0", help="head-vocab: vocabularies (0 = full)")
     ap.add_argument("--command", default="make draft", help="the training command recorded in the model card")
+    ap.add_argument("--bundle", default=None, help="round-requests writes, round reads: a round's requests file")
+    ap.add_argument("--count", type=int, default=15000, help="round-requests: new distinct requests")
+    ap.add_argument("--out", default=None, help="round: where the new answers, the heads and round.json go")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s {args.job} %(message)s")
 
@@ -151,6 +160,9 @@ def main(argv=None) -> int:
         )
         return 0
 
+    if args.job == "round-requests":
+        return round_requests(args, cfg, workdir)
+
     set_threads(args.threads)
     init_from = None if args.init_from == "none" else str(dest) if args.init_from == "pair" else args.init_from
     if head and init_from == str(dest) and not dest.exists():
@@ -175,12 +187,33 @@ def main(argv=None) -> int:
     # the producer runs the target in the dtype decoding uses on this machine (the calibration's pick:
     # bf16 on a CPU that multiplies it natively); trainers keep float32 master weights
     device = str(torch_device(args))
-    dtype = auto_dtype(torch.device(device)) if args.job in ("produce", "featurize") else "float32"
+    dtype = auto_dtype(torch.device(device)) if args.job in ("produce", "featurize", "round") else "float32"
     target, tokenizer = load_target_and_tokenizer(cfg, device=device, dtype=dtype)
     target.requires_grad_(False)
     special_ids = tokenizer.all_special_ids + [tokenizer.eos_token_id]
     if args.job in ("head-ab", "head-vocab", "dtype-ab", "head-design", "head-noise", "head-final", "head-calibration"):
         return head_design(args, workdir, dest, target, special_ids)
+    if args.job == "round":
+        from mtad.distill.answers import DATASET_DIR, target_identity
+        from mtad.distill.gpu_round import read_bundle, run_round
+
+        if not (args.bundle and args.out):
+            ap.error("round needs --bundle (made by round-requests) and --out")
+        report = run_round(
+            target,
+            tokenizer,
+            read_bundle(Path(args.bundle)),
+            Path(args.dataset or DATASET_DIR),
+            dest,
+            Path(args.out),
+            target_identity(cfg),
+            args.max_minutes,
+            special_ids=special_ids,
+            seed=args.seed,
+        )
+        for name, arm in report["arms"].items():
+            print(name, {s: round(v, 3) for s, v in arm["accept_paper"].items()})
+        return 0
     if args.job == "featurize":
         from mtad.distill.answers import DATASET_DIR, featurize
         from mtad.distill.pipeline import make_heldout
@@ -210,6 +243,35 @@ def main(argv=None) -> int:
         HeadTrainer(hcfg, target, special_ids).run()
     else:
         Trainer(dcfg, target, special_ids=special_ids).run()
+    return 0
+
+
+def round_requests(args, cfg: dict, workdir: Path) -> int:
+    """A GPU round's input (`gpu_round.write_bundle`): `--count` new distinct training requests, none
+    already among the teacher answers, and the work dir's held-out answers, as token ids."""
+    from transformers import AutoTokenizer
+
+    from mtad.distill.answers import DATASET_DIR, read_rows
+    from mtad.distill.gpu_round import draw_requests, write_bundle
+    from mtad.distill.pipeline import heldout_path, load_heldout
+    from mtad.models.gguf_cache import ensure_converted
+
+    if not args.bundle:
+        raise SystemExit("round-requests needs --bundle (the file to write)")
+    if not heldout_path(workdir).exists():
+        raise SystemExit(
+            f"no held-out answers at {heldout_path(workdir)}: `python scripts/distill_draft.py featurize "
+            f"--pair {args.pair}` writes them"
+        )
+    spec = cfg["target"]
+    tokenizer = AutoTokenizer.from_pretrained(
+        str(ensure_converted(Path(spec["file"]).stem, spec["package"], str(spec["version"]), spec["file"]))
+    )
+    known = {tuple(r["prompt_ids"]) for r in read_rows(Path(args.dataset or DATASET_DIR))}
+    requests = draw_requests(tokenizer, args.count, args.seed, known)
+    meta = {"pair": args.pair, "seed": args.seed, "known_prompts": len(known)}
+    path = write_bundle(Path(args.bundle), requests, load_heldout(workdir), meta)
+    print(f"{path}: {len(requests)} new requests, {path.stat().st_size / 1e6:.1f} MB")
     return 0
 
 

@@ -80,13 +80,14 @@ def score(
     top_k: int,
     features: bool = False,
     max_tokens: int = 4096,
+    store: str | torch.device = "cpu",
 ) -> list[dict]:
     """Teacher-forced target forwards over prompt + answer, batched by length (`length_buckets`);
     top-K log-probs at the answer positions only (the LM head runs on those rows alone).
     `features`: also keep the target's final hidden state at every position ([P + n, H], fp16),
     what a one-depth feature head reads, and its hidden states at the three depths a fused head
     reads (`head.fused_depths`: [P + n, 3H], fp16, low to high). Records come back in the order
-    of `prompts`."""
+    of `prompts`, their tensors on `store` (an accelerator may hold a whole corpus)."""
     from ..models.head import fused_depths
 
     depths = fused_depths(target.config.num_hidden_layers)
@@ -110,18 +111,18 @@ def score(
         # the LM head and top-K on the kept rows only: position P-1+j predicts answer token j
         rows = torch.cat([hidden[b, p - 1 : p - 1 + k] for b, (p, k) in enumerate(zip(P, n))])  # [N, H]
         top = torch.log_softmax(target.lm_head(rows).float(), dim=-1).topk(top_k, dim=-1)  # [N, K]
-        top_ids, top_lp = top.indices.to(torch.int32).cpu(), top.values.to(torch.float16).cpu()
+        top_ids, top_lp = top.indices.to(store, torch.int32), top.values.to(store, torch.float16)
         offsets = [0] + torch.tensor(n).cumsum(0).tolist()
         for b, i in enumerate(batch):
             records[i] = {
-                "prompt_ids": torch.tensor(prompts[i], dtype=torch.int32),
-                "answer_ids": torch.tensor(answers[i], dtype=torch.int32),
+                "prompt_ids": torch.tensor(prompts[i], dtype=torch.int32, device=store),
+                "answer_ids": torch.tensor(answers[i], dtype=torch.int32, device=store),
                 "top_ids": top_ids[offsets[b] : offsets[b + 1]],
                 "top_logprobs": top_lp[offsets[b] : offsets[b + 1]],
             }
             if features:  # one conversion, no further copy (a view would save the whole batch's storage)
-                records[i]["features"] = hidden[b, : len(seqs[i])].to("cpu", torch.float16, copy=True)  # [P + n, H]
-                records[i]["depth_features"] = fused[b, : len(seqs[i])].to("cpu", torch.float16, copy=True)
+                records[i]["features"] = hidden[b, : len(seqs[i])].to(store, torch.float16, copy=True)  # [P + n, H]
+                records[i]["depth_features"] = fused[b, : len(seqs[i])].to(store, torch.float16, copy=True)
     return records
 
 

@@ -24,6 +24,7 @@ from .head_training import (
     feature_key,
     head_optimizer,
     optimizer_step,
+    to_device,
     with_vocabulary,
 )
 from .training import choose_head_tokens, full_to_head_index, sample_batch
@@ -77,11 +78,14 @@ def heads_ab(
     target=None,
     max_minutes: float | None = None,
     save_dir: Path | None = None,
+    curve_every: int = 0,
 ) -> dict | None:
     """Heads trained side by side on identical records (and noise) for `tokens` answer tokens
     (`arms`: name -> AblationArm): held-out acceptance per draft position, trained tokens/s and,
     given `target`, the head's fast-path step beside the target's. Each step trains every arm on
-    the same batch, so the arms stay at equal tokens.
+    the same batch, so the arms stay at equal tokens. The arms train where their heads are (a
+    corpus held on that device is collated there). `curve_every`: each arm's held-out acceptance
+    per draft position every that many answer tokens too (its `curve`).
 
     With `save_dir`, resumable: `ablation.pt` there holds every arm's head and optimiser and the
     record stream's state, written every `cfg.ckpt_minutes`, at `max_minutes` and on SIGTERM (the
@@ -92,8 +96,9 @@ def heads_ab(
 
     optimizers = {n: head_optimizer(a.head, cfg.lr) for n, a in arms.items()}
     first = next(iter(arms.values())).head
-    index, rng = full_to_head_index(first), random.Random(cfg.seed)
-    progress = {"trained": 0, "step": 0, "seconds": dict.fromkeys(arms, 0.0)}
+    device = next(first.parameters()).device
+    index, rng = full_to_head_index(first).to(device), random.Random(cfg.seed)
+    progress = {"trained": 0, "step": 0, "seconds": dict.fromkeys(arms, 0.0), "curve": {n: [] for n in arms}}
     ckpt = Path(save_dir) / "ablation.pt" if save_dir is not None else None
     if ckpt is not None and ckpt.exists():
         saved = torch.load(ckpt, weights_only=False)
@@ -105,7 +110,7 @@ def heads_ab(
         for n, arm in arms.items():
             arm.head.load_state_dict(saved["heads"][n])
             optimizers[n].load_state_dict(saved["optimizers"][n])
-        progress = saved["progress"]
+        progress = {"curve": {n: [] for n in arms}} | saved["progress"]
         rng.setstate(saved["rng"])
         log.info("resumed the ablation at %d answer tokens per arm", progress["trained"])
 
@@ -125,15 +130,17 @@ def heads_ab(
 
     by_family, started, last_save = corpus.by_family(), time.perf_counter(), time.perf_counter()
     stop = stop_event() if ckpt is not None else None
+    if curve_every and progress["trained"] == 0:  # where each arm starts
+        record_curve(arms, heldout, progress)
     while progress["trained"] < tokens:
         records, batches = sample_batch(by_family, cfg.batch_seqs, rng), {}
         for n, arm in arms.items():
             key = feature_key(arm.head)
             if key not in batches:  # identical records, each arm reading the features it is built for
-                batches[key] = collate_features(records, cfg.max_len, key)
+                batches[key] = to_device(collate_features(records, cfg.max_len, key), device)
             arm_cfg = replace(cfg, reg_weight=arm.reg_weight, **(arm.noise or {}))
             start = time.perf_counter()
-            generator = torch.Generator().manual_seed(progress["step"])
+            generator = torch.Generator(device).manual_seed(progress["step"])
             optimizer_step(
                 arm.head,
                 optimizers[n],
@@ -145,8 +152,11 @@ def heads_ab(
                 arm.dtype == torch.bfloat16,
             )
             progress["seconds"][n] += time.perf_counter() - start
+        before = progress["trained"]
         progress["trained"] += int(next(iter(batches.values()))[3].numel())
         progress["step"] += 1
+        if curve_every and progress["trained"] // curve_every > before // curve_every:
+            record_curve(arms, heldout, progress)
         if progress["step"] % 20 == 0:
             log.info("%d answer tokens per arm, %.0f s", progress["trained"], time.perf_counter() - started)
         out_of_time = max_minutes is not None and time.perf_counter() - started > 60 * max_minutes
@@ -179,6 +189,7 @@ def heads_ab(
             "accept_paper": {s: stats["mean"][f"accept_paper@{s}"] for s in range(1, 5)},
             "by_family": {f: stats[f]["accept_paper"] for f in stats if f != "mean"},
             "trained_tokens_per_s": trained / seconds[n],
+            **({"curve": progress["curve"][n]} if curve_every else {}),
         }
         if save_dir is not None:
             meta = {"trained_tokens": trained, "ablation_arm": n, "train_config": asdict(cfg) | {"workdir": None}}
@@ -188,6 +199,15 @@ def heads_ab(
             out["arms"][n] |= {"step_ms": ms, "target_step_ms": target_ms}
         log.info("arm %s after %d tokens: %s", n, trained, out["arms"][n])
     return out
+
+
+def record_curve(arms: dict[str, AblationArm], heldout: dict, progress: dict) -> None:
+    """Each arm's mean held-out acceptance per draft position at the tokens trained so far."""
+    for n, arm in arms.items():
+        stats = evaluate_head(arm.head, heldout)["mean"]
+        point = {"tokens": progress["trained"]} | {s: stats[f"accept_paper@{s}"] for s in range(1, 5)}
+        progress["curve"][n].append(point)
+        log.info("arm %s at %d tokens: %s", n, progress["trained"], point)
 
 
 def design_of(head: FeatureHead) -> dict:
@@ -239,15 +259,23 @@ def design_ablation(
     `layers`, `fused`, `own_output`, `final`, `reg` and `noise` change the fused head of one layer
     with its own output layer and no feature loss (`ARM_DEFAULTS`). `timed`: each head's step beside
     the target's (the variants of one design leave it unchanged)."""
-    dtype = compute_dtype(cfg.compute_dtype, torch.device("cpu"))
+    built = build_arms(cfg, target, ids, arms)
+    timer = {"target": target} if timed else {}
+    return heads_ab(cfg, corpus, heldout, built, tokens, max_minutes=max_minutes, save_dir=save_dir, **timer)
+
+
+def build_arms(cfg: HeadTrainConfig, target, ids: list[int], arms: dict[str, dict]) -> dict[str, AblationArm]:
+    """Heads of the designs `arms` from scratch (`ARM_DEFAULTS` fills in what an arm leaves unsaid),
+    on the target's device in the trainer's compute dtype."""
+    device = next(target.parameters()).device
+    dtype = compute_dtype(cfg.compute_dtype, device)
     built = {}
     for name, arm in arms.items():
         a = ARM_DEFAULTS | arm
         design = {k: a[k] for k in ("fused", "own_output", "final")}
-        head = build_head(target, a["layers"], ids, seed=cfg.seed, **design).float()
+        head = build_head(target, a["layers"], ids, seed=cfg.seed, **design).float().to(device)
         built[name] = AblationArm(head, dtype, a["reg"], a["noise"])
-    timer = {"target": target} if timed else {}
-    return heads_ab(cfg, corpus, heldout, built, tokens, max_minutes=max_minutes, save_dir=save_dir, **timer)
+    return built
 
 
 def layers_ab(
@@ -274,6 +302,7 @@ __all__ = [
     "ARM_DEFAULTS",
     "AblationArm",
     "DESIGN_ARMS",
+    "build_arms",
     "HIGH_DEPTH_ARMS",
     "NOISE_ARMS",
     "compute_dtype_ab",

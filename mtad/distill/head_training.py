@@ -78,13 +78,15 @@ class HeadTrainConfig:
 
 def corpus_mass(records: list[dict], vocab: int, processed: bool = False) -> torch.Tensor:
     """[V] the target's probability summed over every stored answer position (top-K only);
-    `processed`: of p' (the paper's setting), the distribution acceptance compares q against."""
-    mass = torch.zeros(vocab, dtype=torch.float64)
+    `processed`: of p' (the paper's setting), the distribution acceptance compares q against.
+    Summed where the records live (a corpus held on an accelerator), returned on the CPU."""
+    device = records[0]["top_ids"].device if records else torch.device("cpu")
+    mass = torch.zeros(vocab, dtype=torch.float64, device=device)
     for r in records:
         lp = r["top_logprobs"].float()
         probs = logits_to_probs(lp, **SAMPLING_PARAMS) if processed else lp.exp()
         mass.index_add_(0, r["top_ids"].long().flatten(), probs.double().flatten())
-    return mass
+    return mass.cpu()
 
 
 FINAL = "final"  # a feature key's name for the stored final (normed) feature
@@ -114,7 +116,8 @@ def collate_features(records: list[dict], max_len: int, key: tuple[str | int, ..
     cols [N]: the row before answer token j predicts it), the target's top-K there (ids,
     log-probs [N, K]) and the final features [B, T, H] (what the regression term reads).
     Sequences longer than max_len lose their first positions. Left padding ends every answer
-    at T, so the unrolled steps run on the last rows only."""
+    at T, so the unrolled steps run on the last rows only. The batch is built where the records'
+    tensors live (the CPU, or an accelerator holding the whole corpus)."""
     seqs, feats, finals, answers = [], [], [], []
     for r in records:
         seq = torch.cat([r["prompt_ids"], r["answer_ids"]]).long()
@@ -123,19 +126,19 @@ def collate_features(records: list[dict], max_len: int, key: tuple[str | int, ..
         feats.append(stored_features(r, key)[drop:].float())
         finals.append(r["features"][drop:].float())
         answers.append((len(r["prompt_ids"]) - drop, len(r["answer_ids"])))
-    B, T = len(seqs), max(len(s) for s in seqs)
-    ids = torch.zeros(B, T, dtype=torch.long)
-    features = torch.zeros(B, T, feats[0].shape[-1])
-    final = torch.zeros(B, T, finals[0].shape[-1])
-    valid = torch.zeros(B, T, dtype=torch.bool)
+    B, T, device = len(seqs), max(len(s) for s in seqs), feats[0].device
+    ids = torch.zeros(B, T, dtype=torch.long, device=device)
+    features = torch.zeros(B, T, feats[0].shape[-1], device=device)
+    final = torch.zeros(B, T, finals[0].shape[-1], device=device)
+    valid = torch.zeros(B, T, dtype=torch.bool, device=device)
     rows, cols, keep = [], [], []
     for b, (s, f, (P, n)) in enumerate(zip(seqs, feats, answers)):
         pad = T - len(s)
         ids[b, pad:], features[b, pad:], final[b, pad:], valid[b, pad:] = s, f, finals[b], True
         start = max(P - 1, 0)  # a cut prompt may have lost the position before the first answer token
-        rows.append(torch.full((P - 1 + n - start,), b))
-        cols.append(pad + torch.arange(start, P - 1 + n))
-        keep.append(torch.arange(start - (P - 1), n))
+        rows.append(torch.full((P - 1 + n - start,), b, device=device))
+        cols.append(pad + torch.arange(start, P - 1 + n, device=device))
+        keep.append(torch.arange(start - (P - 1), n, device=device))
     top_ids = torch.cat([r["top_ids"].long()[k] for r, k in zip(records, keep)])
     top_lp = torch.cat([r["top_logprobs"][k] for r, k in zip(records, keep)])
     return ids, features, valid, torch.cat(rows), torch.cat(cols), top_ids, top_lp, final
@@ -153,7 +156,8 @@ def input_noise(
     depths side by side): each depth's own RMS (`noise_scale` "depth"), or the RMS of all D at once
     ("row"). The depths a fused head reads differ in scale (SmolLM2's residual stream grows ~10x
     from layer 2 to layer 27), so one RMS over all of them drowns the low depth in noise."""
-    u = (torch.rand(features.shape, generator=generator).to(features.device) - 0.5) * 2 * cfg.noise
+    where = generator.device if generator is not None else features.device  # the same draws on a CPU generator
+    u = (torch.rand(features.shape, generator=generator, device=where).to(features.device) - 0.5) * 2 * cfg.noise
     if cfg.noise_scale not in ("depth", "row"):
         raise ValueError(f"noise_scale {cfg.noise_scale!r}: valid are 'depth' and 'row'")
     groups = depths if cfg.noise_scale == "depth" else 1
@@ -384,8 +388,8 @@ class HeadTrainer:
         return load_heldout(self.workdir)
 
     def start(self) -> None:
-        self.index = full_to_head_index(self.head)
         self.device = next(self.head.parameters()).device
+        self.index = full_to_head_index(self.head).to(self.device)
         # autocast lowers float32 only (a float64 head, as in the exactness tests, stays as it is)
         self.bf16 = (
             compute_dtype(self.cfg.compute_dtype, self.device) == torch.bfloat16 and self.head.dtype == torch.float32
@@ -446,5 +450,6 @@ __all__ = [
     "head_optimizer",
     "input_noise",
     "optimizer_step",
+    "to_device",
     "with_vocabulary",
 ]

@@ -294,7 +294,7 @@ def save_head(
     """Write the head's own parameters (fusion, layers, norm) with its layout in the metadata."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tensors = {k: v.detach().to(dtype).contiguous() for k, v in head.state_dict().items()}
+    tensors = {k: v.detach().to("cpu", dtype).contiguous() for k, v in head.state_dict().items()}
     meta = {
         "format": HEAD_FORMAT,
         "num_layers": head.num_layers,

@@ -1,0 +1,316 @@
+"""A distillation round on one accelerator, in one process and one time budget.
+
+On a CPU the teacher pass is what takes hours (target sampling and scoring, a core each); on a
+GPU it takes minutes, and the whole featurized corpus fits in the device's memory. A round:
+
+1. `draw_requests`, where the text the requests are built from is installed (`requests.py`):
+   distinct training requests of every trained kind through the chat template, none over a
+   held-out subject or of a kind never trained on, none already among the teacher answers; saved
+   with the ids of the held-out answers (`write_bundle`), so that a machine without that text
+   (or without this package's dependencies beyond torch and transformers) runs the rest;
+2. `sample_answers`: the target samples an answer to each request with transformers' `generate`
+   in large batches of similar prompt length, the producer's sampling settings taken in turn
+   (`corpus.SAMPLING_SETTINGS`);
+3. the committed teacher answers, the new ones and the held-out answers are scored
+   teacher-forced (`corpus.score`) with every record kept on the device;
+4. heads trained side by side on identical records (`head_ablations.heads_ab`) for the time
+   left, each with its held-out curve: the committed head continued and the designs of
+   `ROUND_ARMS` from scratch.
+`run_round` writes the new answers as a shard of teacher-answer rows (`answers.write_rows`),
+every head and a report (`round.json`).
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import logging
+import random
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+
+from .answers import read_rows, write_rows
+from .corpus import SAMPLING_SETTINGS, encode, score
+from .kinds import TRAINED_KINDS, draw
+
+log = logging.getLogger(__name__)
+
+BUNDLE_FORMAT = "mtad-distill-round-v1"
+# the designs trained from scratch beside the committed head (`head_ablations.ARM_DEFAULTS`
+# fills in the rest: one layer, three depths, its own output layer, no feature loss)
+ROUND_ARMS = {
+    "one depth, from scratch": dict(fused=False, own_output=False, reg=0.1),
+    "fused, high depth final": dict(final=True),
+    "fused, high depth final, 2 layers": dict(final=True, layers=2),
+}
+CONTINUED = "committed head, continued"
+
+
+def draw_requests(tokenizer, count: int, seed: int, known: set[tuple[int, ...]]) -> list[dict]:
+    """`count` distinct training requests (prompt ids through the chat template), the trained kinds
+    taken in turn; none whose prompt is in `known`."""
+    rng, rows, seen = random.Random(seed), [], set(known)
+    for i in range(20 * count):
+        if len(rows) >= count:
+            break
+        kind = TRAINED_KINDS[i % len(TRAINED_KINDS)]
+        ids = tuple(encode(tokenizer, draw(kind, rng)))
+        if ids not in seen:
+            seen.add(ids)
+            rows.append({"prompt_ids": list(ids), "kind": kind})
+    if len(rows) < count:
+        raise RuntimeError(f"only {len(rows)} new distinct requests after {20 * count} draws")
+    return rows
+
+
+def write_bundle(path: Path, requests: list[dict], heldout: dict[str, list[dict]], meta: dict) -> Path:
+    """The round's input as token ids only, gzip-compressed: the requests and the held-out answers."""
+    held = [
+        {"prompt_ids": r["prompt_ids"].tolist(), "answer_ids": r["answer_ids"].tolist(), "kind": kind}
+        for kind, records in heldout.items()
+        for r in records
+    ]
+    buffer = io.BytesIO()
+    torch.save({"format": BUNDLE_FORMAT, "requests": requests, "heldout": held, "meta": meta}, buffer)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(gzip.compress(buffer.getvalue()))
+    return path
+
+
+def read_bundle(path: Path) -> dict:
+    try:
+        bundle = torch.load(io.BytesIO(gzip.decompress(Path(path).read_bytes())), weights_only=False)
+    except (OSError, EOFError) as exc:
+        raise ValueError(f"{path}: not a distillation round's requests; make one with round-requests") from exc
+    if bundle.get("format") != BUNDLE_FORMAT:
+        raise ValueError(f"{path}: not a distillation round's requests ({BUNDLE_FORMAT}); make one with round-requests")
+    return bundle
+
+
+def cut_at(tokens: list[int], eos: int) -> list[int]:
+    """An answer up to and including its first end-of-turn token."""
+    return tokens[: tokens.index(eos) + 1] if eos in tokens else tokens
+
+
+def sampling_batches(prompts: list[list[int]], batch_rows: int, seed: int) -> list[tuple[list[int], tuple]]:
+    """The prompts in batches of similar length (little padding), taken in a seeded random order,
+    each with the sampling setting it is answered under (the settings in turn)."""
+    order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
+    batches = [order[i : i + batch_rows] for i in range(0, len(order), batch_rows)]
+    random.Random(seed).shuffle(batches)  # a deadline then cuts no length range out
+    return [(b, SAMPLING_SETTINGS[n % len(SAMPLING_SETTINGS)]) for n, b in enumerate(batches)]
+
+
+@torch.no_grad()
+def sample_batch(target, prompts: list[list[int]], setting: tuple, eos: int, max_new: int) -> list[list[int]]:
+    """Each prompt's sampled answer (up to and including EOS) under (temperature, top-k, top-p)
+    (0 = off), the prompts left-padded into one `generate` call."""
+    from transformers import GenerationConfig
+
+    temperature, top_k, top_p = setting
+    config = GenerationConfig(
+        do_sample=True,
+        max_new_tokens=max_new,
+        temperature=temperature,
+        top_k=top_k,  # 0: no top-k warper
+        top_p=top_p,
+        eos_token_id=eos,
+        pad_token_id=eos,
+    )
+    device = next(target.parameters()).device
+    T = max(len(p) for p in prompts)
+    ids = torch.full((len(prompts), T), eos, dtype=torch.long)
+    mask = torch.zeros(len(prompts), T, dtype=torch.long)
+    for row, prompt in enumerate(prompts):
+        ids[row, T - len(prompt) :] = torch.tensor(prompt)
+        mask[row, T - len(prompt) :] = 1
+    out = target.generate(input_ids=ids.to(device), attention_mask=mask.to(device), generation_config=config)
+    return [cut_at(row[T:].tolist(), eos) for row in out]
+
+
+def sample_answers(
+    target, requests: list[dict], eos: int, max_new: int, batch_rows: int, seed: int, deadline: float
+) -> list[tuple[dict, list[int], tuple]]:
+    """(request, answer, setting) for the requests answered before `deadline` (perf_counter)."""
+    prompts = [r["prompt_ids"] for r in requests]
+    done = []
+    for n, (batch, setting) in enumerate(sampling_batches(prompts, batch_rows, seed)):
+        if time.perf_counter() > deadline:
+            log.info("sampling stopped at its deadline: %d of %d requests answered", len(done), len(requests))
+            break
+        torch.manual_seed(seed * 1_000_003 + n)
+        answers = sample_batch(target, [prompts[i] for i in batch], setting, eos, max_new)
+        done += [(requests[i], a, setting) for i, a in zip(batch, answers)]
+        log.info("batch %d: %d answers, %d tokens so far", n, len(done), sum(len(a) for _, a, _ in done))
+    return done
+
+
+def answer_rows(answered: list[tuple[dict, list[int], tuple]], target: str) -> list[dict]:
+    """The new answers as teacher-answer rows (`answers.COLUMNS`)."""
+    return [
+        {
+            "prompt_ids": q["prompt_ids"],
+            "answer_ids": a,
+            "kind": q["kind"],
+            "temperature": float(s[0]),
+            "top_k": int(s[1]),
+            "top_p": float(s[2]),
+            "chunk": f"round_{SAMPLING_SETTINGS.index(s)}",
+            "target": target,
+            "target_dtype": "bfloat16",
+        }
+        for q, a, s in answered
+    ]
+
+
+def scored(target, rows: list[dict], device, max_tokens: int) -> list[dict]:
+    """Rows scored teacher-forced (top-32 log-probs, features) into corpus records on `device`."""
+    records = score(
+        target,
+        [r["prompt_ids"] for r in rows],
+        [r["answer_ids"] for r in rows],
+        32,
+        features=True,
+        max_tokens=max_tokens,
+        store=device,
+    )
+    for rec, r in zip(records, rows):
+        rec.update(family=r["kind"], kind="target", setting=(r.get("temperature"), r.get("top_k"), r.get("top_p")))
+    return records
+
+
+class Resident:
+    """A corpus held in memory (the `Corpus` interface `heads_ab` reads)."""
+
+    def __init__(self, records: list[dict]):
+        self.records = records
+
+    def by_family(self) -> dict[str, list[dict]]:
+        out: dict[str, list[dict]] = {}
+        for r in self.records:
+            out.setdefault(r["family"], []).append(r)
+        return out
+
+    @property
+    def answer_tokens(self) -> int:
+        return sum(len(r["answer_ids"]) for r in self.records)
+
+
+def round_arms(target, committed: Path | None, ids: list[int], cfg) -> dict:
+    """The committed head read through the round's vocabulary (continued), then `ROUND_ARMS` from scratch."""
+    from ..models.head import load_head
+    from .head_ablations import AblationArm, build_arms
+    from .head_training import compute_dtype, with_vocabulary
+
+    device = next(target.parameters()).device
+    dtype = compute_dtype(cfg.compute_dtype, device)
+    arms = {}
+    if committed is not None and committed.exists():
+        head = with_vocabulary(load_head(committed, target, torch.float32), target, ids)
+        arms[CONTINUED] = AblationArm(head.float().to(device), dtype, 0.1)
+    return arms | build_arms(cfg, target, ids, ROUND_ARMS)
+
+
+def run_round(
+    target,
+    tokenizer,
+    bundle: dict,
+    dataset: Path,
+    committed: Path | None,
+    out: Path,
+    target_name: str,
+    minutes: float,
+    batch_rows: int = 1024,
+    max_new: int = 192,
+    score_tokens: int = 65536,
+    batch_seqs: int = 32,
+    curve_every: int = 2_000_000,
+    sample_share: float = 0.35,
+    special_ids: list[int] = (),
+    seed: int = 0,
+) -> dict:
+    """Steps 2-4 of a round on `target`'s device within `minutes` (sampling stops after
+    `sample_share` of them); writes into `out`."""
+    from ..provenance import environment_record
+    from .head_ablations import heads_ab
+    from .head_training import HeadTrainConfig, corpus_mass
+    from .training import choose_head_tokens
+
+    started, timings = time.perf_counter(), {}
+    device = next(target.parameters()).device
+    out.mkdir(parents=True, exist_ok=True)
+    deadline = started + 60 * minutes * sample_share
+    answered = sample_answers(target, bundle["requests"], tokenizer.eos_token_id, max_new, batch_rows, seed, deadline)
+    new_rows = answer_rows(answered, target_name)
+    write_rows(new_rows, out / "answers-round.parquet")
+    timings["sample_s"] = time.perf_counter() - started
+    new_tokens = sum(len(r["answer_ids"]) for r in new_rows)
+    log.info("sampled %d answers, %d tokens in %.0f s", len(new_rows), new_tokens, timings["sample_s"])
+
+    t0 = time.perf_counter()
+    old_rows = read_rows(dataset)
+    records = scored(target, old_rows + new_rows, device, score_tokens)
+    heldout_records = scored(target, bundle["heldout"], device, score_tokens)
+    heldout: dict[str, list[dict]] = {}
+    for r in heldout_records:
+        heldout.setdefault(r["family"], []).append(r)
+    corpus = Resident(records)
+    timings["score_s"] = time.perf_counter() - t0
+    log.info("scored %d records (%d answer tokens) in %.0f s", len(records), corpus.answer_tokens, timings["score_s"])
+
+    cfg = replace(HeadTrainConfig(workdir=str(out), seed=seed), batch_seqs=batch_seqs)
+    mass = corpus_mass(records, target.config.vocab_size, processed=True)
+    ids = choose_head_tokens(mass, cfg.head_size, list(special_ids))
+    arms = round_arms(target, committed, ids, cfg)
+    left = minutes - (time.perf_counter() - started) / 60 - 1.0  # a minute for the last evaluation and files
+    t0 = time.perf_counter()
+    result = heads_ab(cfg, corpus, heldout, arms, 10**12, max_minutes=left, curve_every=curve_every)
+    timings["train_s"] = time.perf_counter() - t0
+    from ..models.head import save_head
+
+    for i, (name, arm) in enumerate(arms.items()):
+        meta = {"trained_tokens": result["tokens"], "round_arm": name, "train_config": {"batch_seqs": batch_seqs}}
+        save_head(arm.head, out / f"head_{i}.safetensors", extra_meta=meta)
+        result["arms"][name]["file"] = f"head_{i}.safetensors"
+    distinct = {tuple(r["prompt_ids"]) for r in old_rows + new_rows}
+    report = result | {
+        "corpus": {
+            "answers": len(records),
+            "answer_tokens": corpus.answer_tokens,
+            "distinct_prompts": len(distinct),
+            "distinct_answer_tokens": sum(len(r["answer_ids"]) for r in _distinct(old_rows + new_rows)),
+            "new_answers": len(new_rows),
+            "new_answer_tokens": new_tokens,
+            "requests": len(bundle["requests"]),
+            "heldout_answers": len(heldout_records),
+        },
+        "vocabulary_mass_coverage": float(mass[ids].sum() / mass.sum()),
+        "batch_seqs": batch_seqs,
+        "timings": timings,
+        "environment": environment_record([target]),
+        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+    }
+    (out / "round.json").write_text(json.dumps(report, indent=1, default=str))
+    return report
+
+
+def _distinct(rows: list[dict]) -> list[dict]:
+    from .answers import row_key
+
+    return list({row_key(r["prompt_ids"], r["answer_ids"]): r for r in rows}.values())
+
+
+__all__ = [
+    "BUNDLE_FORMAT",
+    "ROUND_ARMS",
+    "draw_requests",
+    "read_bundle",
+    "run_round",
+    "sample_answers",
+    "sampling_batches",
+    "write_bundle",
+]
