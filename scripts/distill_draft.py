@@ -24,6 +24,8 @@
         GPU round's input: new distinct training requests and the held-out answers, token ids only
     python scripts/distill_draft.py round --pair smollm2_135m_head --bundle B.pt --out DIR --max-minutes 8  # on
         a GPU: answers sampled, corpus scored and held there, heads trained side by side (mtad/distill/gpu_round.py)
+    python scripts/distill_draft.py round-export --pair smollm2_135m_head --out DIR  # the round's continued head
+        (or --arm NAME) into mtad/assets/drafts/, its model card, the round's table in results/draft/head_design.md
 (head-design, head-noise, head-final, head-ab, head-vocab and dtype-ab write results/draft/head_design.{json,md};
 time them on a quiet machine.)
 """
@@ -68,6 +70,7 @@ def main(argv=None) -> int:
             "dtype-ab",
             "round-requests",
             "round",
+            "round-export",
         ],
     )
     ap.add_argument("--pair", default="smollm2_135m_head")
@@ -121,7 +124,10 @@ def main(argv=None) -> int:
     ap.add_argument("--command", default="make draft", help="the training command recorded in the model card")
     ap.add_argument("--bundle", default=None, help="round-requests writes, round reads: a round's requests file")
     ap.add_argument("--count", type=int, default=15000, help="round-requests: new distinct requests")
-    ap.add_argument("--out", default=None, help="round: where the new answers, the heads and round.json go")
+    ap.add_argument(
+        "--out", default=None, help="round: where the new answers, the heads and round.json go; snapshot: take them"
+    )
+    ap.add_argument("--arm", default=None, help="round-export: the arm whose head to export (default: the continued)")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s {args.job} %(message)s")
 
@@ -140,7 +146,12 @@ def main(argv=None) -> int:
         from mtad.models.pairs import auto_dtype as _auto
 
         dataset = Path(args.dataset or DATASET_DIR)
-        stats = export(workdir / "corpus", dataset, target_identity(cfg), _auto(torch_device(args)))
+        if args.out:  # a GPU round's answers (`round --out`)
+            from mtad.distill.answers import export_rows, read_rows
+
+            stats = export_rows(read_rows(Path(args.out) / "answers-round.parquet"), dataset)
+        else:
+            stats = export(workdir / "corpus", dataset, target_identity(cfg), _auto(torch_device(args)))
         print(
             f"{dataset}: {stats['answers']} answers ({stats['added']} new), {stats['answer_tokens']} answer tokens, "
             f"{stats['distinct_prompts']} distinct prompts, {stats['bytes'] / 1e6:.1f} MB"
@@ -162,6 +173,8 @@ def main(argv=None) -> int:
 
     if args.job == "round-requests":
         return round_requests(args, cfg, workdir)
+    if args.job == "round-export":
+        return round_export(args, dest)
 
     set_threads(args.threads)
     init_from = None if args.init_from == "none" else str(dest) if args.init_from == "pair" else args.init_from
@@ -272,6 +285,37 @@ def round_requests(args, cfg: dict, workdir: Path) -> int:
     meta = {"pair": args.pair, "seed": args.seed, "known_prompts": len(known)}
     path = write_bundle(Path(args.bundle), requests, load_heldout(workdir), meta)
     print(f"{path}: {len(requests)} new requests, {path.stat().st_size / 1e6:.1f} MB")
+    return 0
+
+
+def round_export(args, dest: Path) -> int:
+    """A round's head (`--arm`, default the committed head continued) as the pair's draft, with its
+    model card and the round's table among the head's design choices."""
+    import json
+
+    from mtad.distill.card_round import write_round_card
+    from mtad.distill.gpu_round import CONTINUED
+    from mtad.distill.head_reports import write_design
+
+    report_path = Path(args.out or "") / "round.json"
+    if not report_path.exists():
+        raise SystemExit(f"no round report at {report_path}: give --out the directory a round wrote")
+    report = json.loads(report_path.read_text())
+    arm = args.arm or CONTINUED
+    if arm not in report["arms"]:
+        raise SystemExit(f"--arm {arm!r}: the round's arms are {', '.join(report['arms'])}")
+    if CONTINUED in report["arms"]:  # the committed head, scored on the same held-out answers, stays unless beaten
+        start, end = report["arms"][CONTINUED]["curve"][0], report["arms"][arm]["accept_paper"]
+        before, after = (sum(float(p[str(s)]) for s in range(1, 5)) / 4 for p in (start, end))
+        if after <= before:
+            raise SystemExit(f"{arm!r} reads mean held-out E[accept] {after:.3f} <= the committed head's {before:.3f}")
+    shutil.copyfile(report_path.parent / report["arms"][arm]["file"], dest)
+    kept = {k: v for k, v in report.items() if k != "environment"}
+    kept["environment"] = {k: report["environment"].get(k) for k in ("machine", "gpus", "versions", "dtype")}
+    write_design(RESULTS, "gpu_round", kept)
+    command = "scripts/distill_draft.py round-requests, then round on a GPU, then round-export"
+    card = write_round_card(report, arm, dest, dest.with_suffix(".md"), command, RESULTS / "measure.json")
+    print(f"exported {arm!r} -> {dest} (+ model card {card.name}, results/draft/head_design.md)")
     return 0
 
 

@@ -7,8 +7,8 @@ the target's identity (pair, weights, dtype). Parquet with zstd in shards that
 `datasets.load_dataset("parquet", data_files="<dir>/answers*.parquet")` reads as one split, a
 card beside them (`README.md`, written from the rows by `write_card`).
 
-- `export`: the workdir's target-sampled chunk records that no shard holds yet (deduplicated on
-  prompt and answer ids) written as one new shard, so each run of the pipeline adds to the
+- `export` (`export_rows`): the workdir's (or a GPU round's) target-sampled answers that no shard
+  holds yet (deduplicated on prompt and answer ids) written as one new shard, so each run of the pipeline adds to the
   dataset and a version-controlled history holds every row once (a shard is never rewritten);
 - `featurize`: the dataset's rows that a workdir's corpus lacks, scored teacher-forced by the
   target (`corpus.score`: top-K log-probs and hidden states) into corpus chunks, which the
@@ -148,11 +148,16 @@ def rows_of_corpus(corpus_dir: Path, target: str, target_dtype: str) -> list[dic
 def export(corpus_dir: Path, dataset: str | Path, target: str, target_dtype: str) -> dict:
     """Write the corpus' target-sampled answers that no shard of the dataset directory holds as a
     new shard (none when nothing is new) and rewrite the card; returns the counts the card shows."""
+    return export_rows(rows_of_corpus(corpus_dir, target, target_dtype), dataset)
+
+
+def export_rows(candidates, dataset: str | Path) -> dict:
+    """`export` of dataset rows from anywhere (a corpus' chunks, a GPU round's answers)."""
     dataset = Path(dataset)
     rows = read_rows(dataset)
     seen = {row_key(r["prompt_ids"], r["answer_ids"]) for r in rows}
     new = []
-    for r in rows_of_corpus(corpus_dir, target, target_dtype):
+    for r in candidates:
         key = row_key(r["prompt_ids"], r["answer_ids"])
         if key not in seen:
             seen.add(key)

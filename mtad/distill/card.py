@@ -220,29 +220,35 @@ def write_card(
     spec = CARDS[kind]
     state = torch.load(workdir / "checkpoint.pt", weights_only=False)["state"]
     inputs = CardInputs(workdir, command, state, spec.read_meta(draft_file), pipeline_rates)
+    made = [*spec.made(inputs), *_curve_lines(spec.curve, inputs)]
+    card.write_text("\n".join(card_lines(kind, draft_file, inputs.meta, made, measure_json)) + "\n")
+
+
+def card_lines(kind: str, draft_file: Path, meta: dict, made: list[str], measure_json: Path | None) -> list[str]:
+    """A card of a draft of `kind`: what it is (from its file), `made` (how it was made, up to its
+    held-out curve), and the committed measurement of this very file."""
+    spec = CARDS[kind]
     label, restricted, full = spec.vocabulary
-    ids = inputs.meta["head_token_ids"]
-    lines = [
+    ids = meta["head_token_ids"]
+    return [
         f"# Draft model card: smollm2_135m {spec.title}",
         "",
         spec.intro,
         "",
         "## Architecture and file",
         "",
-        f"- {spec.body(inputs.meta)}",
+        f"- {spec.body(meta)}",
         f"- {label}: {restricted.format(n=len(ids)) if ids else full}.",
         f"- `{draft_file.name}`: only the {spec.own} own parameters ({_params(draft_file) / 1e6:.1f} M, bfloat16, "
         f"{draft_file.stat().st_size / 2**20:.1f} MiB); {spec.shared}. Loading never trains.",
         "",
         "## How it was made",
         "",
-        *spec.made(inputs),
-        *_curve_lines(spec.curve, inputs),
-        *measured_lines(measure_json, kind, inputs.meta.get("trained_tokens")),
+        *made,
+        *measured_lines(measure_json, kind, meta.get("trained_tokens")),
         "",
         LICENCE,
     ]
-    card.write_text("\n".join(lines) + "\n")
 
 
 def refresh_measured(card: Path, measure_json: Path, kind: str) -> bool:

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import torch
 
-from .answers import read_rows, write_rows
+from .answers import read_rows, summary, write_rows
 from .corpus import SAMPLING_SETTINGS, encode, score
 from .kinds import TRAINED_KINDS, draw
 
@@ -230,11 +230,13 @@ def run_round(
     batch_seqs: int = 32,
     curve_every: int = 2_000_000,
     sample_share: float = 0.35,
+    train_tokens: int = 10**12,
     special_ids: list[int] = (),
     seed: int = 0,
 ) -> dict:
     """Steps 2-4 of a round on `target`'s device within `minutes` (sampling stops after
-    `sample_share` of them); writes into `out`."""
+    `sample_share` of them, training after `train_tokens` answer tokens per arm or the time left);
+    writes into `out`."""
     from ..provenance import environment_record
     from .head_ablations import heads_ab
     from .head_training import HeadTrainConfig, corpus_mass
@@ -268,12 +270,12 @@ def run_round(
     arms = round_arms(target, committed, ids, cfg)
     left = minutes - (time.perf_counter() - started) / 60 - 1.0  # a minute for the last evaluation and files
     t0 = time.perf_counter()
-    result = heads_ab(cfg, corpus, heldout, arms, 10**12, max_minutes=left, curve_every=curve_every)
+    result = heads_ab(cfg, corpus, heldout, arms, train_tokens, max_minutes=left, curve_every=curve_every)
     timings["train_s"] = time.perf_counter() - t0
     from ..models.head import save_head
 
     for i, (name, arm) in enumerate(arms.items()):
-        meta = {"trained_tokens": result["tokens"], "round_arm": name, "train_config": {"batch_seqs": batch_seqs}}
+        meta = head_meta(name, result["tokens"], committed, batch_seqs, device_name(device))
         save_head(arm.head, out / f"head_{i}.safetensors", extra_meta=meta)
         result["arms"][name]["file"] = f"head_{i}.safetensors"
     distinct = {tuple(r["prompt_ids"]) for r in old_rows + new_rows}
@@ -287,15 +289,34 @@ def run_round(
             "new_answer_tokens": new_tokens,
             "requests": len(bundle["requests"]),
             "heldout_answers": len(heldout_records),
+            "dataset_answers": len(old_rows),
+            "kinds": summary(old_rows + new_rows)["kinds"],
         },
         "vocabulary_mass_coverage": float(mass[ids].sum() / mass.sum()),
         "batch_seqs": batch_seqs,
         "timings": timings,
         "environment": environment_record([target]),
-        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+        "device": device_name(device),
     }
     (out / "round.json").write_text(json.dumps(report, indent=1, default=str))
     return report
+
+
+def head_meta(arm: str, tokens: int, committed: Path | None, batch_seqs: int, device) -> dict:
+    """A round head's file metadata: its trained tokens counted from its start (the committed head's
+    own, for the arm that continues it) and what the round did."""
+    from ..models.head import read_head_meta
+
+    done = {"trained_tokens": tokens, "arm": arm, "batch_seqs": batch_seqs, "device": str(device)}
+    if arm != CONTINUED:
+        return {"trained_tokens": tokens, "round": done}
+    before = read_head_meta(committed)
+    kept = {"trained_tokens": before.get("trained_tokens"), "train_config": before.get("train_config")}
+    return {"trained_tokens": (before.get("trained_tokens") or 0) + tokens, "continued_from": kept, "round": done}
+
+
+def device_name(device: torch.device) -> str:
+    return torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
 
 
 def _distinct(rows: list[dict]) -> list[dict]:
@@ -307,7 +328,9 @@ def _distinct(rows: list[dict]) -> list[dict]:
 __all__ = [
     "BUNDLE_FORMAT",
     "ROUND_ARMS",
+    "CONTINUED",
     "draw_requests",
+    "head_meta",
     "read_bundle",
     "run_round",
     "sample_answers",

@@ -1,6 +1,6 @@
 """The feature head's reports beside its model card, as Markdown tables: its design choices
 (``head_design.json`` -> ``head_design.md``: the depth and compute-dtype A/Bs, the fused design's
-ablation, its variants (input noise, high depth) and the vocabulary sweep) and its confidence
+ablation, its variants (input noise, high depth), a round on one GPU and the vocabulary sweep) and its confidence
 against the target's acceptance (``calibration.json`` -> ``calibration.md``)."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ def _at(accept: dict, s: int) -> float:
 POSITIONS = ["@1", "@2", "@3", "@4"]  # E[accept] at the s-th drafted token
 
 
-def _at_positions(accept: dict) -> list[str]:
+def at_positions(accept: dict) -> list[str]:
     """E[accept] at draft positions 1..4, one cell each."""
     return [f"{_at(accept, s):.3f}" for s in range(1, 5)]
 
@@ -41,7 +41,7 @@ def design_markdown(design: dict) -> str:
             continue
         ab = design[key]
         rows = [
-            [n, *_at_positions(arm["accept_paper"]), f"{arm['trained_tokens_per_s']:.0f}"]
+            [n, *at_positions(arm["accept_paper"]), f"{arm['trained_tokens_per_s']:.0f}"]
             for n, arm in ab["arms"].items()
         ]
         lines += [
@@ -78,6 +78,8 @@ def design_markdown(design: dict) -> str:
     for key in VARIANT_SECTIONS:
         if key in design:
             lines += ["", *_variants_section(key, design[key])]
+    if "gpu_round" in design:
+        lines += ["", *_round_section(design["gpu_round"])]
     if "vocabulary" in design:
         v = design["vocabulary"]
         lines += [
@@ -88,7 +90,7 @@ def design_markdown(design: dict) -> str:
             *md_table(
                 ["vocabulary", "target mass covered", *POSITIONS, "head step (ms)", "/ target step"],
                 (
-                    [r["vocabulary"], f"{r['mass_coverage']:.3f}", *_at_positions(r["accept_paper"])]
+                    [r["vocabulary"], f"{r['mass_coverage']:.3f}", *at_positions(r["accept_paper"])]
                     + [f"{r['step_ms']:.1f}", fmt_percent(r["step_ms"] / r["target_step_ms"])]
                     for r in v["rows"]
                 ),
@@ -131,7 +133,7 @@ def _variants_section(key: str, ab: dict) -> list[str]:
     title, intro = VARIANT_SECTIONS[key]
     rows = [
         [n, ", ".join(str(d) for d in arm["design"]["fused_depths"] or ["final"]), _noise(arm["noise"])]
-        + [f"{arm['design']['reg_weight']:g}", *_at_positions(arm["accept_paper"])]
+        + [f"{arm['design']['reg_weight']:g}", *at_positions(arm["accept_paper"])]
         + [f"{_at(arm['accept_paper'], 4) - _at(arm['accept_paper'], 1):+.3f}"]
         for n, arm in ab["arms"].items()
     ]
@@ -151,6 +153,45 @@ def _variants_section(key: str, ab: dict) -> list[str]:
     ]
 
 
+def _round_section(ab: dict) -> list[str]:
+    """A distillation round on one accelerator (`gpu_round`): its arms at equal tokens on identical records,
+    and each arm's held-out E[accept] at the first drafted token as the round went on."""
+    corpus, arms = ab["corpus"], ab["arms"]
+    rows = [
+        [n, arm["design"]["layers"], *("yes" if arm["design"][k] else "no" for k in ("fused_depths", "own_output"))]
+        + [f"{arm['design']['reg_weight']:g}", *at_positions(arm["accept_paper"])]
+        + [f"{_at(arm['accept_paper'], 4) - _at(arm['accept_paper'], 1):+.3f}", f"{arm['trained_tokens_per_s']:.0f}"]
+        for n, arm in arms.items()
+    ]
+    points = [p["tokens"] for p in next(iter(arms.values())).get("curve", [])]
+    curve = [[t, *(f"{_at(arm['curve'][i], 1):.3f}" for arm in arms.values())] for i, t in enumerate(points)]
+    return [
+        f"## A round on one GPU: {len(arms)} heads side by side on identical records, {ab['tokens']} answer "
+        f"tokens each (corpus {corpus['answer_tokens']} answer tokens, {corpus['distinct_prompts']} distinct "
+        "prompts)",
+        "",
+        f"`scripts/distill_draft.py round` on {ab['device']}: {corpus['new_answers']} new target answers "
+        f"({corpus['new_answer_tokens']} tokens) to new training requests beside the committed teacher answers, "
+        f"every record scored and held on the device, {ab['batch_seqs']} sequences per step, training-time test "
+        f"over {ab['unroll']} unrolled steps, the vocabulary the 4096 tokens of most p' mass on the corpus "
+        f"(covering {ab['vocabulary_mass_coverage']:.3f} of it); the held-out answers scored on the device. "
+        "The committed head continues from its file; the others start from scratch (fused depths: the target's "
+        "hidden states after layers 2 and 15 and its final feature).",
+        "",
+        *md_table(
+            ["arm", "layers", "fused depths", "own output", "feature loss", *POSITIONS, "@4 - @1"]
+            + ["trained tokens/s (device)"],
+            rows,
+        ),
+        "",
+        _best_line(arms),
+        "",
+        "@1 as the round went on:",
+        "",
+        *md_table(["answer tokens", *arms], curve),
+    ]
+
+
 def _noise(noise: dict) -> str:
     if not noise["noise"]:
         return "none"
@@ -166,7 +207,7 @@ def _ablation_row(name: str, arm: dict) -> list:
     fused, own = ("yes" if d[k] else "no" for k in ("fused_depths", "own_output"))
     levers = [name, d["layers"], fused, own, f"{d['reg_weight']:g}"]
     return levers + [
-        *_at_positions(acc),
+        *at_positions(acc),
         f"{_at(acc, 4) - _at(acc, 1):+.3f}",
         *cost,
         f"{arm['trained_tokens_per_s']:.0f}",
