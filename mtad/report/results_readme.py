@@ -185,6 +185,19 @@ def draft_section(results: Path, measurement: str | None) -> list[str]:
                 *md_table(["arm", "@1", "@2", "@3", "@4"], rows),
                 "",
             ]
+    round_ = head_design.get("gpu_round")
+    if round_:
+        rows = [[arm, *(f"{a:.3f}" for a in _mean_accept(r))] for arm, r in round_["arms"].items()]
+        corpus = round_["corpus"]
+        lines += [
+            f"A round on one GPU ({round_['device']}: [`draft/head_design.md`](draft/head_design.md)), the "
+            f"committed head continued beside designs from scratch on identical records, {round_['tokens']} "
+            f"answer tokens per arm over a corpus of {corpus['answer_tokens']} answer tokens and "
+            f"{corpus['distinct_prompts']} distinct prompts; the continued head is the default:",
+            "",
+            *md_table(["arm", "@1", "@2", "@3", "@4"], rows),
+            "",
+        ]
     calibration = read_json(results / "draft" / "calibration.json")
     if calibration:
         lines += _calibration_lines(calibration)
