@@ -151,13 +151,30 @@ def write_chunk(corpus_dir: Path, name: str, records: list[dict], meta: dict) ->
     return path
 
 
-class Corpus:
+class Records:
+    """Corpus records in memory, by kind of request (what the trainers read of a corpus)."""
+
+    def __init__(self, records: list[dict] | None = None):
+        self.records: list[dict] = records if records is not None else []
+
+    def by_family(self) -> dict[str, list[dict]]:
+        out: dict[str, list[dict]] = {}
+        for r in self.records:
+            out.setdefault(r["family"], []).append(r)
+        return out
+
+    @property
+    def answer_tokens(self) -> int:
+        return sum(len(r["answer_ids"]) for r in self.records)
+
+
+class Corpus(Records):
     """The chunks on disk; `refresh()` loads chunks written since the last call."""
 
     def __init__(self, workdir: Path, subdir: str = "corpus", load: bool = True):
+        super().__init__()
         self.dir = Path(workdir) / subdir
         self.dir.mkdir(parents=True, exist_ok=True)
-        self.records: list[dict] = []
         self.loaded: set[str] = set()
         if load:  # a producer only writes
             self.refresh()
@@ -180,16 +197,6 @@ class Corpus:
 
     def write(self, name: str, records: list[dict], meta: dict) -> Path:
         return write_chunk(self.dir, name, records, meta)
-
-    def by_family(self) -> dict[str, list[dict]]:
-        out: dict[str, list[dict]] = {}
-        for r in self.records:
-            out.setdefault(r["family"], []).append(r)
-        return out
-
-    @property
-    def answer_tokens(self) -> int:
-        return sum(len(r["answer_ids"]) for r in self.records)
 
 
 def make_chunk(

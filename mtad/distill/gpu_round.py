@@ -34,7 +34,7 @@ from pathlib import Path
 import torch
 
 from .answers import read_rows, summary, write_rows
-from .corpus import SAMPLING_SETTINGS, encode, score
+from .corpus import SAMPLING_SETTINGS, Records, encode, score
 from .kinds import TRAINED_KINDS, draw
 
 log = logging.getLogger(__name__)
@@ -183,23 +183,6 @@ def scored(target, rows: list[dict], device, max_tokens: int) -> list[dict]:
     return records
 
 
-class Resident:
-    """A corpus held in memory (the `Corpus` interface `heads_ab` reads)."""
-
-    def __init__(self, records: list[dict]):
-        self.records = records
-
-    def by_family(self) -> dict[str, list[dict]]:
-        out: dict[str, list[dict]] = {}
-        for r in self.records:
-            out.setdefault(r["family"], []).append(r)
-        return out
-
-    @property
-    def answer_tokens(self) -> int:
-        return sum(len(r["answer_ids"]) for r in self.records)
-
-
 def round_arms(target, committed: Path | None, ids: list[int], cfg) -> dict:
     """The committed head read through the round's vocabulary (continued), then `ROUND_ARMS` from scratch."""
     from ..models.head import load_head
@@ -260,7 +243,7 @@ def run_round(
     heldout: dict[str, list[dict]] = {}
     for r in heldout_records:
         heldout.setdefault(r["family"], []).append(r)
-    corpus = Resident(records)
+    corpus = Records(records)
     timings["score_s"] = time.perf_counter() - t0
     log.info("scored %d records (%d answer tokens) in %.0f s", len(records), corpus.answer_tokens, timings["score_s"])
 
