@@ -230,6 +230,16 @@ output (SmolLM2-135M-Instruct, Apache-2.0).
     return path
 
 
+def score_rows(target, rows: list[dict], top_k: int = 32, max_tokens: int = 4096, store="cpu") -> list[dict]:
+    """Dataset rows (or held-out answers: no sampling setting) scored teacher-forced with features
+    (`corpus.score`) into corpus records of their kind, their tensors on `store`."""
+    prompts, answers = [r["prompt_ids"] for r in rows], [r["answer_ids"] for r in rows]
+    records = score(target, prompts, answers, top_k, features=True, max_tokens=max_tokens, store=store)
+    for rec, r in zip(records, rows):
+        rec.update(family=r["kind"], kind="target", setting=(r.get("temperature"), r.get("top_k"), r.get("top_p")))
+    return records
+
+
 def featurize(
     dataset: str | Path, corpus_dir: Path, target, top_k: int = 32, batch_rows: int = 96, max_chunks: int = 10**9
 ) -> int:
@@ -247,9 +257,7 @@ def featurize(
         if n >= max_chunks:
             break
         rows = todo[start : start + batch_rows]
-        records = score(target, [r["prompt_ids"] for r in rows], [r["answer_ids"] for r in rows], top_k, features=True)
-        for rec, r in zip(records, rows):
-            rec.update(family=r["kind"], kind="target", setting=(r["temperature"], r["top_k"], r["top_p"]))
+        records = score_rows(target, rows, top_k)
         write_chunk(corpus_dir, f"ds_{n:05d}", records, {"kind": "target", "from": "dataset", "rows": len(rows)})
         n += 1
         done += len(rows)

@@ -33,8 +33,8 @@ from pathlib import Path
 
 import torch
 
-from .answers import read_rows, summary, write_rows
-from .corpus import SAMPLING_SETTINGS, Records, encode, score
+from .answers import read_rows, score_rows, summary, write_rows
+from .corpus import SAMPLING_SETTINGS, Records, encode
 from .kinds import TRAINED_KINDS, draw
 
 log = logging.getLogger(__name__)
@@ -167,22 +167,6 @@ def answer_rows(answered: list[tuple[dict, list[int], tuple]], target: str) -> l
     ]
 
 
-def scored(target, rows: list[dict], device, max_tokens: int) -> list[dict]:
-    """Rows scored teacher-forced (top-32 log-probs, features) into corpus records on `device`."""
-    records = score(
-        target,
-        [r["prompt_ids"] for r in rows],
-        [r["answer_ids"] for r in rows],
-        32,
-        features=True,
-        max_tokens=max_tokens,
-        store=device,
-    )
-    for rec, r in zip(records, rows):
-        rec.update(family=r["kind"], kind="target", setting=(r.get("temperature"), r.get("top_k"), r.get("top_p")))
-    return records
-
-
 def round_arms(target, committed: Path | None, ids: list[int], cfg) -> dict:
     """The committed head read through the round's vocabulary (continued), then `ROUND_ARMS` from scratch."""
     from ..models.head import load_head
@@ -194,7 +178,7 @@ def round_arms(target, committed: Path | None, ids: list[int], cfg) -> dict:
     arms = {}
     if committed is not None and committed.exists():
         head = with_vocabulary(load_head(committed, target, torch.float32), target, ids)
-        arms[CONTINUED] = AblationArm(head.float().to(device), dtype, 0.1)
+        arms[CONTINUED] = AblationArm(head.float().to(device), dtype, cfg.reg_weight)  # its own design's weight
     return arms | build_arms(cfg, target, ids, ROUND_ARMS)
 
 
@@ -238,11 +222,9 @@ def run_round(
 
     t0 = time.perf_counter()
     old_rows = read_rows(dataset)
-    records = scored(target, old_rows + new_rows, device, score_tokens)
-    heldout_records = scored(target, bundle["heldout"], device, score_tokens)
-    heldout: dict[str, list[dict]] = {}
-    for r in heldout_records:
-        heldout.setdefault(r["family"], []).append(r)
+    records = score_rows(target, old_rows + new_rows, max_tokens=score_tokens, store=device)
+    heldout_records = score_rows(target, bundle["heldout"], max_tokens=score_tokens, store=device)
+    heldout = Records(heldout_records).by_family()
     corpus = Records(records)
     timings["score_s"] = time.perf_counter() - t0
     log.info("scored %d records (%d answer tokens) in %.0f s", len(records), corpus.answer_tokens, timings["score_s"])
@@ -261,19 +243,19 @@ def run_round(
         meta = head_meta(name, result["tokens"], committed, batch_seqs, device_name(device))
         save_head(arm.head, out / f"head_{i}.safetensors", extra_meta=meta)
         result["arms"][name]["file"] = f"head_{i}.safetensors"
-    distinct = {tuple(r["prompt_ids"]) for r in old_rows + new_rows}
+    rows = summary(old_rows + new_rows)
     report = result | {
         "corpus": {
             "answers": len(records),
             "answer_tokens": corpus.answer_tokens,
-            "distinct_prompts": len(distinct),
+            "distinct_prompts": rows["distinct_prompts"],
             "distinct_answer_tokens": sum(len(r["answer_ids"]) for r in _distinct(old_rows + new_rows)),
             "new_answers": len(new_rows),
             "new_answer_tokens": new_tokens,
             "requests": len(bundle["requests"]),
             "heldout_answers": len(heldout_records),
             "dataset_answers": len(old_rows),
-            "kinds": summary(old_rows + new_rows)["kinds"],
+            "kinds": rows["kinds"],
         },
         "vocabulary_mass_coverage": float(mass[ids].sum() / mass.sum()),
         "batch_seqs": batch_seqs,
