@@ -127,6 +127,19 @@ def main(argv=None) -> int:
     ap.add_argument(
         "--out", default=None, help="round: where the new answers, the heads and round.json go; snapshot: take them"
     )
+    ap.add_argument(
+        "--round-arms",
+        default="all",
+        help="round: the designs trained from scratch beside the committed head (names of gpu_round.ROUND_ARMS "
+        "separated by ;, all, or '' for the continued head alone)",
+    )
+    ap.add_argument("--round-batch", type=int, default=32, help="round: sequences per training step")
+    ap.add_argument(
+        "--lr-floor",
+        type=float,
+        default=0.1,
+        help="round: the learning rate's end as a share of --head-lr, a cosine over the training time (1: constant)",
+    )
     ap.add_argument("--arm", default=None, help="round-export: the arm whose head to export (default: the continued)")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s {args.job} %(message)s")
@@ -208,10 +221,14 @@ def main(argv=None) -> int:
         return head_design(args, workdir, dest, target, special_ids)
     if args.job == "round":
         from mtad.distill.answers import DATASET_DIR, target_identity
-        from mtad.distill.gpu_round import read_bundle, run_round
+        from mtad.distill.gpu_round import read_bundle, run_round, scratch_arms
 
         if not (args.bundle and args.out):
             ap.error("round needs --bundle (made by round-requests) and --out")
+        try:
+            scratch = scratch_arms(args.round_arms)
+        except ValueError as e:
+            ap.error(str(e))
         report = run_round(
             target,
             tokenizer,
@@ -221,8 +238,11 @@ def main(argv=None) -> int:
             Path(args.out),
             target_identity(cfg),
             args.max_minutes,
+            batch_seqs=args.round_batch,
             special_ids=special_ids,
             seed=args.seed,
+            scratch=scratch,
+            lr_floor=args.lr_floor,
         )
         for name, arm in report["arms"].items():
             print(name, {s: round(v, 3) for s, v in arm["accept_paper"].items()})

@@ -445,3 +445,17 @@ def test_confidence_bins_add_up_to_the_expected_acceptance(design):
             if b["mean_confidence"] is not None:
                 assert b["bin"][0] <= b["mean_confidence"] <= b["bin"][1]
                 assert 0.0 <= b["acceptance"] <= 1.0
+
+
+def test_the_learning_rate_warms_up_then_anneals_on_a_cosine_to_its_floor():
+    from mtad.distill.head_training import HeadTrainConfig, learning_rate
+
+    cfg = HeadTrainConfig(workdir="unused", lr=1e-3, warmup_steps=10, lr_floor=0.1)
+    assert learning_rate(cfg, 0, 0.0) == pytest.approx(1e-4)  # first warm-up step
+    assert learning_rate(cfg, 9, 0.0) == pytest.approx(1e-3)
+    assert learning_rate(cfg, 100, 0.5) == pytest.approx(0.55e-3)  # half-way down the cosine
+    assert learning_rate(cfg, 100, 1.0) == pytest.approx(1e-4) == learning_rate(cfg, 100, 3.0)
+    rates = [learning_rate(cfg, 100, d / 10) for d in range(11)]
+    assert all(a > b for a, b in zip(rates, rates[1:]))
+    constant = HeadTrainConfig(workdir="unused", lr=1e-3, warmup_steps=10)  # the default floor: no anneal
+    assert {learning_rate(constant, 100, d / 4) for d in range(5)} == {1e-3}

@@ -102,3 +102,12 @@ def test_a_round_writes_its_answers_every_arms_head_and_curve(tiny, tmp_path):
     trained = {n: read_head_meta(out / a["file"])["trained_tokens"] for n, a in report["arms"].items()}
     assert trained.pop(R.CONTINUED) == 1000 + report["tokens"]  # counted from the committed head's start
     assert set(trained.values()) == {report["tokens"]}
+
+
+def test_round_arms_are_picked_by_name_and_an_unknown_one_lists_the_valid():
+    assert R.scratch_arms("all") == R.ROUND_ARMS and R.scratch_arms("") == {}
+    name = next(iter(R.ROUND_ARMS))
+    assert R.scratch_arms(f" {name} ") == {name: R.ROUND_ARMS[name]}
+    with pytest.raises(ValueError, match="valid are") as err:
+        R.scratch_arms(f"{name}; fused, 9 layers")
+    assert all(n in str(err.value) for n in R.ROUND_ARMS)

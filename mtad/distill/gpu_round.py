@@ -167,8 +167,21 @@ def answer_rows(answered: list[tuple[dict, list[int], tuple]], target: str) -> l
     ]
 
 
-def round_arms(target, committed: Path | None, ids: list[int], cfg) -> dict:
-    """The committed head read through the round's vocabulary (continued), then `ROUND_ARMS` from scratch."""
+def scratch_arms(names: str) -> dict:
+    """The designs of `ROUND_ARMS` named in `names` (";"-separated, as the names hold commas; "all"
+    every one, "" none)."""
+    if names.strip() == "all":
+        return dict(ROUND_ARMS)
+    picked = [n.strip() for n in names.split(";") if n.strip()]
+    unknown = [n for n in picked if n not in ROUND_ARMS]
+    if unknown:
+        raise ValueError(f"round arms {unknown}: valid are {'; '.join(ROUND_ARMS)} (or all, or none as '')")
+    return {n: ROUND_ARMS[n] for n in picked}
+
+
+def round_arms(target, committed: Path | None, ids: list[int], cfg, scratch: dict = ROUND_ARMS) -> dict:
+    """The committed head read through the round's vocabulary (continued), then the designs of
+    `scratch` (name -> `head_ablations.ARM_DEFAULTS` overrides) from scratch."""
     from ..models.head import load_head
     from .head_ablations import AblationArm, build_arms
     from .head_training import compute_dtype, with_vocabulary
@@ -179,7 +192,7 @@ def round_arms(target, committed: Path | None, ids: list[int], cfg) -> dict:
     if committed is not None and committed.exists():
         head = with_vocabulary(load_head(committed, target, torch.float32), target, ids)
         arms[CONTINUED] = AblationArm(head.float().to(device), dtype, cfg.reg_weight)  # its own design's weight
-    return arms | build_arms(cfg, target, ids, ROUND_ARMS)
+    return arms | build_arms(cfg, target, ids, scratch)
 
 
 def run_round(
@@ -200,10 +213,13 @@ def run_round(
     train_tokens: int = 10**12,
     special_ids: list[int] = (),
     seed: int = 0,
+    scratch: dict = ROUND_ARMS,
+    lr_floor: float = 1.0,
 ) -> dict:
     """Steps 2-4 of a round on `target`'s device within `minutes` (sampling stops after
-    `sample_share` of them, training after `train_tokens` answer tokens per arm or the time left);
-    writes into `out`."""
+    `sample_share` of them, training after `train_tokens` answer tokens per arm or the time left,
+    its learning rate annealed to `lr_floor` x the trainer's by then); `scratch`: the designs
+    trained from scratch beside the committed head (`ROUND_ARMS` or a part of it); writes into `out`."""
     from ..provenance import environment_record
     from .head_ablations import heads_ab
     from .head_training import HeadTrainConfig, corpus_mass
@@ -229,10 +245,10 @@ def run_round(
     timings["score_s"] = time.perf_counter() - t0
     log.info("scored %d records (%d answer tokens) in %.0f s", len(records), corpus.answer_tokens, timings["score_s"])
 
-    cfg = replace(HeadTrainConfig(workdir=str(out), seed=seed), batch_seqs=batch_seqs)
+    cfg = replace(HeadTrainConfig(workdir=str(out), seed=seed), batch_seqs=batch_seqs, lr_floor=lr_floor)
     mass = corpus_mass(records, target.config.vocab_size, processed=True)
     ids = choose_head_tokens(mass, cfg.head_size, list(special_ids))
-    arms = round_arms(target, committed, ids, cfg)
+    arms = round_arms(target, committed, ids, cfg, scratch)
     left = minutes - (time.perf_counter() - started) / 60 - 1.0  # a minute for the last evaluation and files
     t0 = time.perf_counter()
     result = heads_ab(cfg, corpus, heldout, arms, train_tokens, max_minutes=left, curve_every=curve_every)
@@ -259,6 +275,7 @@ def run_round(
         },
         "vocabulary_mass_coverage": float(mass[ids].sum() / mass.sum()),
         "batch_seqs": batch_seqs,
+        "lr": {"start": cfg.lr, "floor": lr_floor, "anneal": "cosine over the training time"},
         "timings": timings,
         "environment": environment_record([target]),
         "device": device_name(device),
@@ -298,6 +315,7 @@ __all__ = [
     "head_meta",
     "read_bundle",
     "run_round",
+    "scratch_arms",
     "sample_answers",
     "sampling_batches",
     "write_bundle",

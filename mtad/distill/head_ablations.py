@@ -14,6 +14,7 @@ from pathlib import Path
 
 import torch
 
+from ..devices import sync
 from ..models.head import FeatureHead, build_head, save_head
 from .corpus import Corpus
 from .head_training import (
@@ -134,11 +135,15 @@ def heads_ab(
         record_curve(arms, heldout, progress)
     while progress["trained"] < tokens:
         records, batches = sample_batch(by_family, cfg.batch_seqs, rng), {}
+        done = progress["trained"] / tokens  # the share of the run behind it, for the learning rate
+        if max_minutes:  # a timed run anneals by the clock when that ends it first
+            done = max(done, (time.perf_counter() - started) / (60 * max_minutes))
         for n, arm in arms.items():
             key = feature_key(arm.head)
             if key not in batches:  # identical records, each arm reading the features it is built for
                 batches[key] = to_device(collate_features(records, cfg.max_len, key), device)
             arm_cfg = replace(cfg, reg_weight=arm.reg_weight, **(arm.noise or {}))
+            sync(device)  # an accelerator's queued work (the collation) is not this arm's time
             start = time.perf_counter()
             generator = torch.Generator(device).manual_seed(progress["step"])
             optimizer_step(
@@ -150,7 +155,9 @@ def heads_ab(
                 progress["step"],
                 generator,
                 arm.dtype == torch.bfloat16,
+                done,
             )
+            sync(device)
             progress["seconds"][n] += time.perf_counter() - start
         before = progress["trained"]
         progress["trained"] += int(next(iter(batches.values()))[3].numel())

@@ -22,6 +22,7 @@ families as for the layer draft.
 from __future__ import annotations
 
 import logging
+import math
 import random
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -66,6 +67,9 @@ class HeadTrainConfig:
     noise_scale: str = "depth"
     lr: float = 1e-3
     warmup_steps: int = 50
+    # the learning rate's end as a share of `lr`, reached on a cosine over the run (1 = constant);
+    # a run of fixed length anneals to it, which a constant rate never settles into
+    lr_floor: float = 1.0
     batch_seqs: int = 8
     max_len: int = 512  # sequence positions kept (the last ones: the answer and the prompt's end)
     eval_every_tokens: int = 100_000
@@ -282,19 +286,29 @@ def optimizer_step(
     step: int,
     generator: torch.Generator | None,
     bf16: bool,
+    done: float = 0.0,
 ) -> list[float]:
-    """One AdamW step of the unrolled loss (linear warm-up over `cfg.warmup_steps`, gradients clipped
-    to norm 1; the forward under bf16 autocast when `bf16`); each unrolled step's KL, for the log."""
+    """One AdamW step of the unrolled loss at `learning_rate(cfg, step, done)` (`done`: the share of
+    the run behind it), gradients clipped to norm 1, the forward under bf16 autocast when `bf16`;
+    each unrolled step's KL, for the log."""
     head.train()
     with torch.autocast(next(head.parameters()).device.type, dtype=torch.bfloat16, enabled=bf16):
         loss, kls = head_loss(head, batch, index, cfg, generator)
     for group in optimizer.param_groups:
-        group["lr"] = cfg.lr * min(1.0, (step + 1) / cfg.warmup_steps)
+        group["lr"] = learning_rate(cfg, step, done)
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
     torch.nn.utils.clip_grad_norm_(head.parameters(), 1.0)
     optimizer.step()
     return kls
+
+
+def learning_rate(cfg: HeadTrainConfig, step: int, done: float) -> float:
+    """Linear warm-up over `cfg.warmup_steps`, then a cosine from `cfg.lr` to `cfg.lr_floor` x it as
+    `done` (the share of the run behind this step) goes from 0 to 1."""
+    warm = min(1.0, (step + 1) / cfg.warmup_steps)
+    anneal = cfg.lr_floor + (1.0 - cfg.lr_floor) * 0.5 * (1.0 + math.cos(math.pi * min(max(done, 0.0), 1.0)))
+    return cfg.lr * warm * anneal
 
 
 def compute_dtype(name: str, device: torch.device) -> torch.dtype:
