@@ -135,6 +135,9 @@ def main(argv=None) -> int:
     )
     ap.add_argument("--round-batch", type=int, default=32, help="round: sequences per training step")
     ap.add_argument(
+        "--curve-every", type=int, default=2_000_000, help="round: each head's held-out curve every that many tokens"
+    )
+    ap.add_argument(
         "--lr-floor",
         type=float,
         default=0.1,
@@ -239,6 +242,7 @@ def main(argv=None) -> int:
             target_identity(cfg),
             args.max_minutes,
             batch_seqs=args.round_batch,
+            curve_every=args.curve_every,
             special_ids=special_ids,
             seed=args.seed,
             scratch=scratch,
