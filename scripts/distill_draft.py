@@ -319,7 +319,7 @@ def round_export(args, dest: Path) -> int:
 
     from mtad.distill.card_round import write_round_card
     from mtad.distill.gpu_round import CONTINUED
-    from mtad.distill.head_reports import write_design
+    from mtad.distill.head_reports import add_round
 
     report_path = Path(args.out or "") / "round.json"
     if not report_path.exists():
@@ -336,7 +336,7 @@ def round_export(args, dest: Path) -> int:
     shutil.copyfile(report_path.parent / report["arms"][arm]["file"], dest)
     kept = {k: v for k, v in report.items() if k != "environment"}
     kept["environment"] = {k: report["environment"].get(k) for k in ("machine", "gpus", "versions", "dtype")}
-    write_design(RESULTS, "gpu_round", kept)
+    add_round(RESULTS, kept)
     command = "scripts/distill_draft.py round-requests, then round on a GPU, then round-export"
     card = write_round_card(report, arm, dest, dest.with_suffix(".md"), command, RESULTS / "measure.json")
     print(f"exported {arm!r} -> {dest} (+ model card {card.name}, results/draft/head_design.md)")

@@ -24,15 +24,19 @@ def round_made_lines(report: dict, arm: str, meta: dict, command: str) -> list[s
         else "- Started from random initialisation."
     )
     kinds = corpus.get("kinds", {})
+    lr, others = report.get("lr") or {}, len(report["arms"]) - 1
+    anneal = f" annealed on a cosine to {lr['floor']:g} x it" if lr.get("floor", 1) != 1 else ""
+    scratch = f"{others} design{'s' if others != 1 else ''}"
     return [
         f"- Command: `{command}` on {report['device']} (one process: sampling, scoring and training on the "
         "device, every record held in its memory).",
         f"- Requests: {corpus['requests']} new distinct requests of the {len(TRAINED_KINDS)} trained kinds, drawn "
         "from text installed on the machine (`mtad/distill/kinds.py`) through the chat template, none over a "
-        "held-out subject, none of a kind never trained on, none already among the committed teacher answers.",
+        "held-out subject, none of a kind never trained on, none already among the teacher answers beside it.",
         f"- Answers: {corpus['new_answers']} sampled by the target in bfloat16 before the round's sampling deadline "
         f"({corpus['new_answer_tokens']} answer tokens; temperature 1, the paper's setting and 0.7 in turn, up to "
-        f"192 tokens), beside the {corpus.get('dataset_answers', '—')} committed teacher answers: "
+        f"192 tokens), beside {corpus.get('dataset_answers', '—')} earlier teacher answers (the committed "
+        "snapshot and the answers of earlier rounds): "
         f"{corpus['answers']} answers, {corpus['answer_tokens']} answer tokens, {corpus['distinct_prompts']} "
         "distinct prompts, scored teacher-forced on the device.",
         "",
@@ -44,8 +48,8 @@ def round_made_lines(report: dict, arm: str, meta: dict, command: str) -> list[s
         start,
         f"- Trained in the round: {report['tokens']} answer tokens (epochs over the corpus), "
         f"{report['batch_seqs']} sequences per step balanced over kinds, {report['unroll']} unrolled steps "
-        "(training-time test), KL(p' || q) + 0.1 x SmoothL1(feature), AdamW lr 0.001, bfloat16 autocast; "
-        f"side by side on identical records with {len(report['arms']) - 1} designs from scratch "
+        f"(training-time test), KL(p' || q) + 0.1 x SmoothL1(feature), AdamW lr 0.001{anneal}, bfloat16 autocast; "
+        f"side by side on identical records with {scratch} from scratch "
         "(`results/draft/head_design.md`).",
         "",
         "## Held-out acceptance during the round",

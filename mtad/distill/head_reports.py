@@ -18,6 +18,7 @@ def _at(accept: dict, s: int) -> float:
 
 
 POSITIONS = ["@1", "@2", "@3", "@4"]  # E[accept] at the s-th drafted token
+ROUNDS_KEY = "gpu_rounds"  # head_design.json: the rounds on one accelerator, in the order they ran
 
 
 def at_positions(accept: dict) -> list[str]:
@@ -78,8 +79,8 @@ def design_markdown(design: dict) -> str:
     for key in VARIANT_SECTIONS:
         if key in design:
             lines += ["", *_variants_section(key, design[key])]
-    if "gpu_round" in design:
-        lines += ["", *_round_section(design["gpu_round"])]
+    for number, round_ in enumerate(design.get(ROUNDS_KEY, []), 1):
+        lines += ["", *_round_section(round_, number)]
     if "vocabulary" in design:
         v = design["vocabulary"]
         lines += [
@@ -153,9 +154,9 @@ def _variants_section(key: str, ab: dict) -> list[str]:
     ]
 
 
-def _round_section(ab: dict) -> list[str]:
-    """A distillation round on one accelerator (`gpu_round`): its arms at equal tokens on identical records,
-    and each arm's held-out E[accept] at the first drafted token as the round went on."""
+def _round_section(ab: dict, number: int) -> list[str]:
+    """The `number`-th distillation round on one accelerator (`gpu_round`): its arms at equal tokens on
+    identical records, and each arm's held-out E[accept] at the first drafted token as the round went on."""
     corpus, arms = ab["corpus"], ab["arms"]
     rows = [
         [n, arm["design"]["layers"], *("yes" if arm["design"][k] else "no" for k in ("fused_depths", "own_output"))]
@@ -165,14 +166,21 @@ def _round_section(ab: dict) -> list[str]:
     ]
     points = [p["tokens"] for p in next(iter(arms.values())).get("curve", [])]
     curve = [[t, *(f"{_at(arm['curve'][i], 1):.3f}" for arm in arms.values())] for i, t in enumerate(points)]
+    lr = ab.get("lr")
+    schedule = (
+        f"learning rate {lr['start']:g} annealed on a cosine to {lr['floor']:g} x it over the training time, "
+        if lr and lr["floor"] != 1
+        else ""
+    )
     return [
-        f"## A round on one GPU: {len(arms)} heads side by side on identical records, {ab['tokens']} answer "
+        f"## Round {number} on one GPU: {len(arms)} heads side by side on identical records, {ab['tokens']} answer "
         f"tokens each (corpus {corpus['answer_tokens']} answer tokens, {corpus['distinct_prompts']} distinct "
         "prompts)",
         "",
         f"`scripts/distill_draft.py round` on {ab['device']}: {corpus['new_answers']} new target answers "
-        f"({corpus['new_answer_tokens']} tokens) to new training requests beside the committed teacher answers, "
-        f"every record scored and held on the device, {ab['batch_seqs']} sequences per step, training-time test "
+        f"({corpus['new_answer_tokens']} tokens) to new training requests beside {corpus['dataset_answers']} "
+        f"earlier teacher answers, every record scored and held on the device, {ab['batch_seqs']} sequences per "
+        f"step, {schedule}training-time test "
         f"over {ab['unroll']} unrolled steps, the vocabulary the 4096 tokens of most p' mass on the corpus "
         f"(covering {ab['vocabulary_mass_coverage']:.3f} of it); the held-out answers scored on the device. "
         "The committed head continues from its file; the others start from scratch (fused depths: the target's "
@@ -217,6 +225,16 @@ def _ablation_row(name: str, arm: dict) -> list:
 def _depths_of(ab: dict) -> str:
     fused = next((a["design"]["fused_depths"] for a in ab["arms"].values() if a["design"]["fused_depths"]), None)
     return ", ".join(str(d) for d in fused) if fused else "–"
+
+
+def add_round(results: Path, report: dict) -> str:
+    """A round's report (`gpu_round.run_round`, its environment cut to what identifies the machine)
+    after the earlier rounds under `ROUNDS_KEY`, or in place of the same round exported again (the
+    same timings); the Markdown."""
+    path = results / "head_design.json"
+    rounds = (json.loads(path.read_text()) if path.exists() else {}).get(ROUNDS_KEY, [])
+    kept = [r for r in rounds if r.get("timings") != report.get("timings")]
+    return write_design(results, ROUNDS_KEY, kept + [report])
 
 
 def write_design(results: Path, key: str, value: dict) -> str:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from mtad.distill.head_reports import ROUNDS_KEY
 from mtad.markdown import fmt_count_range, fmt_ratio, md_table, with_bounds
 from mtad.metrics.acceptance_terms import ACCEPTANCE_TERMS, terms_markdown
 from mtad.records import read_json
@@ -185,15 +186,16 @@ def draft_section(results: Path, measurement: str | None) -> list[str]:
                 *md_table(["arm", "@1", "@2", "@3", "@4"], rows),
                 "",
             ]
-    round_ = head_design.get("gpu_round")
-    if round_:
+    rounds = head_design.get(ROUNDS_KEY, [])
+    for number, round_ in enumerate(rounds, 1):
         rows = [[arm, *(f"{a:.3f}" for a in _mean_accept(r))] for arm, r in round_["arms"].items()]
         corpus = round_["corpus"]
         lines += [
-            f"A round on one GPU ({round_['device']}: [`draft/head_design.md`](draft/head_design.md)), the "
-            f"committed head continued beside designs from scratch on identical records, {round_['tokens']} "
+            f"Round {number} on one GPU ({round_['device']}: [`draft/head_design.md`](draft/head_design.md)), "
+            f"the committed head continued beside designs from scratch on identical records, {round_['tokens']} "
             f"answer tokens per arm over a corpus of {corpus['answer_tokens']} answer tokens and "
-            f"{corpus['distinct_prompts']} distinct prompts; the continued head is the default:",
+            f"{corpus['distinct_prompts']} distinct prompts"
+            + ("; the continued head is the default:" if number == len(rounds) else ":"),
             "",
             *md_table(["arm", "@1", "@2", "@3", "@4"], rows),
             "",
