@@ -57,10 +57,12 @@ draft: install ## distil DRAFT_PAIR's draft (a layer draft or a feature head) DR
 ROUND_DIR ?= results/local/draft_round
 ROUND_REQUESTS ?= 16000
 ROUND_MINUTES ?= 8
+# e.g. ROUND_ARGS='--round-batch 64 --round-arms "fused, high depth final, 2 layers"' (distill_draft.py --help)
+ROUND_ARGS ?=
 .PHONY: draft-round
 draft-round: install ## on a GPU, one process of <= ROUND_MINUTES: ROUND_REQUESTS new training requests answered by the target, the corpus scored and held on the device, the committed head continued beside designs from scratch; the continued head exported with its card only if it wins held-out -> ROUND_DIR
 	$(PY) scripts/distill_draft.py round-requests --pair $(DRAFT_PAIR) --count $(ROUND_REQUESTS) --bundle $(ROUND_DIR)/requests.pt.gz
-	$(PY) scripts/distill_draft.py round --pair $(DRAFT_PAIR) --bundle $(ROUND_DIR)/requests.pt.gz --out $(ROUND_DIR) --max-minutes $(ROUND_MINUTES) --threads 8
+	$(PY) scripts/distill_draft.py round --pair $(DRAFT_PAIR) --bundle $(ROUND_DIR)/requests.pt.gz --out $(ROUND_DIR) --max-minutes $(ROUND_MINUTES) --threads 8 $(ROUND_ARGS)
 	$(PY) scripts/distill_draft.py round-export --pair $(DRAFT_PAIR) --out $(ROUND_DIR)
 
 measure-draft: install ## the embedded pair's draft on held-out requests of every kind, trained and never trained (acceptance, block efficiency, tokens/s, cost) -> results/draft/ (OTHER_DRAFT_PAIRS=smollm2_135m: the layer draft beside)

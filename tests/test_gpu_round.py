@@ -2,6 +2,7 @@
 target on the CPU: sampling, scoring, heads side by side with their curves, and the files a
 round leaves."""
 
+import json
 import random
 
 import pytest
@@ -102,6 +103,16 @@ def test_a_round_writes_its_answers_every_arms_head_and_curve(tiny, tmp_path):
     trained = {n: read_head_meta(out / a["file"])["trained_tokens"] for n, a in report["arms"].items()}
     assert trained.pop(R.CONTINUED) == 1000 + report["tokens"]  # counted from the committed head's start
     assert set(trained.values()) == {report["tokens"]}
+    # exported again, a round takes its own place among the rounds; another round comes after it
+    from mtad.distill.head_reports import ROUNDS_KEY, add_round
+
+    kept = json.loads((out / "round.json").read_text())
+    add_round(tmp_path / "results", kept)
+    table = add_round(tmp_path / "results", kept)
+    assert "## Round 1 on one GPU" in table and "## Round 2" not in table
+    table = add_round(tmp_path / "results", kept | {"timings": {"sample_s": -1.0}})
+    assert "## Round 2 on one GPU" in table
+    assert len(json.loads((tmp_path / "results" / "head_design.json").read_text())[ROUNDS_KEY]) == 2
 
 
 def test_round_arms_are_picked_by_name_and_an_unknown_one_lists_the_valid():
