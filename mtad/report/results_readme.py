@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pandas as pd
 
-from mtad.distill.head_reports import ROUNDS_KEY
 from mtad.markdown import fmt_count_range, fmt_ratio, md_table, with_bounds
 from mtad.metrics.acceptance_terms import ACCEPTANCE_TERMS, terms_markdown
 from mtad.records import read_json
@@ -186,7 +185,7 @@ def draft_section(results: Path, measurement: str | None) -> list[str]:
                 *md_table(["arm", "@1", "@2", "@3", "@4"], rows),
                 "",
             ]
-    rounds = head_design.get(ROUNDS_KEY, [])
+    rounds = head_design.get("gpu_rounds", [])  # in the order they ran (distill.head_reports.add_round)
     for number, round_ in enumerate(rounds, 1):
         rows = [[arm, *(f"{a:.3f}" for a in _mean_accept(r))] for arm, r in round_["arms"].items()]
         corpus = round_["corpus"]
