@@ -148,3 +148,27 @@ def test_a_burst_of_other_work_during_calibration_does_not_pick_the_slower_kerne
     monkeypatch.setattr(kernels, "_products_once", timed)
     assert kernels.fastest([torch.zeros(4, 8, dtype=torch.bfloat16)], 1) == "onednn"
     assert calls[:4] == ["onednn", "native", "onednn", "native"]
+
+
+def test_rows_of_a_fused_matrix_are_not_whole_weights():
+    fused = torch.randn(10, 4, dtype=torch.bfloat16)
+    assert kernels._whole(fused) and kernels._whole(fused.clone()[:10])
+    assert not kernels._whole(fused[:6]) and not kernels._whole(fused[6:])
+
+
+@pytest.mark.skipif(not kernels.zentorch_available(), reason="zentorch not installed (pip install 'mtad[zen]')")
+def test_a_modules_rows_seen_first_leave_the_fused_matrix_to_zendnn():
+    """q_proj's rows of a fused q|k|v share its address: multiplied first (an eager or compiled
+    path), they must not keep the fast path's fused product on oneDNN for the rest of the process."""
+    import torch.nn.functional as F
+
+    x = torch.randn(5, 576, dtype=torch.bfloat16)
+    fused = torch.randn(960, 576, dtype=torch.bfloat16)
+    rows = fused[:576]
+    with kernels.products_under("zentorch"):
+        by_rows = F.linear(x, rows)
+        assert kernels._SEEN.get(fused.data_ptr()) is None  # the rows took oneDNN and hold nothing
+        by_fused = F.linear(x, fused)
+    assert kernels._SEEN[fused.data_ptr()] is fused
+    assert torch.equal(by_rows, F.linear(x, rows.contiguous()))
+    assert (by_fused[:, :576].float() - by_rows.float()).abs().max() <= 2**-7 * by_rows.float().abs().max()

@@ -107,14 +107,22 @@ def zentorch_products():
     weight's address (its speed at one row depends on it: without the cache a product costs ~3x).
     A weight freed and another allocated at the same address would be multiplied as the old one,
     so every weight passed here is held for the life of the process (`_SEEN`), and a tensor of
-    another shape at a held address (a view of its start) takes oneDNN. Weights must not change in
-    place after their first product here."""
+    another shape at a held address takes oneDNN. Only a weight that is its whole storage is
+    taken: a module's rows of a fused matrix (`layer_math.fused_weights` points q, k, v, gate and
+    up into one) share the fused matrix's address, and were such a view seen first (a path
+    multiplying the modules one by one: eager or compiled), the fused products of the fast path
+    would fall to oneDNN for the life of the process. Weights must not change in place after
+    their first product here."""
     original = F.linear
 
     def linear(x, weight, bias=None):
+        if torch.compiler.is_compiling():  # a traced graph: its weights are inductor's to lay out
+            return original(x, weight, bias)
         if x.dtype is torch.bfloat16 and weight.dtype is torch.bfloat16 and x.device.type == "cpu":
-            seen = _SEEN.setdefault(weight.data_ptr(), weight)
-            if seen is weight or (seen.shape == weight.shape and seen.stride() == weight.stride()):
+            seen = _SEEN.get(weight.data_ptr())
+            if seen is None and _whole(weight):
+                seen = _SEEN[weight.data_ptr()] = weight
+            if seen is weight or (seen is not None and seen.shape == weight.shape and seen.stride() == weight.stride()):
                 return torch.ops.zentorch.zentorch_linear_unary(x, weight, bias)
         return original(x, weight, bias)
 
@@ -123,6 +131,11 @@ def zentorch_products():
         yield
     finally:
         F.linear = original
+
+
+def _whole(weight: torch.Tensor) -> bool:
+    """Whether `weight` is all of its storage (not rows of a larger matrix)."""
+    return weight.storage_offset() == 0 and weight.untyped_storage().nbytes() == weight.numel() * weight.element_size()
 
 
 @contextlib.contextmanager
