@@ -258,7 +258,7 @@ def test_llama_cpp_reference_is_none_without_llama_cpp_and_measures_with_it(monk
     monkeypatch.setitem(sys.modules, "llama_cpp", types.SimpleNamespace(Llama=FakeLlama, __version__="0.fake"))
     out = llama_cpp_reference("x.gguf", 2, [[1, 2, 3], [4]], 4, reps=1, context=6)
     assert out["threads"] == 2 and out["greedy_tokens_per_s"] > 0 and out["sampled_tokens_per_s"] > 0
-    assert set(out["eval_ms"]) == {1, 5, 9}
+    assert set(out["eval_ms"]) == {1, 5, 9, 17}  # the widths the curve sets beside its products
     broken = types.SimpleNamespace(Llama=lambda *a, **k: 1 / 0)
     monkeypatch.setitem(sys.modules, "llama_cpp", broken)
     assert "ZeroDivisionError" in llama_cpp_reference("x.gguf", 1, [[1]], 2)["error"]
@@ -353,6 +353,8 @@ def test_goals_met_and_not_on_synthetic_numbers():
         "h": [None],  # nor adaptive ones
         "i": [False],  # half of sampling's time is outside its forwards
         "j": [True],  # sampling fast q4_1_bf16 28 / llama.cpp 20 tok/s
+        "k": [False],  # products at 1 row 10 ms, 2x the 5 ms floor (17 rows not timed alone)
+        "l": [True],  # step 1.1x its products, 5 tokens 1.2x the step
     }
     failing = synthetic_payload(fwd_over_mm=1.3, hf_tps=15.0, llama=dict(LLAMA, sampled_tokens_per_s=30.0))
     assert met(failing) == {
@@ -367,6 +369,8 @@ def test_goals_met_and_not_on_synthetic_numbers():
         "h": [None],
         "i": [False],
         "j": [False],  # 28 / 30 tok/s
+        "k": [False],
+        "l": [True],  # 1.3x its products: within the step's 1.4x
     }
     assert met(synthetic_payload())["d"] == [None, None]  # no llama.cpp: not measurable
     compiled = synthetic_payload()
@@ -377,6 +381,29 @@ def test_goals_met_and_not_on_synthetic_numbers():
     for c in slow_growth["curve"]["curves"]:
         c.get("linear_ms", {})[5] = 20.0
     assert met(slow_growth)["b"] == [False]
+
+
+def test_the_step_goals_read_the_target_dtype_curve_against_its_floor_and_products():
+    at_floor = synthetic_payload()
+    for c in at_floor["curve"]["curves"]:
+        c["floor_ms"] = 9.0  # 10 ms products: 1.11x the floor
+        c.get("linear_ms", {})[17] = 15.0  # 1.5x 1 row
+    k = [g for g in goals(at_floor) if g["key"] == "k"]
+    assert [g["met"] for g in k] == [True] and "1 row 1.11x the floor" in k[0]["measured"]
+    for c in at_floor["curve"]["curves"]:
+        c.get("linear_ms", {})[17] = 17.0  # 1.7x
+    assert met(at_floor)["k"] == [False]
+    unmeasured_wide = synthetic_payload()
+    for c in unmeasured_wide["curve"]["curves"]:
+        c["floor_ms"] = 9.0
+    (k,) = [g for g in goals(unmeasured_wide) if g["key"] == "k"]
+    assert k["met"] is None and "17 rows not timed alone (widest: 9 rows, 1.40x 1 row)" in k["measured"]
+    assert met(synthetic_payload(fwd_over_mm=1.5))["l"] == [False]  # the step 1.5x its products
+    wide_verify = synthetic_payload()
+    for c in wide_verify["curve"]["curves"]:
+        c["ms"] = {**c["ms"], 5: 1.35 * c["ms"][1]}
+    (l_goal,) = [g for g in goals(wide_verify) if g["key"] == "l"]
+    assert l_goal["met"] is False and "5 tokens 1.35x the step" in l_goal["measured"]
 
 
 def test_a_bf16_pair_is_measured_against_hf_on_the_float32_target(tmp_path):
@@ -539,7 +566,7 @@ def test_unmet_goals_are_named_with_the_profile_split_against_the_block_each_goa
     setup = {"machine": "Test CPU (2 CPUs), avx2"}
     (tmp_path / "profile.json").write_text(json.dumps({"setup": setup, "rows": rows}))
     text = report(tmp_path, payload)
-    assert "Goals not met: (g)." in text
+    assert "Goals not met: (g), (k)." in text  # (k): the synthetic products are 2x their floor
     split = "| 40.0 | 30.0 | 6.0 | 4.0 (process 3.0, drafting 1.0) |"
     assert f"| mmtad | short | 2.00 {split} 1.25x | 32.8 | +7.2 |" in text
     setup["machine"] = "Other CPU (2 CPUs)"  # a profile of another machine names nothing here

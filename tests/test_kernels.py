@@ -82,6 +82,23 @@ def test_both_kernels_give_logits_within_bf16_rounding_on_the_fast_path(fresh, m
         assert diff <= 2**-7 * logits["onednn"].abs().max(), setting  # within bf16's rounding (8 significant bits)
 
 
+def test_calibrate_times_the_kernels_anew_and_replaces_the_stored_choice(fresh, monkeypatch):
+    model = bf16_llama()
+    key = kernels._cache_key(model)
+    stale = ["onednn"] * len(kernels.BUCKETS)
+    (fresh / "kernels.json").write_text(json.dumps({key: stale, "another machine": ["native"]}))
+    assert kernels.choose(model) == kernels.KernelChoice(tuple(stale), "cached")  # auto reads it
+    kernels._chosen.clear()
+    timed = {1: "native", 3: "zentorch" if kernels.zentorch_available() else "native", 9: "native"}
+    monkeypatch.setattr(kernels, "fastest", lambda mats, width: timed[width])
+    monkeypatch.setenv("MTAD_KERNELS", "calibrate")
+    choice = kernels.choose(model)
+    assert choice.source == "calibrated" and choice.by_bucket == tuple(timed[w] for w in kernels.TIMED_WIDTH.values())
+    stored = json.loads((fresh / "kernels.json").read_text())
+    assert stored == {key: list(choice.by_bucket), "another machine": ["native"]}
+    assert kernels.choose(model) is choice  # once per process
+
+
 def test_an_unreadable_calibration_file_is_calibrated_anew(fresh):
     (fresh / "kernels.json").write_text('{"half a file')
     assert kernels.choose(bf16_llama()).source == "calibrated"

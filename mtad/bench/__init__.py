@@ -18,7 +18,7 @@ costs predict; optionally llama.cpp on the same GGUF (`llama_cpp_reference`); th
 - ``calibrate``: the cheapest dense dtype and thread count per model and work, and the SpS
   speed-ups the measured costs predict;
 - ``llama_cpp``: llama.cpp on the same GGUF, the optional reference;
-- ``goal_checks``: the goals (a)-(e), their thresholds and whether a payload meets them;
+- ``goal_checks``: the goals (a)-(l), their thresholds and whether a payload meets them;
 - ``render``: bench.json and bench.md from a payload, and a stored payload made ready to render;
 - ``modelled``: the cost model's speed-ups from each row's counts, held against the measured ones;
 - ``gpu_check``: ``make gpu-check``, the GPU paths in one run on tiny random-weight models (exactness

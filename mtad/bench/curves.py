@@ -49,7 +49,7 @@ def copy_bandwidth(device: torch.device, megabytes: int = 256, reps: int = 5) ->
 
 # ------------------------------------------------------------------ matrix products alone
 
-PRODUCT_WIDTHS = (1, 5, 9)  # widths at which a forward is set beside its matrix products
+PRODUCT_WIDTHS = (1, 5, 9, 17)  # widths at which a forward is set beside its matrix products
 
 
 def dtype_name(model) -> str:
@@ -186,7 +186,7 @@ def verification_curve(
 ) -> dict:
     """ms per target forward of each width, per dtype: on the eager path at the current thread
         count, on the fast path at each count in `threads` (the calibration of dtype and threads);
-        beside it, at widths 1, 5, 9, its matrix products alone (`linear_ms`); the draft's 1-token
+        beside it, at widths 1, 5, 9, 17, its matrix products alone (`linear_ms`); the draft's 1-token
         step per dense dtype and thread count; the bandwidth floor of a 1-token step; the products of
         the float32 fast path requantized to per-row int8 (`int8_products`, a third of the repetitions
     at least 2). `targets`: targets in

@@ -6,7 +6,10 @@
 `modelled.AGREEMENT` of the measured ones, (g) the speculative methods' `SPEEDUP_GOALS` over sampling,
 (h) adaptive drafting no slower than fixed and SpS with it `ADAPTIVE_SPS_GOAL`, (i) host work within
 `HOST_GOAL` of every method's time on short and long prompts, (j) our fastest exact method at
-least llama.cpp's sampling (`goals`); and the payload readers they share with the
+least llama.cpp's sampling, (k) the target's one-row products within `FLOOR_GOAL` of the weight
+bandwidth floor and its 17-row products within `SEVENTEEN_OVER_ONE_GOAL` of them, (l) the target's
+one-token step within `STEP_OVER_PRODUCTS_GOAL` of its products and a 5-token verification within
+`VERIFY_OVER_STEP_GOAL` of that step (`goals`); and the payload readers they share with the
 report (`fast_target_curves`, `default_dtype`, `q4_sampling_label`)."""
 
 from __future__ import annotations
@@ -25,6 +28,10 @@ COMPILE_GOAL_S = 60.0  # first use of the compiled path, where it is the default
 SPEEDUP_GOALS = {"sps": 1.2, "mtad": 1.1, "mmtad": 1.25}  # tokens/s over sampling, fast path
 ADAPTIVE_SPS_GOAL = 1.3  # SpS with adaptive drafting over sampling, fast path
 HOST_GOAL = 0.04  # host work (outside both models' forwards) / a method's decode time
+FLOOR_GOAL = 1.2  # 1-row products / the weight-bandwidth floor (the pair's target dtype, fast path)
+SEVENTEEN_OVER_ONE_GOAL = 1.6  # 17-row / 1-row products: a 16-node tree verified near a step's price
+STEP_OVER_PRODUCTS_GOAL = 1.4  # whole 1-token forward / its products: the step outside its products
+VERIFY_OVER_STEP_GOAL = 1.3  # whole 5-token forward / whole 1-token forward: SpS's verification
 
 
 def _by_width(ms: dict) -> dict[int, float]:
@@ -141,7 +148,55 @@ def goals(payload: dict) -> list[dict]:
         _adaptive_goal(payload),
         _host_goal(payload),
         _fastest_exact_goal(payload),
+        _floor_goal(payload),
+        _step_goal(payload),
     ]
+
+
+def _target_curve(payload: dict) -> dict | None:
+    """The pair's target dtype's fast-path curve row, products measured (None: none)."""
+    return fast_target_curves(payload).get(default_dtype(payload))
+
+
+def _floor_goal(payload: dict) -> dict:
+    """(k) the target's 1-row products ≤ `FLOOR_GOAL` x the weight-bandwidth floor (weight bytes /
+    copy bandwidth: a step cannot read its weights faster), and 17-row ≤ `SEVENTEEN_OVER_ONE_GOAL` x
+    1-row (a run that timed the products at fewer widths says which it lacks)."""
+    dtype = default_dtype(payload)
+    goal = (
+        f"{dtype} (the pair's target): products at 1 row ≤ {FLOOR_GOAL}x the weight-bandwidth floor, "
+        f"at 17 rows ≤ {SEVENTEEN_OVER_ONE_GOAL}x 1 row (fast path)"
+    )
+    c = _target_curve(payload)
+    linear = _by_width(c["linear_ms"]) if c else {}
+    if 1 not in linear or not c.get("floor_ms"):
+        return _goal("k", goal, "not measured", None)
+    floor = linear[1] / c["floor_ms"]
+    text = f"1 row {floor:.2f}x the floor ({linear[1]:.2f} / {c['floor_ms']:.2f} ms)"
+    if 17 not in linear:
+        widest = max(linear)
+        text += f"; 17 rows not timed alone (widest: {widest} rows, {linear[widest] / linear[1]:.2f}x 1 row)"
+        return _goal("k", goal, text, False if floor > FLOOR_GOAL else None)
+    wide = linear[17] / linear[1]
+    text += f"; 17 rows {wide:.2f}x 1 row"
+    return _goal("k", goal, text, floor <= FLOOR_GOAL and wide <= SEVENTEEN_OVER_ONE_GOAL)
+
+
+def _step_goal(payload: dict) -> dict:
+    """(l) the target's whole 1-token forward ≤ `STEP_OVER_PRODUCTS_GOAL` x its products, and its
+    whole 5-token forward ≤ `VERIFY_OVER_STEP_GOAL` x the 1-token one (fast path)."""
+    dtype = default_dtype(payload)
+    goal = (
+        f"{dtype} (the pair's target): 1-token step ≤ {STEP_OVER_PRODUCTS_GOAL}x its products, "
+        f"5-token verification ≤ {VERIFY_OVER_STEP_GOAL}x the step (fast path)"
+    )
+    c = _target_curve(payload)
+    ms, linear = (_by_width(c["ms"]), _by_width(c["linear_ms"])) if c else ({}, {})
+    if not (1 in linear and {1, 5} <= set(ms)):
+        return _goal("l", goal, "not measured", None)
+    step, verify = ms[1] / linear[1], ms[5] / ms[1]
+    text = f"step {step:.2f}x its products ({ms[1]:.1f} / {linear[1]:.1f} ms); 5 tokens {verify:.2f}x the step"
+    return _goal("l", goal, text, step <= STEP_OVER_PRODUCTS_GOAL and verify <= VERIFY_OVER_STEP_GOAL)
 
 
 EXACT_METHODS = ("sampling", *CONVENTIONAL)  # the methods whose output is the target's distribution

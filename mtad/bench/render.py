@@ -45,15 +45,15 @@ def _products_lines(curve: dict) -> list[str]:
         "measured, not a target dtype).",
         "",
         *md_table(
-            [*header, "mm 5 / mm 1", "mm 9 / mm 1"],
+            [*header, *(f"mm {w} / mm 1" for w in widths if w > 1)],
             (_products_row(c, widths) for c in [*rows, *int8]),
-            "llr" + "r" * (3 * len(widths) + 2),
+            "llr" + "r" * (4 * len(widths) - 1),
         ),
     ]
 
 
 def _products_row(c: dict, widths: list[int]) -> list:
-    """One curve's forward, products and their ratio per width, then its products' growth to 5 and 9 tokens."""
+    """One curve's forward, products and their ratio per width, then its products' growth from 1 token."""
     ms, linear = _by_width(c["ms"]), _by_width(c["linear_ms"])
     cells = [
         cell
@@ -64,7 +64,7 @@ def _products_row(c: dict, widths: list[int]) -> list:
             _fmt(ms[w] / linear[w] if w in ms and w in linear else None),
         )
     ]
-    growth = [_fmt(linear[w] / linear[1] if w in linear and 1 in linear else None) for w in (5, 9)]
+    growth = [_fmt(linear[w] / linear[1] if w in linear and 1 in linear else None) for w in widths if w > 1]
     return [c["dtype"], c["path"], c["threads"], *cells, *growth]
 
 

@@ -14,9 +14,11 @@ choose from), and a forward runs under its bucket's kernel (`KernelChoice.scope`
 round bf16 products alike to within one bf16 unit.
 
 Only bf16 models on a CPU are concerned; float32 and float64 forwards (the reproduction
-reference, the exactness tests) keep oneDNN. ``MTAD_KERNELS`` = ``auto`` (the default),
-``onednn`` (oneDNN everywhere), ``native`` (torch's own everywhere) or ``zentorch`` (where it
-imports) overrides.
+reference, the exactness tests) keep oneDNN. ``MTAD_KERNELS`` = ``auto`` (the default:
+the stored calibration, else one now), ``calibrate`` (time the kernels now and replace the stored
+choice: a calibration made while other work ran can pick a kernel that loses on a quiet machine;
+`make bench` does this), ``onednn`` (oneDNN everywhere), ``native`` (torch's own everywhere) or
+``zentorch`` (where it imports) overrides.
 """
 
 from __future__ import annotations
@@ -79,9 +81,12 @@ def available() -> tuple[str, ...]:
     return BUILT_IN + (("zentorch",) if zentorch_available() else ())
 
 
+TIMED_NOW = ("auto", "calibrate")  # the settings that choose by timing (stored, or anew)
+
+
 def choices() -> tuple[str, ...]:
     """What ``MTAD_KERNELS`` may name here."""
-    return ("auto", *available())
+    return (*TIMED_NOW, *available())
 
 
 def products_under(kernel: str) -> contextlib.AbstractContextManager:
@@ -228,7 +233,8 @@ _chosen: dict[str, KernelChoice] = {}  # this process's choices by cache key
 
 def choose(model: torch.nn.Module) -> KernelChoice | None:
     """The model's kernels per width bucket (None: not a bf16 model on a CPU): MTAD_KERNELS if it
-    names one, else this process's or the machine's earlier calibration, else a calibration now."""
+    names one, else this process's or (unless MTAD_KERNELS=calibrate) the machine's earlier
+    calibration, else a calibration now, stored for the machine's later processes."""
     if not concerned(model):
         return None
     setting = os.environ.get("MTAD_KERNELS", "auto")
@@ -236,7 +242,7 @@ def choose(model: torch.nn.Module) -> KernelChoice | None:
         hint = " (zentorch: pip install 'mtad[zen]')" if setting == "zentorch" else ""
         raise ValueError(f"MTAD_KERNELS={setting!r}; valid here: {', '.join(choices())}{hint}")
     key = _cache_key(model)
-    if setting != "auto":
+    if setting not in TIMED_NOW:
         _chosen[key] = KernelChoice((setting,) * len(BUCKETS), f"MTAD_KERNELS={setting}")
         return _chosen[key]
     if key in _chosen and not _chosen[key].source.startswith("MTAD_KERNELS"):
@@ -245,7 +251,7 @@ def choose(model: torch.nn.Module) -> KernelChoice | None:
 
     path = cache_root() / "kernels.json"
     stored = _read(path)
-    if key in stored and set(stored[key]) <= set(available()):
+    if setting == "auto" and key in stored and set(stored[key]) <= set(available()):
         choice = KernelChoice(tuple(stored[key]), "cached")
     else:
         choice = KernelChoice(calibrate(model), "calibrated")
