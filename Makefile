@@ -174,7 +174,7 @@ PAIR ?=
 CLAIMS_DIR = $(RESULTS)/$(EXPERIMENT)$(if $(PAIR),/$(PAIR))
 .PHONY: claims
 claims: EXPERIMENT = claims
-claims: install ## every claim of the paper with a 95% interval and a verdict (embedded pair, <= 50 min) -> results/local/claims/claims.md, compared with the committed one
+claims: install ## every claim of the paper with a 95% interval and a verdict (embedded pair: a few hours on 2 cores, resumed by a rerun) -> results/local/claims/claims.md, compared with the committed one
 	@if [ "$(filter claims%,$(EXPERIMENT))" ]; then \
 	  $(PY) scripts/get_data.py --only cnndm $(DATA_ARGS) || echo "warning: CNN/DailyMail could not be fetched; the run will stop"; \
 	  $(if $(AT_REFERENCE),$(call reset_if_committed,$(CLAIMS_DIR));) fi
@@ -195,20 +195,26 @@ verify-reference: install ## (re)create the reproduction reference in results/ve
 	$(PY) scripts/get_data.py --only humaneval
 	$(PY) scripts/verify.py --reference $(VERIFY_ROOT) --reference-only
 
-# --- every committed result, regenerated from one clean commit (resumable: rerun to continue)
-# Each step is its own target; a finished step leaves a stamp naming the commit it ran at, and
-# is skipped while HEAD stays that commit. ALLOW_DIRTY=1 runs from a tree with uncommitted changes
-# (its tables are then refused unless TABLE_ARGS=--allow-mixed-provenance).
+# --- every committed result, regenerated from one clean code state (resumable: rerun to continue)
+# Each step is its own target; a finished step leaves a stamp (results/.stamps, committed with the
+# results) naming the code it ran: the tree of HEAD without results/, so a step's results can be
+# committed as it finishes and the next steps, in a later sitting, still count as the same code. A
+# step is skipped while the code stays that state. ALLOW_DIRTY=1 runs from a tree with uncommitted
+# changes (its tables are then refused unless TABLE_ARGS=--allow-mixed-provenance).
 RESULT_STEPS ?= reproduce-table2 sweeps claims figures measure-draft bench verify-reference
 STAMPS := results/.stamps
-.PHONY: results
+CODE_STATE = git ls-tree HEAD | awk '$$4 != "results"' | git hash-object --stdin
+.PHONY: results code-state
+code-state: ## the code state `make results` stamps its steps with: HEAD's tree without results/
+	@$(CODE_STATE)
+
 results: install ## regenerate every committed result: Table 2, sweeps, claims, figures, draft measurement, bench, verify reference
-	@commit=$$(git rev-parse HEAD); \
+	@code=$$($(CODE_STATE)); \
 	if [ -n "$$(git status --porcelain -- . ':(exclude)results')" ] && [ -z "$(ALLOW_DIRTY)" ]; then \
 	  echo "results: the tree has uncommitted changes; commit them first (or ALLOW_DIRTY=1)"; exit 1; fi; \
 	for step in $(RESULT_STEPS); do \
-	  if [ "$$(cat $(STAMPS)/$$step 2>/dev/null)" = "$$commit" ]; then echo "results: $$step already done at $$commit"; continue; fi; \
+	  if [ "$$(cat $(STAMPS)/$$step 2>/dev/null)" = "$$code" ]; then echo "results: $$step already done at code $$code"; continue; fi; \
 	  echo "results: $$step"; $(MAKE) --no-print-directory $$step RESULTS=$(REFERENCE) REGENERATE=1 || exit 1; \
-	  mkdir -p $(STAMPS); echo "$$commit" > $(STAMPS)/$$step; done; \
+	  mkdir -p $(STAMPS); echo "$$code" > $(STAMPS)/$$step; done; \
 	$(MAKE) --no-print-directory results-readme; \
-	echo "results: every step done at $$commit"
+	echo "results: every step done at code $$code (commit $$(git rev-parse --short HEAD) and any after it that change only results/)"

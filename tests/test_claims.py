@@ -389,6 +389,18 @@ def test_an_unknown_pair_is_one_line_listing_the_valid_ones(capsys):
     assert "\n" not in err and "Could not find 'pair/foo'" in err and "valid: " in err and "smollm2_135m_head" in err
 
 
+def test_a_run_the_time_limit_stopped_exits_incomplete_after_its_partial_report(tmp_path, monkeypatch):
+    from mtad.experiments import claims as experiment
+
+    published = []
+    monkeypatch.setattr(experiment, "publish", lambda *args, note="": published.append(note) or 0)
+    for stopped, code in ((True, experiment.INCOMPLETE), (False, 0)):
+        summary = {"stopped_by_time_limit": stopped, "minutes": 1.0}
+        monkeypatch.setattr(experiment, "run_interleaved", lambda *args, **kwargs: summary)
+        assert experiment.main(["--no-theory", f"results_root={tmp_path}"]) == code
+    assert "rerun `make claims` to continue" in published[0] and published[1] == ""
+
+
 def test_report_only_on_an_empty_root_names_the_committed_run(tmp_path, capsys):
     from mtad.experiments.claims import main
 

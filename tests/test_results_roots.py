@@ -35,6 +35,29 @@ def test_only_make_results_writes_the_reference():
     assert "agreement" not in reference
 
 
+def test_the_code_state_ignores_committed_results_and_follows_the_code(tmp_path):
+    """`make results` stamps each step with it: a step's results committed between sittings leave
+    the code the later steps run the same, a change anywhere else does not."""
+    (tmp_path / "Makefile").write_text((REPO / "Makefile").read_text())
+    (tmp_path / "results").mkdir()
+    (tmp_path / "mtad.py").write_text("x = 1\n")
+    (tmp_path / "results" / "table.md").write_text("old\n")
+
+    def commit() -> str:
+        git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(tmp_path)]
+        subprocess.run([*git, "add", "-A"], check=True, capture_output=True)
+        subprocess.run([*git, "commit", "-q", "-m", "c"], check=True, capture_output=True)
+        state = subprocess.run(["make", "-s", "code-state"], cwd=tmp_path, capture_output=True, text=True, check=True)
+        return state.stdout.strip()
+
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    first = commit()
+    (tmp_path / "results" / "table.md").write_text("regenerated\n")
+    assert commit() == first and len(first) == 40
+    (tmp_path / "mtad.py").write_text("x = 2\n")
+    assert commit() != first
+
+
 def test_local_results_are_ignored_by_git():
     probe = subprocess.run(["git", "check-ignore", "results/local/runs/table2/x"], cwd=REPO, capture_output=True)
     assert probe.returncode == 0

@@ -28,6 +28,7 @@ from mtad.report.claims import ReportSettings, publish, report_name
 from mtad.runner.layout import theory_path
 
 log = logging.getLogger("mtad.claims")
+INCOMPLETE = 2  # exit status of a run the time limit stopped: its report is partial, and `make results` reruns it
 
 
 @dataclass
@@ -154,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"claims: {one_line(err)}", file=sys.stderr)
         return 1
     note = "; the time limit stopped the run: rerun `make claims` to continue" if stopped else ""
-    return publish(cfg, settings.report, name, args, note)
+    return publish(cfg, settings.report, name, args, note) or (INCOMPLETE if stopped else 0)
 
 
 if __name__ == "__main__":
