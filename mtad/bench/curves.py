@@ -211,7 +211,12 @@ def verification_curve(
                     for _ in range(1 + REMEASURES):  # a row that contradicts itself is timed again
                         ms = {w: forward_ms(model, path, w, context, reps) for w in _widths(dtype, widths)}
                         linear = _products_curve(
-                            products, product_widths, model.dtype, model_device(model), reps, path_kernels(model, path)
+                            products,
+                            _widths(dtype, product_widths),
+                            model.dtype,
+                            model_device(model),
+                            reps,
+                            path_kernels(model, path),
                         )
                         noise = contradictions(ms, linear)
                         if not noise:
@@ -222,7 +227,8 @@ def verification_curve(
                     log(f"curve {dtype} {path} {n_threads} threads: its products alone {_ms(linear)}")
                     if as_int8:  # slow at several rows (about 1 s at 9 on 2 cores): fewer repetitions
                         device = model_device(model)
-                        int8_ms = _products_curve(as_int8, product_widths, torch.float32, device, max(2, reps // 3))
+                        int8_widths = tuple(w for w in product_widths if w <= QUANTIZED_MAX_WIDTH)  # seconds at 17
+                        int8_ms = _products_curve(as_int8, int8_widths, torch.float32, device, max(2, reps // 3))
                         int8.append({"path": path, "threads": n_threads, "linear_ms": int8_ms})
                         log(f"curve int8 per-row products {n_threads} threads: {_ms(int8_ms)}")
                     if small is not None:
