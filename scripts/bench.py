@@ -19,6 +19,7 @@ import json
 import os
 from pathlib import Path
 
+from mtad import provenance
 from mtad.bench import measure_pair, rendered, write_report
 from mtad.bench.measure import CURVE_DTYPES, SAMPLING_TARGETS
 from mtad.decoding import SpSParams
@@ -93,6 +94,7 @@ def main() -> None:
     )
     ap.add_argument("--note", action="append", default=[], help="a line for the Notes section")
     args = ap.parse_args()
+    provenance.capture()  # the code this run starts from, whatever the checkout becomes while it runs
     if args.render:
         write_report(Path(args.out), rendered(json.loads(Path(args.render).read_text())))
         print((Path(args.out) / "bench.md").read_text())

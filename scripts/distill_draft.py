@@ -145,6 +145,9 @@ def main(argv=None) -> int:
     )
     ap.add_argument("--arm", default=None, help="round-export: the arm whose head to export (default: the continued)")
     args = ap.parse_args(argv)
+    from mtad import provenance
+
+    provenance.capture()  # the code this run starts from, whatever the checkout becomes while it runs
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s {args.job} %(message)s")
 
     cfg = pair_config(args.pair)

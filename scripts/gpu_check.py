@@ -58,6 +58,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--curve-model", choices=sorted(gpu_check.CURVE_MODELS), default=None)
     ap.add_argument("--embedded-pair", default=gpu_check.EMBEDDED_PAIR)
     args = ap.parse_args(argv)
+    from mtad import provenance
+
+    provenance.capture()  # the code this run starts from, whatever the checkout becomes while it runs
     try:
         options = gpu_check.Options(
             device=args.device,

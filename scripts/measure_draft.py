@@ -94,6 +94,9 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=str(ROOT / "results" / "draft"))
     ap.add_argument("--render", default=None, help="only render this stored measure.json into --out (no measuring)")
     args = ap.parse_args(argv)
+    from mtad import provenance
+
+    provenance.capture()  # the code this run starts from, whatever the checkout becomes while it runs
     if args.render:
         write_outputs(json.loads(Path(args.render).read_text()), Path(args.out))
         print((Path(args.out) / "measure.md").read_text())

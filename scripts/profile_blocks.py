@@ -18,7 +18,7 @@ from pathlib import Path
 from mtad.bench.block_profile import long_prompt_ids, profile_methods, render_profile
 from mtad.bench.measure import ADAPTIVE_STOP, method_params
 from mtad.models.pairs import load_pair
-from mtad.provenance import environment_record
+from mtad.provenance import capture, environment_record
 from mtad.tasks.prompts import chat_ids, make_prompts
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -35,6 +35,7 @@ def main(argv=None) -> int:
     )
     ap.add_argument("--out", default=str(ROOT / "results" / "bench"))
     args = ap.parse_args(argv)
+    capture()  # the code this run starts from, whatever the checkout becomes while it runs
     started = time.perf_counter()
     pair = load_pair(args.pair)
     prompts = {

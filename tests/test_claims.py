@@ -393,7 +393,7 @@ def test_a_run_the_time_limit_stopped_exits_incomplete_after_its_partial_report(
     from mtad.experiments import claims as experiment
 
     published = []
-    monkeypatch.setattr(experiment, "publish", lambda *args, note="": published.append(note) or 0)
+    monkeypatch.setattr(experiment, "publish", lambda *args: published.append(args[-1]) or 0)  # its last: the note
     for stopped, code in ((True, experiment.INCOMPLETE), (False, 0)):
         summary = {"stopped_by_time_limit": stopped, "minutes": 1.0}
         monkeypatch.setattr(experiment, "run_interleaved", lambda *args, **kwargs: summary)
