@@ -1,6 +1,7 @@
 """No user command touches the committed results: runs of committed experiments write under
 results/local and compare with the reference; only `make results` writes the reference."""
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -47,9 +48,11 @@ def test_the_code_state_ignores_committed_results_and_follows_the_code(tmp_path)
         git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(tmp_path)]
         subprocess.run([*git, "add", "-A"], check=True, capture_output=True)
         subprocess.run([*git, "commit", "-q", "-m", "c"], check=True, capture_output=True)
-        state = subprocess.run(["make", "-s", "code-state"], cwd=tmp_path, capture_output=True, text=True, check=True)
+        make = ["make", "-s", "--no-print-directory", "code-state"]  # as a sub-make of `make test` too
+        state = subprocess.run(make, cwd=tmp_path, env=outside_make, capture_output=True, text=True, check=True)
         return state.stdout.strip()
 
+    outside_make = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
     first = commit()
     (tmp_path / "results" / "table.md").write_text("regenerated\n")
