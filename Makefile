@@ -204,6 +204,8 @@ verify-reference: install ## (re)create the reproduction reference in results/ve
 RESULT_STEPS ?= reproduce-table2 sweeps claims figures measure-draft bench verify-reference
 STAMPS := results/.stamps
 CODE_STATE = git ls-tree HEAD | awk '$$4 != "results"' | git hash-object --stdin
+# `make -n results` runs the loop below (it calls $(MAKE)), so a dry run must not stamp a step done
+DRY_RUN = $(findstring n,$(firstword -$(MAKEFLAGS)))
 .PHONY: results code-state
 code-state: ## the code state `make results` stamps its steps with: HEAD's tree without results/
 	@$(CODE_STATE)
@@ -215,6 +217,6 @@ results: install ## regenerate every committed result: Table 2, sweeps, claims, 
 	for step in $(RESULT_STEPS); do \
 	  if [ "$$(cat $(STAMPS)/$$step 2>/dev/null)" = "$$code" ]; then echo "results: $$step already done at code $$code"; continue; fi; \
 	  echo "results: $$step"; $(MAKE) --no-print-directory $$step RESULTS=$(REFERENCE) REGENERATE=1 || exit 1; \
-	  mkdir -p $(STAMPS); echo "$$code" > $(STAMPS)/$$step; done; \
+	  $(if $(DRY_RUN),echo "results: would stamp $$step",mkdir -p $(STAMPS); echo "$$code" > $(STAMPS)/$$step); done; \
 	$(MAKE) --no-print-directory results-readme; \
 	echo "results: every step done at code $$code (commit $$(git rev-parse --short HEAD) and any after it that change only results/)"

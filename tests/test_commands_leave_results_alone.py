@@ -74,5 +74,11 @@ def test_no_make_target_but_results_deletes_a_committed_run():
             assert dry.returncode == 0 and dry.stdout.strip(), (target, extra, dry.stderr)
             removes = [line for line in dry.stdout.splitlines() if re.search(r"\brm -(r|f|rf)\b", line)]
             assert removes == [], (target, extra, removes)
-    dry = subprocess.run([*make, "-n", "results", "PY=python"], cwd=repo, capture_output=True, text=True)
+    stamps = sorted((repo / "results" / ".stamps").glob("*"))
+    before = {p: p.read_text() for p in stamps}
+    dirty_too = ["ALLOW_DIRTY=1"]  # the loop runs in a checkout with uncommitted changes as well
+    dry = subprocess.run([*make, "-n", "results", "PY=python", *dirty_too], cwd=repo, capture_output=True, text=True)
+    after = sorted((repo / "results" / ".stamps").glob("*"))
+    assert after == stamps and {p: p.read_text() for p in after} == before  # a dry run marks no step done
+    assert "results: would stamp reproduce-table2" in dry.stdout
     assert "REGENERATE=1" in dry.stdout  # the one target that may
