@@ -197,22 +197,28 @@ verify-reference: install ## (re)create the reproduction reference in results/ve
 
 # --- every committed result, regenerated from one clean code state (resumable: rerun to continue)
 # Each step is its own target; a finished step leaves a stamp (results/.stamps, committed with the
-# results) naming the code it ran: the tree of HEAD without results/, so a step's results can be
-# committed as it finishes and the next steps, in a later sitting, still count as the same code. A
+# results) naming the code it ran: HEAD's files that are not outputs of a step (NOT_CODE: results/,
+# and the drafts' model cards, whose Measured sections measure-draft renders), so a step's outputs can
+# be committed as it finishes and the next steps, in a later sitting, still count as the same code. A
 # step is skipped while the code stays that state. ALLOW_DIRTY=1 runs from a tree with uncommitted
 # changes (its tables are then refused unless TABLE_ARGS=--allow-mixed-provenance).
 RESULT_STEPS ?= reproduce-table2 sweeps claims figures measure-draft bench verify-reference
 STAMPS := results/.stamps
-CODE_STATE = git ls-tree HEAD | awk '$$4 != "results"' | git hash-object --stdin
+NOT_CODE := ^(results/|mtad/assets/drafts/[^/]*[.]md$$)
+CODE_STATE = git ls-tree -r HEAD | awk -F'\t' -v not_code='$(NOT_CODE)' '$$2 !~ not_code' | git hash-object --stdin
+UNCOMMITTED_CODE = git status --porcelain --untracked-files=all | cut -c4- | grep -E -v '$(NOT_CODE)'
 # `make -n results` runs the loop below (it calls $(MAKE)), so a dry run must not stamp a step done
 DRY_RUN = $(findstring n,$(firstword -$(MAKEFLAGS)))
-.PHONY: results code-state
-code-state: ## the code state `make results` stamps its steps with: HEAD's tree without results/
+.PHONY: results code-state uncommitted-code
+code-state: ## the code state `make results` stamps its steps with: HEAD's files that no step writes
 	@$(CODE_STATE)
+
+uncommitted-code: ## the uncommitted changes `make results` refuses to start over (a step's outputs aside)
+	@$(UNCOMMITTED_CODE) || true
 
 results: install ## regenerate every committed result: Table 2, sweeps, claims, figures, draft measurement, bench, verify reference
 	@code=$$($(CODE_STATE)); \
-	if [ -n "$$(git status --porcelain -- . ':(exclude)results')" ] && [ -z "$(ALLOW_DIRTY)" ]; then \
+	if [ -n "$$($(UNCOMMITTED_CODE))" ] && [ -z "$(ALLOW_DIRTY)" ]; then \
 	  echo "results: the tree has uncommitted changes; commit them first (or ALLOW_DIRTY=1)"; exit 1; fi; \
 	for step in $(RESULT_STEPS); do \
 	  if [ "$$(cat $(STAMPS)/$$step 2>/dev/null)" = "$$code" ]; then echo "results: $$step already done at code $$code"; continue; fi; \

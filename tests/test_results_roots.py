@@ -37,12 +37,17 @@ def test_only_make_results_writes_the_reference():
 
 
 def test_the_code_state_ignores_committed_results_and_follows_the_code(tmp_path):
-    """`make results` stamps each step with it: a step's results committed between sittings leave
-    the code the later steps run the same, a change anywhere else does not."""
+    """`make results` stamps each step with it: a step's outputs committed between sittings (results,
+    the drafts' model cards it renders) leave the code the later steps run the same, a change anywhere
+    else does not; uncommitted outputs do not stop a later sitting, uncommitted code does."""
     (tmp_path / "Makefile").write_text((REPO / "Makefile").read_text())
     (tmp_path / "results").mkdir()
+    cards = tmp_path / "mtad" / "assets" / "drafts"
+    cards.mkdir(parents=True)
     (tmp_path / "mtad.py").write_text("x = 1\n")
     (tmp_path / "results" / "table.md").write_text("old\n")
+    (cards / "head.md").write_text("## Measured\nold\n")
+    (cards / "head.safetensors").write_text("weights\n")
 
     def commit() -> str:
         git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(tmp_path)]
@@ -52,13 +57,26 @@ def test_the_code_state_ignores_committed_results_and_follows_the_code(tmp_path)
         state = subprocess.run(make, cwd=tmp_path, env=outside_make, capture_output=True, text=True, check=True)
         return state.stdout.strip()
 
+    def uncommitted_code() -> list[str]:
+        make = ["make", "-s", "--no-print-directory", "uncommitted-code"]
+        listed = subprocess.run(make, cwd=tmp_path, env=outside_make, capture_output=True, text=True, check=True)
+        return listed.stdout.split()
+
     outside_make = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
     first = commit()
     (tmp_path / "results" / "table.md").write_text("regenerated\n")
+    (tmp_path / "results" / "new.json").write_text("{}\n")
+    (cards / "head.md").write_text("## Measured\nregenerated\n")
+    assert uncommitted_code() == []
     assert commit() == first and len(first) == 40
+    (cards / "head.safetensors").write_text("retrained\n")
+    assert uncommitted_code() == ["mtad/assets/drafts/head.safetensors"]
+    second = commit()
+    assert second != first
     (tmp_path / "mtad.py").write_text("x = 2\n")
-    assert commit() != first
+    assert uncommitted_code() == ["mtad.py"]
+    assert commit() not in (first, second)
 
 
 def test_local_results_are_ignored_by_git():
