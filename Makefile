@@ -105,7 +105,7 @@ endef
 # RESULTS=results/runs reads or resumes the committed cells and deletes nothing.
 REGENERATE ?=
 reset_if_committed = $(if $(REGENERATE),if [ -n "$$(git ls-files -- $(1) 2>/dev/null)" ] && git diff --quiet HEAD -- $(1) \
-	  && [ -z "$$(git ls-files --others -- $(1))" ]; then \
+	  && [ -z "$$(git ls-files --others --exclude-standard -- $(1))" ]; then \
 	  echo "$(1) is the committed reference run: regenerating it from scratch (make results)"; rm -rf $(1); fi,true)
 fresh_if_committed = @$(call reset_if_committed,$(1))
 

@@ -94,3 +94,29 @@ def test_make_table_names_the_experiments_there_and_hints_at_override_folders(tm
         build_table2(tmp_path, tmp_path / "out", experiment="nonexistent")
     with pytest.raises(ValueError, match="method.gamma=3.*--overrides any"):
         build_table2(tmp_path, tmp_path / "out", experiment="sweeps")
+
+
+def test_make_results_restarts_a_committed_run_and_resumes_a_regenerated_one(tmp_path):
+    """REGENERATE=1 removes a reference folder that is exactly its committed state (its cells' ignored
+    lock files aside, which every run leaves), and keeps one holding cells written since."""
+    makefile = (REPO / "Makefile").read_text() + "\nprobe:\n\t$(call fresh_if_committed,results/runs/table2)\n"
+    (tmp_path / "Makefile").write_text(makefile)
+    (tmp_path / ".gitignore").write_text((REPO / ".gitignore").read_text())
+    cell = tmp_path / "results" / "runs" / "table2" / "pair" / "chat" / "sps"
+    cell.mkdir(parents=True)
+    (cell / "samples.jsonl").write_text("{}\n")
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(tmp_path)]
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "c"], check=True)
+    outside_make = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
+
+    def probe() -> bool:
+        subprocess.run(["make", "-s", "probe", "REGENERATE=1"], cwd=tmp_path, env=outside_make, check=True)
+        return cell.exists()
+
+    (cell / ".cell.lock").write_text("")  # a finished run's lock file: the folder is still the committed one
+    (cell / "samples.jsonl").write_text("{}\n{}\n")  # a regeneration under way
+    assert probe()
+    subprocess.run([*git, "checkout", "--", "results"], check=True)
+    assert not probe()
