@@ -293,6 +293,7 @@ def round_requests(args, cfg: dict, workdir: Path) -> int:
 
     from mtad.distill.answers import DATASET_DIR, read_rows
     from mtad.distill.gpu_round import draw_requests, write_bundle
+    from mtad.distill.installed_text import fingerprint
     from mtad.distill.pipeline import heldout_path, load_heldout
     from mtad.models.gguf_cache import ensure_converted
 
@@ -309,7 +310,7 @@ def round_requests(args, cfg: dict, workdir: Path) -> int:
     )
     known = {tuple(r["prompt_ids"]) for r in read_rows(Path(args.dataset or DATASET_DIR))}
     requests = draw_requests(tokenizer, args.count, args.seed, known)
-    meta = {"pair": args.pair, "seed": args.seed, "known_prompts": len(known)}
+    meta = {"pair": args.pair, "seed": args.seed, "known_prompts": len(known), "text_sources": fingerprint()}
     path = write_bundle(Path(args.bundle), requests, load_heldout(workdir), meta)
     print(f"{path}: {len(requests)} new requests, {path.stat().st_size / 1e6:.1f} MB")
     return 0

@@ -3,9 +3,9 @@
 of every task family (see mtad/distill/measure.py).
 
     python scripts/measure_draft.py --pair smollm2_135m_head --compare smollm2_135m --per-family 10
-Writes results/draft/measure.json and measure.md, and renders the README's summary of it
-(`measure.readme_block`) and the measured drafts' model cards' "Measured" sections
-(`card.refresh_measured`) when writing the committed results/draft.
+Writes results/draft/measure.json and measure.md; when writing the committed results/draft, also
+the results page that quotes it (results/README.md) and every shipped draft's model card's "Measured"
+section (`card.refresh_measured`: the measured drafts' figures; any other card says it is not measured).
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ def write_outputs(result: dict, out: Path) -> None:
 
     from mtad.distill.card import refresh_measured
     from mtad.distill.measure import markdown
+    from mtad.models.pairs import ASSETS_DIR
 
     described = "; ".join(
         f"`{name}`: {r['kind']} draft `{r['file']}` "
@@ -67,10 +68,11 @@ def write_outputs(result: dict, out: Path) -> None:
     (out / "measure.md").write_text(markdown(result, header))
     if out.resolve() == (ROOT / "results" / "draft").resolve():
         (ROOT / "results" / "README.md").write_text(page(ROOT / "results"))
-        for r in result["drafts"].values():  # each measured file's model card, its Measured section
-            card = (ROOT / r["file"]).with_suffix(".md") if r.get("file") else None
-            if card is not None and card.exists():
-                refresh_measured(card, out / "measure.json", r["kind"])
+        files = {(ROOT / r["file"]).resolve(): r["kind"] for r in result["drafts"].values() if r.get("file")}
+        for card in sorted((ASSETS_DIR / "drafts").glob("*.md")):  # every shipped draft's card: measured, or saying not
+            draft_file = card.with_suffix(".safetensors")
+            if draft_file.exists():
+                refresh_measured(card, out / "measure.json", files.get(draft_file.resolve()))
 
 
 def main(argv=None) -> int:

@@ -10,6 +10,7 @@ import torch
 
 from mtad.distill import gpu_round as R
 from mtad.distill.answers import read_rows, write_rows
+from mtad.distill.card_round import round_made_lines
 from mtad.distill.corpus import SAMPLING_SETTINGS
 from mtad.models.head import build_head, load_head, read_head_meta, save_head
 from mtad.models.tiny import tiny_model, tiny_tokenizer
@@ -51,6 +52,9 @@ def test_a_bundle_reads_back_and_a_wrong_file_says_what_makes_one(tmp_path):
         R.read_bundle(tmp_path / "junk.pt.gz")
 
 
+SOURCES = {"sha256": "ab" * 32, "documents": 2, "catalogue_sentences": 3}
+
+
 def test_a_round_writes_its_answers_every_arms_head_and_curve(tiny, tmp_path):
     target, tokenizer = tiny
     vocab, eos = target.config.vocab_size, tokenizer.eos_token_id
@@ -72,7 +76,7 @@ def test_a_round_writes_its_answers_every_arms_head_and_curve(tiny, tmp_path):
     report = R.run_round(
         target,
         tokenizer,
-        {"requests": requests, "heldout": held},
+        {"requests": requests, "heldout": held, "meta": {"text_sources": SOURCES}},
         tmp_path / "dataset",
         committed,
         out,
@@ -93,6 +97,12 @@ def test_a_round_writes_its_answers_every_arms_head_and_curve(tiny, tmp_path):
     corpus = report["corpus"]
     assert (corpus["answers"], corpus["dataset_answers"], corpus["new_answers"]) == (9, 3, 6)
     assert corpus["distinct_prompts"] == 9 and sum(k["answers"] for k in corpus["kinds"].values()) == 9
+    assert corpus["text_sources"] == SOURCES  # the fingerprint of what the requests were drawn from, kept
+    made = "\n".join(round_made_lines(report, R.CONTINUED, {}, "round"))
+    assert "sources sha256 abababababababab: 2 documents, 3 catalogue sentences" in made
+    assert "recorded no fingerprint" in "\n".join(
+        round_made_lines(report | {"corpus": {**corpus, "text_sources": None}}, R.CONTINUED, {}, "round")
+    )
     assert list(report["arms"]) == [R.CONTINUED, *R.ROUND_ARMS]
     assert report["tokens"] >= 40
     for arm in report["arms"].values():

@@ -27,8 +27,10 @@ FIGURE = re.compile(
     r"|(?<![\w.\-/])[−+]?\d+\.\d+(?![\w.])"  # any other decimal: 0.381
     r"|(?<![\w.])\d+(?:\.\d+)?e[−-]\d+"  # scientific: 1.8e-2
 )
-# what a setting, a limit or a version reads like just before its number
-SETTING = re.compile(r"(?:[=≤≥<>]|top-p|top-k|lr|β2|Python|under|over|at most|at least|within)\s*[~≈]?$")
+# what a setting or a version reads like just before its number
+SETTING = re.compile(r"(?:[=≤≥<>]|top-p|top-k|lr|β2|Python)\s*[~≈]?$")
+# a limit or a goal's threshold: a round number after these words (a decimal there is a measurement)
+LIMIT = re.compile(r"(?:under|over|at most|at least|within)\s*[~≈]?$")
 # the suite's conventions, not measurements: the confidence of every interval and the power of every
 # detectable effect
 CONVENTIONS = {f"{round(CONFIDENCE * 100)}%", f"{round(POWER * 100)}%"}
@@ -53,7 +55,9 @@ def typed_figures(text: str, paper_text: str) -> list[tuple[int, str]]:
     for number, line in enumerate(prose(text).splitlines(), 1):
         for m in FIGURE.finditer(line):
             figure = m.group(0).strip()
-            if figure in CONVENTIONS or SETTING.search(line[: m.start()]) or figure.replace(" ", "") in paper_text:
+            before = line[: m.start()]
+            limit = LIMIT.search(before) and re.fullmatch(r"\d+\s?[×%]?|\d+\s\S+", figure)
+            if figure in CONVENTIONS or SETTING.search(before) or limit or figure.replace(" ", "") in paper_text:
                 continue
             found.append((number, figure))
     return found
@@ -73,5 +77,7 @@ def test_the_rule_catches_a_typed_figure_and_spares_settings():
         "<!-- rendered: results/x.json -->\n0.55\n<!-- /rendered -->\n"
         "```\n1.23\n```\n"
         "The paper's 1.26× over SpS.\n"
+        "Goals: within 10% of the measured one, at most 48 ms; measured: within 4.4%, over 1.07×.\n"
     )
-    assert typed_figures(text, "1.26×") == [(1, "0.94×"), (1, "22.7 ms"), (1, "0.381"), (1, "1.8e-2")]
+    found = [(1, "0.94×"), (1, "22.7 ms"), (1, "0.381"), (1, "1.8e-2"), (6, "4.4%"), (6, "1.07×")]
+    assert typed_figures(text, "1.26×") == found

@@ -255,3 +255,20 @@ def test_no_evaluation_prompt_of_the_chat_task_is_drawable_for_training(training
     evaluation = set(make_prompts(256, seed=0, held_out=True))
     assert len(evaluation) > 100
     assert not evaluation & {r.user for r in training_requests}
+
+
+def test_the_installed_sources_fingerprint_follows_every_document_and_sentence(monkeypatch):
+    from mtad.distill import installed_text as T
+
+    docs = (T.Document("a", "python", ("one.", "two.")),)
+    sentences = (T.Sentence("k", "Hallo.", "German", "Hello."),)
+    monkeypatch.setattr(T, "documents", lambda: docs)
+    monkeypatch.setattr(T, "catalogue_sentences", lambda: sentences)
+    first = T.fingerprint()
+    assert first["documents"] == 1 and first["catalogue_sentences"] == 1 and len(first["sha256"]) == 64
+    assert T.fingerprint() == first  # the same sources, the same digest
+    monkeypatch.setattr(T, "documents", lambda: (T.Document("a", "python", ("one.", "two!")),))
+    assert T.fingerprint()["sha256"] != first["sha256"]
+    monkeypatch.setattr(T, "documents", lambda: docs)
+    monkeypatch.setattr(T, "catalogue_sentences", lambda: (T.Sentence("k", "Hallo!", "German", "Hello."),))
+    assert T.fingerprint()["sha256"] != first["sha256"]

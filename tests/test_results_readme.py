@@ -44,3 +44,14 @@ def test_the_speed_section_names_variant_rows_and_llama_cpp(tmp_path):
     text = page(results)
     assert "| mmtad (node budget 7) |" in text
     assert "llama.cpp on the same GGUF, 2 threads: sampled 61.3, greedy 70.0 tok/s." in text
+
+
+def test_the_sweeps_section_names_the_code_its_cells_ran():
+    from mtad.report.cells import load_cells
+    from mtad.report.results_readme import sweeps_section
+
+    cells = load_cells(ROOT / "results" / "runs")
+    commits = {c[:10] for c in cells[cells["experiment"] == "sweeps"]["git_commit"].dropna()}
+    headers = [line for line in sweeps_section(ROOT / "results") if line.startswith("**gamma** (pair")]
+    assert len(headers) == 1 and commits
+    assert any(f"commit {c}" in headers[0] for c in commits), headers

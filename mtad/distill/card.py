@@ -17,7 +17,7 @@ import torch
 from ..metrics.acceptance_terms import ACCEPTANCE_TERMS
 from ..models.draft import read_draft_meta
 from ..models.head import read_head_meta
-from .card_measured import measured_lines
+from .card_measured import NOT_MEASURED, measured_lines
 from .card_training import CardInputs, family_cells, head_made_lines, layer_made_lines, read_jsonl
 from .kinds import UNSEEN_KINDS
 
@@ -251,22 +251,21 @@ def card_lines(kind: str, draft_file: Path, meta: dict, made: list[str], measure
     ]
 
 
-def refresh_measured(card: Path, measure_json: Path, kind: str) -> bool:
+def refresh_measured(card: Path, measure_json: Path, kind: str | None) -> bool:
     """The card's "Measured" section rendered again from `measure_json` (the rest of the card, which
-    needs the training run's work dir, kept as it is); False when the measurement is not of this file."""
+    needs the training run's work dir, kept as it is); False when the measurement is not of this file
+    (of this `kind`; None: of no kind), and the section then says so."""
     from safetensors import safe_open
 
     draft_file = card.with_suffix(".safetensors")
     with safe_open(str(draft_file), framework="pt") as f:
         trained_tokens = json.loads((f.metadata() or {}).get("mtad", "{}")).get("trained_tokens")
     section = measured_lines(measure_json, kind, trained_tokens)
-    if not section:
-        return False
     text = card.read_text()
     start, end = text.find("## Measured"), text.rfind(LICENCE)
     before = text[:start] if start >= 0 else text[:end]
     card.write_text(before + "\n".join(section) + "\n\n" + text[end:])
-    return True
+    return section is not NOT_MEASURED
 
 
 def publish(kind: str, workdir: Path, draft_file: Path, results: Path, command: str) -> Path:

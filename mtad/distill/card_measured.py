@@ -9,20 +9,31 @@ import json
 from pathlib import Path
 
 from ..markdown import fmt_percent, md_table
+from ..metrics.acceptance_terms import ACCEPTANCE_TERMS, terms_markdown
+
+E_ACCEPT, ALPHA = (ACCEPTANCE_TERMS[k].label for k in ("e_accept", "alpha"))
 
 
-def measured_lines(measure_json: Path | None, kind: str, trained_tokens) -> list[str]:
-    """The committed measurement of the draft of this kind, if it measured this very file."""
-    if not (measure_json and measure_json.exists()):
-        return []
-    m = json.loads(measure_json.read_text())
+NOT_MEASURED = [
+    "## Measured",
+    "",
+    "Not in the committed measurement (`results/draft/measure.json`, `make measure-draft`), which measures "
+    "the embedded pair's draft: `make measure-draft OTHER_DRAFT_PAIRS=<this draft's pair>` measures this file "
+    "beside it and renders this section.",
+]
+
+
+def measured_lines(measure_json: Path | None, kind: str | None, trained_tokens) -> list[str]:
+    """The committed measurement of the draft of this kind if it measured this very file, else a
+    section saying it did not (a card never keeps figures of an earlier measurement)."""
+    m = json.loads(measure_json.read_text()) if measure_json and measure_json.exists() else {}
     mine = [
         (name, r)
         for name, r in m.get("drafts", {}).items()
         if r["kind"] == kind and r.get("meta", {}).get("trained_tokens") == trained_tokens
     ]
     if not mine:
-        return []
+        return NOT_MEASURED
     name, r = mine[0]
     groups = r.get("groups", {})
     rows = [_kind_row(kind, fam) for kind, fam in r["families"].items()]
@@ -33,7 +44,8 @@ def measured_lines(measure_json: Path | None, kind: str, trained_tokens) -> list
         for group, label in MEASURED_GROUPS.items()
         if (g := groups.get(group))
     ]
-    header = ["kind of request", "E[accept] paper", "sps alpha", "sps BE", "mtad BE", "mmtad BE", "sps vs sampling"]
+    be = [f"{m} block efficiency" for m in BE_METHODS]
+    header = ["kind of request", E_ACCEPT, f"SpS {ALPHA}", *be, "SpS vs sampling"]
     met = r["goals"]["met"]
     return [
         f"## Measured (`make measure-draft`, results/draft/measure.md: `{name}`)",
@@ -41,18 +53,21 @@ def measured_lines(measure_json: Path | None, kind: str, trained_tokens) -> list
         *md_table(header, rows),
         "",
         *_gap_lines(groups),
+        *terms_markdown(("e_accept", "alpha", "block_efficiency")),
+        "",
         f"Draft step / target step (fast path): {fmt_percent(r['cost']['draft_over_target'])}.",
         "",
         "Goals: " + "; ".join(f"{k} {'met' if v else 'not met'}" for k, v in met.items()) + ".",
     ]
 
 
+BE_METHODS = ("SpS", "MTAD", "MMTAD")
 MEASURED_GROUPS = {"trained": "(a) kinds trained on, held-out subjects", "unseen": "(b) kinds never trained on"}
 
 
 def _measured_row(label: str, accept: float, alpha: float, block_efficiency: dict, speedup: dict) -> list[str]:
     """E[accept], SpS's α, each method's block efficiency and SpS's speed-up over sampling."""
-    be = (f"{block_efficiency[m]:.2f}" for m in ("sps", "mtad", "mmtad"))
+    be = (f"{block_efficiency[m.lower()]:.2f}" for m in BE_METHODS)
     return [label, f"{accept:.3f}", f"{alpha:.3f}", *be, f"{speedup['sps']:.2f}x"]
 
 
@@ -67,4 +82,4 @@ def _gap_lines(groups: dict) -> list[str]:
     if "gap" not in groups:
         return []
     gap = groups["gap"]
-    return [f"Gap (a) - (b): E[accept] {gap['accept_paper']:+.3f}, sps alpha {gap['alpha_sps']:+.3f}.", ""]
+    return [f"Gap (a) − (b): {E_ACCEPT} {gap['accept_paper']:+.3f}, SpS {ALPHA} {gap['alpha_sps']:+.3f}.", ""]

@@ -31,8 +31,9 @@ def round_made_lines(report: dict, arm: str, meta: dict, command: str) -> list[s
         f"- Command: `{command}` on {report['device']} (one process: sampling, scoring and training on the "
         "device, every record held in its memory).",
         f"- Requests: {corpus['requests']} new distinct requests of the {len(TRAINED_KINDS)} trained kinds, drawn "
-        "from text installed on the machine (`mtad/distill/kinds.py`) through the chat template, none over a "
-        "held-out subject, none of a kind never trained on, none already among the teacher answers beside it.",
+        f"from text installed on the machine (`mtad/distill/kinds.py`; {_sources(corpus.get('text_sources'))}) "
+        "through the chat template, none over a held-out subject, none of a kind never trained on, none already "
+        "among the teacher answers beside it.",
         f"- Answers: {corpus['new_answers']} sampled by the target in bfloat16 before the round's sampling deadline "
         f"({corpus['new_answer_tokens']} answer tokens; temperature 1, the paper's setting and 0.7 in turn, up to "
         f"192 tokens), beside {corpus.get('dataset_answers', '—')} earlier teacher answers (the committed "
@@ -62,6 +63,16 @@ def round_made_lines(report: dict, arm: str, meta: dict, command: str) -> list[s
         ),
         "",
     ]
+
+
+def _sources(text_sources: dict | None) -> str:
+    """The installed text sources the requests were drawn from (`installed_text.fingerprint`)."""
+    if not text_sources:
+        return "the round recorded no fingerprint of those sources"
+    return (
+        f"sources sha256 {text_sources['sha256'][:16]}: {text_sources['documents']} documents, "
+        f"{text_sources['catalogue_sentences']} catalogue sentences"
+    )
 
 
 def write_round_card(

@@ -13,6 +13,7 @@ from pathlib import Path
 import torch
 
 from .. import data
+from ..metrics.acceptance_terms import ACCEPTANCE_TERMS
 from .kinds import UNSEEN_KINDS
 
 
@@ -159,7 +160,7 @@ def _ab_lines(workdir: Path) -> list[str]:
         "## Objective A/B (equal tokens, identical batches)",
         "",
         f"Each arm trained {ab['tokens_per_arm']} tokens from the same start on the same batches; held-out "
-        "E[accept] at the paper's setting (top-k 10 / top-p 0.9):",
+        f"{ACCEPTANCE_TERMS['e_accept'].label}:",
         "",
         "| loss | chat | summary | sql | code | mean |",
         "|---|---|---|---|---|---|",

@@ -272,6 +272,7 @@ def run_round(
             "heldout_answers": len(heldout_records),
             "dataset_answers": len(old_rows),
             "kinds": rows["kinds"],
+            "text_sources": bundle.get("meta", {}).get("text_sources"),  # what the requests were drawn from
         },
         "vocabulary_mass_coverage": float(mass[ids].sum() / mass.sum()),
         "batch_seqs": batch_seqs,

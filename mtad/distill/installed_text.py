@@ -13,6 +13,7 @@ Each source is optional: a missing one only shrinks its pools.
 from __future__ import annotations
 
 import gzip
+import hashlib
 import re
 import struct
 from functools import lru_cache
@@ -255,3 +256,16 @@ def english_sentences() -> tuple[Sentence, ...]:
     prose = [s for s in prose_sentences() if s.text.endswith(".")]
     from_catalogues = {s.english: Sentence(s.key, s.english, "English", "") for s in catalogue_sentences()}
     return tuple(prose) + tuple(from_catalogues.values())
+
+
+def fingerprint() -> dict:
+    """What the installed text sources hold, in one digest: every document (name, domain, paragraphs)
+    and every catalogue sentence, in the order the pools read them. Two machines whose digests agree
+    draw the same requests from the same seed; a card or a round records it beside its requests."""
+    digest = hashlib.sha256()
+    docs, catalogue = documents(), catalogue_sentences()
+    for doc in docs:
+        digest.update("\x1f".join((doc.name, doc.domain, *doc.paragraphs)).encode() + b"\x1e")
+    for s in catalogue:
+        digest.update("\x1f".join(s).encode() + b"\x1e")
+    return {"sha256": digest.hexdigest(), "documents": len(docs), "catalogue_sentences": len(catalogue)}

@@ -92,7 +92,9 @@ def _size(params: float, layers: int, kv_heads: int, head_dim: int, source: str,
     return ModelSize(params, layers, 2.0 * layers * kv_heads * head_dim * dtype_bytes, source)
 
 
-# parameter counts and attention shapes from each model's published config (config.json on its hub page)
+# each model's published config (config.json on its hub page; `source`) gives its layers and attention
+# shapes; its parameter count is computed from those shapes (embeddings, layers, head; config.json
+# itself states no count), e.g. SmolLM2-135M: 49152·576 + 30·(2·576² + 2·576·192 + 3·576·1536) ≈ 134.5 M
 MODELS = {
     "SmolLM2-135M": _size(134.5e6, 30, 3, 64, "HuggingFaceTB/SmolLM2-135M-Instruct config.json"),
     "SmolLM2-135M feature head": _size(

@@ -139,9 +139,11 @@ def sweeps_section(results: Path) -> list[str]:
                 ]
             )
         first = done.iloc[0]
+        commits = ", ".join(sorted({str(c)[:10] for c in done["git_commit"].fillna("unknown")}))  # cells' code
         lines += [
             "",
-            f"**{param}** (pair `{first['pair']}`, task `{first['task']}`, {first.get('machine', '?')}):",
+            f"**{param}** (pair `{first['pair']}`, task `{first['task']}`, {first.get('machine', '?')}, "
+            f"commit {commits}):",
             "",
             *md_table([param, *(f"{v:g}" for v in values)], rows),
         ]

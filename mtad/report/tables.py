@@ -21,6 +21,7 @@ from mtad.configs import planned_grid
 from mtad.decode_stats import EXACT_RATIOS
 from mtad.markdown import MISSING, fmt_count_range, fmt_number, fmt_ratio, fmt_set, is_absent, md_table, with_bounds
 from mtad.methods import METHODS
+from mtad.metrics.acceptance_terms import ACCEPTANCE_TERMS, terms_markdown
 from mtad.metrics.cost_model import (
     ACCELERATORS,
     COUNT_FIELDS,
@@ -79,8 +80,8 @@ HEADERS = {
     "speedup_vs_sps": "speed-up vs SpS",
     "modelled_vs_sampling": f"modelled vs sampling ({MODELLED_ON})",
     "modelled_vs_sps": f"modelled vs SpS ({MODELLED_ON})",
-    "block_efficiency": "block eff.",
-    "acceptance_rate": "accept rate",
+    "block_efficiency": ACCEPTANCE_TERMS["block_efficiency"].label,
+    "acceptance_rate": ACCEPTANCE_TERMS["acceptance_rate"].label,
     "mean_accept_length": "mean accepted",
     "energy_j_per_token": "J/token",
     "examples": "examples",
@@ -313,6 +314,7 @@ def to_markdown(
             "",
         ]
     lines += md_table([HEADERS.get(c, c) for c in MD_COLUMNS], map(_md_row, df.itertuples(index=False)))
+    lines += ["", *terms_markdown(("block_efficiency", "acceptance_rate"))]
     return "\n".join(lines) + "\n"
 
 
