@@ -572,3 +572,34 @@ def test_unmet_goals_are_named_with_the_profile_split_against_the_block_each_goa
     setup["machine"] = "Other CPU (2 CPUs)"  # a profile of another machine names nothing here
     (tmp_path / "profile.json").write_text(json.dumps({"setup": setup, "rows": rows}))
     assert "No block profile of this machine" in report(tmp_path, payload)
+
+
+def test_rows_are_found_by_what_they_measured_not_by_their_labels():
+    """Labels are for people: renamed, every goal, the calibration and the modelled rows read the same."""
+    import json
+    from pathlib import Path
+
+    from mtad.bench.calibrate import predictions
+    from mtad.bench.goal_checks import goals
+    from mtad.bench.modelled import modelled_rows
+    from mtad.bench.rows import find_row
+
+    payload = json.loads((Path(__file__).resolve().parents[1] / "results" / "bench" / "bench.json").read_text())
+    renamed = json.loads(json.dumps(payload))
+    for i, row in enumerate(renamed["rows"]):
+        row["label"] = f"<row{i}>"
+    assert find_row(payload["rows"], "sps", variant="adaptive")["label"] == "sps adaptive fast"
+    assert find_row(payload["rows"], "sampling", "eager", impl="hf", target_dtype="float32") is not None
+    assert find_row(payload["rows"], "sps", "compiled", variant="adaptive") is None
+
+    def named_back(text: str) -> str:  # a goal's text names its worst row by its label
+        for i in reversed(range(len(payload["rows"]))):
+            text = text.replace(f"<row{i}>", payload["rows"][i]["label"])
+        return text
+
+    ours = [(g["key"], named_back(g["measured"]), g["met"]) for g in goals(renamed)]
+    assert ours == [(g["key"], g["measured"], g["met"]) for g in goals(payload)]
+    gamma, dtype = payload["setup"]["gamma"], payload["environment"]["target_dtype"].removeprefix("torch.")
+    assert predictions(renamed, gamma, dtype) == predictions(payload, gamma, dtype) is not None
+    strip = [{k: v for k, v in r.items() if k != "label"} for r in modelled_rows(payload)]
+    assert [{k: v for k, v in r.items() if k != "label"} for r in modelled_rows(renamed)] == strip

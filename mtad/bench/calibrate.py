@@ -6,6 +6,8 @@ implies (`measured_alpha`)."""
 
 from __future__ import annotations
 
+from mtad.bench.rows import find_row
+
 DENSE_DTYPES = ("float32", "bfloat16", "float16", "float64")  # a study's default target is one of these
 TREE_COST_TOLERANCE = 1.3  # what a tree's verification may cost over a one-token step
 
@@ -77,7 +79,8 @@ def predictions(payload: dict, gamma: int, dtype: str) -> dict | None:
     ms = {int(k): v for k, v in target["ms"].items()} if target else {}
     if not (draft and gamma + 1 in ms):
         return None
-    step, verify, draft_ms = ms[1], ms[gamma + 1], draft["ms"][1]
+    step, verify = ms[1], ms[gamma + 1]
+    draft_ms = {int(k): v for k, v in draft["ms"].items()}[1]  # widths are strings once read back from JSON
     out = {
         "dtype": dtype,
         "step_ms": step,
@@ -85,7 +88,7 @@ def predictions(payload: dict, gamma: int, dtype: str) -> dict | None:
         "draft_ms": draft_ms,
         "by_alpha": {a: predicted_sps_speedup(a, gamma, draft_ms, step, verify) for a in (0.4, 0.6, 0.8)},
     }
-    sps = next((r for r in payload["rows"] if r["label"] == "sps fast"), None)
+    sps = find_row(payload["rows"], "sps")
     if sps and sps.get("acceptance_rate") is not None:
         alpha = measured_alpha(sps["block_efficiency"], gamma)
         out.update(

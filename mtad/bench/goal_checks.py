@@ -10,13 +10,14 @@ least llama.cpp's sampling, (k) the target's one-row products within `FLOOR_GOAL
 bandwidth floor and its 17-row products within `SEVENTEEN_OVER_ONE_GOAL` of them, (l) the target's
 one-token step within `STEP_OVER_PRODUCTS_GOAL` of its products and a 5-token verification within
 `VERIFY_OVER_STEP_GOAL` of that step (`goals`); and the payload readers they share with the
-report (`fast_target_curves`, `default_dtype`, `q4_sampling_label`)."""
+report (`fast_target_curves`, `default_dtype`, `q4_sampling_tokens_per_s`)."""
 
 from __future__ import annotations
 
 from mtad.bench.llama_cpp import llama_cpp_unmeasured
 from mtad.bench.measure import HF_REFERENCE_DTYPE
 from mtad.bench.modelled import AGREEMENT, modelled_rows
+from mtad.bench.rows import find_row, tokens_per_s
 from mtad.models.pairs import QUANTIZED_DTYPES
 from mtad.paper import CONVENTIONAL
 
@@ -80,21 +81,18 @@ def _five_over_one_goal(payload: dict) -> dict:
     return _goal("b", goal, f"{ratio:.2f}x ({linear[5]:.2f} / {linear[1]:.2f} ms)", ratio <= FIVE_OVER_ONE_GOAL)
 
 
-def _tokens_per_s(payload: dict, label: str) -> float | None:
-    row = next((r for r in payload.get("rows", []) if r["label"] == label), None)
-    return row["tokens_per_s"] if row else None
-
-
-def q4_sampling_label(payload: dict, dtype: str = "q4_1") -> str:
-    """The row of sampling with the 4-bit target `dtype`: its own row, or the pair's when its target is it."""
-    return "sampling fast" if default_dtype(payload) == dtype else f"sampling fast {dtype}"
+def q4_sampling_tokens_per_s(payload: dict, dtype: str = "q4_1") -> float | None:
+    """Sampling with the 4-bit target `dtype`: its own row, or the pair's when its target is it."""
+    own = None if default_dtype(payload) == dtype else dtype
+    return tokens_per_s(payload.get("rows", []), "sampling", target_dtype=own)
 
 
 def _vs_hf_goal(payload: dict) -> dict:
     """(c) sampling on the default pair ≥ 1.6x HF eager generate() on the float32 target, tokens/s."""
-    ours = _tokens_per_s(payload, "sampling fast")
-    hf = _tokens_per_s(payload, f"HF generate {HF_REFERENCE_DTYPE}") or (
-        _tokens_per_s(payload, "HF generate") if default_dtype(payload) == HF_REFERENCE_DTYPE else None
+    rows = payload.get("rows", [])
+    ours = tokens_per_s(rows, "sampling")
+    hf = tokens_per_s(rows, "sampling", "eager", impl="hf", target_dtype=HF_REFERENCE_DTYPE) or (
+        tokens_per_s(rows, "sampling", "eager", impl="hf") if default_dtype(payload) == HF_REFERENCE_DTYPE else None
     )
     goal = (
         f"sampling (fast path, target {default_dtype(payload)}) ≥ {VS_HF_GOAL}x HF eager generate() "
@@ -110,7 +108,7 @@ def _vs_llama_cpp_goals(payload: dict) -> list[dict]:
     out = []
     for dtype in QUANTIZED_DTYPES:
         goal = f"sampling with the {dtype} target ≥ {VS_LLAMA_CPP_GOAL}x llama.cpp on the same GGUF, tokens/s"
-        llama, ours = payload.get("llama_cpp"), _tokens_per_s(payload, q4_sampling_label(payload, dtype))
+        llama, ours = payload.get("llama_cpp"), q4_sampling_tokens_per_s(payload, dtype)
         why = llama_cpp_unmeasured(llama)
         if why or not ours:
             out.append(_goal("d", goal, f"not measurable ({why or f'no {dtype} sampling row'})", None))
@@ -224,12 +222,12 @@ def _speedup_goal(payload: dict) -> dict:
         ", ".join(f"{m} ≥ {g}x" for m, g in SPEEDUP_GOALS.items())
         + " sampling (fast path); mmtad ≥ mtad ≥ sampling on both paths, tokens/s"
     )
-    speed = {r["label"]: r["tokens_per_s"] for r in payload.get("rows", []) if r["impl"] == "ours"}
     paths = ("eager", "fast")
-    if not all(f"{m} {p}" in speed for m in ("sampling", *SPEEDUP_GOALS) for p in paths):
+    speed = {(m, p): tokens_per_s(payload.get("rows", []), m, p) for m in ("sampling", *SPEEDUP_GOALS) for p in paths}
+    if None in speed.values():
         return _goal("g", goal, "not measured", None)
-    ratios = {m: speed[f"{m} fast"] / speed["sampling fast"] for m in SPEEDUP_GOALS}
-    ordered = all(speed[f"mmtad {p}"] >= speed[f"mtad {p}"] >= speed[f"sampling {p}"] for p in paths)
+    ratios = {m: speed[m, "fast"] / speed["sampling", "fast"] for m in SPEEDUP_GOALS}
+    ordered = all(speed["mmtad", p] >= speed["mtad", p] >= speed["sampling", p] for p in paths)
     text = ", ".join(f"{m} {r:.2f}x" for m, r in ratios.items()) + f"; order {'holds' if ordered else 'broken'}"
     return _goal("g", goal, text, ordered and all(ratios[m] >= g for m, g in SPEEDUP_GOALS.items()))
 
@@ -239,7 +237,7 @@ def _adaptive_goal(payload: dict) -> dict:
     adaptive drafting ≥ `ADAPTIVE_SPS_GOAL` x sampling (fast path)."""
     goal = f"adaptive drafting: every method ≥ its fixed self, and sps ≥ {ADAPTIVE_SPS_GOAL}x sampling (fast path)"
     rows = [r for r in payload.get("rows", []) if r.get("variant") and r.get("vs_fixed")]
-    sps = next((r.get("speedup_vs_sampling") for r in rows if r["label"] == "sps adaptive fast"), None)
+    sps = (find_row(rows, "sps", variant="adaptive") or {}).get("speedup_vs_sampling")
     if not rows or sps is None:
         return _goal("h", goal, "not measured", None)
     slowest = min(rows, key=lambda r: r["vs_fixed"])

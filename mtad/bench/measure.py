@@ -23,6 +23,7 @@ from mtad.bench.block_profile import long_prompt_ids
 from mtad.bench.calibrate import calibration, predictions
 from mtad.bench.curves import dtype_name, verification_curve
 from mtad.bench.llama_cpp import llama_cpp_on_pair
+from mtad.bench.rows import find_row
 from mtad.decode_stats import COUNTS, DecodeStats
 from mtad.decoding import (
     DecoderParams,
@@ -302,25 +303,22 @@ def summarise(configs: list[Config], results: dict[str, list[Repetition]]) -> li
                 generations=generation_records(results[c.label]),  # what the cost model is fitted to
             )
         rows.append(row)
-    by_label = {r["label"]: r for r in rows}
     for r in rows:
         if r["impl"] != "ours":
             continue
         variant = r.get("variant")
-        eager = None if r.get("target_dtype") or variant else by_label.get(f"{r['method']} eager")
-        base = by_label.get(f"sampling {r['path']}")
-        fixed = by_label.get(f"{r['method']} {r['path']}") if variant else None
+        eager = None if r.get("target_dtype") or variant else find_row(rows, r["method"], "eager")
+        base = find_row(rows, "sampling", r["path"])
+        fixed = find_row(rows, r["method"], r["path"]) if variant else None
         if eager:
             r["vs_eager"] = r["tokens_per_s"] / eager["tokens_per_s"]
         if fixed:
             r["vs_fixed"] = r["tokens_per_s"] / fixed["tokens_per_s"]
         if base:
             r["speedup_vs_sampling"] = r["tokens_per_s"] / base["tokens_per_s"]
-        ref = {
-            "sampling": ["HF generate", "HF generate static+compile", f"HF generate {HF_REFERENCE_DTYPE}"],
-            "sps": ["HF assisted"],
-        }.get(r["method"], [])
-        r["vs_hf"] = {name: r["tokens_per_s"] / by_label[name]["tokens_per_s"] for name in ref if name in by_label}
+        # against every HF row of the same method: generate() (eager, static+compile, the fp32 target), assisted
+        hf = [h for h in rows if h["impl"] == "hf" and h["method"] == r["method"]]
+        r["vs_hf"] = {h["label"]: r["tokens_per_s"] / h["tokens_per_s"] for h in hf}
     return rows
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from mtad.bench.rows import find_row
 from mtad.metrics.cost_model import (
     ACCELERATORS,
     DEFAULT_ACCELERATOR,
@@ -110,7 +111,7 @@ def isolated_profile(payload: dict, path: str) -> DeviceProfile | None:
     """This machine from the run's isolated forwards (its cost curve at the run's thread count), host
     work per call as sampling's time outside the forwards. None when the run has no such curve."""
     env = payload["environment"]
-    sampling = next((r for r in payload["rows"] if r["label"] == f"sampling {path}"), None)
+    sampling = find_row(payload["rows"], "sampling", path)
     if not payload.get("curve") or sampling is None:
         return None
     curves = [c for c in payload["curve"]["curves"] if c["path"] != "fast" or c.get("threads") == env.get("threads")]

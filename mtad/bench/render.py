@@ -11,10 +11,11 @@ from pathlib import Path
 
 from mtad.bench.calibrate import calibration
 from mtad.bench.curves import contradictions
-from mtad.bench.goal_checks import _by_width, _tokens_per_s, default_dtype, goals
+from mtad.bench.goal_checks import _by_width, default_dtype, goals
 from mtad.bench.left import left_lines
 from mtad.bench.llama_cpp import llama_cpp_unmeasured
 from mtad.bench.modelled import attach_host_profile, modelled_rows
+from mtad.bench.rows import find_row, tokens_per_s
 from mtad.decoding import SamplingParams
 from mtad.markdown import fmt_number, md_row, md_rule, md_table
 from mtad.metrics.acceptance_terms import terms_markdown
@@ -68,9 +69,9 @@ def _products_row(c: dict, widths: list[int]) -> list:
     return [c["dtype"], c["path"], c["threads"], *cells, *growth]
 
 
-def _method_settings(rows: dict) -> str:
+def _method_settings(rows: list[dict]) -> str:
     """The settings beyond γ that the methods ran with, read from their rows."""
-    params = {m: (rows.get(f"{m} fast") or {}).get("params") or {} for m in ("spectr", "specinfer", "mtad")}
+    params = {m: (find_row(rows, m) or {}).get("params") or {} for m in ("spectr", "specinfer", "mtad")}
     parts = []
     if "num_drafts" in params["spectr"]:
         parts.append(f"SpecTr k = {params['spectr']['num_drafts']}")
@@ -90,10 +91,14 @@ def _per_block(row: dict, key: str) -> str:
 VARIANT_SETTING = {"adaptive": "stop_below", "budget": "node_budget"}  # the setting each variant row changes
 
 
+def _fixed(rows: list[dict], variant: dict) -> dict:
+    """The fixed method's row on the variant row's path ({} if the run has none)."""
+    return find_row(rows, variant["method"], variant["path"]) or {}
+
+
 def _adaptive_lines(payload: dict) -> list[str]:
     """Each method with adaptive drafting (and the tree methods at the calibrated node budget) beside
     its fixed self on the fast path (absent from a run made before the rows existed)."""
-    rows = {r["label"]: r for r in payload["rows"]}
     variants = [r for r in payload["rows"] if r.get("variant") in VARIANT_SETTING]
     if not variants:
         return []
@@ -105,7 +110,7 @@ def _adaptive_lines(payload: dict) -> list[str]:
         "keeps the nodes of highest draft path probability, as many as the calibration below allows; "
         "`mtad/decoding/README.md`), fast path, beside the same method drafting its fixed γ or tree:",
         "",
-        *md_table(header, (_adaptive_row(r, rows.get(f"{r['method']} fast") or {}) for r in variants), "ll" + "r" * 7),
+        *md_table(header, (_adaptive_row(r, _fixed(payload["rows"], r)) for r in variants), "ll" + "r" * 7),
     ]
 
 
@@ -170,22 +175,16 @@ def _llama_cpp_line(payload: dict) -> str:
 
 def _sampling_lines(payload: dict) -> list[str]:
     """Sampling per target beside HF eager generate() and llama.cpp (tokens/s)."""
-    hf = _tokens_per_s(payload, "HF generate")
+    rows = payload["rows"]
+    hf = tokens_per_s(rows, "sampling", "eager", impl="hf")
+    other_targets = [r for r in rows if r.get("target_dtype")]
     runs = [
-        ("sampling fast", f"ours, fast path, target {default_dtype(payload)}"),
-        *(
-            (r["label"], f"ours, fast path, target {r['target_dtype']}")
-            for r in payload["rows"]
-            if r.get("target_dtype") and r["impl"] == "ours"
-        ),
-        ("HF generate", f"HF eager generate(), target {default_dtype(payload)}"),
-        *(
-            (r["label"], f"HF eager generate(), target {r['target_dtype']}")
-            for r in payload["rows"]
-            if r.get("target_dtype") and r["impl"] == "hf"
-        ),
+        (find_row(rows, "sampling"), f"ours, fast path, target {default_dtype(payload)}"),
+        *((r, f"ours, fast path, target {r['target_dtype']}") for r in other_targets if r["impl"] == "ours"),
+        (find_row(rows, "sampling", "eager", impl="hf"), f"HF eager generate(), target {default_dtype(payload)}"),
+        *((r, f"HF eager generate(), target {r['target_dtype']}") for r in other_targets if r["impl"] == "hf"),
     ]
-    measured = [(text, tps) for label, text in runs if (tps := _tokens_per_s(payload, label))]
+    measured = [(text, r["tokens_per_s"]) for r, text in runs if r]
     llama = payload.get("llama_cpp")
     if not llama_cpp_unmeasured(llama):
         measured += [
@@ -300,12 +299,12 @@ def _goals_lines(payload: dict) -> list[str]:
     return lines
 
 
-def _methods_table(payload_rows: list[dict], rows: dict) -> list[str]:
+def _methods_table(rows: list[dict]) -> list[str]:
     """Every method of ours on the eager and fast paths: speed, counts and where the fast path's time goes."""
     header = ["method", "eager tok/s", "fast tok/s", "fast / eager", "vs sampling (fast)", "block eff."]
     header += ["accepted / drafted", "target %", "draft %", "other %"]
-    methods = dict.fromkeys(r["method"] for r in payload_rows if r["impl"] == "ours")
-    paths = [(rows.get(f"{m} eager"), rows.get(f"{m} fast")) for m in methods]
+    methods = dict.fromkeys(r["method"] for r in rows if r["impl"] == "ours")
+    paths = [(find_row(rows, m, "eager"), find_row(rows, m, "fast")) for m in methods]
     body = [_method_row(m, e, f) for m, (e, f) in zip(methods, paths) if e and f]
     return md_table(header, body, "l" + "r" * 9)
 
@@ -326,13 +325,13 @@ def _method_row(method: str, e: dict, f: dict) -> list:
     ]
 
 
-def _references_lines(payload: dict, rows: dict) -> list[str]:
+def _references_lines(payload: dict) -> list[str]:
     """The Hugging Face references and the compiled paths, with what their warm-up call cost."""
     warm = payload.get("warm_up", {})
     header = ["run", "tok/s", "ours (fast) / this", "first call (s)", "second call (s)", "compile (s)"]
     header += ["compilations", "while timed"]
     body = [
-        _reference_row(r, rows.get(f"{r['method']} fast"), warm.get(r["label"], {}))
+        _reference_row(r, find_row(payload["rows"], r["method"]), warm.get(r["label"], {}))
         for r in payload["rows"]
         if r["impl"] != "ours" or r["path"] == "compiled"
     ]
@@ -426,7 +425,7 @@ def write_report(out_dir: Path, payload: dict) -> None:
     (out_dir / "bench.json").write_text(json.dumps(payload, indent=2))
     env, setup = payload["environment"], payload["setup"]
     sampling = SamplingParams()
-    rows = {r["label"]: r for r in payload["rows"]}
+    rows = payload["rows"]
     lines = [
         "# Speed: decode paths and the Hugging Face references",
         "",
@@ -438,13 +437,13 @@ def write_report(out_dir: Path, payload: dict) -> None:
         f"draft {env['draft_dtype']}, torch {env['torch']}, transformers {env['transformers']}. "
         f"Wall time of the whole run: {payload.get('wall_s', 0) / 60:.1f} min.",
         "",
-        *_methods_table(payload["rows"], rows),
+        *_methods_table(rows),
         "",
         *terms_markdown(("block_efficiency", "acceptance_rate", "alpha")),
     ]
     lines += _adaptive_lines(payload)
     lines += _long_lines(payload)
-    lines += _references_lines(payload, rows)
+    lines += _references_lines(payload)
     lines += _sampling_lines(payload)
     lines += _curve_lines(payload.get("curve"))
     lines += _kernel_lines(env.get("kernels"))
