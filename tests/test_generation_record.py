@@ -167,3 +167,28 @@ def test_a_cell_written_before_the_new_counts_is_modelled_as_it_was(models, tmp_
     old = {k: v for k, v in stats.as_dict().items() if k not in ("draft_rows", "prompt_tokens")}
     counts = Counts.of(old)
     assert counts.draft_rows_per_call == stats.tree_nodes / stats.draft_calls and counts.prompt_tokens == 0
+
+
+def test_the_record_names_what_made_it_and_a_cell_refuses_a_decoder_that_ran_other_settings(models):
+    from omegaconf import OmegaConf
+
+    from mtad.runner.loop import check_settings
+
+    target, draft = models
+    decoder = get_decoder("mtad", target=target, draft=draft, decode_path="static", beam_width=3)
+    out = decoder.generate(torch.tensor([PROMPTS[0]]), max_new_tokens=4, generator=torch.Generator().manual_seed(0))
+    assert out.settings == {
+        "method": "mtad",
+        **asdict(decoder.params),
+        "decode_path": "static",
+        "stop_rule": "eos",
+    }
+    assert out.settings["beam_width"] == 3
+    cfg = OmegaConf.create({"method": {**asdict(decoder.params)}, "stop_rule": "eos"})
+    check_settings(out.settings, cfg)  # the cell names what ran
+    cfg.method.beam_width = 4
+    with pytest.raises(RuntimeError, match="beam_width: 4, 3"):
+        check_settings(out.settings, cfg)
+    cfg.method.beam_width, cfg.stop_rule = 3, "block"
+    with pytest.raises(RuntimeError, match="stop_rule"):
+        check_settings(out.settings, cfg)

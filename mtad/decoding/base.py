@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 import warnings
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, ClassVar
 
@@ -43,8 +43,13 @@ def check_prompt_ids(input_ids: torch.Tensor, max_new_tokens: int, target) -> No
 
 @dataclass
 class DecodeOutput:
+    """One generation's record: its tokens, its statistics (counts, time split) and what produced it:
+    the method and every setting it ran with (``settings``: the params' fields, the decode path and
+    the stop rule), so that a record read alone says how it was made."""
+
     tokens: list[int]
     stats: DecodeStats
+    settings: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -198,7 +203,8 @@ class Decoder:
         stats.decode_path = resolve_decode_path(self.decode_path, self.target)
         stats.compiles = self._compiles() - compiles_before
         self._record_forwards(stats, prefilled)
-        return DecodeOutput(tokens=tokens, stats=stats)
+        settings = {"method": self.name, **asdict(self.params), "decode_path": self.decode_path, "stop_rule": stop_rule}
+        return DecodeOutput(tokens=tokens, stats=stats, settings=settings)
 
     def _forward_counters(self) -> tuple[int, int, int]:
         """Target calls, draft calls and the rows the draft has read so far."""

@@ -37,6 +37,7 @@ class CellRunner:
         )
         sync(self.devices)
         energy = self.meter.stop()
+        check_settings(out.settings, self.cfg)
         return out, energy.as_dict()
 
     def warm_up(self, example: dict) -> None:
@@ -87,6 +88,24 @@ class CellRunner:
             new_tokens=sum(t["stats"]["new_tokens"] for s in samples for t in s["turns"]),
             decode_seconds=sum(t["stats"]["seconds"] for s in samples for t in s["turns"]),
         )
+
+
+def check_settings(settings: dict, cfg) -> None:
+    """The generation ran what its cell names: every setting the record carries that the cell's config
+    sets too (the method's fields, the stop rule) is the config's value; else nothing is recorded."""
+    named = {**dict(cfg.method), "stop_rule": cfg.stop_rule}
+    named["method"] = named.pop("name", settings["method"])
+    differ = {k: (named[k], v) for k, v in settings.items() if k in named and _plain(named[k]) != _plain(v)}
+    if differ:
+        raise RuntimeError(
+            "the decoder ran other settings than its cell names (setting: cell's, decoder's): "
+            + ", ".join(f"{k}: {a!r}, {b!r}" for k, (a, b) in differ.items())
+        )
+
+
+def _plain(value):
+    """A setting as a comparable value (a config's list and a tuple of the same items are equal)."""
+    return tuple(value) if isinstance(value, (list, tuple)) or type(value).__name__ == "ListConfig" else value
 
 
 def needs_rescoring(task, records: list[dict]) -> list[dict]:
