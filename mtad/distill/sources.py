@@ -31,6 +31,7 @@ from pathlib import Path
 
 from ..split import held_out
 from ..tasks.prompts import SQL_QUESTIONS, SQL_TABLES, make_prompt
+from .request_data import at
 
 FAMILIES = ("chat", "summary", "sql", "code")
 
@@ -92,28 +93,9 @@ def summary_request(article: str) -> str:
 # ----------------------------------------------------------------------------- SQL
 
 
-SCHEMAS = SQL_TABLES + [  # the chat prompts' tables and more
-    ("hospitals", ["id", "name", "city", "beds", "founded"]),
-    ("courses", ["id", "title", "department", "credits", "teacher_id"]),
-    ("teachers", ["id", "name", "subject", "age", "salary"]),
-    ("cars", ["id", "make", "model", "year", "horsepower"]),
-    ("concerts", ["id", "band", "venue", "year", "attendance"]),
-    ("restaurants", ["id", "name", "cuisine", "city", "stars"]),
-    ("museums", ["id", "name", "country", "visitors", "opened"]),
-    ("ships", ["id", "name", "tonnage", "built", "port"]),
-]
-
-MORE_SQL_QUESTIONS = [
-    "How many {table} are there?",
-    "What is the maximum and minimum {c2}?",
-    "Find the {c1} with the smallest {c2}.",
-    "List the {c1} and {c2} of all {table}.",
-    "How many different {c1} values are there?",
-    "Show the {c1} whose {c2} is above the average.",
-    "Return the total {c2} for each {c1}, ordered by the total.",
-    "Which {c1} appears most often?",
-    "List the top 3 {table} by {c2}.",
-]
+# the chat prompts' tables and more, and questions beside the chat task's (mtad/assets/requests/sql.json)
+SCHEMAS = SQL_TABLES + [(name, list(cols)) for name, cols in at("sql.more_schemas")]
+MORE_SQL_QUESTIONS = list(at("sql.more_questions"))
 
 
 def schema_text(table: str, cols: list[str], other: tuple | None = None) -> str:
