@@ -603,3 +603,30 @@ def test_rows_are_found_by_what_they_measured_not_by_their_labels():
     assert predictions(renamed, gamma, dtype) == predictions(payload, gamma, dtype) is not None
     strip = [{k: v for k, v in r.items() if k != "label"} for r in modelled_rows(payload)]
     assert [{k: v for k, v in r.items() if k != "label"} for r in modelled_rows(renamed)] == strip
+
+
+def test_measure_pair_runs_under_the_thread_count_it_records(monkeypatch):
+    import contextlib
+
+    from mtad.bench import measure as M
+
+    seen = []
+
+    @contextlib.contextmanager
+    def threads_recorded(n):
+        seen.append(("threads", n))
+        yield
+        seen.append(("restored", n))
+
+    class Loaded(Exception):
+        pass
+
+    def load_pair(*args, **kwargs):
+        seen.append("load")
+        raise Loaded
+
+    monkeypatch.setattr(M, "torch_threads", threads_recorded)
+    monkeypatch.setattr(M, "load_pair", load_pair)
+    with pytest.raises(Loaded):
+        M.measure_pair("smollm2_135m_head", threads=3)
+    assert seen == [("threads", 3), "load", ("restored", 3)]  # the whole run, the pair's loading included
