@@ -615,8 +615,10 @@ def test_measure_pair_runs_under_the_thread_count_it_records(monkeypatch):
     @contextlib.contextmanager
     def threads_recorded(n):
         seen.append(("threads", n))
-        yield
-        seen.append(("restored", n))
+        try:
+            yield
+        finally:
+            seen.append(("restored", n))
 
     class Loaded(Exception):
         pass
