@@ -202,9 +202,14 @@ verify-reference: install ## (re)create the reproduction reference in results/ve
 # be committed as it finishes and the next steps, in a later sitting, still count as the same code. A
 # step is skipped while the code stays that state. ALLOW_DIRTY=1 runs from a tree with uncommitted
 # changes (its tables are then refused unless TABLE_ARGS=--allow-mixed-provenance).
+# A regeneration runs on one machine: results/.stamps/regeneration names the code state and machine
+# (`python -m mtad.provenance`) it began on, and one under way (a step stamped or results/ changed,
+# a step still to do) goes on only there; RESTART=1 discards it and starts again on this machine.
 RESULT_STEPS ?= reproduce-table2 sweeps claims figures measure-draft bench verify-reference
 STAMPS := results/.stamps
 NOT_CODE := ^(results/|mtad/assets/drafts/[^/]*[.]md$$)
+STEP_OUTPUTS = results $$(git ls-files 'mtad/assets/drafts/*.md')
+MACHINE_KEY = $(PY) -m mtad.provenance
 CODE_STATE = git ls-tree -r HEAD | awk -F'\t' -v not_code='$(NOT_CODE)' '$$2 !~ not_code' | git hash-object --stdin
 UNCOMMITTED_CODE = git status --porcelain --untracked-files=all | cut -c4- | grep -E -v '$(NOT_CODE)'
 # `make -n results` runs the loop below (it calls $(MAKE)), so a dry run must not stamp a step done
@@ -220,6 +225,17 @@ results: install ## regenerate every committed result: Table 2, sweeps, claims, 
 	@code=$$($(CODE_STATE)); \
 	if [ -n "$$($(UNCOMMITTED_CODE))" ] && [ -z "$(ALLOW_DIRTY)" ]; then \
 	  echo "results: the tree has uncommitted changes; commit them first (or ALLOW_DIRTY=1)"; exit 1; fi; \
+	key="$$code on $$($(MACHINE_KEY))"; began="$$(cat $(STAMPS)/regeneration 2>/dev/null)"; done_steps=; todo=; \
+	for step in $(RESULT_STEPS); do \
+	  if [ "$$(cat $(STAMPS)/$$step 2>/dev/null)" = "$$code" ]; then done_steps="$$done_steps $$step"; else todo=1; fi; done; \
+	changed=$$(git status --porcelain --untracked-files=all -- $(STEP_OUTPUTS) | wc -l); \
+	if [ -n "$$todo" ] && { [ -n "$$done_steps" ] || [ "$$changed" -gt 0 ]; } && [ "$$began" != "$$key" ]; then \
+	  if [ -z "$(RESTART)" ]; then \
+	    echo "results: a regeneration is under way (steps done:$${done_steps:- none}; $$changed uncommitted result files), begun at code $${began:-unknown on an unrecorded machine}; this is code $$key. One regeneration runs on one code state and one machine: finish it there, or RESTART=1 to discard its results and start again here"; exit 1; fi; \
+	  echo "results: RESTART=1: discarding the regeneration begun at $${began:-an unrecorded code state}"; \
+	  { git ls-files -z -- $(STEP_OUTPUTS) | xargs -0 -r git checkout HEAD -- && git clean -fdq -- results \
+	    && rm -rf $(STAMPS); } || exit 1; fi; \
+	if [ -n "$$todo" ]; then $(if $(DRY_RUN),true,mkdir -p $(STAMPS); echo "$$key" > $(STAMPS)/regeneration); fi; \
 	for step in $(RESULT_STEPS); do \
 	  if [ "$$(cat $(STAMPS)/$$step 2>/dev/null)" = "$$code" ]; then echo "results: $$step already done at code $$code"; continue; fi; \
 	  echo "results: $$step"; $(MAKE) --no-print-directory $$step RESULTS=$(REFERENCE) REGENERATE=1 || exit 1; \

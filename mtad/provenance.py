@@ -94,6 +94,16 @@ def cpu_isa() -> list[str]:
     return [f for f in CPU_ISA if f in flags]
 
 
+def machine_key() -> str:
+    """The machine as one line: CPU model, count and instruction sets, and the visible GPUs. A
+    regeneration of the committed results (`make results`) runs on one machine: it names it thus."""
+    import torch
+
+    isa = "/".join(cpu_isa()) or "no AVX2"
+    gpus = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+    return f"{cpu_model()} ({os.cpu_count()} CPUs, {isa})" + (f" + {len(gpus)}x {gpus[0]}" if gpus else "")
+
+
 def environment_record(models=(), devices=None) -> dict:
     """Machine, devices, dtypes, threads, library versions and the code state; the one record
     written by the runner (env.json), the benchmark and the draft measurement."""
@@ -148,3 +158,7 @@ def provenance_key(git: dict | None) -> str:
     if git.get("dirty"):
         return f"{git['commit']}+dirty:{(git.get('diff_sha256') or '?')[:12]}"
     return git["commit"]
+
+
+if __name__ == "__main__":  # `python -m mtad.provenance`: the machine key `make results` names its steps' machine by
+    print(machine_key())

@@ -445,3 +445,15 @@ def test_help_opens_with_usage_and_examples_and_lists_only_the_groups_a_user_set
     assert "method: mmtad, mtad, sampling, specinfer, spectr, sps" in text and "sweep: " in text
     for internal in ("method_defaults", "task_defaults", "mtjd_exact", "powered by Hydra", "hub is unreachable"):
         assert internal not in text
+
+
+def test_runs_on_one_cpu_name_with_other_instruction_sets_are_mixed_conditions():
+    """Two hosts can both read "AMD EPYC (2 CPUs)"; their kernels (and speed) differ with the ISA."""
+    from mtad.runner.cell import conditions_summary, run_conditions
+
+    env = {"machine": "AMD EPYC (2 CPUs)", "dtype": "float32", "torch_threads": 1}
+    runs = [run_conditions(env | {"cpu_isa": isa}) for isa in (["avx2", "avx512_bf16"], ["avx2"])]
+    turn = {"stats": {"new_tokens": 4, "seconds": 1.0, "target_calls": 2}}
+    records = [{"id": str(i), "run": i, "samples": [{"turns": [turn]}]} for i in (0, 1)]
+    assert conditions_summary(records, ["0", "1"], runs)["conditions"] == "mixed"
+    assert conditions_summary(records, ["0", "1"], [runs[0], runs[0]]) == {"conditions": "uniform"}

@@ -107,6 +107,11 @@ def test_another_cpu_type_widens_only_the_float64_log_probability_tolerance(tmp_
     same_cpu = json.loads((tmp_path / "b" / reference.relative_to(tmp_path / "a") / "env.json").read_text())
     (reference / "env.json").write_text(json.dumps(same_cpu))
     assert any("beyond rtol 1e-10" in d for d in compare_runs(tmp_path / "a", tmp_path / "b"))
+    # one model name, other instruction sets (an AVX-512 host and an AVX2 one both read "AMD EPYC")
+    (reference / "env.json").write_text(json.dumps(same_cpu | {"cpu_isa": ["avx2", "avx512f", "avx512_bf16"]}))
+    rerun_env = tmp_path / "b" / reference.relative_to(tmp_path / "a") / "env.json"
+    rerun_env.write_text(json.dumps(same_cpu | {"cpu_isa": ["avx2"]}))
+    assert compare_runs(tmp_path / "a", tmp_path / "b") == []
 
 
 def test_a_token_difference_names_where_the_tokens_diverge(tmp_path):

@@ -61,9 +61,12 @@ def tolerance(cell: Path, across_cpus: bool = False) -> float:
 
 
 def other_cpu(reference: Path, candidate: Path) -> bool:
-    """Whether two cells ran on different CPU types (env.json's "cpu"; unknown counts as the same)."""
-    cpus = {read_json(cell / ENV).get("cpu") for cell in (reference, candidate)}
-    return len(cpus - {None}) > 1
+    """Whether two cells ran on different CPU types: env.json's "cpu" (unknown counts as the same) or,
+    under one model name, its instruction sets (they pick the kernels, and so the rounding)."""
+    envs = [read_json(cell / ENV) for cell in (reference, candidate)]
+    cpus = {env.get("cpu") for env in envs}
+    isas = {tuple(env["cpu_isa"]) for env in envs if "cpu_isa" in env}
+    return len(cpus - {None}) > 1 or len(isas) > 1
 
 
 def recorded(keys: tuple[str, ...], reference: dict) -> tuple[str, ...]:

@@ -214,13 +214,15 @@ class CellRun:
         return metrics
 
 
-CONDITION_KEYS = ("machine", "dtype", "torch_threads", "commit")
+CONDITION_KEYS = ("machine", "cpu_isa", "dtype", "torch_threads", "commit")
 
 
 def run_conditions(environment: dict) -> dict:
-    """What a run's speed depends on: machine, dtype, torch threads and the code state."""
+    """What a run's speed depends on: machine, its instruction sets (two CPUs of one model name can
+    differ in them, and so in kernels and rounding), dtype, torch threads and the code state."""
     return {
         "machine": environment.get("machine"),
+        "cpu_isa": environment.get("cpu_isa"),
         "dtype": environment.get("dtype"),
         "torch_threads": environment.get("torch_threads"),
         "commit": provenance.git_commit(),

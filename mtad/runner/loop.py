@@ -93,7 +93,10 @@ class CellRunner:
 def check_settings(settings: dict, cfg) -> None:
     """The generation ran what its cell names: every setting the record carries that the cell's config
     sets too (the method's fields, the stop rule) is the config's value; else nothing is recorded."""
-    named = {**dict(cfg.method), "stop_rule": cfg.stop_rule}
+    from omegaconf import OmegaConf
+
+    method = OmegaConf.to_container(cfg.method, resolve=True) if OmegaConf.is_config(cfg.method) else cfg.method
+    named = {**method, "stop_rule": cfg.stop_rule}
     named["method"] = named.pop("name", settings["method"])
     differ = {k: (named[k], v) for k, v in settings.items() if k in named and _plain(named[k]) != _plain(v)}
     if differ:
@@ -104,8 +107,8 @@ def check_settings(settings: dict, cfg) -> None:
 
 
 def _plain(value):
-    """A setting as a comparable value (a config's list and a tuple of the same items are equal)."""
-    return tuple(value) if isinstance(value, (list, tuple)) or type(value).__name__ == "ListConfig" else value
+    """A setting as a comparable value (a list and a tuple of the same items are equal)."""
+    return tuple(value) if isinstance(value, (list, tuple)) else value
 
 
 def needs_rescoring(task, records: list[dict]) -> list[dict]:
