@@ -156,7 +156,14 @@ bench: install ## every method on the eager and fast paths (sampling and sps als
 	$(PY) scripts/bench.py --pair $(EMBEDDED_PAIR) --compiled $(BENCH_ARGS)
 
 PROFILE_ARGS ?=
-.PHONY: profile
+.PHONY: profile profiles q4-tv
+profiles: install ## `make profile` with fixed and with adaptive drafting: each method's host work per call, which the bench's cost model reads (~10 min; quiet machine) -> results/bench/profile{,_adaptive}.{json,md}
+	$(PY) scripts/profile_blocks.py --pair $(EMBEDDED_PAIR)
+	$(PY) scripts/profile_blocks.py --pair $(EMBEDDED_PAIR) --adaptive
+
+q4-tv: install ## how far the 4-bit targets' next-token distributions lie from the float32 one (20 held-out prompts x 32 tokens, seconds) -> results/bench/q4_tv.{json,md}
+	$(PY) scripts/bench.py --pair $(EMBEDDED_PAIR) --q4-tv 20 --max-new-tokens 32
+
 profile: install ## where one block's time goes, every method on the fast path, 1 and 2 threads, short and long prompts (~5 min; quiet machine) -> results/bench/profile.{json,md}
 	$(PY) scripts/profile_blocks.py --pair $(EMBEDDED_PAIR) $(PROFILE_ARGS)
 
@@ -205,7 +212,7 @@ verify-reference: install ## (re)create the reproduction reference in results/ve
 # A regeneration runs on one machine: results/.stamps/regeneration names the code state and machine
 # (`python -m mtad.provenance`) it began on, and one under way (a step stamped or results/ changed,
 # a step still to do) goes on only there; RESTART=1 discards it and starts again on this machine.
-RESULT_STEPS ?= reproduce-table2 sweeps claims figures measure-draft bench verify-reference
+RESULT_STEPS ?= reproduce-table2 sweeps claims figures measure-draft profiles bench q4-tv verify-reference
 STAMPS := results/.stamps
 NOT_CODE := ^(results/|mtad/assets/drafts/[^/]*[.]md$$)
 STEP_OUTPUTS = results $$(git ls-files 'mtad/assets/drafts/*.md')
@@ -232,9 +239,9 @@ results: install ## regenerate every committed result: Table 2, sweeps, claims, 
 	if [ -n "$$todo" ] && { [ -n "$$done_steps" ] || [ "$$changed" -gt 0 ]; } && [ "$$began" != "$$key" ]; then \
 	  if [ -z "$(RESTART)" ]; then \
 	    echo "results: a regeneration is under way (steps done:$${done_steps:- none}; $$changed uncommitted result files), begun at code $${began:-unknown on an unrecorded machine}; this is code $$key. One regeneration runs on one code state and one machine: finish it there, or RESTART=1 to discard its results and start again here"; exit 1; fi; \
-	  echo "results: RESTART=1: discarding the regeneration begun at $${began:-an unrecorded code state}"; \
-	  { git ls-files -z -- $(STEP_OUTPUTS) | xargs -0 -r git checkout HEAD -- && git clean -fdq -- results \
-	    && rm -rf $(STAMPS); } || exit 1; fi; \
+	  echo "results: RESTART=1: $(if $(DRY_RUN),would discard,discarding) the regeneration begun at $${began:-an unrecorded code state}"; \
+	  $(if $(DRY_RUN),true,{ git ls-files -z -- $(STEP_OUTPUTS) | xargs -0 -r git checkout HEAD -- \
+	    && git clean -fdq -- results && rm -rf $(STAMPS); } || exit 1); fi; \
 	if [ -n "$$todo" ]; then $(if $(DRY_RUN),true,mkdir -p $(STAMPS); echo "$$key" > $(STAMPS)/regeneration); fi; \
 	for step in $(RESULT_STEPS); do \
 	  if [ "$$(cat $(STAMPS)/$$step 2>/dev/null)" = "$$code" ]; then echo "results: $$step already done at code $$code"; continue; fi; \
