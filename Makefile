@@ -204,21 +204,21 @@ verify-reference: install ## (re)create the reproduction reference in results/ve
 
 # --- every committed result, regenerated from one clean code state (resumable: rerun to continue)
 # Each step is its own target; a finished step leaves a stamp (results/.stamps, committed with the
-# results) naming the code it ran: HEAD's files that are not outputs of a step (NOT_CODE: results/,
-# and the drafts' model cards, whose Measured sections measure-draft renders), so a step's outputs can
-# be committed as it finishes and the next steps, in a later sitting, still count as the same code. A
+# results) naming the code it ran: HEAD's files less `mtad.provenance.NOT_CODE` (results/, the drafts'
+# model cards, whose Measured sections measure-draft renders, and the tests and CI, which no step
+# runs), so a step's outputs (or a test) can be committed as it finishes and the next steps, in a
+# later sitting, still count as the same code. A
 # step is skipped while the code stays that state. ALLOW_DIRTY=1 runs from a tree with uncommitted
 # changes (its tables are then refused unless TABLE_ARGS=--allow-mixed-provenance).
 # A regeneration runs on one machine: results/.stamps/regeneration names the code state and machine
-# (`python -m mtad.provenance`) it began on, and one under way (a step stamped or results/ changed,
+# (`python -m mtad.provenance machine`) it began on, and one under way (a step stamped or results/ changed,
 # a step still to do) goes on only there; RESTART=1 discards it and starts again on this machine.
 RESULT_STEPS ?= reproduce-table2 sweeps claims figures measure-draft profiles bench q4-tv verify-reference
 STAMPS := results/.stamps
-NOT_CODE := ^(results/|mtad/assets/drafts/[^/]*[.]md$$)
 STEP_OUTPUTS = results $$(git ls-files 'mtad/assets/drafts/*.md')
-MACHINE_KEY = $(PY) -m mtad.provenance
-CODE_STATE = git ls-tree -r HEAD | awk -F'\t' -v not_code='$(NOT_CODE)' '$$2 !~ not_code' | git hash-object --stdin
-UNCOMMITTED_CODE = git status --porcelain --untracked-files=all | cut -c4- | grep -E -v '$(NOT_CODE)'
+MACHINE_KEY = $(PY) -m mtad.provenance machine
+CODE_STATE = $(PY) -m mtad.provenance code-state
+UNCOMMITTED_CODE = $(PY) -m mtad.provenance uncommitted-code
 # `make -n results` runs the loop below (it calls $(MAKE)), so a dry run must not stamp a step done
 DRY_RUN = $(findstring n,$(firstword -$(MAKEFLAGS)))
 .PHONY: results code-state uncommitted-code

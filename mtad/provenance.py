@@ -12,16 +12,54 @@ from __future__ import annotations
 import hashlib
 import os
 import platform
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-NOT_CODE = (":(exclude)results",)  # pathspecs left out of the dirty check
+# What is not the code a result ran (git globs: "**" spans folders, "*" does not): the results, what a
+# step writes outside them (the drafts' model cards, whose Measured sections measure-draft renders)
+# and what no step runs (the tests, CI). One rule for the dirty flag every run records and the code
+# state `make results` stamps its steps with, so committing a finished step's outputs, or a test,
+# between sittings leaves the code the later steps run the same.
+NOT_CODE = ("results/**", "mtad/assets/drafts/*.md", "tests/**", ".ci/**")
+NOT_CODE_SPECS = tuple(f":(exclude,glob){pattern}" for pattern in NOT_CODE)  # as git pathspecs
+_NOT_CODE_RE = re.compile(
+    "|".join(".*".join(re.escape(part).replace(r"\*", "[^/]*") for part in p.split("**")) for p in NOT_CODE)
+)
 
 
-def _git(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["git", *args], cwd=REPO_ROOT, capture_output=True, timeout=30)
+def is_code(path: str) -> bool:
+    """Whether a repository path (relative, "/"-separated) is code by `NOT_CODE`."""
+    return _NOT_CODE_RE.fullmatch(path) is None
+
+
+def _git(*args: str, root: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", *args], cwd=root or REPO_ROOT, capture_output=True, timeout=30)
+
+
+def code_state(root: Path | None = None) -> str:
+    """A hash of HEAD's code files (path, mode and blob of each), the rest (`NOT_CODE`) left out."""
+    listing = _git("ls-tree", "-r", "-z", "HEAD", root=root)
+    if listing.returncode != 0:
+        raise RuntimeError(f"git ls-tree in {root or REPO_ROOT}: {listing.stderr.decode().strip()}")
+    entries = [e for e in listing.stdout.decode().split("\0") if e and is_code(e.split("\t", 1)[1])]
+    return hashlib.sha1("\n".join(entries).encode()).hexdigest()
+
+
+def uncommitted_code(root: Path | None = None) -> list[str]:
+    """The code paths (`NOT_CODE` aside) with uncommitted changes, untracked files that git does not
+    ignore included."""
+    status = _git("status", "--porcelain=v1", "-z", "--untracked-files=all", root=root).stdout.decode()
+    entries, paths = iter(status.split("\0")), []
+    for entry in entries:
+        if not entry:
+            continue
+        paths.append(entry[3:])
+        if entry[0] in "RC":
+            next(entries, None)  # a rename's or copy's source follows it
+    return [path for path in paths if is_code(path)]
 
 
 def read_git_state() -> dict:
@@ -33,8 +71,8 @@ def read_git_state() -> dict:
         head = _git("rev-parse", "HEAD")
         if head.returncode != 0:
             return {"commit": None, "dirty": None, "diff_sha256": None}
-        diff = _git("diff", "HEAD", "--binary", "--", ".", *NOT_CODE).stdout
-        untracked = _git("ls-files", "--others", "--exclude-standard", "-z", "--", ".", *NOT_CODE).stdout
+        diff = _git("diff", "HEAD", "--binary", "--", ".", *NOT_CODE_SPECS).stdout
+        untracked = _git("ls-files", "--others", "--exclude-standard", "-z", "--", ".", *NOT_CODE_SPECS).stdout
     except (OSError, subprocess.SubprocessError):
         return {"commit": None, "dirty": None, "diff_sha256": None}
     names = [n for n in untracked.decode().split("\0") if n]
@@ -160,5 +198,15 @@ def provenance_key(git: dict | None) -> str:
     return git["commit"]
 
 
-if __name__ == "__main__":  # `python -m mtad.provenance`: the machine key `make results` names its steps' machine by
-    print(machine_key())
+COMMANDS = {
+    "machine": lambda root: machine_key(),
+    "code-state": code_state,
+    "uncommitted-code": lambda root: "\n".join(uncommitted_code(root)),
+}
+
+if __name__ == "__main__":  # `python -m mtad.provenance COMMAND`, in the checkout it reads: what `make results` asks
+    if len(sys.argv) != 2 or sys.argv[1] not in COMMANDS:
+        sys.exit(f"usage: python -m mtad.provenance {{{'|'.join(COMMANDS)}}}")
+    printed = COMMANDS[sys.argv[1]](Path.cwd())
+    if printed:
+        print(printed)

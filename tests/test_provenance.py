@@ -43,7 +43,17 @@ def test_clean_dirty_and_diff_hash(repo):
     assert len(clean["commit"]) == 40 and clean["dirty"] is False and clean["diff_sha256"] is None
     (repo / "results" / "cell.json").write_text('{"new": 1}\n')  # results are outputs, not code
     (repo / "results" / "new_cell.json").write_text("{}\n")
+    (repo / "tests").mkdir()  # nor is what no step runs, nor a card a step renders
+    (repo / "tests" / "test_new.py").write_text("def test(): pass\n")
+    (repo / "mtad" / "assets" / "drafts").mkdir(parents=True)
+    (repo / "mtad" / "assets" / "drafts" / "head.md").write_text("## Measured\n")
     assert prov.read_git_state() == clean
+    assert prov.uncommitted_code(repo) == []
+    (repo / "mtad" / "assets" / "drafts" / "head.safetensors").write_text("weights\n")
+    assert prov.read_git_state()["dirty"] is True and prov.uncommitted_code(repo) == [
+        "mtad/assets/drafts/head.safetensors"
+    ]
+    (repo / "mtad" / "assets" / "drafts" / "head.safetensors").unlink()
     (repo / "mtad" / "code.py").write_text("x = 2\n")
     one = prov.read_git_state()
     assert one["commit"] == clean["commit"] and one["dirty"] is True and len(one["diff_sha256"]) == 64

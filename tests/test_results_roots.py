@@ -3,6 +3,7 @@ results/local and compare with the reference; only `make results` writes the ref
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -44,7 +45,7 @@ def test_the_code_state_ignores_committed_results_and_follows_the_code(tmp_path)
     (tmp_path / "results").mkdir()
     cards = tmp_path / "mtad" / "assets" / "drafts"
     cards.mkdir(parents=True)
-    (tmp_path / "mtad.py").write_text("x = 1\n")
+    (tmp_path / "engine.py").write_text("x = 1\n")
     (tmp_path / "results" / "table.md").write_text("old\n")
     (cards / "head.md").write_text("## Measured\nold\n")
     (cards / "head.safetensors").write_text("weights\n")
@@ -53,12 +54,12 @@ def test_the_code_state_ignores_committed_results_and_follows_the_code(tmp_path)
         git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(tmp_path)]
         subprocess.run([*git, "add", "-A"], check=True, capture_output=True)
         subprocess.run([*git, "commit", "-q", "-m", "c"], check=True, capture_output=True)
-        make = ["make", "-s", "--no-print-directory", "code-state"]  # as a sub-make of `make test` too
+        make = ["make", "-s", "--no-print-directory", "code-state", f"PY={sys.executable}"]  # a sub-make too
         state = subprocess.run(make, cwd=tmp_path, env=outside_make, capture_output=True, text=True, check=True)
         return state.stdout.strip()
 
     def uncommitted_code() -> list[str]:
-        make = ["make", "-s", "--no-print-directory", "uncommitted-code"]
+        make = ["make", "-s", "--no-print-directory", "uncommitted-code", f"PY={sys.executable}"]
         listed = subprocess.run(make, cwd=tmp_path, env=outside_make, capture_output=True, text=True, check=True)
         return listed.stdout.split()
 
@@ -70,12 +71,16 @@ def test_the_code_state_ignores_committed_results_and_follows_the_code(tmp_path)
     (cards / "head.md").write_text("## Measured\nregenerated\n")
     assert uncommitted_code() == []
     assert commit() == first and len(first) == 40
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_x.py").write_text("def test_x(): pass\n")  # no step runs a test
+    assert uncommitted_code() == []
+    assert commit() == first
     (cards / "head.safetensors").write_text("retrained\n")
     assert uncommitted_code() == ["mtad/assets/drafts/head.safetensors"]
     second = commit()
     assert second != first
-    (tmp_path / "mtad.py").write_text("x = 2\n")
-    assert uncommitted_code() == ["mtad.py"]
+    (tmp_path / "engine.py").write_text("x = 2\n")
+    assert uncommitted_code() == ["engine.py"]
     assert commit() not in (first, second)
 
 
@@ -124,11 +129,12 @@ def test_make_results_restarts_a_committed_run_and_resumes_a_regenerated_one(tmp
 
 def test_a_regeneration_goes_on_only_on_the_machine_it_began_on(tmp_path):
     """A step stamped or results written, a step still to do: `make results` on another machine
-    (MACHINE_KEY stands in for `python -m mtad.provenance`) refuses and changes nothing; the first
+    (MACHINE_KEY stands in for `python -m mtad.provenance machine`) refuses and changes nothing; the first
     machine goes on; RESTART=1 discards the regeneration and runs every step again here."""
     steps = (
         "\nstep-a step-b:\n\techo $@ >> results/ran; echo $@ >> results/table.md\n"
         "\t$(if $(FAIL_AT),test $@ != $(FAIL_AT))\n"
+        "results-readme:\n\t@true\n"  # (the page's renderer is not in this folder)
     )
     (tmp_path / "Makefile").write_text((REPO / "Makefile").read_text() + steps)
     (tmp_path / ".gitignore").write_text((REPO / ".gitignore").read_text())
@@ -145,7 +151,8 @@ def test_a_regeneration_goes_on_only_on_the_machine_it_began_on(tmp_path):
     ran, began = tmp_path / "results" / "ran", tmp_path / "results" / ".stamps" / "regeneration"
 
     def results(machine: str, *args: str) -> subprocess.CompletedProcess:
-        command = ["make", "-s", "results", "PY=true", "RESULT_STEPS=step-a step-b", f"MACHINE_KEY=echo {machine}"]
+        steps = ["RESULT_STEPS=step-a step-b", f"MACHINE_KEY=echo {machine}"]
+        command = ["make", "-s", "results", f"PY={sys.executable}", *steps]
         return subprocess.run([*command, *args], cwd=tmp_path, env=outside_make, capture_output=True, text=True)
 
     assert results("A", "FAIL_AT=step-b").returncode != 0  # step-a stamped, step-b failed
