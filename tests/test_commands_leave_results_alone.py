@@ -4,6 +4,7 @@ results/local/, and the targets that regenerate committed files (`make table`, `
 rewrite nothing whose content is unchanged."""
 
 import subprocess
+import sys
 
 import pytest
 from test_fresh_clone import fresh_clone
@@ -81,5 +82,14 @@ def test_no_make_target_but_results_deletes_a_committed_run():
     dry = subprocess.run([*make, "-n", "results", "PY=python", *dirty_too], cwd=repo, capture_output=True, text=True)
     after = sorted((repo / "results" / ".stamps").glob("*"))
     assert after == stamps and {p: p.read_text() for p in after} == before  # a dry run marks no step done
-    assert "results: would stamp reproduce-table2" in dry.stdout
+    # each step either is stamped at this code state already or would be stamped now
+    steps = re.search(r"^RESULT_STEPS \?= (.+)$", (repo / "Makefile").read_text(), re.M).group(1).split()
+    code = subprocess.run(
+        [sys.executable, "-m", "mtad.provenance", "code-state"], cwd=repo, capture_output=True, text=True, check=True
+    ).stdout.strip()
+    for step in steps:
+        stamp = repo / "results" / ".stamps" / step
+        done = stamp.is_file() and before[stamp].strip() == code
+        expected = f"results: {step} already done at code {code}" if done else f"results: would stamp {step}"
+        assert expected in dry.stdout, (step, dry.stdout[-2000:])
     assert "REGENERATE=1" in dry.stdout  # the one target that may
