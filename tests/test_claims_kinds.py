@@ -15,6 +15,8 @@ RUNS = REPO / "results" / "runs"
 COMMITTED = REPO / "results" / "claims" / "claims.json"
 PAIR = "smollm2_135m_head"
 CELLS = RUNS / "claims" / PAIR
+# a cell alone: its variant cells (and any lock file) left out
+CELL_ONLY = shutil.ignore_patterns("method.*", ".cell.lock*")
 
 
 def _chat_prompts() -> int:
@@ -49,12 +51,6 @@ def _to_12_digits(value):
 def _measured(rows: list[dict]) -> list[dict]:
     """C1 to C4, the rows measured from cells."""
     return [r for r in rows if r["claim"] in ("C1", "C2", "C3", "C4")]
-
-
-def _without_recorded_assumption(row: dict) -> dict:
-    """The row as reports wrote it before the modelled ratio recorded its per-layer overhead."""
-    modelled = {k: v for k, v in row["beside"].get("modelled", {}).items() if k != "layer_overhead_ms"}
-    return row | {"beside": row["beside"] | ({"modelled": modelled} if modelled else {})}
 
 
 @pytest.fixture(scope="module")
@@ -119,10 +115,10 @@ def with_variant_cells(tmp_path_factory):
         pytest.skip(f"no committed claims cells under {CELLS}")
     root = tmp_path_factory.mktemp("variants")
     chat = root / "claims" / PAIR / "chat"
-    # the committed variant cells (and any cell's lock file) left out: this fixture makes its own
-    shutil.copytree(CELLS / "chat", chat, ignore=shutil.ignore_patterns("method.*", ".cell.lock*"))
+    # the committed variant cells left out: this fixture makes its own
+    shutil.copytree(CELLS / "chat", chat, ignore=CELL_ONLY)
     adaptive = chat / "mtad" / "method.stop_below=0.03"
-    shutil.copytree(CELLS / "chat" / "mtad", adaptive, ignore=shutil.ignore_patterns("method.*", ".cell.lock*"))
+    shutil.copytree(CELLS / "chat" / "mtad", adaptive, ignore=CELL_ONLY)
     records = [json.loads(line) for line in (adaptive / "samples.jsonl").read_text().splitlines()]
     for record in records:
         for turn in (t for s in record["samples"] for t in s["turns"]):
@@ -131,7 +127,7 @@ def with_variant_cells(tmp_path_factory):
     shutil.copytree(
         CELLS / "chat" / "mmtad",
         chat / "mtad" / "method.beam_weighting=official_softmax,stop_rule=block",
-        ignore=shutil.ignore_patterns("method.*", ".cell.lock*"),
+        ignore=CELL_ONLY,
     )
     report = build_report(root, "claims", PAIR, _settings(resamples=199, tasks=["chat"]), theory=False)
     return _as_stored(report), root
@@ -195,7 +191,7 @@ def test_the_modelled_ratio_records_the_cost_models_assumption():
         f"modelled from the counts (block efficiency, draft rows) on an {device.name} roofline with "
         f"{1e3 * device.layer_overhead_ms:g} µs per layer per forward (assumed): 1.07×; not measured"
     )
-    # a report written before the assumption was recorded keeps its words (results/claims/claims.json)
+    # a report written before the assumption was recorded keeps its words
     older = {"accelerator": device.name, "ratio": 1.07}
     assert _modelled(older) == f"modelled on {device.name}: 1.07× (from the counts; not measured)"
 

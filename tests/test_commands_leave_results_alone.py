@@ -4,7 +4,6 @@ results/local/, and the targets that regenerate committed files (`make table`, `
 rewrite nothing whose content is unchanged."""
 
 import subprocess
-import sys
 
 import pytest
 from test_fresh_clone import fresh_clone
@@ -62,6 +61,8 @@ def test_no_make_target_but_results_deletes_a_committed_run():
     import re
     from pathlib import Path
 
+    from mtad.provenance import code_state
+
     repo = Path(__file__).resolve().parents[1]
     make = ["make", "--no-print-directory"]  # inside a parent make (the fresh clone's test-fast) too
     listed = subprocess.run([*make, "help"], cwd=repo, capture_output=True, text=True, check=True).stdout
@@ -84,9 +85,7 @@ def test_no_make_target_but_results_deletes_a_committed_run():
     assert after == stamps and {p: p.read_text() for p in after} == before  # a dry run marks no step done
     # each step either is stamped at this code state already or would be stamped now
     steps = re.search(r"^RESULT_STEPS \?= (.+)$", (repo / "Makefile").read_text(), re.M).group(1).split()
-    code = subprocess.run(
-        [sys.executable, "-m", "mtad.provenance", "code-state"], cwd=repo, capture_output=True, text=True, check=True
-    ).stdout.strip()
+    code = code_state(repo)
     for step in steps:
         stamp = repo / "results" / ".stamps" / step
         done = stamp.is_file() and before[stamp].strip() == code
