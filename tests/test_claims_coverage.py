@@ -3,10 +3,10 @@ cells are absent says "not run" and names them, and the header counts planned, p
 cells (from the committed claims cells: one cell copied into a fresh root)."""
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
+from claims_cells import copy_cells
 
 REPO = Path(__file__).resolve().parents[1]
 CLAIMS = REPO / "results" / "runs" / "claims"
@@ -23,9 +23,7 @@ def partial(tmp_path_factory):
     if not cell.is_dir():
         pytest.skip(f"no committed claims cells under {CLAIMS}")
     root = tmp_path_factory.mktemp("partial")
-    # MTAD's cell alone: its variant cells (and lock files) left out
-    ignore = shutil.ignore_patterns("method.*", ".cell.lock*")
-    shutil.copytree(cell, root / "claims" / "smollm2_135m_head" / "chat" / "mtad", ignore=ignore)
+    copy_cells(cell, root / "claims" / "smollm2_135m_head" / "chat" / "mtad")  # MTAD's cell alone
     cfg, settings, _ = claims_config(["experiment=claims"])
     return build_report(root, "claims", cfg.pair.name, replace(settings.report, resamples=199)), root
 

@@ -4,19 +4,17 @@ the defaults: "not run" with the command that runs them where their cells are ab
 without a verdict where they are present. The modelled speed ratio names the assumption it rests on."""
 
 import json
-import shutil
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from claims_cells import copy_cells
 
 REPO = Path(__file__).resolve().parents[1]
 RUNS = REPO / "results" / "runs"
 COMMITTED = REPO / "results" / "claims" / "claims.json"
 PAIR = "smollm2_135m_head"
 CELLS = RUNS / "claims" / PAIR
-# a cell alone: its variant cells (and any lock file) left out
-CELL_ONLY = shutil.ignore_patterns("method.*", ".cell.lock*")
 
 
 def _chat_prompts() -> int:
@@ -116,19 +114,15 @@ def with_variant_cells(tmp_path_factory):
     root = tmp_path_factory.mktemp("variants")
     chat = root / "claims" / PAIR / "chat"
     # the committed variant cells left out: this fixture makes its own
-    shutil.copytree(CELLS / "chat", chat, ignore=CELL_ONLY)
+    copy_cells(CELLS / "chat", chat)
     adaptive = chat / "mtad" / "method.stop_below=0.03"
-    shutil.copytree(CELLS / "chat" / "mtad", adaptive, ignore=CELL_ONLY)
+    copy_cells(CELLS / "chat" / "mtad", adaptive)
     records = [json.loads(line) for line in (adaptive / "samples.jsonl").read_text().splitlines()]
     for record in records:
         for turn in (t for s in record["samples"] for t in s["turns"]):
             turn["stats"]["seconds"] *= 0.8
     (adaptive / "samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
-    shutil.copytree(
-        CELLS / "chat" / "mmtad",
-        chat / "mtad" / "method.beam_weighting=official_softmax,stop_rule=block",
-        ignore=CELL_ONLY,
-    )
+    copy_cells(CELLS / "chat" / "mmtad", chat / "mtad" / "method.beam_weighting=official_softmax,stop_rule=block")
     report = build_report(root, "claims", PAIR, _settings(resamples=199, tasks=["chat"]), theory=False)
     return _as_stored(report), root
 
