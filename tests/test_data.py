@@ -15,6 +15,7 @@ from mtad.tasks.mtbench import load_bench
 from mtad.tasks.spider import copy_databases, db_path, load_spider
 
 REPO = Path(__file__).resolve().parents[1]
+SHIPPED_CNNDM = data.packaged("cnndm/specbench_cnndm_80.jsonl")
 
 
 def test_data_root_resolution(monkeypatch, tmp_path):
@@ -65,14 +66,16 @@ def test_spider_from_wheel_and_local_databases(wheel_data, shared_data, tmp_path
     assert db_path(spider["db_dir"], "concert_singer").stat().st_size > 0
 
 
-def test_cnndm_from_local_jsonl(shared_data, tmp_path):
-    source = shared_data / "cnndm" / "specbench_cnndm_80.jsonl"
-    path = write_articles(tmp_path, jsonl=source)
-    assert path == tmp_path / "cnndm" / "test.jsonl"
-    examples = load_articles(tmp_path)
+def test_cnndm_from_local_jsonl(tmp_path):
+    source = SHIPPED_CNNDM
+    path = write_articles(tmp_path / "root", jsonl=source)
+    assert path == tmp_path / "root" / "cnndm" / "test.jsonl"
+    examples = load_articles(tmp_path / "root")
     assert len(examples) == 80 and examples[0]["article"] and examples[0]["highlights"]
-    # the shared folder holds one *.jsonl under another name: found without configuration
-    assert [e["id"] for e in load_articles(shared_data)] == [e["id"] for e in examples]
+    # a folder holding one *.jsonl under another name: found without configuration
+    (tmp_path / "other" / "cnndm").mkdir(parents=True)
+    (tmp_path / "other" / "cnndm" / source.name).write_bytes(source.read_bytes())
+    assert [e["id"] for e in load_articles(tmp_path / "other")] == [e["id"] for e in examples]
 
 
 def test_cnndm_file_choice(tmp_path):
@@ -91,20 +94,30 @@ def test_cnndm_file_choice(tmp_path):
         load_articles(tmp_path, file="none.jsonl")
 
 
-def test_the_embedded_experiments_data_ships_with_the_package(tmp_path, shared_data):
+def test_the_embedded_experiments_data_ships_with_the_package(tmp_path):
     """An empty data root still has the 80 CNN/DM articles and Spider's concert_singer database
     (the first 45 dev questions); another database is missing with the command that gets it."""
+    import sqlite3
+
     shipped = load_articles(tmp_path)
-    assert [e["id"] for e in shipped] == [e["id"] for e in load_articles(shared_data)]
+    assert len(shipped) == 80 and len({e["id"] for e in shipped}) == 80
     database = db_path(tmp_path / "spider" / "database", "concert_singer")
-    assert database.read_bytes() == (shared_data / "spider/database/concert_singer/concert_singer.sqlite").read_bytes()
+    with sqlite3.connect(f"{database.as_uri()}?mode=ro", uri=True) as conn:
+        assert conn.execute("SELECT count(*) FROM singer").fetchone()[0] > 0
     with pytest.raises(data.DataMissingError, match="--spider-dir"):
         db_path(tmp_path / "spider" / "database", "world_1")
     assert (REPO / "mtad" / "assets" / "data" / "README.md").read_text().count("licence") >= 1
 
 
-def test_a_bad_source_leaves_good_data_in_place(shared_data, tmp_path):
-    good = write_articles(tmp_path, jsonl=shared_data / "cnndm" / "specbench_cnndm_80.jsonl")
+def test_the_shipped_data_is_the_evaluation_sets_own_bytes(tmp_path, shared_data):
+    """What mtad ships is the full evaluation sets' files, unchanged (their origin is in the README)."""
+    assert SHIPPED_CNNDM.read_bytes() == (shared_data / "cnndm" / "specbench_cnndm_80.jsonl").read_bytes()
+    database = db_path(tmp_path / "spider" / "database", "concert_singer")
+    assert database.read_bytes() == (shared_data / "spider/database/concert_singer/concert_singer.sqlite").read_bytes()
+
+
+def test_a_bad_source_leaves_good_data_in_place(tmp_path):
+    good = write_articles(tmp_path, jsonl=SHIPPED_CNNDM)
     before = good.read_bytes()
     bad = tmp_path / "bad.jsonl"
     bad.write_text(json.dumps({"article": "only an article"}) + "\n")
@@ -119,8 +132,9 @@ def test_a_bad_source_leaves_good_data_in_place(shared_data, tmp_path):
 
 
 @pytest.mark.slow
-def test_get_data_script_offline(shared_data, tmp_path):
-    source = shared_data / "cnndm" / "specbench_cnndm_80.jsonl"
+def test_get_data_script_offline(tmp_path):
+    source = tmp_path / "articles.jsonl"  # a local file of the user's (here a copy of the shipped one)
+    source.write_bytes(SHIPPED_CNNDM.read_bytes())
     result = subprocess.run(
         [
             sys.executable,
@@ -185,12 +199,12 @@ def test_every_task_that_reads_data_can_fetch_it():
         get_data.main(["--only", "chat"])  # built-in prompts: nothing to fetch, not offered
 
 
-def test_tasks_registry(shared_data):
+def test_tasks_registry(tmp_path):
     from mtad.tasks import get_task, list_tasks
 
     assert list_tasks() == ["spider", "cnndm", "mtbench", "humaneval", "chat"]
     with pytest.raises(ValueError, match="valid tasks: spider, cnndm, mtbench, humaneval, chat"):
         get_task("squad")
     with pytest.raises(ValueError, match="valid: "):
-        get_task("cnndm", data_root=shared_data, temperature=0.5)
-    assert get_task("cnndm", data_root=shared_data, name="cnndm", limit=2).examples()[1]["id"]
+        get_task("cnndm", data_root=tmp_path, temperature=0.5)
+    assert get_task("cnndm", data_root=tmp_path, name="cnndm", limit=2).examples()[1]["id"]

@@ -176,8 +176,8 @@ def test_held_out_subjects_never_reach_training():
     assert functions and any(held_out(f[0]) for f in functions) and not all(held_out(f[0]) for f in functions)
 
 
-def test_real_sql_is_never_a_spider_dev_question(eval_data_root):
-    dev = json.loads((eval_data_root / "spider" / "dev.json").read_text())
+def test_real_sql_is_never_a_spider_dev_question(suite_data):
+    dev = json.loads((suite_data / "spider" / "dev.json").read_text())
     dev_questions = {d["question"].strip().lower() for d in dev}
     pairs = sources.geo_sql_pairs()
     assert pairs, "the wheel's text-to-SQL pairs should be readable"

@@ -12,7 +12,9 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def dry_run(*args) -> str:
-    proc = subprocess.run(["make", "-n", *args, "PY=python"], cwd=REPO, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        ["make", "-n", *args, f"PY={sys.executable}"], cwd=REPO, capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
 

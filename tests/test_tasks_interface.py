@@ -33,15 +33,15 @@ def test_mtad_run_and_get_task_use_the_same_options(name):
 
 
 @pytest.mark.parametrize("name", ["spider", "cnndm", "mtbench", "humaneval"])
-def test_task_end_to_end_on_real_data(name, eval_data_root, chat_tokenizer, plain_tokenizer):
+def test_task_end_to_end_on_real_data(name, suite_data, chat_tokenizer, plain_tokenizer):
     from mtad.configs import compose
 
     options = OmegaConf.to_container(compose([f"task={name}"]).task, resolve=True)
-    task = get_task(name, data_root=eval_data_root, **options)
+    task = get_task(name, data_root=suite_data, **options)
     assert task.name == name and task.max_new_tokens > 0 and task.samples_per_example >= 1
     examples = task.examples(limit=2)
     assert len(examples) == 2 and all(isinstance(e["id"], str) for e in examples)
-    fresh = get_task(name, data_root=eval_data_root, **options)  # a new load gives the same examples
+    fresh = get_task(name, data_root=suite_data, **options)  # a new load gives the same examples
     assert [e["id"] for e in fresh.examples(limit=2)] == [e["id"] for e in examples] and examples is not fresh.examples(
         limit=2
     )
@@ -65,7 +65,7 @@ def test_task_end_to_end_on_real_data(name, eval_data_root, chat_tokenizer, plai
 
 
 @pytest.mark.slow
-def test_embedded_target_on_every_task(eval_data_root):
+def test_embedded_target_on_every_task(suite_data):
     """The embedded target answers the first example of each task (greedy, short), and the
     answer is extracted, scored and re-scored for perplexity through the same calls the runner makes."""
     import math
@@ -77,7 +77,7 @@ def test_embedded_target_on_every_task(eval_data_root):
 
     target, tokenizer = load_target_and_tokenizer(pair_config("smollm2_135m"), device="cpu")
     for name in list_tasks():
-        task = get_task(name, data_root=eval_data_root)
+        task = get_task(name, data_root=suite_data)
         example = task.examples(limit=1)[0]
         history, means = [], []
         for _ in range(task.num_turns(example)):

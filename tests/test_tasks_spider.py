@@ -11,8 +11,9 @@ from mtad.tasks.spider import execute_sql, extract_sql, same_rows
 
 
 @pytest.fixture(scope="module")
-def spider(shared_data):
-    return get_task("spider", data_root=shared_data)
+def spider(suite_data):
+    """Spider as a fresh machine has it: the questions from their wheel, concert_singer from the package."""
+    return get_task("spider", data_root=suite_data)
 
 
 def touches_empty_rankings(example) -> bool:
@@ -20,7 +21,8 @@ def touches_empty_rankings(example) -> bool:
     return example["db_id"] == "wta_1" and re.search(r"\brankings\b", example["query"], re.I) is not None
 
 
-def test_gold_sql_scores_full_execution_accuracy(spider):
+def test_gold_sql_scores_full_execution_accuracy(shared_data):
+    spider = get_task("spider", data_root=shared_data)  # every dev database: more than mtad ships
     examples = spider.examples()
     assert len(examples) == 1034 and len({e["db_id"] for e in examples}) == 20
     kept = [e for e in examples if not touches_empty_rankings(e)]
@@ -123,10 +125,10 @@ def test_prompts_hold_schema_and_question(spider, plain_tokenizer, chat_tokenize
     assert plain_tokenizer.decode(spider.build_prompt(example, plain_tokenizer)).startswith(plain_tokenizer.bos_token)
 
 
-def test_missing_database_names_path_and_command(tmp_path, shared_data):
+def test_missing_database_names_path_and_command(tmp_path, suite_data):
     (tmp_path / "spider").mkdir()
     for name in ("dev.json", "tables.json"):
-        (tmp_path / "spider" / name).write_bytes((shared_data / "spider" / name).read_bytes())
+        (tmp_path / "spider" / name).write_bytes((suite_data / "spider" / name).read_bytes())
     task = get_task("spider", data_root=tmp_path)
     assert len(task.examples(limit=45)) == 45  # concert_singer ships with the package
     with pytest.raises(DataMissingError) as err:
