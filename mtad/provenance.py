@@ -132,14 +132,43 @@ def cpu_isa() -> list[str]:
     return [f for f in CPU_ISA if f in flags]
 
 
+def isa_label(isa: list[str] | None) -> str:
+    """Instruction sets as a label names them: `avx2/avx512f`, "no AVX2" for none of `CPU_ISA`, and
+    "ISA not recorded" for a record written before env.json held them (None: never guessed)."""
+    if isa is None:
+        return "ISA not recorded"
+    return "/".join(isa) or "no AVX2"
+
+
+def cpu_label(model: str, count: int | None, isa: list[str] | None) -> str:
+    """`AMD EPYC (2 CPUs, avx2)`: a CPU's model, count and instruction sets (``isa_label``)."""
+    return f"{model} ({count} CPUs, {isa_label(isa)})"
+
+
 def machine_key() -> str:
     """The machine as one line: CPU model, count and instruction sets, and the visible GPUs. A
     regeneration of the committed results (`make results`) runs on one machine: it names it thus."""
     import torch
 
-    isa = "/".join(cpu_isa()) or "no AVX2"
     gpus = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
-    return f"{cpu_model()} ({os.cpu_count()} CPUs, {isa})" + (f" + {len(gpus)}x {gpus[0]}" if gpus else "")
+    return cpu_label(cpu_model(), os.cpu_count(), cpu_isa()) + (f" + {len(gpus)}x {gpus[0]}" if gpus else "")
+
+
+def machine_label(record: dict, target_dtype: str | None = None) -> str:
+    """A recorded machine (an ``environment_record``, e.g. a cell's env.json) as a comparison names
+    it: what decides its rounding, the instruction sets and the dtype, beside its name
+    (`AMD EPYC (2 CPUs, avx2), target bfloat16`). The record's "machine" field stays its bare name:
+    runs and profiles are matched on it. ``target_dtype``: the target's, where the caller knows it
+    (else the dtypes the record's models ran in)."""
+    if record.get("gpus"):
+        where = record.get("machine") or f"{len(record['gpus'])}x {record['gpus'][0]}"
+    elif record.get("cpu") and record.get("cpu_count"):
+        where = cpu_label(record["cpu"], record["cpu_count"], record.get("cpu_isa"))
+    else:  # a bare name ("AMD EPYC (2 CPUs)"): the instruction sets go inside its parentheses
+        name, isa = record.get("machine") or "machine not recorded", isa_label(record.get("cpu_isa"))
+        where = f"{name[:-1]}, {isa})" if name.endswith(" CPUs)") else f"{name} ({isa})"
+    dtype = f"target {target_dtype}" if target_dtype else f"dtype {record.get('dtype') or 'not recorded'}"
+    return f"{where}, {dtype}"
 
 
 def environment_record(models=(), devices=None) -> dict:

@@ -6,16 +6,48 @@ from pathlib import Path
 
 import numpy as np
 
+from mtad.provenance import machine_label
 from mtad.report.agreement import compare_cells, compare_claims, main
+from mtad.report.reproduce import record_differences
 
 
-def write_run(root: Path, seed: int, calls_scale: float = 1.0, logprob_shift: float = 0.0, examples: int = 30):
-    """One experiment's cells (sampling and mtad on one task), per-example figures drawn at random."""
+def env_record(dtype="float32", isa=("avx2",), torch="2.13.0+cpu", threads=1, cpu="AMD EPYC", **extra) -> dict:
+    """An env.json record as the runner writes it (mtad.provenance.environment_record), the pair's
+    dtypes `auto`; ``isa=None`` leaves the instruction sets out, as records written before them do."""
+    env = {
+        "machine": f"{cpu} (2 CPUs)",
+        "cpu": cpu,
+        "cpu_count": 2,
+        "gpus": [],
+        "dtype": dtype,
+        "torch_threads": threads,
+        "versions": {"torch": torch, "transformers": "5.25.0"},
+        "kernels": {"target": None},
+        "cell": {"pair": {"target_dtype": "auto", "draft_dtype": "auto"}},
+        **extra,
+    }
+    if isa is not None:
+        env["cpu_isa"] = list(isa)
+    return env
+
+
+def write_run(
+    root: Path,
+    seed: int,
+    calls_scale: float = 1.0,
+    logprob_shift: float = 0.0,
+    examples: int = 30,
+    env: dict | None = None,
+):
+    """One experiment's cells (sampling and mtad on one task), per-example figures drawn at random;
+    ``env``: each cell's env.json."""
     rng = np.random.default_rng(seed)
     for method in ("sampling", "mtad"):
         cell = root / "table2" / "pair" / "cnndm" / method
         cell.mkdir(parents=True)
         (cell / "metrics.json").write_text(json.dumps({"status": "complete"}))
+        if env is not None:
+            (cell / "env.json").write_text(json.dumps(env))
         lines = []
         for i in range(examples):
             tokens = 48
@@ -100,3 +132,88 @@ def test_cells_and_claim_rows_held_by_one_side_only_are_listed_as_not_run(tmp_pa
     assert "1 held by one side only" in capsys.readouterr().out
     claims = {r.what: r for r in compare_claims({"claims": [claim("C1", 0.1, 0.01)]}, {"claims": []})}
     assert claims["C1 C1 figure (chat)"].note == "not run: row missing from B"
+
+
+def test_the_records_name_each_cause_of_an_inexact_reproduction_with_both_values():
+    assert record_differences(env_record(), env_record()) == []
+    found = record_differences(
+        env_record(), env_record(dtype="bfloat16", isa=("avx2", "avx512_bf16"), torch="2.14.0+cpu", threads=2)
+    )
+    assert found == [
+        "target dtype: A float32, B bfloat16",
+        "draft dtype: A float32, B bfloat16",
+        "CPU instruction sets: A avx2, B avx2/avx512_bf16",
+        "torch: A 2.13.0+cpu, B 2.14.0+cpu",
+        "torch threads: A 1, B 2",
+    ]
+    assert record_differences(env_record(), env_record(cpu="Intel Xeon")) == [
+        "machine: A AMD EPYC (2 CPUs), B Intel Xeon (2 CPUs)"
+    ]
+    # a record written before the instruction sets were: said so, never guessed equal
+    assert record_differences(env_record(isa=None), env_record()) == [
+        "CPU instruction sets: A ISA not recorded, B avx2"
+    ]
+    assert record_differences(env_record(isa=None), env_record(isa=None)) == [
+        "CPU instruction sets: recorded by neither A nor B"
+    ]
+
+
+def test_a_machine_label_carries_instruction_sets_and_target_dtype():
+    assert machine_label(env_record(isa=("avx2", "avx512f")), "bfloat16") == (
+        "AMD EPYC (2 CPUs, avx2/avx512f), target bfloat16"
+    )
+    assert machine_label({"machine": "AMD EPYC (2 CPUs)", "dtype": "float32"}) == (
+        "AMD EPYC (2 CPUs, ISA not recorded), dtype float32"
+    )
+
+
+def verdict_and_after(output: str) -> list[str]:
+    """The output's lines from the verdict on (it follows the table)."""
+    lines = output.strip().splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("verdict: "))
+    assert all(line.startswith("|") for line in lines[at - 3 : at - 1])  # the table ends just above it
+    return lines[at:]
+
+
+def test_an_exact_rerun_is_reported_reproduced_exactly(tmp_path, capsys):
+    a, b = write_run(tmp_path / "a", 0, env=env_record()), write_run(tmp_path / "b", 0, env=env_record())
+    assert main(["cells", str(a), str(b), "--experiment", "table2"]) == 0
+    out = capsys.readouterr().out
+    assert verdict_and_after(out) == ["verdict: reproduced exactly (2 of 2 cells)"]
+    assert f"`{a}` (AMD EPYC (2 CPUs, avx2), target float32) (A)" in out
+
+
+def test_an_inexact_rerun_that_agrees_names_the_records_differences(tmp_path, capsys):
+    a = write_run(tmp_path / "a", 0, env=env_record())
+    b = write_run(tmp_path / "b", 1, env=env_record(dtype="bfloat16", isa=("avx2", "avx512_bf16")))
+    assert main(["cells", str(a), str(b), "--experiment", "table2"]) == 0
+    out = capsys.readouterr().out
+    assert "(AMD EPYC (2 CPUs, avx2/avx512_bf16), target bfloat16) (B)" in out
+    (line,) = verdict_and_after(out)
+    assert line.startswith("verdict: agrees within intervals (")
+    assert line.endswith(
+        " figures; exact reproduction not expected: target dtype: A float32, B bfloat16; draft dtype: A float32, "
+        "B bfloat16; CPU instruction sets: A avx2, B avx2/avx512_bf16)"
+    )
+
+
+def test_an_inexact_rerun_on_the_same_records_is_a_real_difference(tmp_path, capsys):
+    a, b = write_run(tmp_path / "a", 0, env=env_record()), write_run(tmp_path / "b", 1, env=env_record())
+    main(["cells", str(a), str(b)])
+    (line,) = verdict_and_after(capsys.readouterr().out)
+    assert line.endswith("with the same dtype, ISA, versions, threads and machine: a real difference)")
+    write_run(tmp_path / "c", 1)  # no env.json: nothing can be ruled out
+    main(["cells", str(a), str(tmp_path / "c")])
+    (line,) = verdict_and_after(capsys.readouterr().out)
+    assert line.endswith("exact reproduction not expected: env.json: not recorded by B)")
+
+
+def test_figures_outside_their_intervals_are_listed_after_the_verdict(tmp_path, capsys):
+    a = write_run(tmp_path / "a", 0, env=env_record())
+    b = write_run(tmp_path / "b", 1, calls_scale=1.6, env=env_record())
+    assert main(["cells", str(a), str(b)]) == 1
+    verdict, *listed = verdict_and_after(capsys.readouterr().out)
+    assert verdict.startswith("verdict: differs (")
+    assert "figures outside their intervals: listed below; " in verdict
+    assert listed and all(line.startswith("- cnndm/") for line in listed)
+    assert any(line.startswith("- cnndm/mtad: block_efficiency: A ") for line in listed)

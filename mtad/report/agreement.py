@@ -131,10 +131,40 @@ def compare_cells(
     return out + one_sided
 
 
-def exact_summary(root_a: str | Path, root_b: str | Path, experiment: str | None = None) -> str:
-    """How many of A's cells B reproduces exactly (``mtad.report.reproduce``: same tokens and
-    counts, log-probabilities within the dtype's tolerance); expected only on the same CPU type."""
-    from mtad.report.reproduce import compare_cell, example_ids
+@dataclass
+class Exactness:
+    """Which cells both roots hold reproduce exactly (``mtad.report.reproduce.compare_cell``), and
+    what in the two roots' records could keep them from it (``reproduce.machine_differences``)."""
+
+    cells: list[str]  # held by both, compared
+    same: list[str]  # of those, the ones that reproduce exactly
+    partial: list[str]  # one root ran fewer examples: compared on those both hold
+    causes: list[str]  # "target dtype: A float32, B bfloat16", ...
+
+    def summary(self) -> str:
+        partial = "; ".join(self.partial)
+        return (
+            f"{len(self.same)} of {len(self.cells)} cells both roots hold reproduce exactly (tokens, counts; "
+            "log-probabilities within the dtype's tolerance); the others are compared statistically below."
+            + (f" {len(self.partial)} partial, compared on the examples both hold: {partial}." if partial else "")
+        )
+
+    def why_not(self) -> str:
+        """Why the cells that differ do: the records' differences, or none (a real difference)."""
+        if len(self.same) == len(self.cells):
+            return ""
+        if self.causes:
+            return "exact reproduction not expected: " + "; ".join(self.causes)
+        return (
+            f"{len(self.cells) - len(self.same)} of {len(self.cells)} cells differ in tokens or counts with the "
+            "same dtype, ISA, versions, threads and machine: a real difference"
+        )
+
+
+def compare_exactly(root_a: str | Path, root_b: str | Path, experiment: str | None = None) -> Exactness:
+    """How many of A's cells B reproduces exactly (same tokens and counts, log-probabilities within
+    the dtype's tolerance), and the records' differences that make it not expected."""
+    from mtad.report.reproduce import compare_cell, example_ids, machine_differences
 
     base_a, base_b = Path(root_a) / (experiment or ""), Path(root_b) / (experiment or "")
     names = [c.relative_to(base_a) for c in find_cells(base_a) if (base_b / c.relative_to(base_a)).is_dir()]
@@ -144,12 +174,17 @@ def exact_summary(root_a: str | Path, root_b: str | Path, experiment: str | None
         if ids_a != ids_b:  # one root ran fewer examples: compared on those both hold
             partial.append(f"{n} ({len(ids_a & ids_b)} of {len(ids_a)} and {len(ids_b)} examples)")
         if ids_a & ids_b and not compare_cell(base_a / n, base_b / n, str(n), shared_only=ids_a != ids_b):
-            same.append(n)
-    note = f" {len(partial)} partial, compared on the examples both hold: {'; '.join(partial)}." if partial else ""
-    return (
-        f"{len(same)} of {len(names)} cells both roots hold reproduce exactly (tokens, counts; "
-        f"log-probabilities within the dtype's tolerance); the others are compared statistically below.{note}"
-    )
+            same.append(str(n))
+    causes = machine_differences(base_a, base_b, names, names=("A", "B"))
+    return Exactness([str(n) for n in names], same, partial, causes)
+
+
+def root_machine(root: str | Path, experiment: str | None = None) -> str:
+    """The machines a root's cells ran on, each with its instruction sets and target dtype."""
+    from mtad.report.reproduce import recorded_machine
+
+    labels = dict.fromkeys(recorded_machine(c) for c in find_cells(Path(root) / (experiment or "")))
+    return "; ".join(labels) or "no cells"
 
 
 def _claim_key(row: dict) -> str:
@@ -192,18 +227,49 @@ def compare_claims(report_a: dict, report_b: dict, alpha: float = ALPHA) -> list
     ]
 
 
-def to_markdown(rows: list[Agreement], label_a: str, label_b: str, alpha: float = ALPHA) -> str:
+def to_markdown(
+    rows: list[Agreement],
+    label_a: str,
+    label_b: str,
+    alpha: float = ALPHA,
+    exact: Exactness | None = None,
+) -> str:
+    """The figures as a table, then one verdict line (``verdict``), then the figures outside their
+    intervals, so the end of the output names them."""
     compared = [r for r in rows if r.agree is not None]
     failed = [r for r in compared if not r.agree]
     not_run = [r for r in rows if r.note.startswith("not run")]
     lines = [
-        f"Agreement of `{label_a}` (A) and `{label_b}` (B): {len(compared) - len(failed)} of {len(compared)} "
+        f"Agreement of {label_a} (A) and {label_b} (B): {len(compared) - len(failed)} of {len(compared)} "
         f"figures agree (each at confidence 1 − {alpha:g}/{max(len(compared), 1)}, Bonferroni)"
         + (f"; {len(not_run)} held by one side only (rows marked not run)." if not_run else "."),
         "",
         *md_table(["figure", "A", "B", "n", "allowed A − B", "agree", "note"], map(_cells, rows)),
+        "",
+        verdict(rows, exact),
+        *[f"- {what}: A {a}, B {b}, A − B allowed {allowed}" for what, a, b, _, allowed, *_ in map(_cells, failed)],
     ]
     return "\n".join(lines) + "\n"
+
+
+def verdict(rows: list[Agreement], exact: Exactness | None = None) -> str:
+    """One line: reproduced exactly (every cell both hold), agrees within intervals, or differs
+    (figures outside their intervals); with ``exact`` (cells), why exact reproduction was not
+    expected where it failed."""
+    compared = [r for r in rows if r.agree is not None]
+    failed = [r for r in compared if not r.agree]
+    not_run = sum(r.note.startswith("not run") for r in rows)
+    why = exact.why_not() if exact is not None and exact.cells else ""
+    if exact is not None and exact.cells and not why and not failed:
+        text = f"reproduced exactly ({len(exact.same)} of {len(exact.cells)} cells)"
+    elif failed:
+        text = f"differs ({len(failed)} of {len(compared)} figures outside their intervals: listed below"
+        text += f"; {why})" if why else ")"
+    elif compared:
+        text = f"agrees within intervals ({len(compared)} of {len(compared)} figures" + (f"; {why})" if why else ")")
+    else:
+        text = "nothing to compare (no figure measured by both)"
+    return f"verdict: {text}" + (f"; {not_run} held by one side only" if not_run else "")
 
 
 def _cells(r: Agreement) -> list:
@@ -229,16 +295,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--experiment", default=None, help="cells: compare this experiment's cells only")
     parser.add_argument("--json", default=None, help="also write the rows here")
     args = parser.parse_args(argv)
+    exact, labels = None, (f"`{args.a}`", f"`{args.b}`")
     try:
         if args.kind == "cells":
             rows = compare_cells(args.a, args.b, args.alpha, experiment=args.experiment)
-            print(exact_summary(args.a, args.b, args.experiment))
+            exact = compare_exactly(args.a, args.b, args.experiment)
+            labels = tuple(f"`{root}` ({root_machine(root, args.experiment)})" for root in (args.a, args.b))
+            print(exact.summary())
         else:
             rows = compare_claims(*(json.loads(Path(p).read_text()) for p in (args.a, args.b)), alpha=args.alpha)
     except (FileNotFoundError, KeyError, ValueError) as err:
         print(f"agreement: {err}", file=sys.stderr)
         return 2
-    print(to_markdown(rows, args.a, args.b, args.alpha))
+    print(to_markdown(rows, *labels, args.alpha, exact), end="")
     if args.json:
         Path(args.json).write_text(json.dumps([asdict(r) for r in rows], indent=2) + "\n")
     return 1 if any(r.agree is False for r in rows) else 0

@@ -20,12 +20,14 @@ the reference does not hold (a reference written before the decoders counted it,
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
 from mtad.decode_stats import COUNTS, EXACT_RATIOS, EXACT_STATS
+from mtad.provenance import isa_label, machine_label
 from mtad.records import read_json, read_records
-from mtad.report.cells import find_cells
+from mtad.report.cells import find_cells, model_dtypes
 from mtad.runner.layout import ENV, METRICS, SAMPLES
 
 EXACT_METRICS = ("status", "examples", "samples", "generations", *COUNTS, *EXACT_RATIOS, "scores")
@@ -43,7 +45,7 @@ DEFAULT_RTOL = 1e-2  # half precision
 # relative, while torch's SSE, AVX2 and AVX-512 kernels on one CPU moved them by <= 1.5e-13). The
 # tokens, counts and scores must still be identical.
 ACROSS_CPU_RTOL = {"float64": 1e-5}
-MACHINE_FIELDS = ("cpu", "gpus", "torch_threads", "dtype", "versions")
+NOT_RECORDED = "not recorded"
 
 
 def _records(directory: Path) -> dict[str, dict]:
@@ -155,14 +157,67 @@ def compare_runs(reference_root: str | Path, candidate_root: str | Path) -> list
     return out
 
 
-def machine_differences(reference_root: str | Path, candidate_root: str | Path) -> list[str]:
-    """Where the rerun's machine or libraries differ from the reference's (exact reproduction
-    is only expected where they agree)."""
-    out = set()
-    for reference in find_cells(reference_root):
-        ref_env = read_json(reference / ENV)
-        new_env = read_json(Path(candidate_root) / reference.relative_to(reference_root) / ENV)
-        for key in MACHINE_FIELDS:
-            if new_env and ref_env.get(key) != new_env.get(key):
-                out.add(f"{key}: reference {ref_env.get(key)!r}, here {new_env.get(key)!r}")
-    return sorted(out)
+def record_facts(env: dict) -> dict[str, str]:
+    """What a cell's tokens depend on besides its settings, from its env.json record, as printable
+    values in the order a difference is named: the dtypes, the CPU's instruction sets, each
+    library's version, the product kernels the instruction sets pick, the threads (they split the
+    sums), the machine itself. What the record lacks reads "not recorded", never a guess."""
+    pair = (env.get("cell") or {}).get("pair") or {}
+    dtypes = model_dtypes(pair, env.get("dtype"))
+    ran = f"one of {env['dtype']}" if env.get("dtype") else NOT_RECORDED  # several, the pair's setting `auto`
+    cpu = f"{env['cpu']} ({env.get('cpu_count')} CPUs)" if env.get("cpu") else env.get("machine") or NOT_RECORDED
+    return {
+        "target dtype": dtypes[0] or ran,
+        "draft dtype": dtypes[1] or ran,
+        "CPU instruction sets": isa_label(env.get("cpu_isa")),
+        **{name: str(version) for name, version in (env.get("versions") or {}).items()},
+        "kernels": json.dumps(env["kernels"], sort_keys=True) if "kernels" in env else NOT_RECORDED,
+        "torch threads": str(env.get("torch_threads", NOT_RECORDED)),
+        "machine": cpu + "".join(f" + {gpu}" for gpu in env.get("gpus") or []),
+    }
+
+
+def record_differences(env_a: dict, env_b: dict, names: tuple[str, str] = ("A", "B")) -> list[str]:
+    """Why two cells' tokens may differ, from their env.json records: each ``record_facts`` fact
+    that differs, named with both values (`target dtype: A float32, B bfloat16`); instruction sets
+    recorded by neither are named too (nothing rules them out). [] when the records agree on all."""
+    facts = record_facts(env_a), record_facts(env_b)
+    out = []
+    for key in dict.fromkeys([*facts[0], *facts[1]]):
+        values = [f.get(key, NOT_RECORDED) for f in facts]
+        if values[0] != values[1]:
+            out.append(f"{key}: {names[0]} {values[0]}, {names[1]} {values[1]}")
+        elif key == "CPU instruction sets" and values[0] == isa_label(None):
+            out.append(f"{key}: recorded by neither {names[0]} nor {names[1]}")
+    return out
+
+
+def recorded_machine(cell: Path) -> str:
+    """The machine a cell ran on as its env.json records it, instruction sets and target dtype
+    included (``mtad.provenance.machine_label``); "machine not recorded" without env.json."""
+    env = read_json(Path(cell) / ENV)
+    if not env:
+        return "machine not recorded"
+    return machine_label(env, model_dtypes((env.get("cell") or {}).get("pair") or {}, env.get("dtype"))[0])
+
+
+def machine_differences(
+    reference_root: str | Path,
+    candidate_root: str | Path,
+    cells: list[str | Path] | None = None,
+    names: tuple[str, str] = ("reference", "here"),
+) -> list[str]:
+    """Where the rerun's records differ from the reference's (``record_differences``) over the
+    reference's cells, or the named ``cells`` (paths relative to both roots): exact reproduction is
+    only expected where they agree."""
+    reference_root, candidate_root = Path(reference_root), Path(candidate_root)
+    relative = cells if cells is not None else [c.relative_to(reference_root) for c in find_cells(reference_root)]
+    out: dict[str, None] = {}
+    for name in relative:
+        envs = read_json(reference_root / name / ENV), read_json(candidate_root / name / ENV)
+        unrecorded = [side for side, env in zip(names, envs) if not env]
+        if unrecorded:  # nothing to compare, so nothing ruled out
+            out[f"env.json: not recorded by {' and '.join(unrecorded)}"] = None
+        else:
+            out.update(dict.fromkeys(record_differences(*envs, names)))
+    return list(out)
