@@ -1,56 +1,48 @@
 #!/usr/bin/env python
-"""Regenerate every figure (PNG + PDF) from the cell files under results/runs; no model is loaded.
+"""Regenerate every figure (PNG + PDF) from the cell files of a results root; no model is loaded.
 
-    python scripts/make_figures.py                         # results/runs -> results/figures
-    python scripts/make_figures.py --results /tmp/results  # or MTAD_RESULTS=/tmp/results
-    python scripts/make_figures.py --table-experiment smoke
+    python scripts/make_figures.py                          # committed results/runs -> results/local/figures
+    python scripts/make_figures.py --results results/local  # your runs (results/local/runs) -> results/local/figures
+    python scripts/make_figures.py --results /tmp/mine --experiment smoke   # or MTAD_RESULTS=/tmp/mine
+    python scripts/make_figures.py --experiment mypair --overrides pair.target_dtype=float32
 
-Figures whose experiment has no cell yet are skipped with the reason (exit status 0); a figure
-that fails to build is an error (exit status 1).
+--results, --experiment (the Table 2 figures' experiment; --table-experiment is the same option),
+--overrides (the Table 2 figures' override set) and --out mean the same in scripts/make_table.py
+(mtad/report/roots.py). Figures whose experiment has no cell yet are skipped with the reason
+(exit status 0); a figure that cannot be built is one line and exit status 1.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def main(argv=None) -> int:
     from mtad.report.figures import build_all
-    from mtad.report.sweeps import runs_dir
+    from mtad.report.roots import NoResults, add_report_options, report_options
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument(
-        "--results",
-        default=None,
-        help="the results folder holding runs/ (default: $MTAD_RESULTS, else the checkout's results/)",
-    )
-    ap.add_argument(
-        "--out",
-        default=None,
-        help="where the figures go (default: <results>/figures for --results or $MTAD_RESULTS, else "
-        "results/local/figures; `make figures` writes the committed results/figures)",
-    )
-    ap.add_argument("--table-experiment", default="table2", help="experiment of the Table 2 figures")
+    add_report_options(ap, "figures")
+    ap.add_argument("--table-experiment", dest="experiment", help="the same as --experiment")
     ap.add_argument("--sweep-experiment", default="sweeps", help="experiment of the gamma/W/tau sweeps")
     args = ap.parse_args(argv)
-
-    runs = Path(args.results) / "runs" if args.results else runs_dir()
-    if args.out:
-        out = Path(args.out)
-    elif args.results or os.environ.get("MTAD_RESULTS"):  # a results folder of the user's: its figures beside
-        out = runs.parent / "figures"
-    else:  # the committed runs: read, never overwritten (`make figures` names results/figures)
-        out = Path(__file__).resolve().parents[1] / "results" / "local" / "figures"
-    if not runs.is_dir():
-        print(
-            f"no results at {runs}: run an experiment first (e.g. `make reproduce-table2`, `make sweep-gamma`)",
-            file=sys.stderr,
+    try:
+        options = report_options(args, "figures")
+        print(options.describe())
+        written = build_all(
+            options.runs,
+            options.out,
+            table_experiment=options.experiment,
+            sweep_experiment=args.sweep_experiment,
+            overrides=options.overrides,
         )
+    except (NoResults, ValueError) as err:
+        print(f"make_figures: {err}", file=sys.stderr)
         return 1
-    written = build_all(runs, out, table_experiment=args.table_experiment, sweep_experiment=args.sweep_experiment)
     for reason in written.pop("skipped"):
         print(f"skipped {reason}")
     for name, paths in written.items():

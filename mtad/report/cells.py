@@ -126,6 +126,22 @@ def cell_row(root: Path, directory: Path) -> dict:
     return row
 
 
+def check_override_set(cells: pd.DataFrame, experiment: str, overrides: str | None) -> None:
+    """Refuse, naming the override sets there are and the option that picks one, an ``overrides``
+    ("" = the base cells; None = any single set) that none of the experiment's cells carries."""
+    in_experiment = cells[cells["experiment"] == experiment] if "experiment" in cells else cells.iloc[0:0]
+    if overrides is None or "overrides" not in in_experiment or (in_experiment["overrides"] == overrides).any():
+        return
+    sets = sorted(set(in_experiment["overrides"]))
+    named = ", ".join(s if s else "'' (the base cells)" for s in sets)
+    wanted = f"with overrides {overrides!r}" if overrides else "without overrides (base cells)"
+    pick = sets[0] or "''"
+    raise ValueError(
+        f"experiment {experiment!r} has no cells {wanted}: its cells exist with overrides {named}; "
+        f"choose one with --overrides {pick}" + (" (or --overrides any)" if len(sets) == 1 else "")
+    )
+
+
 def load_cells(root: str | Path = "results/runs", experiment: str | None = None) -> pd.DataFrame:
     """One row per cell under ``root`` (optionally one experiment); columns in the module doc."""
     root = Path(root)

@@ -135,11 +135,14 @@ def _wrap(text: str, width: int) -> str:
 SPEEDUP_PANELS = ("speedup_vs_sampling", "speedup_vs_sps", "block_efficiency")
 
 
-def speedup_bars(cells: pd.DataFrame, experiment: str = "table2", pair: str | None = None) -> Figure:
+def speedup_bars(
+    cells: pd.DataFrame, experiment: str = "table2", pair: str | None = None, overrides: str | None = ""
+) -> Figure:
     """Grouped bars per task and method: speed-up over sampling, speed-up over SpS and block
     efficiency (tokens per target call, free of timing noise), one panel each with each bar's own
-    value written on it; missing cells as hatched "missing" slots."""
-    frame = table2_frame(cells, experiment=experiment, pair=pair)
+    value written on it; missing cells as hatched "missing" slots. ``overrides``: the cells'
+    override set ("" = the base cells; None = any single set), as in ``table2_frame``."""
+    frame = table2_frame(cells, experiment=experiment, pair=pair, overrides=overrides)
     tasks, methods = list(dict.fromkeys(frame["task"])), list(dict.fromkeys(frame["method"]))
     fig = _new_figure(max(8.0, 1.9 * len(tasks) * max(1, len(methods)) / 4), 10.2)
     axes = fig.subplots(len(SPEEDUP_PANELS), 1, sharex=True)
@@ -211,10 +214,13 @@ def _missing_bar(ax, x: float, width: float, top: float, reason: str) -> None:
     )
 
 
-def quality_vs_speed(cells: pd.DataFrame, experiment: str = "table2", pair: str | None = None) -> Figure:
+def quality_vs_speed(
+    cells: pd.DataFrame, experiment: str = "table2", pair: str | None = None, overrides: str | None = ""
+) -> Figure:
     """Per task, perplexity (top row) and the task's score (bottom row) against tokens/s, one
-    marker per method; methods without a finished cell listed as missing in the panel."""
-    frame = table2_frame(cells, experiment=experiment, pair=pair)
+    marker per method; methods without a finished cell listed as missing in the panel
+    (``overrides`` as in ``speedup_bars``)."""
+    frame = table2_frame(cells, experiment=experiment, pair=pair, overrides=overrides)
     tasks, methods = list(dict.fromkeys(frame["task"])), list(dict.fromkeys(frame["method"]))
     fig = _new_figure(max(8.0, 3.6 * len(tasks)), 7.0)
     axes = fig.subplots(2, len(tasks), squeeze=False)
@@ -563,14 +569,19 @@ def build_all(
     out_dir: str | Path = "results/figures",
     table_experiment: str = "table2",
     sweep_experiment: str = "sweeps",
+    overrides: str | None = "",
 ) -> dict[str, list[Path]]:
     """Every figure whose experiment has at least one cell under ``results_root``; the others are
-    reported under the key ``skipped`` with the reason (no figure full of nothing is written)."""
+    reported under the key ``skipped`` with the reason (no figure full of nothing is written).
+    ``overrides``: the Table 2 figures' override set ("" = the base cells; None = any single set)."""
     cells = load_cells(results_root)
     have = set(cells["experiment"]) if "experiment" in cells else set()
     jobs = {
-        "table2_speedup": (table_experiment, lambda: speedup_bars(cells, experiment=table_experiment)),
-        "table2_quality_speed": (table_experiment, lambda: quality_vs_speed(cells, experiment=table_experiment)),
+        "table2_speedup": (table_experiment, lambda: speedup_bars(cells, table_experiment, overrides=overrides)),
+        "table2_quality_speed": (
+            table_experiment,
+            lambda: quality_vs_speed(cells, table_experiment, overrides=overrides),
+        ),
         "sweep_gamma": (sweep_experiment, lambda: gamma_sweep(cells, experiment=sweep_experiment)),
         "sweep_beam_width": (sweep_experiment, lambda: beam_width_sweep(cells, experiment=sweep_experiment)),
         "sweep_threshold": (sweep_experiment, lambda: threshold_sweep(cells, experiment=sweep_experiment)),

@@ -16,7 +16,6 @@ overrides) of the same experiment, pair, task and machine.
 from __future__ import annotations
 
 import math
-import os
 from itertools import product
 from pathlib import Path
 
@@ -25,10 +24,11 @@ import pandas as pd
 from mtad.configs import planned_grid
 from mtad.decode_stats import EXACT_RATIOS
 from mtad.markdown import fmt_count_range, fmt_set
+from mtad.report.cells import check_override_set
+from mtad.report.roots import default_runs, require_cells
 from mtad.report.tables import METHOD_ORDER, TASK_ORDER, matching_values, table2
 from mtad.report.values import in_order, present
 
-REPO = Path(__file__).resolve().parents[2]
 # sweep name (conf/sweep/<name>.yaml) -> the method parameter it varies
 SWEEP_PARAMS = {"gamma": "gamma", "beam_width": "beam_width", "threshold": "threshold", "stop_below": "stop_below"}
 BASELINES = ("sampling", "sps")
@@ -45,8 +45,12 @@ METRIC_COLUMNS = (
 
 
 def runs_dir() -> Path:
-    """``$MTAD_RESULTS/runs`` (MTAD_RESULTS: the results folder, default the checkout's results/)."""
-    return Path(os.environ.get("MTAD_RESULTS") or REPO / "results") / "runs"
+    """The runs folder a notebook reads: ``$MTAD_RESULTS`` (a results root or its runs folder; a
+    relative one from the repository root, not the notebook's folder), else the committed
+    ``results/runs``. Raises ``NoResults`` naming the folder looked at and the command that fills
+    it when it holds no cell, rather than showing an empty table."""
+    runs, named_by = default_runs()
+    return require_cells(runs, named_by)
 
 
 def _choose(df: pd.DataFrame, column: str, wanted: str | None, what: str) -> str:
@@ -65,10 +69,12 @@ def table2_frame(
     pair: str | None = None,
     tasks: list[str] | None = None,
     methods: list[str] | None = None,
+    overrides: str | None = "",
 ) -> pd.DataFrame:
-    """Table 2's rows (``mtad.report.tables.table2``) plus one ``missing`` row per planned
-    (task, method) that has no finished cell. Tasks/methods default to the experiment's grid
-    in conf/ joined with whatever the cells hold."""
+    """Table 2's rows (``mtad.report.tables.table2``) of the cells with these ``overrides`` ("" =
+    the base cells; None = whatever single override set the cells have) plus one ``missing`` row
+    per planned (task, method) that has no finished cell. Tasks/methods default to the
+    experiment's grid in conf/ joined with whatever the cells hold."""
     grid = planned_grid(experiment)
     in_experiment = cells[cells["experiment"] == experiment] if "experiment" in cells else cells.iloc[0:0]
     if in_experiment.empty and not grid:
@@ -76,6 +82,9 @@ def table2_frame(
             f"no cells of experiment {experiment!r} and no conf/experiment/{experiment}.yaml; "
             f"found experiments: {present(cells.get('experiment', []))}"
         )
+    check_override_set(in_experiment, experiment, overrides)
+    if overrides is not None and "overrides" in in_experiment:
+        in_experiment = in_experiment[in_experiment["overrides"] == overrides]
     tasks = tasks or in_order(set(grid.get("task", [])) | set(in_experiment.get("task", [])), TASK_ORDER)
     methods = methods or in_order(set(grid.get("method", [])) | set(in_experiment.get("method", [])), METHOD_ORDER)
     finished = (
@@ -83,8 +92,8 @@ def table2_frame(
         if "status" in in_experiment
         else in_experiment
     )
-    rows = table2(finished, experiment=experiment, pair=pair) if not finished.empty else pd.DataFrame()
-    status = {(r.task, r.method): r.status for r in in_experiment.itertuples() if getattr(r, "overrides", "") == ""}
+    rows = table2(finished, experiment, pair, overrides) if not finished.empty else pd.DataFrame()
+    status = {(r.task, r.method): r.status for r in in_experiment.itertuples()}
     frame = pd.DataFrame(list(product(tasks, methods)), columns=["task", "method"])
     frame = frame.merge(rows, on=["task", "method"], how="left") if not rows.empty else frame
     frame["missing"] = frame["tokens_per_s"].isna() if "tokens_per_s" in frame else True
