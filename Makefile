@@ -81,8 +81,12 @@ DATA_ARGS ?=
 REFERENCE := results/runs
 RESULTS ?= results/local/runs
 AT_REFERENCE = $(filter $(REFERENCE),$(RESULTS))
-TABLES ?= $(if $(AT_REFERENCE),results/tables,results/local/tables)
-CLAIMS_OUT ?= $(if $(AT_REFERENCE),results/claims,results/local/claims)
+# A results root holds runs/ and what is built from them: the tables, claims and figures of RESULTS go
+# into its parent (results/local/runs -> results/local/tables, /tmp/mine/runs -> /tmp/mine/tables,
+# the reference results/runs -> results/tables)
+root_of = $(patsubst %/,%,$(dir $(patsubst %/,%,$(1))))
+TABLES ?= $(call root_of,$(RESULTS))/tables
+CLAIMS_OUT ?= $(call root_of,$(RESULTS))/claims
 TABLE_ARGS ?=
 # Data that cannot be had is reported once by get_data.py before any model work; its cells are
 # then recorded `missing` (the reason and the command that gets the data) and the run goes on.
@@ -143,8 +147,11 @@ sweeps: install ## the four sweeps (resumed; under results/local unless `make re
 	@$(call compare_with_reference,sweeps)
 
 .PHONY: figures results-readme
-figures: install ## regenerate every figure from committed results (results/runs -> results/figures, seconds)
-	$(PY) scripts/make_figures.py --out results/figures $(ARGS)
+# `make figures` redraws the committed figures; given RESULTS=..., the figures of those runs, beside them
+FIGURES_FROM = $(if $(filter command line environment,$(origin RESULTS)),$(RESULTS),$(REFERENCE))
+FIGURES ?= $(call root_of,$(FIGURES_FROM))/figures
+figures: install ## regenerate every figure from committed results (results/runs -> results/figures, seconds; RESULTS=<root>/runs: <root>/figures)
+	$(PY) scripts/make_figures.py --results $(FIGURES_FROM) --out $(FIGURES) $(ARGS)
 
 results-readme: install ## render results/README.md (every measured figure the docs point to) from the committed results (seconds)
 	$(PY) scripts/results_readme.py --results results
