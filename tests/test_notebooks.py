@@ -55,3 +55,35 @@ def test_notebook_runs_on_the_fixture(path, results, monkeypatch):
     assert any("image/png" in d for d in data), "no figure shown"
     source = "\n".join(cell.source for cell in nb.cells)
     assert "from_pretrained" not in source and "load_pair" not in source and "plt." not in source
+
+
+def test_a_relative_mtad_results_is_taken_from_the_repository_root(results, tmp_path, monkeypatch):
+    """Wherever the notebook runs (its own folder, a home directory), `MTAD_RESULTS=results/local` means
+    the checkout's results/local; a results root and its runs folder name the same cells."""
+    import os
+
+    from mtad.report.sweeps import runs_dir
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)  # a relative name taken from here would find nothing
+    relative = os.path.relpath(results, REPO)
+    for named in (relative, os.path.join(relative, "runs"), str(results)):
+        monkeypatch.setenv("MTAD_RESULTS", named)
+        assert runs_dir().resolve() == (results / "runs").resolve()
+
+
+@pytest.mark.parametrize("state", ["missing", "empty"])
+def test_a_folder_without_cells_fails_naming_it_and_the_command_that_fills_it(state, tmp_path, monkeypatch):
+    from mtad.report.roots import NoResults
+    from mtad.report.sweeps import runs_dir
+
+    root = tmp_path / "mine"
+    if state == "empty":
+        (root / "runs" / "table2").mkdir(parents=True)  # folders, no cell
+    monkeypatch.setenv("MTAD_RESULTS", str(root))
+    with pytest.raises(NoResults) as err:
+        runs_dir()
+    message = str(err.value)
+    looked = root / "runs" if state == "empty" else root
+    assert f"no results at {looked} (MTAD_RESULTS={root})" in message and "make reproduce-table2" in message
