@@ -3,7 +3,9 @@
 Both offer the same four calls, used by ``mtad.run`` for one cell::
 
     logger = hydra.utils.instantiate(cfg.logger, name=cell_name, run_config=resolved_cfg)
-    logger.log_example(step, row)     # one finished example (scalars are logged, rows kept)
+    logger.log_example(step, row)     # one finished example (scalars are logged, rows kept): its scores,
+                                      # new tokens, seconds, tokens/s, block efficiency, acceptance
+                                      # (mtad.runner.cell.example_row)
     logger.log_metrics(metrics)       # the cell's aggregates (history + summary)
     logger.finish(failed=False)       # always called, also when the cell fails
 

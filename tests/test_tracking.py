@@ -115,3 +115,46 @@ def test_failed_cell_still_finishes_the_logger(monkeypatch, tmp_path):
     with pytest.raises(RuntimeError, match="model exploded"):
         run.run_with_logger(OmegaConf.create({"logger": {}}))
     assert finished == [True]
+
+
+def test_each_example_logs_its_speed_and_acceptance(tmp_path, monkeypatch):
+    """A real (tiny) cell's examples reach the tracker with tokens/s, block efficiency and acceptance
+    from their own decoder stats, and W&B's offline run holds them per example."""
+    from hydra.core.hydra_config import HydraConfig
+
+    from mtad.configs import compose
+    from mtad.metrics.speed import aggregate_speed
+    from mtad.records import read_records
+    from mtad.run import run_cell
+    from mtad.runner.cell import plan_cell
+    from mtad.runner.layout import SAMPLES, resolve_cell
+
+    logged = []
+
+    class SpyLogger(NullLogger):
+        def log_example(self, step, row):
+            logged.append((step, row))
+
+    overrides = ["pair=tiny_llama", "method=sps", "task=chat", "limit=2", "logger=none", "energy=none"]
+    overrides += ["progress=false", "warmup_tokens=0", f"results_root={tmp_path / 'runs'}"]
+    with_hydra, cfg = compose(overrides, hydra=True), compose(overrides)  # a job's config holds no hydra node
+    HydraConfig.instance().set_config(with_hydra)
+    plan = plan_cell(cfg, resolve_cell(cfg, with_hydra.hydra))
+    run_cell(cfg, plan, SpyLogger())
+    records = read_records(plan.cell.directory / SAMPLES)
+    assert [step for step, _ in logged] == [0, 1] and len(records) == 2
+    for (_, row), record in zip(logged, records):
+        speed = aggregate_speed(t["stats"] for s in record["samples"] for t in s["turns"])
+        assert row["block_efficiency"] == speed["block_efficiency"] and row["block_efficiency"] >= 1
+        assert row["acceptance_rate"] == speed["acceptance_rate"] and 0 <= row["acceptance_rate"] <= 1
+        assert row["tokens_per_s"] == pytest.approx(record["new_tokens"] / record["decode_seconds"])
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    logger = WandbLogger(project="mtad-test", name=plan.cell.name, dir=str(tmp_path / "wandb_dir"))
+    for step, row in logged:
+        logger.log_example(step, row)
+    logger.finish()
+    history, _ = logged_items(finished_records(next((tmp_path / "wandb_dir" / "wandb").glob("offline-run-*/*.wandb"))))
+    for key in ("tokens_per_s", "block_efficiency", "acceptance_rate"):
+        assert float(history[f"example/{key}"]) == pytest.approx(logged[-1][1][key])

@@ -187,9 +187,7 @@ class CellRun:
         self.records.append(record)
         self.done.add(record["id"])
         self.wrote = True
-        scores = record["samples"][0]["scores"]
-        row = {"scores": scores, "new_tokens": record["new_tokens"], "decode_seconds": record["decode_seconds"]}
-        self.logger.log_example(self.example_ids.index(record["id"]), row)
+        self.logger.log_example(self.example_ids.index(record["id"]), example_row(record))
 
     def close(self, devices, **extra) -> dict:
         """metrics.json from every record of the planned examples; env.json gets the finish time."""
@@ -212,6 +210,20 @@ class CellRun:
         self.logger.log_metrics(metrics)
         log.info("cell %s: %s", cell.name, summary(metrics))
         return metrics
+
+
+# what a tracker plots per example beside its scores: its decoding's totals over every sample and turn
+EXAMPLE_SPEED = ("new_tokens", "decode_seconds", "tokens_per_s", "block_efficiency", "acceptance_rate")
+
+
+def example_row(record: dict) -> dict:
+    """One finished example as the tracker logs it (``log_example``): the first sample's scores and,
+    from the decoder stats of every sample and turn, tokens/s, block efficiency and acceptance
+    (None where they do not apply, e.g. acceptance of plain sampling: the tracker leaves it out)."""
+    from mtad.metrics.speed import aggregate_speed
+
+    speed = aggregate_speed(turn["stats"] for sample in record["samples"] for turn in sample["turns"])
+    return {"scores": record["samples"][0]["scores"], **{key: speed[key] for key in EXAMPLE_SPEED}}
 
 
 CONDITION_KEYS = ("machine", "cpu_isa", "dtype", "torch_threads", "commit")
