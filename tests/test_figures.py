@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from matplotlib.figure import Figure
 
@@ -275,13 +276,98 @@ def test_figures_from_a_real_mtad_run_sweep(tmp_path, shared_data):
     assert "pair tiny_llama" in text and "≤6 new tokens" in text and "MMTAD W=1, 2, 4, 8" in text
 
 
-def test_quality_panel_says_when_no_method_has_a_score(tmp_path):
+def test_a_score_panel_with_nothing_to_show_is_dropped_with_its_reason(tmp_path):
     runs = tmp_path / "runs"
     for method in ("sampling", "mtad"):
         make_results.write_cell(runs, "table2", "mtbench", method, score=None, tokens_per_s=10.0)
-    text = figure_texts(figures.quality_vs_speed(load_cells(runs)))
-    assert "no score for any method" in text
+        make_results.write_cell(runs, "table2", "spider", method, score=0.0)
+        make_results.write_cell(runs, "table2", "cnndm", method, score=0.2)
+    fig = figures.quality_vs_speed(load_cells(runs))
+    labels = [ax.get_ylabel() for ax in fig.axes]
+    assert sum("perplexity" in label for label in labels) == 4  # every task keeps its perplexity panel
+    assert [label for label in labels if "perplexity" not in label] == ["ROUGE-L F1"]  # CNN/DM's score only
+    text = figure_texts(fig)
+    assert "no score panel for Spider: every method scores 0 (execution accuracy (fraction))" in text
+    assert "no score panel for MT-Bench: no method has a score" in text
     assert "no perplexity:\nSpS (not run)" in text  # planned methods without a cell are listed by name
+    written = figures.build_all(runs, tmp_path / "figures")
+    assert (
+        "table2_quality_speed's score panel for Spider: every method scores 0 (execution accuracy (fraction))"
+        in (written["skipped"])
+    )
+
+
+def test_which_score_panels_are_empty_and_why():
+    nan = math.nan
+    rows = [  # task, method, missing, score, score name, why the score is missing
+        ("spider", "sampling", False, 0.0, "exec_acc", None),
+        ("spider", "sps", False, 0.0, "exec_acc", None),
+        ("mtbench", "sampling", False, nan, "judge_score", "no judge configured"),
+        ("mtbench", "sps", True, nan, None, None),
+        ("humaneval", "sampling", False, 0.1, "pass@1", None),
+        ("humaneval", "sps", False, 0.0, "pass@1", None),
+        ("cnndm", "sampling", False, 0.0, "rougeL", None),
+        ("cnndm", "sps", False, nan, "rougeL", "not scored"),
+        ("chat", "sampling", True, nan, None, None),
+    ]
+    frame = pd.DataFrame(rows, columns=["task", "method", "missing", "score", "score_name", "score_missing_reason"])
+    assert figures.empty_score_panels(frame) == {
+        "spider": "every method scores 0 (execution accuracy (fraction))",
+        "mtbench": "no method has a score (no judge configured)",
+        "cnndm": "every method scores 0 or has none (ROUGE-L F1)",
+        "chat": "no finished cell",
+    }  # HumanEval's 0.1 is something to show
+
+
+def slow_cells(tmp_path: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """A Table 2 frame where SpS runs at half sampling's speed, and its cells: 2 tokens per target
+    call, but a block costs 4 sampling steps (3.2 in the target call, 0.8 in the drafts)."""
+    cell = tmp_path / "sps"
+    cell.mkdir()
+    env = {"machine": "Fixture CPU (2 CPUs)", "cpu": "Fixture CPU", "cpu_count": 2, "cpu_isa": ["avx2"]}
+    (cell / "env.json").write_text(json.dumps({**env, "dtype": "bfloat16"}))
+    columns = [
+        "task",
+        "method",
+        "block_efficiency",
+        "decode_seconds",
+        "target_seconds",
+        "draft_seconds",
+        "target_calls",
+    ]
+    cells = pd.DataFrame(
+        [("cnndm", "sampling", 1.0, 10.0, 10.0, 0.0, 100), ("cnndm", "sps", 2.0, 20.0, 16.0, 4.0, 50)], columns=columns
+    ).assign(path=[None, str(cell)], machine="Fixture CPU (2 CPUs)")
+    frame = pd.DataFrame(
+        [("cnndm", "sampling", False, 1.0, 2.0), ("cnndm", "sps", False, 0.5, 1.0)],
+        columns=["task", "method", "missing", "speedup_vs_sampling", "speedup_vs_sps"],
+    )
+    return frame, cells
+
+
+def test_a_speed_up_below_one_is_explained_in_the_cells_figures(tmp_path):
+    frame, cells = slow_cells(tmp_path)
+    why, sps, machine = figures.slowdown_notes(frame, cells)
+    assert why.startswith("why below 1×: speed-up = (tokens per target call ÷ the baseline's) ÷ (a block's time")
+    assert sps == (
+        "SpS below 1× vs sampling on 1 task(s) (0.50×): 2.00 tokens per target call, but a block takes 4.00 "
+        "sampling steps (target call 3.20, drafts 0.80)"
+    )
+    assert machine == "measured on Fixture CPU (2 CPUs, avx2), target bfloat16"
+    faster = frame.assign(speedup_vs_sampling=[1.0, 1.5])
+    assert figures.slowdown_notes(faster, cells) == []
+    # cells that did not time their phases: the block's share of each is left out, not guessed
+    untimed = figures.slowdown_notes(frame, cells.drop(columns=["target_seconds", "draft_seconds"]))
+    assert untimed[1].endswith("but a block takes 4.00 sampling steps")
+
+
+def test_the_speed_up_figure_says_why_a_bar_is_below_one(tmp_path):
+    runs = tmp_path / "runs"
+    make_results.write_cell(runs, "table2", "cnndm", "sampling", tokens_per_s=20.0)
+    make_results.write_cell(runs, "table2", "cnndm", "sps", tokens_per_s=10.0, block_efficiency=1.5)
+    text = figure_texts(figures.speedup_bars(load_cells(runs)))
+    assert "SpS below 1× vs sampling on 1 task(s) (0.50×): 1.50 tokens per target call" in text
+    assert "measured on Fixture CPU (2 CPUs, ISA not recorded), target float32" in text
 
 
 def test_sweep_frame_of_a_sweep_not_yet_run_has_every_column(cells):
@@ -290,8 +376,8 @@ def test_sweep_frame_of_a_sweep_not_yet_run_has_every_column(cells):
 
 
 def test_quality_axes_stay_within_what_each_quantity_can_take(tmp_path):
-    for method in ("sampling", "sps", "mtad"):  # no method solves a question: every score is 0
-        make_results.write_cell(tmp_path, "table2", "spider", method, score=0.0, perplexity=1.02)
+    for method, score in (("sampling", 0.0), ("sps", 0.1), ("mtad", 0.0)):  # scores at their bound, 0
+        make_results.write_cell(tmp_path, "table2", "spider", method, score=score, perplexity=1.02)
     fig = figures.quality_vs_speed(load_cells(tmp_path))
     for ax in fig.axes:
         if not ax.axison:  # a panel with nothing to plot shows only its note

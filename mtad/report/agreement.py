@@ -18,6 +18,14 @@ anywhere is that each figure is the *same figure up to sampling noise*:
 With m comparisons each is made at confidence 1 − α/m (Bonferroni), so two machines that
 measure the same thing show any disagreement at all with probability at most α (default 5%).
 
+The output ends with one verdict line (``verdict``): reproduced exactly (every cell both roots
+hold has the same tokens and counts), agrees within intervals, or differs; where the cells do not
+reproduce exactly it names why from the two roots' env.json records
+(``mtad.report.reproduce.record_differences``: dtypes, instruction sets, library versions,
+kernels, threads, machine, each with both values), or says that the records agree and the
+difference is real. The figures outside their intervals follow it, last. Each root is labelled
+with its machine, instruction sets and target dtype.
+
     python -m mtad.report.agreement cells results/runs results/local/runs --experiment table2
     python -m mtad.report.agreement claims results/claims/claims.json /other/claims.json
 """
@@ -177,6 +185,11 @@ def compare_exactly(root_a: str | Path, root_b: str | Path, experiment: str | No
             same.append(str(n))
     causes = machine_differences(base_a, base_b, names, names=("A", "B"))
     return Exactness([str(n) for n in names], same, partial, causes)
+
+
+def exact_summary(root_a: str | Path, root_b: str | Path, experiment: str | None = None) -> str:
+    """``compare_exactly``'s count as one sentence (which cells reproduce, which are partial)."""
+    return compare_exactly(root_a, root_b, experiment).summary()
 
 
 def root_machine(root: str | Path, experiment: str | None = None) -> str:

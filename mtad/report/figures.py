@@ -15,11 +15,17 @@ and returns a ``matplotlib.figure.Figure``; ``save_figure`` writes it as PNG and
 
 Every planned cell (the experiment's Hydra grid in conf/) is drawn: a missing one as a hatched
 "missing" slot (bars) or a grey x on the axis (sweeps), never silently left out. Each figure
-ends with a caption line naming pair, machine, dtype and sample counts.
+ends with a caption line naming pair, machine, dtype and sample counts. Table 2's speed-up figure
+says in its caption why a bar falls below 1× (``slowdown_notes``: tokens per target call against
+a block's time, measured, with the machine's instruction sets and target dtype); its quality
+figure leaves out a task's score panel with nothing to show (``empty_score_panels``: every
+method scores 0, or none has a score) and names the reason in its caption and in ``build_all``'s
+``skipped`` list.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import textwrap
 from pathlib import Path
@@ -35,6 +41,7 @@ from mtad.markdown import fmt_number, fmt_value
 from mtad.methods import LABELS as METHOD_LABELS
 from mtad.report.cells import load_cells
 from mtad.report.sweeps import SWEEP_PARAMS, baseline_cells, caption, sweep_frame, table2_frame
+from mtad.report.values import present
 from mtad.tasks import TASKS
 
 METHOD_STYLE = {  # one colour and marker per method in every figure (tab10 + distinct markers)
@@ -136,15 +143,22 @@ SPEEDUP_PANELS = ("speedup_vs_sampling", "speedup_vs_sps", "block_efficiency")
 
 
 def speedup_bars(
-    cells: pd.DataFrame, experiment: str = "table2", pair: str | None = None, overrides: str | None = ""
+    cells: pd.DataFrame,
+    experiment: str = "table2",
+    pair: str | None = None,
+    overrides: str | None = "",
+    frame: pd.DataFrame | None = None,
 ) -> Figure:
     """Grouped bars per task and method: speed-up over sampling, speed-up over SpS and block
     efficiency (tokens per target call, free of timing noise), one panel each with each bar's own
-    value written on it; missing cells as hatched "missing" slots. ``overrides``: the cells'
-    override set ("" = the base cells; None = any single set), as in ``table2_frame``."""
-    frame = table2_frame(cells, experiment=experiment, pair=pair, overrides=overrides)
+    value written on it; missing cells as hatched "missing" slots; why a bar is below 1× in the
+    caption (``slowdown_notes``). ``overrides``: the cells' override set ("" = the base cells;
+    None = any single set), as in ``table2_frame``."""
+    if frame is None:  # ``frame``: these cells' table2_frame, where the caller holds it already
+        frame = table2_frame(cells, experiment=experiment, pair=pair, overrides=overrides)
     tasks, methods = list(dict.fromkeys(frame["task"])), list(dict.fromkeys(frame["method"]))
-    fig = _new_figure(max(8.0, 1.9 * len(tasks) * max(1, len(methods)) / 4), 10.2)
+    slower = slowdown_notes(frame, _table2_cells(cells, experiment, pair, overrides))
+    fig = _new_figure(max(8.0, 1.9 * len(tasks) * max(1, len(methods)) / 4), 10.2 + 0.16 * len(slower))
     axes = fig.subplots(len(SPEEDUP_PANELS), 1, sharex=True)
     width = 0.8 / max(1, len(methods))
     for ax, column in zip(axes, SPEEDUP_PANELS):
@@ -194,8 +208,99 @@ def speedup_bars(
     handles = [Patch(facecolor=_style(m)[0], edgecolor="black", label=_label(m)) for m in methods]
     handles.append(Patch(facecolor="none", edgecolor=MISSING_COLOR, hatch="///", label="missing cell"))
     axes[0].legend(handles=handles, ncols=min(7, len(handles)), fontsize=8, loc="upper left", frameon=False)
-    _add_caption(fig, caption(frame), f"Table 2 speed-ups and block efficiency — experiment {experiment}")
+    _add_caption(
+        fig, " · ".join([caption(frame), *slower]), f"Table 2 speed-ups and block efficiency — experiment {experiment}"
+    )
     return fig
+
+
+def _table2_cells(cells: pd.DataFrame, experiment: str, pair: str | None, overrides: str | None) -> pd.DataFrame:
+    """The cells Table 2's bars are drawn from: the experiment's (and pair's) with these
+    ``overrides`` ("" = the base cells; None = any: ``table2`` allows a single set)."""
+    if "experiment" not in cells:
+        return cells.iloc[0:0]
+    chosen = cells[cells["experiment"] == experiment]
+    chosen = chosen[chosen["overrides"] == overrides] if overrides is not None else chosen
+    return chosen[chosen["pair"] == pair] if pair is not None else chosen
+
+
+SLOWER_THAN = {"speedup_vs_sampling": "sampling", "speedup_vs_sps": "sps"}  # a speed-up bar's baseline
+
+
+def slowdown_notes(frame: pd.DataFrame, cells: pd.DataFrame) -> list[str]:
+    """Why speed-up bars fall below 1×, in the cells' own figures. A speed-up is the method's tokens
+    per target call over its baseline's, divided by the time of its block (one target call and the
+    draft calls before it) over the baseline's: below 1× a block costs more than its extra tokens
+    give. One line per (baseline, method) with a bar below 1×, ranges over its tasks, then the
+    machine and dtype the cells ran on (``tables.recorded_machines``); [] when no bar is below 1×."""
+    from mtad.report.tables import recorded_machines
+
+    by_cell = {(r["task"], r["method"]): r for r in cells.to_dict("records")} if len(cells) else {}
+    notes = []
+    for column, baseline in SLOWER_THAN.items():
+        values = frame[column].astype(float) if column in frame else pd.Series(math.nan, index=frame.index)
+        below = frame[~frame["missing"].astype(bool) & (values < 1.0)]
+        for method, rows in below.groupby("method", sort=False):
+            pairs = [(by_cell.get((task, method), {}), by_cell.get((task, baseline), {})) for task in rows["task"]]
+            notes.append(_slowdown(method, baseline, values[rows.index], pairs))
+    if not notes:
+        return []
+    machines = recorded_machines(cells) or ", ".join(present(cells.get("machine", []))) or "a machine not recorded"
+    return [
+        "why below 1×: speed-up = (tokens per target call ÷ the baseline's) ÷ (a block's time ÷ the baseline's);"
+        " a block: one target call and the draft calls before it",
+        *notes,
+        f"measured on {machines}",
+    ]
+
+
+def _slowdown(method: str, baseline: str, speedups: pd.Series, pairs: list[tuple[dict, dict]]) -> str:
+    """`SpS below 1× vs sampling on 4 task(s) (0.58–0.77×): 1.28–1.97 tokens per target call, but
+    a block takes 2.22–2.60 sampling steps (target call 2.03–2.40, drafts 0.10–0.16)`."""
+
+    def relative(key: str, base_key: str, per_call: bool = True) -> str:
+        """The range over tasks of the method's ``key`` over the baseline's ``base_key``, each per
+        target call (``per_call``) or as it is."""
+        ratios = [
+            _ratio(mine.get(key), base.get(base_key))
+            * (_ratio(base.get("target_calls"), mine.get("target_calls")) if per_call else 1.0)
+            for mine, base in pairs
+        ]
+        return _span(ratios)
+
+    tokens = relative("block_efficiency", "block_efficiency", per_call=False)
+    text = f"{_label(method)} below 1× vs {_label(baseline)} on {len(pairs)} task(s) ({_span(speedups)}×): "
+    text += (
+        f"{tokens} tokens per target call"
+        if baseline == "sampling"
+        else f"{tokens}× {_label(baseline)}'s tokens per target call"
+    )
+    block = relative("decode_seconds", "decode_seconds")
+    if block != "?":
+        unit = "sampling steps" if baseline == "sampling" else f"{_label(baseline)} blocks"
+        split = [f"{name} {relative(key, 'decode_seconds')}" for name, key in BLOCK_PARTS.items()]
+        known = [part for part in split if not part.endswith("?")]
+        text += f", but a block takes {block} {unit}" + (f" ({', '.join(known)})" if known else "")
+    return text
+
+
+BLOCK_PARTS = {"target call": "target_seconds", "drafts": "draft_seconds"}  # where a block's time goes
+
+
+def _ratio(numerator, denominator) -> float:
+    """numerator / denominator, NaN where either is missing or the denominator is 0."""
+    if not (_finite(numerator) and _finite(denominator)) or denominator == 0:
+        return math.nan
+    return float(numerator) / float(denominator)
+
+
+def _span(values, pattern: str = "{:.2f}") -> str:
+    """The finite values' range `lo–hi` (one value when they agree), "?" when none is finite."""
+    finite = sorted(v for v in values if _finite(v))
+    if not finite:
+        return "?"
+    low, high = pattern.format(finite[0]), pattern.format(finite[-1])
+    return low if low == high else f"{low}–{high}"
 
 
 def _missing_bar(ax, x: float, width: float, top: float, reason: str) -> None:
@@ -215,19 +320,30 @@ def _missing_bar(ax, x: float, width: float, top: float, reason: str) -> None:
 
 
 def quality_vs_speed(
-    cells: pd.DataFrame, experiment: str = "table2", pair: str | None = None, overrides: str | None = ""
+    cells: pd.DataFrame,
+    experiment: str = "table2",
+    pair: str | None = None,
+    overrides: str | None = "",
+    frame: pd.DataFrame | None = None,
 ) -> Figure:
     """Per task, perplexity (top row) and the task's score (bottom row) against tokens/s, one
-    marker per method; methods without a finished cell listed as missing in the panel
+    marker per method; methods without a finished cell listed as missing in the panel; a score
+    panel with nothing to show left out, its reason in the caption (``empty_score_panels``)
     (``overrides`` as in ``speedup_bars``)."""
-    frame = table2_frame(cells, experiment=experiment, pair=pair, overrides=overrides)
+    if frame is None:  # ``frame``: these cells' table2_frame, where the caller holds it already
+        frame = table2_frame(cells, experiment=experiment, pair=pair, overrides=overrides)
     tasks, methods = list(dict.fromkeys(frame["task"])), list(dict.fromkeys(frame["method"]))
-    fig = _new_figure(max(8.0, 3.6 * len(tasks)), 7.0)
-    axes = fig.subplots(2, len(tasks), squeeze=False)
+    dropped = empty_score_panels(frame)
+    quantities = ("perplexity", "score") if len(dropped) < len(tasks) else ("perplexity",)
+    fig = _new_figure(max(8.0, 3.6 * len(tasks)), 3.5 * len(quantities) + 0.3 * len(dropped))
+    axes = fig.subplots(len(quantities), len(tasks), squeeze=False)
     for i, task in enumerate(tasks):
         rows = frame[frame["task"] == task]
         score_name = _score_name(task, rows)
-        for ax, column in zip(axes[:, i], ("perplexity", "score")):
+        for ax, column in zip(axes[:, i], quantities):
+            if column == "score" and task in dropped:
+                ax.remove()  # nothing to show: the reason goes in the caption, not an empty panel
+                continue
             absent, plotted = [], 0
             for row in rows.itertuples(index=False):
                 y = getattr(row, column, math.nan)
@@ -263,7 +379,8 @@ def quality_vs_speed(
                 _missing_note(ax, column, absent, rows, plotted)
         axes[0, i].set_title(_task_label(task))
         axes[0, i].set_ylabel(YLABELS["perplexity"] if i == 0 else "perplexity")
-        axes[1, i].set_ylabel(_score_label(task, score_name))
+        if task not in dropped and len(quantities) > 1:
+            axes[1, i].set_ylabel(_score_label(task, score_name))
     handles = [
         Line2D(
             [],
@@ -280,10 +397,36 @@ def quality_vs_speed(
     fig.legend(handles=handles, loc="outside right upper", fontsize=9, frameon=False)
     _add_caption(
         fig,
-        caption(frame) + " · whiskers: 95% bootstrap intervals over examples (cells with ≥ 3)",
+        " · ".join(
+            [
+                caption(frame),
+                "whiskers: 95% bootstrap intervals over examples (cells with ≥ 3)",
+                *(f"no score panel for {_task_label(task)}: {reason}" for task, reason in dropped.items()),
+            ]
+        ),
         f"Quality against speed per task — experiment {experiment}",
     )
     return fig
+
+
+def empty_score_panels(frame: pd.DataFrame) -> dict[str, str]:
+    """{task: why its score panel would show nothing} for the tasks of a Table 2 frame whose
+    finished cells all score 0 or have no score (a task without a judge, say): such a panel is
+    dropped, not drawn empty."""
+    dropped = {}
+    for task, rows in frame.groupby("task", sort=False):
+        ran = rows[~rows["missing"].astype(bool)]
+        name = _score_name(task, ran)
+        scores = [float(v) for v, n in zip(ran.get("score", []), ran.get("score_name", [])) if n == name and _finite(v)]
+        if ran.empty:
+            dropped[task] = "no finished cell"
+        elif not scores:
+            reasons = sorted({r for r in ran.get("score_missing_reason", []) if isinstance(r, str) and r})
+            dropped[task] = "no method has a score" + (f" ({'; '.join(reasons)})" if reasons else "")
+        elif not any(scores):
+            none = " or has none" if len(scores) < len(ran) else ""
+            dropped[task] = f"every method scores 0{none} ({_score_label(task, name)})"
+    return dropped
 
 
 def _missing_note(ax, column: str, absent: list[str], rows: pd.DataFrame, plotted: int) -> None:
@@ -576,11 +719,15 @@ def build_all(
     ``overrides``: the Table 2 figures' override set ("" = the base cells; None = any single set)."""
     cells = load_cells(results_root)
     have = set(cells["experiment"]) if "experiment" in cells else set()
+    table = functools.cache(lambda: table2_frame(cells, table_experiment, overrides=overrides))  # both figures'
     jobs = {
-        "table2_speedup": (table_experiment, lambda: speedup_bars(cells, table_experiment, overrides=overrides)),
+        "table2_speedup": (
+            table_experiment,
+            lambda: speedup_bars(cells, table_experiment, overrides=overrides, frame=table()),
+        ),
         "table2_quality_speed": (
             table_experiment,
-            lambda: quality_vs_speed(cells, table_experiment, overrides=overrides),
+            lambda: quality_vs_speed(cells, table_experiment, overrides=overrides, frame=table()),
         ),
         "sweep_gamma": (sweep_experiment, lambda: gamma_sweep(cells, experiment=sweep_experiment)),
         "sweep_beam_width": (sweep_experiment, lambda: beam_width_sweep(cells, experiment=sweep_experiment)),
@@ -597,5 +744,10 @@ def build_all(
             skipped.append(f"{name}: no cell of `sweep={swept}` under {results_root}")
             continue
         written[name] = save_figure(make(), name, out_dir)
+    if "table2_quality_speed" in written:  # a panel left out is said, as a figure left out is
+        dropped = empty_score_panels(table())
+        skipped += [
+            f"table2_quality_speed's score panel for {_task_label(task)}: {why}" for task, why in dropped.items()
+        ]
     written["skipped"] = skipped
     return written

@@ -34,6 +34,7 @@ from mtad.metrics.cost_model import (
 )
 from mtad.records import write_if_changed
 from mtad.report.cells import load_cells
+from mtad.report.reproduce import recorded_machine
 from mtad.report.values import in_order, is_missing
 from mtad.tasks import TASKS
 
@@ -191,7 +192,16 @@ def table2(
     df["task"], df["method"] = df["task"].astype(str), df["method"].astype(str)
     table = add_intervals(df)[COLUMNS + INTERVAL_BOUNDS]
     table.attrs["timing"] = timing(df)  # the header's, kept out of the columns (and the CSV)
+    table.attrs["machines"] = recorded_machines(df)
     return table
+
+
+def recorded_machines(cells: pd.DataFrame) -> str | None:
+    """The machines the cells ran on as their env.json records name them, instruction sets and
+    target dtype included (``reproduce.recorded_machine``); None without cell folders to read."""
+    ran = cells[cells["status"] != "missing"] if "status" in cells else cells
+    paths = [p for p in ran.get("path", []) if isinstance(p, str)]
+    return "; ".join(dict.fromkeys(recorded_machine(Path(p)) for p in paths)) or None
 
 
 class ProvenanceError(ValueError):
@@ -286,7 +296,7 @@ def to_markdown(
         f"# Table 2 — experiment `{experiment}`",
         "",
         *([f"- code: {code}"] if code else []),
-        f"- machine: {fmt_set(df['machine'])}",
+        f"- machine: {df.attrs.get('machines') or fmt_set(df['machine'])}",
         f"- dtype: {fmt_set(df['dtype'])}",
         f"- pair: {fmt_set(df['pair'])}",
         f"- seed: {fmt_set(df['seed'])}",
