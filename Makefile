@@ -188,13 +188,16 @@ PAIR ?=
 CLAIMS_DIR = $(RESULTS)/$(EXPERIMENT)$(if $(PAIR),/$(PAIR))
 .PHONY: claims
 claims: EXPERIMENT = claims
+# --report-only only reads the cells: its report goes under results/local/ (the committed one is written by `make results` alone)
+claims: CLAIMS_REPORT = $(if $(and $(filter --report-only,$(OVERRIDES)),$(if $(REGENERATE),,reading),\
+  $(filter-out results/local/%,$(filter results/%,$(CLAIMS_OUT)))),results/local/claims,$(CLAIMS_OUT))
 claims: install ## every claim of the paper with a 95% interval and a verdict (embedded pair: a few hours on 2 cores, resumed by a rerun) -> results/local/claims/claims.md, compared with the committed one
 	@if [ "$(filter claims%,$(EXPERIMENT))" ]; then \
 	  $(PY) scripts/get_data.py --only cnndm $(DATA_ARGS) || echo "warning: CNN/DailyMail could not be fetched; the run will stop"; \
 	  $(if $(AT_REFERENCE),$(call reset_if_committed,$(CLAIMS_DIR));) fi
-	$(PY) -m mtad.experiments.claims experiment=$(EXPERIMENT) $(if $(PAIR),pair=$(PAIR)) results_root=$(RESULTS) --out $(CLAIMS_OUT) $(OVERRIDES)
-	@$(if $(AT_REFERENCE),true,if [ -f results/claims/$(EXPERIMENT).json ] && [ -z "$(PAIR)" ]; then \
-	  $(PY) -m mtad.report.agreement claims results/claims/$(EXPERIMENT).json $(CLAIMS_OUT)/$(EXPERIMENT).json || true; fi)
+	$(PY) -m mtad.experiments.claims experiment=$(EXPERIMENT) $(if $(PAIR),pair=$(PAIR)) results_root=$(RESULTS) --out $(CLAIMS_REPORT) $(OVERRIDES)
+	@$(if $(filter results/claims,$(CLAIMS_REPORT)),true,if [ -f results/claims/$(EXPERIMENT).json ] && [ -z "$(PAIR)" ]; then \
+	  $(PY) -m mtad.report.agreement claims results/claims/$(EXPERIMENT).json $(CLAIMS_REPORT)/$(EXPERIMENT).json || true; fi)
 
 # --- reproduction check: every method on one short example, rerun in a fresh process
 VERIFY_ROOT ?= results/verify

@@ -26,7 +26,8 @@ one (an edited experiment file) is refused with the differences listed.
 Settings (limit, method parameters, task options, the judge, a writable results_root) are
 checked before any data or model is loaded and before the cell directory exists. A failed
 run writes ``error.txt`` into its cell unless that cell is complete (its results stand).
-The process exits non-zero when a cell failed or stayed incomplete.
+The process exits non-zero when a cell failed or stayed incomplete. Ctrl-C stops it with one line,
+the examples its cells keep, and status 130; the same command resumes it.
 """
 
 from __future__ import annotations
@@ -47,13 +48,15 @@ from mtad.runner.cell import (
     missing_or_fail,
     plan_cell,
 )
-from mtad.runner.checks import SettingError, check_override_keys
+from mtad.runner.checks import SettingError, check_group_options, check_override_keys
+from mtad.runner.interrupt import INTERRUPTED, interrupted_line
 from mtad.runner.layout import resolve_cell
 from mtad.runner.lock import cell_lock
 from mtad.runner.offline import settle_hub_access
 from mtad.runner.session import CellSession
 
 log = logging.getLogger("mtad.run")
+STARTED: list = []  # the folders of the cells this process has begun: what Ctrl-C reports as kept
 
 
 def run_cell(cfg: DictConfig, plan: CellPlan, logger) -> dict:
@@ -91,6 +94,7 @@ def run_with_logger(cfg: DictConfig) -> dict:
 
     cell = resolve_cell(cfg, HydraConfig.get())
     plan = plan_cell(cfg, cell)  # bad settings stop here: nothing loaded, nothing written
+    STARTED.append(cell.directory)
     logger = hydra.utils.instantiate(
         cfg.logger,
         name=cell.name,
@@ -146,19 +150,27 @@ def usage() -> str:
 
 
 def main() -> None:
-    """``mtad-run``: the command-line overrides' keys are checked first (Hydra's own message for an
-    unknown key does not list the valid ones), then every job of a multirun is planned (a bad value
+    """``mtad-run``; Ctrl-C ends it with one line (the examples its cells keep) and status 130."""
+    try:
+        run_command(sys.argv[1:])
+    except KeyboardInterrupt:  # caught above Hydra, whose launcher and error report would print a traceback
+        print(interrupted_line("mtad-run", STARTED), file=sys.stderr)
+        sys.exit(INTERRUPTED)
+
+
+def run_command(argv: list[str]) -> None:
+    """The command line's group options and override keys are checked first (Hydra's own messages
+    span many lines and list no near names), then every job of a multirun is planned (a bad value
     stops it before its first cell), then Hydra runs the cell(s)."""
     import hydra
     from hydra.errors import HydraException
 
     from mtad.runner.multirun import first_bad_job, jobs_to_check, needs_hub, runs_several
 
-    argv = sys.argv[1:]
     if "--help" in argv or "-h" in argv:
         print(usage())
         return
-    problem = check_override_keys(argv)
+    problem = check_group_options(argv) or check_override_keys(argv)
     if problem:
         sys.exit(f"mtad-run: {problem}")
     provenance.capture()  # the code state this process starts from, before any cell runs

@@ -58,6 +58,76 @@ def test_a_cache_below_a_file_names_mtad_cache(tmp_path, monkeypatch):
     assert not (tmp_path / "runs").exists()
 
 
+def unsearchable(monkeypatch, locked: Path) -> None:
+    """Looking at anything inside ``locked`` is refused, as a mode-000 folder refuses another user
+    (root, who runs the tests, ignores permissions: pathlib's stat is patched instead)."""
+    stat = Path.stat
+
+    def refused(self, *args, **kwargs):
+        if str(self.absolute()).startswith(f"{locked}/"):
+            raise PermissionError(13, "Permission denied", str(self))
+        return stat(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "stat", refused)
+
+
+def test_a_results_root_inside_a_folder_this_user_cannot_search_is_one_line(tmp_path, monkeypatch):
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    unsearchable(monkeypatch, locked)
+    from hydra.core.hydra_config import HydraConfig
+    from test_configs import compose_cfg
+
+    from mtad.run import plan_cell
+    from mtad.runner.layout import resolve_cell
+
+    cfg = compose_cfg([*TINY, "method=sampling", "task=chat", f"results_root={locked}/runs"])
+    with pytest.raises(SettingError) as err:
+        plan_cell(cfg, resolve_cell(cfg, HydraConfig.get()))
+    message = str(err.value)
+    assert message.startswith(f"cannot read {locked}: permission denied (needed for {locked}/runs/")
+    assert message.endswith("point results_root to a folder this user can read and write") and "\n" not in message
+
+
+def test_a_results_root_this_user_cannot_read_or_write_is_one_line(tmp_path, monkeypatch):
+    import os
+
+    from mtad.runner.checks import folder_problem
+
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    access = os.access
+    monkeypatch.setattr(os, "access", lambda path, mode, **kw: Path(path) != runs and access(path, mode, **kw))
+    assert (
+        folder_problem(runs / "exp") == f"cannot read and write {runs}: permission denied (needed for {runs / 'exp'})"
+    )
+    assert folder_problem(tmp_path / "other") is None
+
+
+UNSEARCHABLE = """
+import os, pathlib
+LOCKED = os.environ["MTAD_TEST_LOCKED"]
+_stat = pathlib.Path.stat
+def stat(self, *args, **kwargs):
+    if str(self.absolute()).startswith(LOCKED + "/"):
+        raise PermissionError(13, "Permission denied", str(self))
+    return _stat(self, *args, **kwargs)
+pathlib.Path.stat = stat
+"""
+
+
+def test_mtad_run_with_a_results_root_it_cannot_reach_says_so_in_one_line(tmp_path):
+    from test_run import mtad_run
+
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    args = [*TINY, "method=sampling", "task=chat", "limit=1", f"results_root={locked}/runs"]
+    proc = mtad_run(args, tmp_path, check=False, prefix=UNSEARCHABLE, env={"MTAD_TEST_LOCKED": str(locked)})
+    assert proc.returncode == 1 and "Traceback" not in proc.log, proc.log[-3000:]
+    (line,) = [line for line in proc.log.splitlines() if str(locked) in line]
+    assert f"cannot read {locked}: permission denied" in line and "point results_root to a folder" in line
+
+
 @pytest.mark.skipif(not Path("/proc/self").exists(), reason="needs a /proc file system")
 def test_a_folder_where_none_can_be_made_is_one_line():
     from mtad.runner.checks import folder_problem

@@ -12,8 +12,8 @@ READING_COMMANDS = [
     ["make", "help"],
     ["make", "table"],
     ["make", "figures"],
-    # the committed run read, the report written aside (its bootstrap's last digits vary by CPU type)
-    ["make", "claims", "OVERRIDES=--report-only", "RESULTS=results/runs", "CLAIMS_OUT=results/local/claims"],
+    # the committed run read: the report goes under results/local (its bootstrap's last digits vary by CPU type)
+    ["make", "claims", "OVERRIDES=--report-only", "RESULTS=results/runs"],
     ["{python}", "scripts/make_table.py", "--experiment", "table2"],
     ["{python}", "scripts/make_figures.py"],
     ["{python}", "-m", "mtad.experiments.claims", "--report-only", "results_root=results/runs"],
@@ -37,6 +37,32 @@ def test_reading_commands_and_a_plain_run_leave_git_status_clean(tmp_path):
     assert (clone / "results" / "local" / "claims" / "claims.md").is_file()
     assert (clone / "results" / "local" / "tables" / "table2.md").is_file()
     assert list((clone / "results" / "local" / "runs" / "default").rglob("metrics.json"))
+
+
+@pytest.mark.parametrize(
+    "extra, out",
+    [
+        (["OVERRIDES=--report-only", "RESULTS=results/runs"], "results/local/claims"),
+        (
+            ["OVERRIDES=--report-only --no-theory", "RESULTS=results/runs", "CLAIMS_OUT=results/claims"],
+            "results/local/claims",
+        ),
+        (["OVERRIDES=--report-only", "RESULTS=results/runs", "CLAIMS_OUT=/tmp/mine"], "/tmp/mine"),
+        (["OVERRIDES=--report-only", "RESULTS=results/runs", "REGENERATE=1"], "results/claims"),  # `make results`
+        (["RESULTS=results/runs", "REGENERATE=1"], "results/claims"),
+    ],
+)
+def test_a_report_only_claims_writes_the_committed_report_only_within_make_results(extra, out):
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    dry = subprocess.run(
+        ["make", "--no-print-directory", "-n", "claims", "PY=python", *extra], cwd=repo, capture_output=True, text=True
+    )
+    (command,) = [line for line in dry.stdout.splitlines() if "-m mtad.experiments.claims" in line]
+    assert f" --out {out} " in command, command
+    compared = [line for line in dry.stdout.splitlines() if "mtad.report.agreement claims" in line]
+    assert bool(compared) == (out != "results/claims")  # a report written aside is compared with the committed one
 
 
 def test_a_rebuild_that_only_changes_its_build_time_leaves_the_file_alone(tmp_path):

@@ -173,3 +173,54 @@ def test_the_camera_ready_pair_loads_through_the_hub_source_with_llama3_rope_sca
     with torch.no_grad():  # transformers' own greedy loop, up to its first EOS
         reference = pair.target.generate(prompt, max_new_tokens=40, do_sample=False)[0, prompt.shape[1] :].tolist()
     assert out["eager"][: len(reference)] == reference
+
+
+@pytest.fixture
+def empty_hub_cache(tmp_path, monkeypatch):
+    """An empty Hugging Face cache, and transformers never asked: a model that is not here must be
+    refused before it would wait on the network."""
+    import huggingface_hub.constants
+    import transformers
+
+    def never(*args, **kwargs):
+        raise AssertionError("transformers was asked for a model that is not on this machine")
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hf"))
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", never)
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", never)
+    return tmp_path / "hf"
+
+
+def test_load_pair_offline_without_the_weights_is_one_clear_error_at_once(empty_hub_cache, monkeypatch):
+    from mtad.models.pairs import HubModelUnavailable
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    cfg = pair_config("llama2_13b_68m")
+    cfg["target"]["id"] = "mtad-test/no-such-model"
+    with pytest.raises(HubModelUnavailable) as refused:
+        load_pair(cfg)
+    message = str(refused.value)
+    assert isinstance(refused.value, FileNotFoundError) and "\n" not in message
+    assert message.startswith("pair.target.id=mtad-test/no-such-model: not on this machine")
+    assert f"not in the Hugging Face cache {empty_hub_cache}" in message and "(HF_HUB_OFFLINE is set)" in message
+    assert "`hf download mtad-test/no-such-model --local-dir DIR`" in message and "pair.target.id=DIR" in message
+    with pytest.raises(HubModelUnavailable, match="pair.target.id=meta-llama/Llama-2-13b-hf: not on this machine"):
+        load_pair("llama2_13b_68m")
+
+
+def test_load_pair_with_the_hub_unreachable_says_why_after_one_short_probe(empty_hub_cache, monkeypatch):
+    import socket
+
+    from mtad.models.pairs import HubModelUnavailable
+
+    probes = []
+
+    def unreachable(address, timeout=None):
+        probes.append((address, timeout))
+        raise OSError("Name or service not known")
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(socket, "create_connection", unreachable)
+    with pytest.raises(HubModelUnavailable, match=r"cannot be reached \(Name or service not known\)"):
+        load_pair("llama2_13b_68m")
+    assert probes == [(("huggingface.co", 443), 3.0)]

@@ -90,6 +90,58 @@ def test_unknown_setting_key_from_the_command_line(tmp_path):
     )
 
 
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        (
+            "method=mtda",
+            "unknown method 'mtda'; did you mean 'mtad'? valid: mtad, mmtad, sampling, specinfer, spectr, sps",
+        ),
+        ("task=cnndn", "unknown task 'cnndn'; did you mean 'cnndm'? valid: cnndm, chat, humaneval, mtbench, spider"),
+        ("pair=tiny_lama", "unknown pair 'tiny_lama'; did you mean 'tiny_llama'? valid: tiny_llama, "),
+        ("experiment=tabel2", "unknown experiment 'tabel2'; did you mean 'table2'? valid: table2, "),
+        ("sweep=gama", "unknown sweep 'gama'; did you mean 'gamma'? valid: gamma, beam_width, stop_below, threshold"),
+        ("logger=wandbb", "unknown logger 'wandbb'; did you mean 'wandb'? valid: wandb, none"),
+        ("energy=nvm", "unknown energy 'nvm'; did you mean 'nvml'? valid: nvml, "),
+        ("pair=gpt5", "unknown pair 'gpt5'; valid: llama2_13b_68m, "),
+        ("method=sps,mtda", "unknown method 'mtda'; did you mean 'mtad'?"),  # a multirun's list
+        ("+method=choice(sps,mtda)", "unknown method 'mtda'; did you mean 'mtad'?"),
+    ],
+)
+def test_an_unknown_group_option_is_one_line_with_the_nearest_names_first(override, message):
+    from mtad.runner.checks import check_group_options
+
+    problem = check_group_options(["-m", "logger=none", override])
+    assert problem.startswith(message) and "\n" not in problem
+
+
+def test_group_options_are_the_files_of_the_config_folder(tmp_path, monkeypatch):
+    from mtad.configs import conf_dir
+    from mtad.runner.checks import check_group_options
+
+    shutil.copytree(conf_dir(), tmp_path / "conf")
+    shutil.copy(tmp_path / "conf" / "method" / "mtad.yaml", tmp_path / "conf" / "method" / "mine.yaml")
+    monkeypatch.setenv("MTAD_CONF_DIR", str(tmp_path / "conf"))
+    assert (
+        check_group_options(["method=mine,mtad", "~sweep", "experiment=null", "hydra/launcher=local_parallel"]) is None
+    )
+    assert check_group_options(["method=mien"]).startswith("unknown method 'mien'; did you mean 'mine'? valid: mine, ")
+
+
+def test_an_unknown_group_option_stops_mtad_run_and_the_claims_command_in_one_line(tmp_path, capsys):
+    proc = mtad_run([*TINY, "task=chat", "method=sps,mtda", "-m"], tmp_path, check=False)
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr == (
+        "mtad-run: unknown method 'mtda'; did you mean 'mtad'? valid: mtad, mmtad, sampling, specinfer, spectr, sps\n"
+    )
+    from mtad.experiments.claims import main
+
+    assert main(["--report-only", "task=cnndn", f"results_root={tmp_path / 'runs'}"]) == 1
+    err = capsys.readouterr().err
+    assert err == "claims: unknown task 'cnndn'; did you mean 'cnndm'? valid: cnndm, chat, humaneval, mtbench, spider\n"
+    assert not (tmp_path / "runs").exists()
+
+
 def test_mistyped_method_value_from_the_command_line(tmp_path):
     """The method's node is its typed settings class: Hydra refuses the value, naming key and type."""
     proc = mtad_run([*TINY, "method=mtad", "method.replacement=sometimes"], tmp_path, check=False)

@@ -19,12 +19,15 @@ import argparse
 import logging
 import sys
 from dataclasses import dataclass, field, fields
+from pathlib import Path
 
 from mtad import provenance
 from mtad.configs import compose
 from mtad.experiments.interleaved import run_interleaved
 from mtad.experiments.theory import ExactnessSettings, TheorySettings, run_theory, stored_theory, write_theory
 from mtad.report.claims import ReportSettings, publish, report_name
+from mtad.runner.checks import check_group_options
+from mtad.runner.interrupt import INTERRUPTED, cells_under, interrupted_line
 from mtad.runner.layout import theory_path
 
 log = logging.getLogger("mtad.claims")
@@ -124,15 +127,32 @@ def one_line(err: Exception) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from hydra.errors import HydraException
-
+    """The claims command; Ctrl-C ends it with one line (the examples its cells keep) and status 130."""
     args = arguments(__doc__).parse_intermixed_args(argv)
     provenance.capture()  # the code state this process starts from, before any cell runs
     logging.basicConfig(level=logging.INFO, format="[%(asctime)s][%(name)s] %(message)s")
+    cells_folder = []  # the experiment's cells (<results_root>/<experiment>/<pair>), once composed
+    try:
+        return run_and_report(args, cells_folder)
+    except KeyboardInterrupt:  # one line, not a traceback: every finished example is in its cell
+        cells = cells_under(cells_folder[0]) if cells_folder else []
+        print(interrupted_line("claims", cells, cells_folder[0] if cells else None), file=sys.stderr)
+        return INTERRUPTED
+
+
+def run_and_report(args, cells_folder: list) -> int:
+    """Run what the experiment's ``claims:`` section asks (unless ``--report-only``), then publish
+    the report; ``cells_folder`` receives the folder of the experiment's cells once it is known."""
+    from hydra.errors import HydraException
+
     overrides = with_experiment(args.overrides)
     stopped = False
     try:
+        problem = check_group_options(overrides)  # before Hydra, whose message spans a dozen lines
+        if problem:
+            raise ValueError(problem)
         cfg, settings, name = claims_config(overrides)
+        cells_folder.append(Path(cfg.results_root) / cfg.experiment_name / cfg.pair.name)
         checks = None if (args.report_only or args.no_theory) else theory_settings(settings)  # checked first
         if settings.tasks and not args.report_only:
             summary = run_interleaved(

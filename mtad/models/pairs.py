@@ -316,27 +316,70 @@ def check_device(device: str | None) -> None:
         raise ValueError(f"pair.device={device!r}: only cpu and cuda are supported")
 
 
-def hub_model_problem(model_id: str, part: str) -> str | None:
-    """Why the hub model `model_id` cannot be loaded here (None when it can, or when that is only
-    known by trying): a local folder that is not there, or an id not in the local cache while the
-    hub is unreachable (HF_HUB_OFFLINE, which `runner.offline` sets after its probe)."""
+HUB = ("huggingface.co", 443)  # the Hugging Face hub's address, probed before a download that would wait on it
+
+
+class HubModelUnavailable(FileNotFoundError):
+    """A pair's hub model that is neither a local folder nor in the Hugging Face cache, while the hub
+    cannot be reached; the message (one line) names the id, where it was looked for and how to get it."""
+
+
+def hub_offline() -> bool:
+    """Whether HF_HUB_OFFLINE says so (as huggingface_hub reads it: 1, true, yes or on)."""
     import os
 
-    if Path(model_id).expanduser().is_absolute() or model_id.startswith("."):
-        if not Path(model_id).expanduser().is_dir():
-            return f"pair.{part}.id={model_id}: no such folder"
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().upper() in {"1", "TRUE", "YES", "ON"}
+
+
+def hub_unreachable(timeout_s: float = 3.0) -> str | None:
+    """Why the Hugging Face hub cannot be reached from here (HF_HUB_OFFLINE, or what a connection to
+    it attempted for at most ``timeout_s`` met), or None when it answers."""
+    import socket
+
+    if hub_offline():
+        return "HF_HUB_OFFLINE is set"
+    try:
+        socket.create_connection(HUB, timeout=timeout_s).close()
         return None
-    if not os.environ.get("HF_HUB_OFFLINE"):
-        return None  # online: transformers downloads it (or names the access it lacks)
-    from huggingface_hub import try_to_load_from_cache
+    except OSError as exc:
+        return str(exc) or type(exc).__name__
+
+
+def hub_model_problem(model_id: str, part: str) -> str | None:
+    """Why the hub model `model_id` cannot be loaded here (None when it can, or when that is only
+    known by trying): a local folder that is not there, or an id that is neither a folder nor in the
+    local Hugging Face cache while the hub cannot be reached (HF_HUB_OFFLINE, which `runner.offline`
+    sets after its probe, or a short probe here). Checked before transformers, which would wait
+    out its retries and then raise a long error."""
+    folder = Path(model_id).expanduser()
+    if folder.is_absolute() or model_id.startswith("."):
+        return None if folder.is_dir() else f"pair.{part}.id={model_id}: no such folder"
+    if folder.is_dir():  # transformers reads a relative folder of that name first
+        return None
+    from huggingface_hub import constants, try_to_load_from_cache
 
     if isinstance(try_to_load_from_cache(model_id, "config.json"), str):
         return None
+    why = hub_unreachable()
+    if why is None:
+        return None  # online: transformers downloads it (or names the access it lacks)
     return (
-        f"pair.{part}.id={model_id}: not on this machine and the Hugging Face hub cannot be reached; download it "
-        f"where there is network (`hf download {model_id} --local-dir DIR`), copy DIR here and set "
-        f"pair.{part}.id=DIR"
+        f"pair.{part}.id={model_id}: not on this machine (no folder {folder.absolute()}, not in the Hugging Face "
+        f"cache {constants.HF_HUB_CACHE}) and the Hugging Face hub cannot be reached ({why}); run where it can "
+        f"(the model is downloaded into that cache), or download it where there is network "
+        f"(`hf download {model_id} --local-dir DIR`), copy DIR here and set pair.{part}.id=DIR"
     )
+
+
+def check_hub_models(cfg: Mapping) -> None:
+    """Every hub model of the pair (a `hub` source, an EAGLE head's id) can be loaded here, else
+    HubModelUnavailable with one line (`hub_model_problem`)."""
+    for part in ("target", "draft"):
+        spec = cfg[part]
+        if spec["source"] == "hub" or spec.get("format") == "eagle":
+            problem = hub_model_problem(str(spec["id"]), part)
+            if problem:
+                raise HubModelUnavailable(problem)
 
 
 def check_pair_settings(cfg: Mapping) -> dict:
@@ -353,12 +396,7 @@ def check_pair_settings(cfg: Mapping) -> dict:
         )
     if cfg["draft"]["source"] in ("distilled", "head") and cfg["draft"].get("file"):
         draft_file(cfg)
-    for part in ("target", "draft"):
-        spec = cfg[part]
-        if spec["source"] == "hub" or spec.get("format") == "eagle":
-            problem = hub_model_problem(str(spec["id"]), part)
-            if problem:
-                raise FileNotFoundError(problem)
+    check_hub_models(cfg)
     return cfg
 
 
@@ -381,10 +419,13 @@ class Pair:
 
 
 def load_pair(name_or_cfg: str | Mapping = "smollm2_135m", **overrides) -> Pair:
-    """Load a pair by name (conf/pair/<name>.yaml) or from a config mapping; see the schema there."""
+    """Load a pair by name (conf/pair/<name>.yaml) or from a config mapping; see the schema there.
+    A hub model that is not on this machine while the hub cannot be reached raises
+    HubModelUnavailable at once, before transformers would wait on the network."""
     cfg = pair_config(name_or_cfg, **overrides)
     name = cfg.get("name") or (name_or_cfg if isinstance(name_or_cfg, str) else "custom")
     cfg["name"] = name
+    check_hub_models(cfg)
     target, tokenizer = load_target_and_tokenizer(cfg)
     draft, draft_tokenizer = load_draft_model(cfg, target)
     if draft_tokenizer is not None:

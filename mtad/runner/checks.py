@@ -38,6 +38,58 @@ def check_run_settings(cfg) -> None:
         raise SettingError(f"stop_rule must be one of {', '.join(STOP_RULES)}, got {cfg.stop_rule!r}")
 
 
+def unknown_name(kind: str, name: str, valid) -> str:
+    """One line for a name that is not one of ``valid``: the nearest ones first (and suggested), then the rest."""
+    from difflib import get_close_matches
+
+    nearest = get_close_matches(str(name), sorted(valid), n=3, cutoff=0.6)
+    rest = sorted(v for v in valid if v not in nearest)
+    guess = f"; did you mean {nearest[0]!r}?" if nearest else ";"
+    return f"unknown {kind} {name!r}{guess} valid: {', '.join([*nearest, *rest])}"
+
+
+def group_values(override) -> list[str]:
+    """The option names a parsed ``group=...`` override picks (each value of a sweep), or [] when it
+    picks none (a deletion, null) or Hydra expands them itself (``glob(...)``)."""
+    from hydra.errors import HydraException
+
+    if override.is_delete():
+        return []
+    try:
+        values = list(override.sweep_string_iterator()) if override.is_sweep_override() else [override.value()]
+    except HydraException:
+        return []
+    return [str(v) for v in values if v is not None and str(v) != "null"]
+
+
+def check_group_options(overrides: list[str]) -> str | None:
+    """Why a command-line ``<group>=<option>`` (pair, method, task, experiment, sweep, logger,
+    energy: the folders of conf/), or one value of a sweep over it, names no option of its group
+    (the nearest ones first), or None. Checked before Hydra composes, whose own message spans a
+    dozen lines and suggests nothing."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    from mtad.configs import conf_dir
+
+    conf, parser = conf_dir(), OverridesParser.create()
+    for text in overrides:
+        if text.startswith("-") or "=" not in text:
+            continue
+        try:
+            (override,) = parser.parse_overrides([text])
+        except HydraException:  # not an override Hydra can read: its own one-line message follows
+            continue
+        group = override.key_or_group
+        if group == "hydra" or "/" in group or not (conf / group).is_dir():  # hydra/launcher: plugins too
+            continue
+        valid = [p.stem for p in (conf / group).glob("*.yaml")]
+        wrong = [v for v in group_values(override) if v not in valid]
+        if wrong:
+            return unknown_name(group, wrong[0], valid)
+    return None
+
+
 def check_override_keys(overrides: list[str]) -> str | None:
     """Why a command-line ``method.<key>`` or ``task.<key>`` names no setting of the method(s) or
     task(s) it applies to (the valid keys listed), or None. Checked before Hydra composes, whose
@@ -137,7 +189,7 @@ def check_method(name: str, params: dict):
     from mtad.decoding import DECODERS
 
     if name not in DECODERS:
-        raise SettingError(f"unknown method {name!r}; valid: {', '.join(DECODERS)}")
+        raise SettingError(unknown_name("method", name, DECODERS))
     try:
         return DECODERS[name].settings(**params)
     except (TypeError, ValueError) as exc:
@@ -154,35 +206,56 @@ def build_task(name: str, data_root, options: dict):
         raise SettingError(f"task={name}: {exc}") from None
 
 
-def folder_problem(path: Path) -> str | None:
-    """Why ``path`` cannot be (or become) a folder this process writes to, in a few words naming the
-    path at fault: not a directory, read-only, permission, or a place where no folder can be made;
-    None when it can. Probed with a temporary folder, removed at once (nothing else is created)."""
-    path = Path(path).expanduser().absolute()
-    existing = path
-    while not existing.exists() and existing != existing.parent:
+def refusal_reason(exc: OSError) -> str:
+    """Why a folder refused this process, in a few words."""
+    return {
+        errno.EROFS: "read-only file system",
+        errno.EACCES: "permission denied",
+        errno.EPERM: "permission denied",
+        errno.ENOENT: "no folder can be created there",
+    }.get(exc.errno, exc.strerror or type(exc).__name__)
+
+
+def nearest_existing(path: Path) -> tuple[Path, OSError | None]:
+    """``path`` or the nearest folder above it that exists, with the error met on the way when a
+    folder above cannot be searched (the path below it cannot even be looked at), else None."""
+    existing, blocked = path, None
+    while existing != existing.parent:
+        try:
+            if existing.exists():
+                break
+        except OSError as exc:  # e.g. EACCES: a folder on the way denies this user its contents
+            blocked = exc
         existing = existing.parent
+    return existing, blocked
+
+
+def folder_problem(path: Path) -> str | None:
+    """Why ``path`` cannot be (or become) a folder this process reads and writes, in a few words
+    naming the path at fault: not a directory, read-only, permission, or a place where no folder can
+    be made; None when it can. Probed with a temporary folder, removed at once (nothing else is created)."""
+    path = Path(path).expanduser().absolute()
+    existing, blocked = nearest_existing(path)
+    needed = "" if existing == path else f" (needed for {path})"
+    if blocked is not None:
+        return f"cannot read {existing}: {refusal_reason(blocked)}{needed}"
     if not existing.is_dir():
-        return f"{existing} is not a directory" + ("" if existing == path else f" (needed for {path})")
+        return f"{existing} is not a directory{needed}"
+    if not os.access(existing, os.R_OK | os.W_OK | os.X_OK):  # a run resumes: it reads what it wrote
+        return f"cannot read and write {existing}: permission denied{needed}"
     try:
         os.rmdir(tempfile.mkdtemp(prefix=".mtad-probe-", dir=existing))
     except OSError as exc:
-        reason = {
-            errno.EROFS: "read-only file system",
-            errno.EACCES: "permission denied",
-            errno.EPERM: "permission denied",
-            errno.ENOENT: "no folder can be created there",
-        }.get(exc.errno, exc.strerror or type(exc).__name__)
-        return f"cannot write to {existing}: {reason}" + ("" if existing == path else f" (needed for {path})")
+        return f"cannot write to {existing}: {refusal_reason(exc)}{needed}"
     return None
 
 
 def check_writable(path: Path, setting: str) -> None:
-    """``path`` (or the nearest folder above it that exists) can be written to; else one line
+    """``path`` (or the nearest folder above it that exists) can be read and written; else one line
     naming the path, the cause and the setting to change."""
     problem = folder_problem(path)
     if problem:
-        raise SettingError(f"{problem}; point {setting} to a writable folder")
+        raise SettingError(f"{problem}; point {setting} to a folder this user can read and write")
 
 
 def check_task_limit(task, name: str, limit: int | None) -> None:

@@ -10,29 +10,28 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
 import sys
 
+from mtad.models.pairs import hub_offline, hub_unreachable
+
 log = logging.getLogger("mtad.run")
-HUB = ("huggingface.co", 443)
 
 
 def settle_hub_access(timeout_s: float = 3.0, quiet: bool = False) -> bool:
     """True when the hub answers; otherwise switch this process to offline mode (once), with a
     warning unless `quiet` (a command that needs nothing from the hub)."""
-    if os.environ.get("HF_HUB_OFFLINE"):
+    if hub_offline():
         return False
-    try:
-        socket.create_connection(HUB, timeout=timeout_s).close()
+    why = hub_unreachable(timeout_s)
+    if why is None:
         return True
-    except OSError as exc:
-        os.environ["HF_HUB_OFFLINE"] = "1"
-        constants = sys.modules.get("huggingface_hub.constants")
-        if constants is not None:  # imported already: its flag was read at import
-            constants.HF_HUB_OFFLINE = True
-        (log.debug if quiet else log.warning)(
-            "the Hugging Face hub is unreachable (%s): running offline (HF_HUB_OFFLINE=1); local "
-            "paths, the packaged model and cached files are used",
-            exc,
-        )
-        return False
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    constants = sys.modules.get("huggingface_hub.constants")
+    if constants is not None:  # imported already: its flag was read at import
+        constants.HF_HUB_OFFLINE = True
+    (log.debug if quiet else log.warning)(
+        "the Hugging Face hub is unreachable (%s): running offline (HF_HUB_OFFLINE=1); local "
+        "paths, the packaged model and cached files are used",
+        why,
+    )
+    return False
