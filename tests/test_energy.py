@@ -117,3 +117,21 @@ def test_nvml_meter_with_recorded_sequences():
     reading = meter.stop()
     assert reading.per_device == pytest.approx({"cuda:0": 2.5, "cuda:1": 2.0})
     assert reading.joules == pytest.approx(4.5)
+
+
+def test_why_energy_is_missing_is_said_once_per_process_not_once_per_cell(tmp_path, caplog):
+    """Two cells of one run (a multirun's jobs share the process) log the energy meter's reason once."""
+    import logging
+
+    from tiny_cells import run_tiny_cell
+
+    from mtad.runner.session import log_once
+
+    log_once.cache_clear()  # a cell run earlier in this process said it already
+    with caplog.at_level(logging.INFO, logger="mtad.run"):
+        for method in ("sampling", "sps"):
+            run_tiny_cell(tmp_path / "runs", method)
+        said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("energy:")]
+        assert said == ["energy: energy metering switched off (energy=none)"]
+        log_once(logging.INFO, "energy: another reason")  # another message is said in its turn
+        assert caplog.records[-1].getMessage() == "energy: another reason"

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 from omegaconf import OmegaConf
+from tiny_cells import run_tiny_cell
 
 from mtad.tracking import NullLogger, WandbLogger, flatten_scalars
 
@@ -120,14 +121,9 @@ def test_failed_cell_still_finishes_the_logger(monkeypatch, tmp_path):
 def test_each_example_logs_its_speed_and_acceptance(tmp_path, monkeypatch):
     """A real (tiny) cell's examples reach the tracker with tokens/s, block efficiency and acceptance
     from their own decoder stats, and W&B's offline run holds them per example."""
-    from hydra.core.hydra_config import HydraConfig
-
-    from mtad.configs import compose
     from mtad.metrics.speed import aggregate_speed
     from mtad.records import read_records
-    from mtad.run import run_cell
-    from mtad.runner.cell import plan_cell
-    from mtad.runner.layout import SAMPLES, resolve_cell
+    from mtad.runner.layout import SAMPLES
 
     logged = []
 
@@ -135,12 +131,7 @@ def test_each_example_logs_its_speed_and_acceptance(tmp_path, monkeypatch):
         def log_example(self, step, row):
             logged.append((step, row))
 
-    overrides = ["pair=tiny_llama", "method=sps", "task=chat", "limit=2", "logger=none", "energy=none"]
-    overrides += ["progress=false", "warmup_tokens=0", f"results_root={tmp_path / 'runs'}"]
-    with_hydra, cfg = compose(overrides, hydra=True), compose(overrides)  # a job's config holds no hydra node
-    HydraConfig.instance().set_config(with_hydra)
-    plan = plan_cell(cfg, resolve_cell(cfg, with_hydra.hydra))
-    run_cell(cfg, plan, SpyLogger())
+    plan = run_tiny_cell(tmp_path / "runs", "sps", SpyLogger())
     records = read_records(plan.cell.directory / SAMPLES)
     assert [step for step, _ in logged] == [0, 1] and len(records) == 2
     for (_, row), record in zip(logged, records):

@@ -21,6 +21,7 @@ one of several methods (and tasks) on the same pair. Either way the session
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from typing import Any, Hashable
@@ -37,6 +38,13 @@ from mtad.runner.loop import CellRunner
 log = logging.getLogger("mtad.run")
 
 _PAIR_CACHE: dict[str, Any] = {}
+
+
+@functools.lru_cache(maxsize=None)
+def log_once(level: int, message: str) -> None:
+    """Log ``message`` the first time this process meets it: what holds for the machine (no
+    energy counter to read) holds for every cell of a run, and a multirun of 24 cells says it once."""
+    log.log(level, message)
 
 
 def load_pair_cached(pair_cfg: dict):
@@ -71,7 +79,7 @@ class CellSession:
         self.devices = model_devices(self.pair.target, self.pair.draft)
         self.meter, energy_reason = make_energy_meter(self.cfg.energy.meter, self.devices)
         if energy_reason:
-            log.info("energy: %s", energy_reason)
+            log_once(logging.INFO, f"energy: {energy_reason}")
         environment = {
             **provenance.environment_record(devices=self.devices, models=(self.pair.target, self.pair.draft)),
             "pair_name": getattr(self.pair, "name", None),
