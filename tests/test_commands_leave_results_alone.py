@@ -4,6 +4,7 @@ results/local/, and the targets that regenerate committed files (`make table`, `
 rewrite nothing whose content is unchanged."""
 
 import subprocess
+import sys
 
 import pytest
 from test_fresh_clone import fresh_clone
@@ -57,7 +58,10 @@ def test_a_report_only_claims_writes_the_committed_report_only_within_make_resul
 
     repo = Path(__file__).resolve().parents[1]
     dry = subprocess.run(
-        ["make", "--no-print-directory", "-n", "claims", "PY=python", *extra], cwd=repo, capture_output=True, text=True
+        ["make", "--no-print-directory", "-n", "claims", f"PY={sys.executable}", *extra],
+        cwd=repo,
+        capture_output=True,
+        text=True,
     )
     (command,) = [line for line in dry.stdout.splitlines() if "-m mtad.experiments.claims" in line]
     assert f" --out {out} " in command, command
@@ -98,7 +102,9 @@ def test_no_make_target_but_results_deletes_a_committed_run():
         if target in REGENERATING or target in ("install", "test", "test-fast", "lint"):
             continue
         for extra in ([], ["RESULTS=results/runs"], ["RESULTS=results/runs", "OVERRIDES=--report-only"]):
-            dry = subprocess.run([*make, "-n", target, *extra, "PY=python"], cwd=repo, capture_output=True, text=True)
+            dry = subprocess.run(
+                [*make, "-n", target, *extra, f"PY={sys.executable}"], cwd=repo, capture_output=True, text=True
+            )
             assert dry.returncode == 0 and dry.stdout.strip(), (target, extra, dry.stderr)
             removes = [line for line in dry.stdout.splitlines() if re.search(r"\brm -(r|f|rf)\b", line)]
             assert removes == [], (target, extra, removes)
@@ -106,7 +112,9 @@ def test_no_make_target_but_results_deletes_a_committed_run():
     before = {p: p.read_text() for p in stamps}
     # the loop runs in a checkout with uncommitted changes as well, and RESTART=1 discards nothing dry
     dirty_too = ["ALLOW_DIRTY=1", "RESTART=1"]
-    dry = subprocess.run([*make, "-n", "results", "PY=python", *dirty_too], cwd=repo, capture_output=True, text=True)
+    dry = subprocess.run(
+        [*make, "-n", "results", f"PY={sys.executable}", *dirty_too], cwd=repo, capture_output=True, text=True
+    )
     after = sorted((repo / "results" / ".stamps").glob("*"))
     assert after == stamps and {p: p.read_text() for p in after} == before  # a dry run marks no step done
     # each step either is stamped at this code state already or would be stamped now
