@@ -233,14 +233,14 @@ def test_threshold_figure_is_about_mtad_and_adds_mmtad_only_when_run(cells, tmp_
 
 
 @pytest.mark.slow
-def test_figures_from_a_real_mtad_run_sweep(tmp_path, shared_data):
+def test_figures_from_a_real_mtad_run_sweep(tmp_path, suite_data):
     """The runner's own files (tiny random pair, 1 article, 6 tokens): the sweep frame finds the
     cells despite the extra task overrides, and the unrun grid points show as missing."""
     base = [
         f"results_root={tmp_path / 'runs'}",
         f"hydra.sweep.dir={tmp_path / 'multirun'}",
         f"hydra.run.dir={tmp_path / 'out'}",
-        f"data_root={shared_data}",
+        f"data_root={suite_data}",
         "pair=tiny_llama",
         "limit=1",
         "logger=none",

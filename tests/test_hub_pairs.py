@@ -92,7 +92,7 @@ def test_every_pair_file_resolves_without_downloading(name):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("family", list(PAPER_PAIRS))
-def test_every_method_runs_on_a_paper_pair_through_mtad_run(family, hub_dirs, shared_data, tmp_path):
+def test_every_method_runs_on_a_paper_pair_through_mtad_run(family, hub_dirs, suite_data, tmp_path):
     target_dir, draft_dir, _ = hub_dirs[family]
     name, dtype = PAPER_PAIRS[family]
     args = [
@@ -106,7 +106,7 @@ def test_every_method_runs_on_a_paper_pair_through_mtad_run(family, hub_dirs, sh
         "task.max_new_tokens=4",
         "task.article_token_budget=32",
         "limit=1",
-        f"data_root={shared_data}",
+        f"data_root={suite_data}",
         f"results_root={tmp_path / 'runs'}",
         "logger=none",
         "energy=none",

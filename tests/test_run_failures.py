@@ -17,8 +17,8 @@ TINY = ["pair=tiny_llama", "logger=none"]
 
 
 @pytest.fixture
-def data_args(shared_data):
-    return [f"data_root={shared_data}"]
+def data_args(suite_data):
+    return [f"data_root={suite_data}"]
 
 
 def plan(overrides, tmp_path):
@@ -421,14 +421,14 @@ def test_without_spider_questions_the_grid_marks_that_task_missing_and_exits_0(t
     assert "| spider | sampling | missing |" in text and "python scripts/get_data.py" in text
 
 
-def test_get_data_says_which_spider_databases_ship_and_how_to_get_the_others(tmp_path, shared_data):
+def test_get_data_says_which_spider_databases_ship_and_how_to_get_the_others(tmp_path, suite_data):
     import subprocess
     import sys
 
     from test_run import REPO
 
     data_root = tmp_path / "data"  # the questions (as from the wheel), no databases
-    shutil.copytree(shared_data / "spider", data_root / "spider", ignore=shutil.ignore_patterns("database"))
+    shutil.copytree(suite_data / "spider", data_root / "spider", ignore=shutil.ignore_patterns("database"))
     result = subprocess.run(
         [sys.executable, str(REPO / "scripts" / "get_data.py"), "--data-root", str(data_root), "--only", "spider"],
         capture_output=True,
