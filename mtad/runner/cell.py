@@ -45,6 +45,7 @@ from mtad.runner.checks import (
 from mtad.runner.layout import ENV, ERROR, METRICS, SAMPLES, Cell, cell_identity, check_identity, is_complete
 from mtad.runner.lock import CellBusy
 from mtad.runner.loop import needs_rescoring, rescore
+from mtad.runner.progress import announce_cell
 
 log = logging.getLogger("mtad.run")
 
@@ -103,6 +104,7 @@ class CellRun:
     def __init__(self, plan: CellPlan, examples: list[dict] | None = None, logger=None):
         from mtad.tracking import NullLogger
 
+        announce_cell(plan.cell.name)  # in a multirun: cell k of n, the cells done, the ETA
         self.plan, self.cell, self.task, self.cfg = plan, plan.cell, plan.task, plan.cfg
         self.logger = logger or NullLogger()
         self.examples = plan.task.examples(limit=plan.limit) if examples is None else examples
