@@ -25,7 +25,9 @@ def test_the_line_names_the_cell_its_place_and_the_time_left():
 
 def save_multirun(folder, overrides: list[str]):
     """The multirun.yaml Hydra's sweeper saves in the sweep folder (the part read: the command line)."""
-    OmegaConf.save(OmegaConf.create({"hydra": {"overrides": {"task": overrides}}}), folder / "multirun.yaml")
+    hydra = [o for o in overrides if o.startswith("hydra.")]  # Hydra keeps its own apart from the job's
+    task = [o for o in overrides if not o.startswith("hydra.")]
+    OmegaConf.save(OmegaConf.create({"hydra": {"overrides": {"hydra": hydra, "task": task}}}), folder / "multirun.yaml")
     return str(folder)
 
 
@@ -43,6 +45,17 @@ def test_the_grid_size_is_counted_from_the_multiruns_config_inside_a_running_app
     with initialize_config_dir(config_dir=str(configs.setup()), version_base="1.3"):  # as inside a job
         assert progress.grid_size(sweep_dir) == jobs
     assert progress.grid_size(str(tmp_path / "nowhere")) is None  # no multirun.yaml: the size is unknown
+
+
+def test_an_experiment_in_a_config_folder_of_ones_own_is_counted_too(tmp_path):
+    (tmp_path / "conf" / "experiment").mkdir(parents=True)
+    (tmp_path / "conf" / "experiment" / "mine.yaml").write_text(
+        "# @package _global_\nexperiment_name: mine\nhydra:\n  mode: MULTIRUN\n"
+        "  sweeper:\n    params:\n      method: sampling,sps\n      task: chat,cnndm,spider\n"
+    )
+    sweep_dir = save_multirun(tmp_path, [f"hydra.searchpath=[file://{tmp_path / 'conf'}]", "experiment=mine"])
+    with initialize_config_dir(config_dir=str(configs.setup()), version_base="1.3"):
+        assert progress.grid_size(sweep_dir) == 6
 
 
 def set_job(sweep_dir: str, num: int, overrides=("experiment=table2",)) -> None:

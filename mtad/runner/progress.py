@@ -58,14 +58,16 @@ def running_app_set_aside():
 
 @lru_cache(maxsize=8)
 def grid_size(sweep_dir: str) -> int | None:
-    """How many jobs the multirun whose sweep folder is ``sweep_dir`` runs, from the overrides its
-    ``multirun.yaml`` was composed with; None when that file cannot be read."""
+    """How many jobs the multirun whose sweep folder is ``sweep_dir`` runs, from the command line its
+    ``multirun.yaml`` was composed with (Hydra's own overrides and the job's); None when that file
+    cannot be read."""
     from omegaconf import OmegaConf
 
     from mtad.runner.multirun import all_jobs
 
     try:
-        overrides = list(OmegaConf.load(Path(sweep_dir) / "multirun.yaml").hydra.overrides.task)
+        given = OmegaConf.load(Path(sweep_dir) / "multirun.yaml").hydra.overrides
+        overrides = [*given.hydra, *given.task]  # hydra.searchpath=... among Hydra's own: an experiment of one's own
         with running_app_set_aside():
             return len(all_jobs(overrides))
     except Exception as exc:  # noqa: BLE001 - the count is a courtesy: a launcher that left no file leaves it unknown
