@@ -128,6 +128,23 @@ def test_group_options_are_the_files_of_the_config_folder(tmp_path, monkeypatch)
     assert check_group_options(["method=mien"]).startswith("unknown method 'mien'; did you mean 'mine'? valid: mine, ")
 
 
+def test_group_options_include_the_command_lines_search_path_and_subfolders(tmp_path):
+    """A pair in a config folder of the user's (``hydra.searchpath``) or in a subfolder of a group is
+    an option; a package on the search path (``pkg://``) is left to Hydra, which can list it."""
+    from mtad.runner.checks import check_group_options
+
+    (tmp_path / "mine" / "pair" / "lab").mkdir(parents=True)
+    (tmp_path / "mine" / "pair" / "my_pair.yaml").write_text("name: my_pair\n")
+    (tmp_path / "mine" / "pair" / "lab" / "big.yaml").write_text("name: big\n")
+    searchpath = f"hydra.searchpath=[file://{tmp_path / 'mine'}]"
+    assert check_group_options([searchpath, "pair=my_pair,lab/big,tiny_llama"]) is None
+    assert check_group_options(["pair=my_pair"]).startswith("unknown pair 'my_pair'")
+    assert check_group_options([searchpath, "pair=my_pari"]).startswith(
+        "unknown pair 'my_pari'; did you mean 'my_pair'?"
+    )
+    assert check_group_options(["hydra.searchpath=[pkg://elsewhere.conf]", "pair=my_pair"]) is None
+
+
 def test_an_unknown_group_option_stops_mtad_run_and_the_claims_command_in_one_line(tmp_path, capsys):
     proc = mtad_run([*TINY, "task=chat", "method=sps,mtda", "-m"], tmp_path, check=False)
     assert proc.returncode == 1 and proc.stdout == ""

@@ -62,17 +62,42 @@ def group_values(override) -> list[str]:
     return [str(v) for v in values if v is not None and str(v) != "null"]
 
 
+def searchpath_folders(overrides: list[str]) -> list[Path] | None:
+    """The folders a command line's ``hydra.searchpath=[file://...]`` adds to conf/; None when it
+    names a place that is not a folder (``pkg://``), whose options cannot be listed here."""
+    folders: list[Path] = []
+    for text in overrides:
+        key, _, value = text.partition("=")
+        if key.lstrip("+") != "hydra.searchpath":
+            continue
+        for item in filter(None, (i.strip().strip("'\"") for i in value.strip("[]").split(","))):
+            if not item.startswith("file://"):
+                return None
+            folders.append(Path(item[len("file://") :]))
+    return folders
+
+
+def group_options(folders: list[Path], group: str) -> list[str]:
+    """The options of config group ``group`` over ``folders`` (a subfolder's as ``sub/name``)."""
+    return sorted(
+        {p.relative_to(f / group).with_suffix("").as_posix() for f in folders for p in (f / group).rglob("*.yaml")}
+    )
+
+
 def check_group_options(overrides: list[str]) -> str | None:
     """Why a command-line ``<group>=<option>`` (pair, method, task, experiment, sweep, logger,
-    energy: the folders of conf/), or one value of a sweep over it, names no option of its group
-    (the nearest ones first), or None. Checked before Hydra composes, whose own message spans a
-    dozen lines and suggests nothing."""
+    energy: the folders of conf/ and of the command line's ``hydra.searchpath``), or one value of a
+    sweep over it, names no option of its group (the nearest ones first), or None. Checked before
+    Hydra composes, whose own message spans a dozen lines and suggests nothing."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException
 
     from mtad.configs import conf_dir
 
-    conf, parser = conf_dir(), OverridesParser.create()
+    extra = searchpath_folders(overrides)
+    if extra is None:  # options in a package: Hydra checks them itself
+        return None
+    folders, parser = [conf_dir(), *extra], OverridesParser.create()
     for text in overrides:
         if text.startswith("-") or "=" not in text:
             continue
@@ -81,9 +106,9 @@ def check_group_options(overrides: list[str]) -> str | None:
         except HydraException:  # not an override Hydra can read: its own one-line message follows
             continue
         group = override.key_or_group
-        if group == "hydra" or "/" in group or not (conf / group).is_dir():  # hydra/launcher: plugins too
+        if group == "hydra" or "/" in group or not (folders[0] / group).is_dir():  # hydra/launcher: plugins too
             continue
-        valid = [p.stem for p in (conf / group).glob("*.yaml")]
+        valid = group_options(folders, group)
         wrong = [v for v in group_values(override) if v not in valid]
         if wrong:
             return unknown_name(group, wrong[0], valid)
