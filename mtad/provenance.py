@@ -154,21 +154,26 @@ def machine_key() -> str:
     return cpu_label(cpu_model(), os.cpu_count(), cpu_isa()) + (f" + {len(gpus)}x {gpus[0]}" if gpus else "")
 
 
-def machine_label(record: dict, target_dtype: str | None = None) -> str:
-    """A recorded machine (an ``environment_record``, e.g. a cell's env.json) as a comparison names
-    it: what decides its rounding, the instruction sets and the dtype, beside its name
-    (`AMD EPYC (2 CPUs, avx2), target bfloat16`). The record's "machine" field stays its bare name:
-    runs and profiles are matched on it. ``target_dtype``: the target's, where the caller knows it
-    (else the dtypes the record's models ran in)."""
+def recorded_machine_name(record: dict) -> str:
+    """A recorded machine (an ``environment_record``, e.g. a cell's env.json) with what decides its
+    rounding beside its name: `AMD EPYC (2 CPUs, avx2)`, the GPUs where it has some, "ISA not
+    recorded" for a record without the field. The record's "machine" field stays its bare name:
+    runs and profiles are matched on it."""
     if record.get("gpus"):
-        where = record.get("machine") or f"{len(record['gpus'])}x {record['gpus'][0]}"
-    elif record.get("cpu") and record.get("cpu_count"):
-        where = cpu_label(record["cpu"], record["cpu_count"], record.get("cpu_isa"))
-    else:  # a bare name ("AMD EPYC (2 CPUs)"): the instruction sets go inside its parentheses
-        name, isa = record.get("machine") or "machine not recorded", isa_label(record.get("cpu_isa"))
-        where = f"{name[:-1]}, {isa})" if name.endswith(" CPUs)") else f"{name} ({isa})"
+        return record.get("machine") or f"{len(record['gpus'])}x {record['gpus'][0]}"
+    if record.get("cpu") and record.get("cpu_count"):
+        return cpu_label(record["cpu"], record["cpu_count"], record.get("cpu_isa"))
+    # a bare name ("AMD EPYC (2 CPUs)"): the instruction sets go inside its parentheses
+    name, isa = record.get("machine") or "machine not recorded", isa_label(record.get("cpu_isa"))
+    return f"{name[:-1]}, {isa})" if name.endswith(" CPUs)") else f"{name} ({isa})"
+
+
+def machine_label(record: dict, target_dtype: str | None = None) -> str:
+    """A recorded machine as a comparison names it: ``recorded_machine_name`` and the dtype
+    (`AMD EPYC (2 CPUs, avx2), target bfloat16`). ``target_dtype``: the target's, where the caller
+    knows it (else the dtypes the record's models ran in)."""
     dtype = f"target {target_dtype}" if target_dtype else f"dtype {record.get('dtype') or 'not recorded'}"
-    return f"{where}, {dtype}"
+    return f"{recorded_machine_name(record)}, {dtype}"
 
 
 def environment_record(models=(), devices=None) -> dict:

@@ -101,7 +101,7 @@ def test_captions_name_pair_machine_dtype_and_counts(cells):
     text = caption(table2_frame(cells))
     for part in (
         "pair tiny_fixture",
-        "machine Fixture CPU (2 CPUs)",
+        "machine Fixture CPU (2 CPUs, ISA not recorded)",  # the fixture records no instruction sets
         "dtype float32",
         "cnndm: 2 examples (2 samples) per cell, ≤64 new tokens",
         "22 of 24 planned cells (2 missing)",

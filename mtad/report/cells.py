@@ -43,7 +43,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from mtad.provenance import provenance_key
+from mtad.provenance import provenance_key, recorded_machine_name
 from mtad.records import read_json, read_records
 from mtad.runner.layout import ENV, ERROR, METRICS, SAMPLES, parse_cell_directory
 from mtad.tasks import TASKS
@@ -112,8 +112,13 @@ def cell_row(root: Path, directory: Path) -> dict:
         if name != "name":
             row[f"param.{name}"] = tuple(value) if isinstance(value, list) else value
     row["max_new_tokens"] = (cell.get("task") or {}).get("max_new_tokens")
-    for key in ("machine", "dtype", "torch_threads", "seed"):
+    for key in ("dtype", "torch_threads", "seed"):
         row.setdefault(key, env.get(key))
+    # the machine with its instruction sets, which decide its rounding (a cell's tokens depend on them)
+    # (metrics.json's "machine" is the bare name)
+    if env:
+        row["machine"] = recorded_machine_name(env)
+    row.setdefault("machine", None)
     row["target_dtype"], row["draft_dtype"] = model_dtypes(cell.get("pair") or {}, row.get("dtype"))
     row["devices"] = ",".join(env.get("devices", [])) or None
     git = env.get("git") or {}
