@@ -7,5 +7,7 @@
   rows (``claim_row``) from the claim kinds (``kind_claims``: C1 to C4) and ``theory.json``
   (``theory_claims``: C5, C6);
 - ``reproduce``: two runs of a cell compared exactly; ``agreement``: statistically, across machines;
+- ``roots``: the options every report script shares (``--results``, ``--experiment``, ``--overrides``,
+  ``--out``) and where they resolve;
 - ``values``: missing-value helpers.
 """

@@ -7,7 +7,10 @@
 - ``session``: the resources a run of cells shares on one pair (pair, decoders, devices, energy
   meter, environment, warm-up, peak memory) and their lifecycle, for ``mtad-run``'s single cell
   and the interleaved scheduler's many;
-- ``aggregate``: a cell's metrics from its records.
+- ``aggregate``: a cell's metrics from its records;
+- ``lock``: one writer per cell; ``offline``: hub access settled once per run;
+- ``multirun``: a grid planned before its first cell; ``progress``: the one line per cell of a
+  multirun (cell k of n, ETA); ``interrupt``: what Ctrl-C leaves, in one line.
 
 Below it, shared with the report, the experiments and the bench: ``mtad.records`` (records and JSON
 files), ``mtad.provenance`` (the environment record and code state), ``mtad.devices`` (devices,
