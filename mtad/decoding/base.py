@@ -17,6 +17,7 @@ from mtad.decoding.capabilities import target_feature_depths
 from mtad.decoding.head_kv import draft_cached_model
 from mtad.decoding.kv import CachedModel
 from mtad.decoding.logits import Dist, logits_to_dist
+from mtad.decoding.lookup import PromptLookup
 from mtad.decoding.params import SamplingFields
 from mtad.decoding.static_kv import cached_model, resolve_decode_path
 from mtad.devices import model_device, sync
@@ -76,6 +77,7 @@ class Decoder:
 
     name: ClassVar[str] = ""
     needs_draft: ClassVar[bool] = True
+    supports_lookup: ClassVar[bool] = False  # takes a PromptLookup as its draft (lookup.py)
     params_type: ClassVar[type[SamplingFields]] = SamplingFields
     # the settings' names and defaults, read-only, derived from params_type when a method class is
     # made (for readers that only need the names, such as the runner's check of command-line keys)
@@ -97,7 +99,8 @@ class Decoder:
         self.params = self.settings(params, **values)
         if target is None:
             raise ValueError(f"{self.name}: a target model is required")
-        if self.needs_draft and draft is None:
+        self.lookup, draft = self._split_lookup(draft)
+        if self.needs_draft and draft is None and self.lookup is None:
             raise ValueError(f"{self.name} needs a draft model (draft=None given)")
         self.target = target
         self.draft = draft if self.needs_draft else None
@@ -105,6 +108,18 @@ class Decoder:
         resolve_decode_path(self.decode_path, target)  # a bad name fails here, not mid-run
         if self.draft is not None:
             check_same_vocab(target, self.draft)
+
+    def _split_lookup(self, draft) -> tuple[PromptLookup | None, PreTrainedModel | None]:
+        """A lookup draft (lookup.py) and the model it carries, or None and `draft` as given. A
+        method without `supports_lookup` refuses one; one that needs no draft ignores it."""
+        if not isinstance(draft, PromptLookup) or not self.needs_draft:
+            return None, draft
+        if not self.supports_lookup:
+            takes = sorted(cls.name for cls in _subclasses(Decoder) if cls.supports_lookup)
+            raise ValueError(
+                f"{self.name} does not draft by prompt lookup (draft=lookup); methods that do: {', '.join(takes)}"
+            )
+        return draft, draft.model
 
     # -- settings -------------------------------------------------------------------
     @classmethod
@@ -204,6 +219,8 @@ class Decoder:
         stats.compiles = self._compiles() - compiles_before
         self._record_forwards(stats, prefilled)
         settings = {"method": self.name, **asdict(self.params), "decode_path": self.decode_path, "stop_rule": stop_rule}
+        if self.lookup is not None:
+            settings["lookup"] = self.lookup.settings()
         return DecodeOutput(tokens=tokens, stats=stats, settings=settings)
 
     def _forward_counters(self) -> tuple[int, int, int]:
@@ -245,6 +262,11 @@ class Decoder:
 
     def step(self) -> Step:
         raise NotImplementedError
+
+
+def _subclasses(cls: type) -> list[type]:
+    """Every subclass of `cls`, at any depth."""
+    return [sub for direct in cls.__subclasses__() for sub in (direct, *_subclasses(direct))]
 
 
 def check_same_vocab(target: PreTrainedModel, draft: PreTrainedModel) -> None:

@@ -8,8 +8,10 @@ from mtad.decoding.acceptance import speculative_accept
 from mtad.decoding.base import Decoder, Step
 from mtad.decoding.kv import CachedModel
 from mtad.decoding.logits import Dist, sample
+from mtad.decoding.lookup import lookup_chain
 from mtad.decoding.params import SpSParams
 from mtad.decoding.phases import phased
+from mtad.decoding.sampling import Sampling
 from mtad.decoding.tree import ends_branch
 
 
@@ -38,15 +40,28 @@ class SpeculativeSampling(Decoder):
     name = "sps"
     params_type = SpSParams
     params: SpSParams
+    supports_lookup = True
+
+    def propose(self) -> tuple[torch.Tensor, Dist]:
+        """The block's draft tokens [γ'] and the q each was drawn from [γ', k]: the lookup's copied
+        tokens (point masses) where lookup finds a match, else the draft model's chain, else none."""
+        if self.lookup is not None:
+            copied, q = lookup_chain(self, self.lookup, self.params.gamma, self.target.config.vocab_size)
+            if copied.numel() or self.draft_lm is None:
+                return copied, q
+        return draft_chain(self, self.draft_lm, self.params.gamma, self.params.stop_below)
 
     def step(self) -> Step:
         base = self.length  # committed tokens; both caches end up holding base + accepted
-        draft, q = draft_chain(self, self.draft_lm, self.params.gamma, self.params.stop_below)  # [γ'], [γ', k]
-        gamma = draft.numel()  # γ' <= γ: fewer where the draft stopped on its own confidence
+        draft, q = self.propose()  # [γ'], [γ', k]
+        gamma = draft.numel()  # γ' <= γ: fewer where the draft stopped on its own confidence or lookup copied less
+        if gamma == 0:  # lookup alone found nothing to copy: one token from p, nothing drafted
+            return Sampling.step(self)
         fresh = self.uncached(self.target_lm)
         logits = self.target_lm.extend(torch.cat([fresh, draft]))[-(gamma + 1) :]  # [γ+1, V]
         n, token = speculative_accept(self.probs(logits), q, draft, self.generator)
         # keep the pending token and the accepted drafts; x_{n+1}.. and the bonus are not cached
         self.target_lm.crop(base + n)
-        self.draft_lm.crop(min(base + n, self.draft_lm.committed))
+        if self.draft_lm is not None:  # absent when lookup drafts alone
+            self.draft_lm.crop(min(base + n, self.draft_lm.committed))
         return Step(emitted=draft[:n].tolist() + [token], accepted=n, drafted=gamma)

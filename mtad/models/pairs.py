@@ -16,7 +16,7 @@ import torch
 PACKAGE_DIR = Path(__file__).resolve().parents[1]  # mtad/
 ASSETS_DIR = PACKAGE_DIR / "assets"
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16, "float16": torch.float16}
-SOURCES = ("hub", "gguf_package", "tiny_random", "distilled", "head")
+SOURCES = ("hub", "gguf_package", "tiny_random", "distilled", "head", "lookup")
 # targets only: the GGUF's 4-bit weights in the int4 CPU kernel, float32 or bf16 activations (models/quantized.py)
 QUANTIZED_DTYPES = ("q4_1", "q4_1_bf16")
 AUTO_DTYPE = "auto"  # the measured winner on the device at hand (`auto_dtype`)
@@ -205,6 +205,14 @@ def load_draft_model(cfg: dict, target, dtype: str | None = None):
 
     torch_dtype = _dtype(dtype or cfg.get("draft_dtype"))
     spec = cfg["draft"]
+    # drafts that copy from the context (mtad/decoding/lookup.py); `model`: the spec of a draft (any other
+    # source) for the blocks where no n-gram recurs, null for none
+    if spec["source"] == "lookup":
+        from mtad.decoding.lookup import PromptLookup
+
+        inner = spec.get("model")
+        model, tokenizer = load_draft_model({**cfg, "draft": inner}, target, dtype) if inner else (None, None)
+        return PromptLookup(spec.get("max_ngram", 3), spec.get("min_ngram", 1), model), tokenizer
     if spec["source"] == "distilled":
         from .draft import load_draft
 
@@ -430,7 +438,11 @@ def load_pair(name_or_cfg: str | Mapping = "smollm2_135m", **overrides) -> Pair:
     draft, draft_tokenizer = load_draft_model(cfg, target)
     if draft_tokenizer is not None:
         check_same_tokenizer(tokenizer, draft_tokenizer, name)
-    check_same_logit_space(target, draft, name)
+    from mtad.decoding.lookup import PromptLookup
+
+    scorer = draft.model if isinstance(draft, PromptLookup) else draft  # the model giving q (none: lookup alone)
+    if scorer is not None:
+        check_same_logit_space(target, scorer, name)
     for model in (target, draft):
         model.eval()
         model.requires_grad_(False)

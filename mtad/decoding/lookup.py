@@ -1,0 +1,75 @@
+"""Prompt-lookup drafting: drafts that copy a continuation from the context, with no model call.
+
+At each block the longest n-gram (n from `max_ngram` down to `min_ngram`) that ends the context
+(prompt + tokens generated so far) and occurred earlier in it is looked up; its most recent
+earlier occurrence is followed by up to γ tokens, and those are the draft. Each copied token's
+q is a point mass (q = 1 on it, 0 elsewhere): the token is a function of the context alone, so
+it is "drawn" from that point mass, and speculative sampling's rule (accept with min(1, p/q),
+else a token from norm(max(0, p − q))) keeps the target's law exactly. Where nothing matches,
+lookup proposes nothing: the block is a plain target step, or the draft model's chain when the
+lookup carries one (`PromptLookup.model`). Rules and the methods that take it:
+mtad/decoding/README.md, "Drafts that copy".
+"""
+
+from __future__ import annotations
+
+import torch
+
+from mtad.decoding.logits import Dist
+from mtad.decoding.phases import phased
+
+
+class PromptLookup(torch.nn.Module):
+    """A draft that copies n-gram continuations from the context (`draft=` of a method that
+    supports it: `Decoder.supports_lookup`). `model`: a draft model or feature head that drafts
+    the blocks lookup finds nothing for (None: such a block is one target step). A Module so that
+    whatever walks a pair's draft (devices, dtypes, eval) reaches the model it carries."""
+
+    def __init__(self, max_ngram: int = 3, min_ngram: int = 1, model: torch.nn.Module | None = None):
+        super().__init__()
+        for name, value in (("max_ngram", max_ngram), ("min_ngram", min_ngram)):
+            if not (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+                raise ValueError(f"lookup {name} must be an int >= 1, got {value!r}")
+        if min_ngram > max_ngram:
+            raise ValueError(f"lookup min_ngram ({min_ngram}) must not exceed max_ngram ({max_ngram})")
+        self.max_ngram, self.min_ngram = max_ngram, min_ngram
+        self.model = model  # registered as a submodule when it is one
+
+    def settings(self) -> dict:
+        """What a generation's record names of this draft."""
+        return {"max_ngram": self.max_ngram, "min_ngram": self.min_ngram, "with_model": self.model is not None}
+
+    def extra_repr(self) -> str:
+        return f"max_ngram={self.max_ngram}, min_ngram={self.min_ngram}"
+
+    def continuation(self, context: torch.Tensor, gamma: int) -> torch.Tensor:
+        """The draft for `context` [L]: up to γ tokens following the most recent earlier occurrence
+        of the longest n-gram ending it, [m] with 1 <= m <= γ; [0] where no n-gram recurs."""
+        return ngram_continuation(context, gamma, self.max_ngram, self.min_ngram)
+
+
+def ngram_continuation(context: torch.Tensor, gamma: int, max_ngram: int, min_ngram: int) -> torch.Tensor:
+    """See `PromptLookup.continuation`. An occurrence starting at j <= L - n - 1 is earlier than the
+    suffix itself, so its continuation context[j + n:] holds at least one token."""
+    length = context.numel()
+    for n in range(min(max_ngram, length - 1), min_ngram - 1, -1):
+        windows = context[:-1].unfold(0, n, 1)  # [L - n, n]: every n-gram that starts before the suffix
+        hits = (windows == context[-n:]).all(-1).nonzero()  # [h, 1] start positions
+        if hits.numel():
+            start = int(hits[-1]) + n  # the most recent occurrence's next token
+            return context[start : start + gamma]
+    return context[:0]
+
+
+@phased("drafting")
+def lookup_chain(decoder, lookup: PromptLookup, gamma: int, vocab: int) -> tuple[torch.Tensor, Dist]:
+    """The copied draft for `decoder`'s committed sequence and its q, a point mass per token:
+    tokens [m] (m = 0: no match) and q [m, 1]."""
+    tokens = lookup.continuation(decoder.seq[: decoder.length], gamma)  # [m]
+    return tokens, point_masses(tokens, vocab)
+
+
+def point_masses(tokens: torch.Tensor, vocab: int) -> Dist:
+    """q_i = 1 on tokens[i], 0 elsewhere, for each of tokens [m]: a Dist [m, 1]."""
+    ids = tokens.reshape(-1, 1)  # [m, 1]
+    return Dist(ids, torch.ones(ids.shape, dtype=torch.float32, device=ids.device), vocab)

@@ -1,0 +1,127 @@
+"""Prompt-lookup drafting (mtad/decoding/lookup.py): the n-gram rule, its point-mass q, SpS with
+lookup alone and in front of a draft model or head, the pairs that load it, and the methods that
+refuse it. Exactness against the enumerated target: tests/test_lookup_exact.py."""
+
+import pytest
+import torch
+
+from mtad.decoding import get_decoder
+from mtad.decoding.lookup import PromptLookup, ngram_continuation, point_masses
+from mtad.models import load_pair
+from mtad.models.pairs import pair_config
+from mtad.models.tiny import tiny_head, tiny_llama
+
+VOCAB = 4
+REPEATED = torch.tensor([[1, 3, 2, 1, 3]])  # "1 3" recurs: lookup copies "2 1"
+UNIQUE = torch.tensor([[1, 3, 2]])  # no token recurs: lookup finds nothing in the first block
+GREEDY = {"temperature": 0.0}
+
+
+def seq(*tokens: int) -> torch.Tensor:
+    return torch.tensor(tokens)
+
+
+@pytest.mark.parametrize(
+    "context,gamma,max_ngram,min_ngram,expected",
+    [
+        ((1, 3, 2, 1, 3), 2, 3, 1, (2, 1)),  # "1 3" recurs
+        ((1, 3, 2, 1, 3), 4, 3, 1, (2, 1, 3)),  # cut at the end of the context
+        ((1, 2, 9, 1, 2, 8, 2), 3, 3, 1, (8, 2)),  # only "2" recurs: its most recent earlier occurrence
+        ((5, 1, 2, 7, 6, 2, 4, 1, 2), 2, 3, 1, (7, 6)),  # "1 2" (longer) beats "2" (more recent)
+        ((5, 1, 2, 7, 6, 2, 4, 1, 2), 2, 3, 3, ()),  # no 3-gram recurs and min_ngram forbids shorter
+        ((1, 3, 2), 2, 3, 1, ()),  # nothing recurs
+        ((7,), 2, 3, 1, ()),  # one token: nothing before it
+        ((5, 5, 5, 5), 4, 3, 1, (5,)),  # "5 5 5" at 0: its continuation is the last token
+    ],
+)
+def test_the_longest_recurring_ngram_gives_the_continuation(context, gamma, max_ngram, min_ngram, expected):
+    got = ngram_continuation(seq(*context), gamma, max_ngram, min_ngram)
+    assert got.tolist() == list(expected)
+
+
+def test_q_is_a_point_mass_on_each_copied_token():
+    q = point_masses(seq(2, 0, 3), VOCAB)
+    assert q.dense().tolist() == [[0, 0, 1, 0], [1, 0, 0, 0], [0, 0, 0, 1]]
+    assert q.prob_of(seq(2, 1, 3)).tolist() == [1.0, 0.0, 1.0]
+
+
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [({"max_ngram": 0}, "max_ngram must be an int >= 1"), ({"max_ngram": 2, "min_ngram": 3}, "must not exceed")],
+)
+def test_bad_ngram_settings_are_refused(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        PromptLookup(**kwargs)
+
+
+def generate(draft, prompt, max_new_tokens, method="sps", path="eager", seed=0, **params):
+    target = tiny_llama(0, VOCAB, sharpness=3.0)
+    decoder = get_decoder(method, target=target, draft=draft, decode_path=path, **params)
+    return decoder.generate(prompt, max_new_tokens=max_new_tokens, generator=torch.Generator().manual_seed(seed))
+
+
+def test_without_a_match_lookup_alone_takes_one_target_step_and_drafts_nothing():
+    out = generate(PromptLookup(), UNIQUE, max_new_tokens=1)
+    assert (out.stats.target_calls, out.stats.draft_calls, out.stats.drafted, out.stats.accepted) == (1, 0, 0, 0)
+    assert out.stats.accept_lengths == []  # a block with nothing drafted is no acceptance length
+
+
+def test_with_a_match_lookup_drafts_without_a_draft_call():
+    out = generate(PromptLookup(), REPEATED, max_new_tokens=1, gamma=2)
+    assert (out.stats.target_calls, out.stats.draft_calls, out.stats.drafted) == (1, 0, 2)
+    assert out.settings["lookup"] == {"max_ngram": 3, "min_ngram": 1, "with_model": False}
+
+
+@pytest.mark.parametrize("kind", ["model", "head"])
+def test_the_draft_model_drafts_only_where_lookup_finds_nothing(kind):
+    target = tiny_llama(0, VOCAB, sharpness=3.0)
+    model = tiny_head(target, 1, sharpness=3.0) if kind == "head" else tiny_llama(1, VOCAB, sharpness=3.0)
+    copied = generate(PromptLookup(model=model), REPEATED, max_new_tokens=1, gamma=2)
+    assert (copied.stats.draft_calls, copied.stats.drafted) == (0, 2)
+    drafted = generate(PromptLookup(model=model), UNIQUE, max_new_tokens=1, gamma=2)
+    assert drafted.stats.draft_calls >= 1 and drafted.stats.drafted >= 1
+
+
+@pytest.mark.parametrize("path", ["eager", "static"])
+@pytest.mark.parametrize("kind", ["alone", "model", "head"])
+@pytest.mark.parametrize("prompt", [REPEATED, UNIQUE], ids=["repeated", "unique"])
+def test_greedy_lookup_sps_emits_the_targets_greedy_tokens(path, kind, prompt):
+    target = tiny_llama(0, VOCAB, sharpness=3.0)
+    model = {"alone": None, "model": tiny_llama(1, VOCAB, sharpness=3.0), "head": tiny_head(target, 1, sharpness=3.0)}
+    out = generate(PromptLookup(model=model[kind]), prompt, max_new_tokens=24, path=path, gamma=3, **GREEDY)
+    reference = generate(None, prompt, max_new_tokens=24, method="sampling", path=path, **GREEDY)
+    assert out.tokens == reference.tokens
+    assert out.stats.accepted > 0  # the output repeats itself: copied drafts were accepted
+
+
+@pytest.mark.parametrize("method", ["spectr", "specinfer", "mtad", "mmtad"])
+def test_methods_without_lookup_refuse_it_naming_those_with(method):
+    with pytest.raises(ValueError, match=f"^{method} does not draft by prompt lookup .*methods that do: sps$"):
+        get_decoder(method, target=tiny_llama(0, VOCAB), draft=PromptLookup())
+
+
+def test_sampling_ignores_a_lookup_draft():
+    out = generate(PromptLookup(), REPEATED, max_new_tokens=3, method="sampling")
+    assert "lookup" not in out.settings and out.stats.draft_calls == 0
+
+
+def test_a_run_without_lookup_records_no_lookup_setting():
+    out = generate(tiny_llama(1, VOCAB, sharpness=3.0), REPEATED, max_new_tokens=3)
+    assert "lookup" not in out.settings
+
+
+@pytest.mark.parametrize("name,carries", [("tiny_llama_lookup", None), ("tiny_llama_head_lookup", "FeatureHead")])
+def test_lookup_pairs_load_and_run_sps(name, carries):
+    pair = load_pair(name)
+    assert isinstance(pair.draft, PromptLookup)
+    assert (type(pair.draft.model).__name__ if pair.draft.model is not None else None) == carries
+    prompt = torch.tensor([pair.tokenizer("Summarize the article. Summarize the article.")["input_ids"]])
+    out = get_decoder("sps", target=pair.target, draft=pair.draft, decode_path=pair.decode_path).generate(
+        prompt, max_new_tokens=6, generator=torch.Generator().manual_seed(0)
+    )
+    assert len(out.tokens) == 6 and out.stats.drafted >= 1
+
+
+def test_the_embedded_lookup_pairs_resolve():
+    for name in ("smollm2_135m_lookup", "smollm2_135m_head_lookup"):
+        assert pair_config(name)["draft"]["source"] == "lookup"
