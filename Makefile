@@ -95,11 +95,13 @@ MISSING_DATA ?= mark
 compare_with_reference = $(if $(AT_REFERENCE),true,$(PY) -m mtad.report.agreement cells $(REFERENCE) $(RESULTS) \
 	--experiment $(1) || true)
 # Run a fresh-or-resumed multirun of experiment $(1), then build its table even if a cell failed,
-# compare it with the reference, and report the run's status.
+# compare it with the reference, and report the run's status; Ctrl-C (status 130) stops there, its
+# one line (what was kept, how to resume) the last the run prints.
 define run_and_table
 	$(PY) scripts/get_data.py $(DATA_ARGS) || echo "warning: the data above could not be fetched: its cells will be marked missing"
 	$(if $(AT_REFERENCE),$(call fresh_if_committed,$(RESULTS)/$(1)))
 	$(RUN) experiment=$(1) results_root=$(RESULTS) missing_data=$(MISSING_DATA) $(OVERRIDES); status=$$?; \
+	  if [ $$status -eq 130 ]; then exit 130; fi; \
 	  $(PY) scripts/make_table.py --experiment $(1) --results $(RESULTS) --out $(TABLES) $(TABLE_ARGS) || status=1; \
 	  $(call compare_with_reference,$(1)); exit $$status
 endef

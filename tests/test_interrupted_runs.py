@@ -116,3 +116,25 @@ def test_the_line_counts_the_records_of_the_cells_begun(tmp_path):
         "rerun the same command to resume"
     )
     assert "before this process began a cell" in interrupted_line("mtad-run", [])
+
+
+@pytest.mark.parametrize("target", ["reproduce-table2", "smoke"])
+def test_ctrl_c_ends_the_main_command_at_the_runs_own_line(tmp_path, target):
+    """Under make, a run stopped by Ctrl-C (status 130) builds no table and compares nothing: its
+    line naming what was kept is the last the command prints before make's own."""
+    fake_python = tmp_path / "python"  # get_data.py, make_table.py and the agreement: each only says it ran
+    fake_python.write_text('#!/bin/sh\necho "ran $*"\n')
+    fake_python.chmod(0o755)
+    run = "sh -c 'echo \"mtad-run: interrupted; 3 examples kept\" >&2; exit 130' --"
+    proc = subprocess.run(
+        ["make", "--no-print-directory", "-s", target, f"PY={fake_python}", f"RUN={run}"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode != 0
+    assert "scripts/get_data.py" in proc.stdout  # the data step ran before the run
+    assert "make_table.py" not in proc.stdout and "agreement" not in proc.stdout
+    errors = [line for line in proc.stderr.splitlines() if not line.startswith("make")]
+    assert errors == ["mtad-run: interrupted; 3 examples kept"]
