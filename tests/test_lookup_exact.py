@@ -1,0 +1,89 @@
+"""SpS with prompt-lookup drafts reproduces the target distribution: empirical vs enumerated, on
+tiny models, as tests/test_decoding_exact.py does for model and head drafts.
+
+N seeded generations of 3 tokens with γ = 2. The prompt 1 3 2 1 3 repeats the bigram "1 3", so the
+first block copies "2 1" (a point mass on each, asserted below) and the third token is the bonus
+whenever both are accepted; later blocks copy whatever n-gram recurs by then. The prompt 1 3 2
+repeats nothing, so the first block is a plain target step (lookup alone) or the draft model's
+chain. A case whose target gives the copied token 2 probability 0 rejects it every time: every
+first block goes through the residual norm(max(0, p − q)), which a point mass turns into p
+without the copied token. The exact law of (x1, x2, x3) is enumerated with the target; a
+chi-square test with false-alarm rate 1e-3 (fixed seeds: the outcome is deterministic) must not
+reject; the TV distance is printed (run with -s).
+
+Power (alpha = 1e-3; noncentrality N * chi2(broken || exact), the divergence measured by running the
+deliberately broken rule 3000 times on the same case, less the 3000 runs' own sampling noise):
+  * after a refused draft token, a token drawn from p instead of the residual (a refused copied
+    token can come back): chi2 = 0.30 to 0.57 (TV 0.21 to 0.25) on every case but one, detected with
+    probability > 0.9999 at N = RUNS = 2000, the target that never picks the first copied token
+    included (its later blocks copy tokens the target can pick); the weakest, the draft model on the
+    prompt where nothing recurs, moves by chi2 = 0.041 (TV 0.10): probability 0.98 at N = 2000
+    (0.49 at 1000, hence N = 2000);
+  * copied tokens accepted without the test: chi2 >= 0.14 (TV >= 0.17), or tokens the target never
+    emits, on every case: detected with probability > 0.9999.
+Each of these, and the copied tokens' q read as uniform instead of a point mass, fails all seven
+cases at these seeds.
+Slow (10 to 20 seconds per case on a shared 2-core CPU): ``make test`` runs them, ``make test-fast``
+does not.
+"""
+
+import pytest
+import torch
+
+from mtad.decoding.logits import logits_to_probs
+from mtad.decoding.lookup import PromptLookup, ngram_continuation
+from mtad.metrics.exactness import chisquare_exactness, empirical_counts, sequence_probs
+from mtad.models.tiny import biased_llama, tiny_head, tiny_llama, tiny_opt
+
+pytestmark = pytest.mark.slow
+
+VOCAB, TOKENS, RUNS, FALSE_ALARM, GAMMA = 4, 3, 2000, 1e-3, 2
+REPEATED = torch.tensor([[1, 3, 2, 1, 3]])  # "1 3" recurs: the first block copies "2 1"
+UNIQUE = torch.tensor([[1, 3, 2]])  # nothing recurs: the first block has nothing to copy
+COPIED = 2  # the first token copied from REPEATED
+NO_TRUNCATION = {"temperature": 1.0, "top_k": 0, "top_p": 1.0}
+PAPER = {"temperature": 1.0, "top_k": 3, "top_p": 0.9}
+ZERO_ON_COPIED = torch.tensor([0, 0, float("-inf"), 0])  # the target never emits the copied token
+
+
+def build(arch: str, draft: str, target_bias: torch.Tensor | None):
+    """The target and the lookup draft: alone, or in front of a different model or a feature head."""
+    if target_bias is not None:
+        target = biased_llama(0, target_bias, sharpness=3.0)
+    else:
+        target = (tiny_llama if arch == "llama" else tiny_opt)(0, VOCAB, sharpness=3.0)
+    model = {
+        "alone": lambda: None,
+        "model": lambda: (tiny_llama if arch == "llama" else tiny_opt)(1, VOCAB, sharpness=3.0),
+        "head": lambda: tiny_head(target, 1, sharpness=3.0),
+    }[draft]()
+    return target, PromptLookup(max_ngram=3, min_ngram=1, model=model)
+
+
+CASES = [  # arch, decode path, what drafts beside lookup, processing, prompt, target bias
+    ("llama", "eager", "alone", NO_TRUNCATION, REPEATED, None),
+    ("llama", "static", "alone", PAPER, REPEATED, None),
+    ("llama", "eager", "alone", NO_TRUNCATION, REPEATED, ZERO_ON_COPIED),
+    ("llama", "static", "alone", NO_TRUNCATION, UNIQUE, None),
+    ("opt", "eager", "model", PAPER, REPEATED, None),
+    ("llama", "static", "model", NO_TRUNCATION, UNIQUE, None),
+    ("llama", "static", "head", NO_TRUNCATION, REPEATED, None),
+]
+
+
+@pytest.mark.parametrize("arch,path,draft,processing,prompt,bias", CASES, ids=lambda v: str(v))
+def test_lookup_sps_is_lossless(arch, path, draft, processing, prompt, bias):
+    target, lookup = build(arch, draft, bias)
+    copied = ngram_continuation(prompt[0], GAMMA, lookup.max_ngram, lookup.min_ngram).tolist()
+    assert copied == ([COPIED, 1] if prompt is REPEATED else [])  # lookup proposes what the case is about
+    if bias is not None:  # the point mass sits on a token the target never picks
+        with torch.no_grad():
+            p = logits_to_probs(target(input_ids=prompt).logits[0, -1], **processing)
+        assert float(p[COPIED]) == 0.0 and float(p.max()) < 1.0
+    params = {"gamma": GAMMA, **processing}
+    counts = empirical_counts("sps", target, lookup, params, prompt, TOKENS, RUNS, decode_path=path)
+    result = chisquare_exactness(counts, sequence_probs(target, prompt, TOKENS, processing))
+    label = f"lookup/{arch}/{path}/{draft}/{processing}/{prompt.tolist()}/bias={bias is not None}"
+    assert result.impossible == 0, f"{label}: tokens emitted that have zero target probability"
+    print(f"\n[exactness] {label}: TV={result.tv:.4f} chi2 p={result.pvalue:.3g} (N={result.runs})")
+    assert result.pvalue > FALSE_ALARM, f"{label}: differs from the target (p={result.pvalue:.2e}, TV={result.tv:.3f})"
