@@ -125,3 +125,20 @@ def test_lookup_pairs_load_and_run_sps(name, carries):
 def test_the_embedded_lookup_pairs_resolve():
     for name in ("smollm2_135m_lookup", "smollm2_135m_head_lookup"):
         assert pair_config(name)["draft"]["source"] == "lookup"
+
+
+def test_lookup_sps_repeats_itself_under_a_seed_and_stops_at_eos():
+    first, again = (generate(PromptLookup(), REPEATED, max_new_tokens=16, gamma=3, seed=7) for _ in range(2))
+    assert first.tokens == again.tokens
+    eos = first.tokens[5]
+    stopped = get_decoder("sps", target=tiny_llama(0, VOCAB, sharpness=3.0), draft=PromptLookup(), gamma=3).generate(
+        REPEATED, max_new_tokens=16, eos_token_id=eos, generator=torch.Generator().manual_seed(7)
+    )
+    assert stopped.tokens == first.tokens[: first.tokens.index(eos) + 1]
+
+
+def test_a_lookup_pair_with_a_bad_ngram_length_is_refused_in_one_line():
+    cfg = pair_config("tiny_llama_lookup")
+    cfg["draft"]["min_ngram"] = 0
+    with pytest.raises(ValueError, match=r"^lookup min_ngram must be an int >= 1, got 0$"):
+        load_pair(cfg)
