@@ -14,6 +14,7 @@ from mtad.models.tiny import tiny_head, tiny_llama
 VOCAB = 4
 REPEATED = torch.tensor([[1, 3, 2, 1, 3]])  # "1 3" recurs: lookup copies "2 1"
 UNIQUE = torch.tensor([[1, 3, 2]])  # no token recurs: lookup finds nothing in the first block
+SHORT_COPY = torch.tensor([[1, 2, 3, 3]])  # only "3" recurs, just before the end: lookup copies "3" alone
 GREEDY = {"temperature": 0.0}
 
 
@@ -43,6 +44,9 @@ def test_q_is_a_point_mass_on_each_copied_token():
     q = point_masses(seq(2, 0, 3), VOCAB)
     assert q.dense().tolist() == [[0, 0, 1, 0], [1, 0, 0, 0], [0, 0, 0, 1]]
     assert q.prob_of(seq(2, 1, 3)).tolist() == [1.0, 0.0, 1.0]
+    wide = point_masses(seq(2, 0, 7), 10, width=3)  # rows as wide as a top-3 draft's, ids ascending
+    assert wide.ids.tolist() == [[0, 1, 2], [0, 1, 2], [0, 1, 7]]
+    assert wide.dense().argmax(-1).tolist() == [2, 0, 7] and wide.probs.sum(-1).tolist() == [1.0, 1.0, 1.0]
 
 
 @pytest.mark.parametrize(
@@ -82,9 +86,20 @@ def test_the_draft_model_drafts_only_where_lookup_finds_nothing(kind):
     assert drafted.stats.draft_calls >= 1 and drafted.stats.drafted >= 1
 
 
+@pytest.mark.parametrize("kind,calls", [("alone", 0), ("model", 1), ("head", 2)])
+def test_the_draft_model_continues_a_copied_chain_shorter_than_gamma(kind, calls):
+    """The copied "3" is followed by one token of the draft's: a model reads the copied token in
+    its one forward, a head in a forward of its own."""
+    assert ngram_continuation(SHORT_COPY[0], 2, 3, 1).tolist() == [3]
+    target = tiny_llama(0, VOCAB, sharpness=3.0)
+    model = {"alone": None, "model": tiny_llama(1, VOCAB, sharpness=3.0), "head": tiny_head(target, 1, sharpness=3.0)}
+    out = generate(PromptLookup(model=model[kind]), SHORT_COPY, max_new_tokens=1, gamma=2, top_k=3)
+    assert (out.stats.drafted, out.stats.draft_calls) == (1 if kind == "alone" else 2, calls)
+
+
 @pytest.mark.parametrize("path", ["eager", "static"])
 @pytest.mark.parametrize("kind", ["alone", "model", "head"])
-@pytest.mark.parametrize("prompt", [REPEATED, UNIQUE], ids=["repeated", "unique"])
+@pytest.mark.parametrize("prompt", [REPEATED, UNIQUE, SHORT_COPY], ids=["repeated", "unique", "short-copy"])
 def test_greedy_lookup_sps_emits_the_targets_greedy_tokens(path, kind, prompt):
     target = tiny_llama(0, VOCAB, sharpness=3.0)
     model = {"alone": None, "model": tiny_llama(1, VOCAB, sharpness=3.0), "head": tiny_head(target, 1, sharpness=3.0)}

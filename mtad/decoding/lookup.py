@@ -7,7 +7,8 @@ q is a point mass (q = 1 on it, 0 elsewhere): the token is a function of the con
 it is "drawn" from that point mass, and speculative sampling's rule (accept with min(1, p/q),
 else a token from norm(max(0, p − q))) keeps the target's law exactly. Where nothing matches,
 lookup proposes nothing: the block is a plain target step, or the draft model's chain when the
-lookup carries one (`PromptLookup.model`). Rules and the methods that take it:
+lookup carries one (`PromptLookup.model`), which also continues a copied chain shorter than γ
+(sps.py). Rules and the methods that take it:
 mtad/decoding/README.md, "Drafts that copy".
 """
 
@@ -22,7 +23,8 @@ from mtad.decoding.phases import phased
 class PromptLookup(torch.nn.Module):
     """A draft that copies n-gram continuations from the context (`draft=` of a method that
     supports it: `Decoder.supports_lookup`). `model`: a draft model or feature head that drafts
-    the blocks lookup finds nothing for (None: such a block is one target step). A Module so that
+    the rest of a block after the copied tokens, all of it where lookup finds nothing (None: such a
+    block is one target step). A Module so that
     whatever walks a pair's draft (devices, dtypes, eval) reaches the model it carries."""
 
     def __init__(self, max_ngram: int = 3, min_ngram: int = 1, model: torch.nn.Module | None = None):
@@ -62,14 +64,16 @@ def ngram_continuation(context: torch.Tensor, gamma: int, max_ngram: int, min_ng
 
 
 @phased("drafting")
-def lookup_chain(decoder, lookup: PromptLookup, gamma: int, vocab: int) -> tuple[torch.Tensor, Dist]:
-    """The copied draft for `decoder`'s committed sequence and its q, a point mass per token:
-    tokens [m] (m = 0: no match) and q [m, 1]."""
-    tokens = lookup.continuation(decoder.seq[: decoder.length], gamma)  # [m]
-    return tokens, point_masses(tokens, vocab)
+def lookup_chain(decoder, lookup: PromptLookup, gamma: int) -> torch.Tensor:
+    """The copied draft for `decoder`'s committed sequence: tokens [m] (m = 0: no match)."""
+    return lookup.continuation(decoder.seq[: decoder.length], gamma)
 
 
-def point_masses(tokens: torch.Tensor, vocab: int) -> Dist:
-    """q_i = 1 on tokens[i], 0 elsewhere, for each of tokens [m]: a Dist [m, 1]."""
-    ids = tokens.reshape(-1, 1)  # [m, 1]
-    return Dist(ids, torch.ones(ids.shape, dtype=torch.float32, device=ids.device), vocab)
+def point_masses(tokens: torch.Tensor, vocab: int, width: int = 1) -> Dist:
+    """q_i = 1 on tokens[i], 0 elsewhere, for each of tokens [m]: a Dist [m, width] whose rows
+    stack with a draft's q of `width` entries (ascending ids 0..width-2, then the token where
+    it is not among 0..width-1; width = vocab gives dense one-hot rows)."""
+    ids = torch.arange(width, device=tokens.device).expand(tokens.numel(), width).clone()  # [m, width]
+    outside = tokens >= width  # [m]
+    ids[outside, -1] = tokens[outside]
+    return Dist(ids, (ids == tokens[:, None]).float(), vocab)

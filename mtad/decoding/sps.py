@@ -6,9 +6,10 @@ import torch
 
 from mtad.decoding.acceptance import speculative_accept
 from mtad.decoding.base import Decoder, Step
+from mtad.decoding.capabilities import reads_target_features
 from mtad.decoding.kv import CachedModel
 from mtad.decoding.logits import Dist, sample
-from mtad.decoding.lookup import lookup_chain
+from mtad.decoding.lookup import lookup_chain, point_masses
 from mtad.decoding.params import SpSParams
 from mtad.decoding.phases import phased
 from mtad.decoding.sampling import Sampling
@@ -17,13 +18,20 @@ from mtad.decoding.tree import ends_branch
 
 @phased("drafting")
 def draft_chain(
-    decoder: Decoder, draft_lm: CachedModel, gamma: int, stop_below: float = 0.0
+    decoder: Decoder, draft_lm: CachedModel, gamma: int, stop_below: float = 0.0, after: torch.Tensor | None = None
 ) -> tuple[torch.Tensor, Dist]:
     """Draw up to γ tokens autoregressively from q; returns tokens [n] and q_1..q_n [n, k].
     n draft calls: the last token is not forwarded (its KV is built next iteration if kept).
     The chain ends early after a token whose q(x) is below `stop_below` (a rule that reads only
-    the draft, so acceptance stays exact for any n)."""
-    logits = draft_lm.extend(decoder.uncached(draft_lm))[-1]  # [V]
+    the draft, so acceptance stays exact for any n). `after` [m]: tokens already drafted (copied by
+    lookup) that the chain continues; a model reads them in its first forward, a feature head one
+    per forward (past the target's features each reads the feature the forward before predicted)."""
+    fed = decoder.uncached(draft_lm)
+    if after is not None and not reads_target_features(draft_lm.model):
+        fed, after = torch.cat([fed, after]), None
+    logits = draft_lm.extend(fed)[-1]  # [V]
+    for token in after if after is not None else ():
+        logits = draft_lm.extend(token[None])[-1]
     tokens, qs = [], []
     for i in range(gamma):
         q = decoder.probs(logits)
@@ -44,12 +52,20 @@ class SpeculativeSampling(Decoder):
 
     def propose(self) -> tuple[torch.Tensor, Dist]:
         """The block's draft tokens [γ'] and the q each was drawn from [γ', k]: the lookup's copied
-        tokens (point masses) where lookup finds a match, else the draft model's chain, else none."""
-        if self.lookup is not None:
-            copied, q = lookup_chain(self, self.lookup, self.params.gamma, self.target.config.vocab_size)
-            if copied.numel() or self.draft_lm is None:
-                return copied, q
-        return draft_chain(self, self.draft_lm, self.params.gamma, self.params.stop_below)
+        tokens (point masses) first, where lookup finds a match; then the draft model's chain up to
+        γ (its q given the copied tokens), where there is a draft model; none without either."""
+        gamma, stop_below = self.params.gamma, self.params.stop_below
+        if self.lookup is None:
+            return draft_chain(self, self.draft_lm, gamma, stop_below)
+        copied = lookup_chain(self, self.lookup, gamma)  # [m]
+        if self.draft_lm is None or copied.numel() == gamma:
+            return copied, point_masses(copied, self.target.config.vocab_size)
+        if copied.numel() == 0:
+            return draft_chain(self, self.draft_lm, gamma, stop_below)
+        drawn, q = draft_chain(self, self.draft_lm, gamma - copied.numel(), stop_below, after=copied)  # [n], [n, k]
+        copied_q = point_masses(copied, q.vocab, width=q.ids.shape[-1])  # [m, k]: stackable with q
+        probs = torch.cat([copied_q.probs.to(q.probs.dtype), q.probs])  # [m + n, k]
+        return torch.cat([copied, drawn]), Dist(torch.cat([copied_q.ids, q.ids]), probs, q.vocab)
 
     def step(self) -> Step:
         base = self.length  # committed tokens; both caches end up holding base + accepted
