@@ -45,6 +45,9 @@ def start(entry: str, args: list[str], tmp_path: Path, slowed: bool) -> subproce
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # a shell's background job (a test run started with `&`) ignores SIGINT, and so would the child:
+        # it gets the disposition of a command started at a terminal, where Ctrl-C is pressed
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
 
 

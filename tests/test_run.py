@@ -249,7 +249,7 @@ def test_failed_cell_does_not_stop_the_multirun(tmp_path):
 @pytest.mark.parametrize(
     "override, message",
     [
-        ("method=nonexistent", "Could not find 'method/nonexistent'"),
+        ("method=nonexistent", "unknown method 'nonexistent'; valid: "),
         (
             "method.gamm=3",
             "method.gamm: not a setting of method 'sps'; valid: gamma, stop_below, temperature, top_k, top_p",

@@ -433,6 +433,8 @@ def load_pair(name_or_cfg: str | Mapping = "smollm2_135m", **overrides) -> Pair:
     cfg = pair_config(name_or_cfg, **overrides)
     name = cfg.get("name") or (name_or_cfg if isinstance(name_or_cfg, str) else "custom")
     cfg["name"] = name
+    if cfg.get("target_dtype") in QUANTIZED_DTYPES:  # a setting is refused before any model is looked for
+        _check_quantized(cfg, cfg["target_dtype"])
     check_hub_models(cfg)
     target, tokenizer = load_target_and_tokenizer(cfg)
     draft, draft_tokenizer = load_draft_model(cfg, target)
