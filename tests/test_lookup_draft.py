@@ -157,3 +157,14 @@ def test_a_lookup_pair_with_a_bad_ngram_length_is_refused_in_one_line():
     cfg["draft"]["min_ngram"] = 0
     with pytest.raises(ValueError, match=r"^lookup min_ngram must be an int >= 1, got 0$"):
         load_pair(cfg)
+
+
+def test_mtad_run_refuses_a_lookup_pair_for_a_method_that_does_not_copy_before_loading(tmp_path):
+    from test_run import mtad_run
+
+    proc = mtad_run(["pair=tiny_llama_lookup", "method=mtad", "task=chat", "limit=1"], tmp_path, check=False)
+    assert proc.returncode == 1 and "Traceback" not in proc.log
+    assert (
+        "pair=tiny_llama_lookup: mtad does not draft by prompt lookup (draft=lookup); methods that do: sps" in proc.log
+    )
+    assert not (tmp_path / "runs").exists()

@@ -114,12 +114,18 @@ class Decoder:
         method without `supports_lookup` refuses one; one that needs no draft ignores it."""
         if not isinstance(draft, PromptLookup) or not self.needs_draft:
             return None, draft
-        if not self.supports_lookup:
-            takes = sorted(cls.name for cls in _subclasses(Decoder) if cls.supports_lookup)
-            raise ValueError(
-                f"{self.name} does not draft by prompt lookup (draft=lookup); methods that do: {', '.join(takes)}"
-            )
+        refusal = self.lookup_refusal()
+        if refusal:
+            raise ValueError(refusal)
         return draft, draft.model
+
+    @classmethod
+    def lookup_refusal(cls) -> str | None:
+        """Why this method cannot take a lookup draft, in one line; None when it can (or drafts nothing)."""
+        if cls.supports_lookup or not cls.needs_draft:
+            return None
+        takes = sorted(sub.name for sub in _subclasses(Decoder) if sub.supports_lookup)
+        return f"{cls.name} does not draft by prompt lookup (draft=lookup); methods that do: {', '.join(takes)}"
 
     # -- settings -------------------------------------------------------------------
     @classmethod

@@ -84,7 +84,7 @@ def plan_cell(cfg: DictConfig, cell: Cell) -> CellPlan:
         raise SettingError(f"missing_data must be one of {', '.join(MISSING_DATA_MODES)}, got {cfg.missing_data!r}")
     options, limit = task_settings(cfg, cell.task, cell.command_line)
     method_settings = check_method(cell.method, OmegaConf.to_container(cfg.method, resolve=True))
-    check_pair(OmegaConf.to_container(cfg.pair, resolve=True))
+    check_pair(OmegaConf.to_container(cfg.pair, resolve=True), cell.method)
     task = build_task(cell.task, cfg.data_root, options)
     check_task_limit(task, cell.task, limit)
     check_writable(cell.directory, "results_root")

@@ -197,8 +197,10 @@ def task_settings(cfg, task_name: str, command_line: tuple[str, ...] | list[str]
     return options, limit
 
 
-def check_pair(pair: dict) -> None:
-    """The pair's settings, files, device and hub models, checked without loading a model."""
+def check_pair(pair: dict, method: str | None = None) -> None:
+    """The pair's settings, files, device and hub models, checked without loading a model, and
+    whether ``method`` takes its kind of draft (a prompt lookup: only the methods that copy)."""
+    from mtad.decoding import DECODERS
     from mtad.models.pairs import check_pair_settings
 
     try:
@@ -206,6 +208,9 @@ def check_pair(pair: dict) -> None:
     except (KeyError, ValueError, FileNotFoundError) as exc:
         message = exc.args[0] if exc.args else str(exc)
         raise SettingError(f"pair={pair.get('name')}: {message}") from None
+    refusal = DECODERS[method].lookup_refusal() if method in DECODERS else None
+    if refusal and (pair.get("draft") or {}).get("source") == "lookup":
+        raise SettingError(f"pair={pair.get('name')}: {refusal}")
 
 
 def check_method(name: str, params: dict):
