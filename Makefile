@@ -12,12 +12,12 @@ help: ## list targets
 .venv/.installed: pyproject.toml
 	python3 -m venv .venv
 	$(PY) -m pip install -q --upgrade pip
-	@echo "installing $(TORCH_SPEC) and mtad with its dev tools and jupyter lab into .venv (a few minutes; pip shows its progress)"
+	@echo "installing $(TORCH_SPEC) and mtad with its dev tools, jupyter lab and, where it runs, the kernel extra into .venv (a few minutes; pip shows its progress)"
 	$(PY) -m pip install --progress-bar on "$(TORCH_SPEC)"
-	$(PY) -m pip install --progress-bar on -e ".[dev,notebooks]"
+	extras=$$($(PY) scripts/kernel_extra.py) && $(PY) -m pip install --progress-bar on -e ".[dev,notebooks$$extras]"
 	touch $@
 
-install: .venv/.installed ## create .venv and install mtad with its dev tools and jupyter lab (the notebooks)
+install: .venv/.installed ## create .venv and install mtad with its dev tools, jupyter lab (the notebooks) and, on x86-64 Linux with the CPU torch, the kernel extra (zen)
 
 .PHONY: data
 data: install ## fetch every dataset into the data root

@@ -189,3 +189,43 @@ def test_a_modules_rows_seen_first_leave_the_fused_matrix_to_zendnn():
     assert kernels._SEEN[fused.data_ptr()] is fused
     assert torch.equal(by_rows, F.linear(x, rows.contiguous()))
     assert (by_fused[:, :576].float() - by_rows.float()).abs().max() <= 2**-7 * by_rows.float().abs().max()
+
+
+def test_without_zentorch_the_first_calibration_says_once_what_is_missing(fresh, monkeypatch, caplog):
+    import logging
+
+    monkeypatch.setattr(kernels, "available", lambda: kernels.BUILT_IN)
+    kernels.say_zentorch_missing.cache_clear()
+    with caplog.at_level(logging.INFO, logger="mtad.decoding.kernels"):
+        kernels.choose(bf16_llama())
+        kernels._chosen.clear()
+        monkeypatch.setenv("MTAD_KERNELS", "calibrate")
+        kernels.choose(bf16_llama())
+    said = [r.getMessage() for r in caplog.records if "zentorch" in r.getMessage()]
+    assert len(said) == 1 and "pip install 'mtad[zen]'" in said[0]
+
+
+@pytest.mark.parametrize(
+    "system, machine, version, cuda, problem",
+    [
+        ("Linux", "x86_64", "2.13.0+cpu", None, None),
+        ("Linux", "x86_64", "2.13.0", None, None),
+        ("Linux", "aarch64", "2.13.0", None, "x86-64 Linux, not Linux on aarch64"),
+        ("Darwin", "x86_64", "2.13.0", None, "x86-64 Linux, not Darwin on x86_64"),
+        ("Linux", "x86_64", "2.13.0+cu130", "13.0", "CPU build, not its CUDA 13.0 build"),
+        ("Linux", "x86_64", "2.14.1+cpu", None, "torch 2.13.0, not 2.14.1+cpu"),
+    ],
+)
+def test_make_install_adds_the_kernel_extra_only_where_it_runs(system, machine, version, cuda, problem):
+    import importlib.util
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "scripts" / "kernel_extra.py"
+    spec = importlib.util.spec_from_file_location("kernel_extra", script)
+    kernel_extra = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(kernel_extra)
+    found = kernel_extra.zen_problem(system, machine, version, cuda)
+    assert found is None if problem is None else problem in found
+    recipe = (script.parents[1] / "Makefile").read_text()
+    install = "extras=$$($(PY) scripts/kernel_extra.py) && $(PY) -m pip install"
+    assert install in recipe and '-e ".[dev,notebooks$$extras]"' in recipe

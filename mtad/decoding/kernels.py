@@ -27,6 +27,7 @@ import contextlib
 import functools
 import hashlib
 import json
+import logging
 import os
 import statistics
 import time
@@ -35,6 +36,8 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
+
+log = logging.getLogger(__name__)
 
 BUILT_IN = ("onednn", "native")
 # forward widths (new positions) by bucket, and the width each bucket is timed at; wider
@@ -254,6 +257,8 @@ def choose(model: torch.nn.Module) -> KernelChoice | None:
     if setting == "auto" and key in stored and set(stored[key]) <= set(available()):
         choice = KernelChoice(tuple(stored[key]), "cached")
     else:
+        if "zentorch" not in available():
+            say_zentorch_missing()
         choice = KernelChoice(calibrate(model), "calibrated")
         stored = _read(path) | {key: list(choice.by_bucket)}  # another process may have added its own
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -262,6 +267,15 @@ def choose(model: torch.nn.Module) -> KernelChoice | None:
         tmp.replace(path)  # atomic: a process reading it meanwhile sees the old file or the new one
     _chosen[key] = choice
     return choice
+
+
+@functools.cache
+def say_zentorch_missing() -> None:
+    """One line per process: the calibration chooses without ZenDNN's products, and how to add them."""
+    log.info(
+        "kernels: zentorch is not installed, so bf16 forwards choose between torch's own products; "
+        "`pip install 'mtad[zen]'` adds ZenDNN's (x86-64 Linux, the CPU torch the suite pins; `make install` does)"
+    )
 
 
 def chosen() -> dict[str, dict]:
