@@ -17,7 +17,7 @@ help: ## list targets
 	extras=$$($(PY) scripts/kernel_extra.py) && $(PY) -m pip install --progress-bar on -e ".[dev,notebooks$$extras]"
 	touch $@
 
-install: .venv/.installed ## create .venv and install mtad with its dev tools, jupyter lab (the notebooks) and, on x86-64 Linux with the CPU torch, the kernel extra (zen)
+install: .venv/.installed ## create .venv and install mtad with its dev tools, jupyter lab (the notebooks) and, on x86-64 Linux with the CPU torch and native bf16, the kernel extra (zen)
 
 .PHONY: data
 data: install ## fetch every dataset into the data root

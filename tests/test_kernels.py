@@ -216,7 +216,8 @@ def test_without_zentorch_the_first_calibration_says_once_what_is_missing(fresh,
         ("Linux", "x86_64", "2.14.1+cpu", None, "torch 2.13.0, not 2.14.1+cpu"),
     ],
 )
-def test_make_install_adds_the_kernel_extra_only_where_it_runs(system, machine, version, cuda, problem):
+@pytest.mark.parametrize("bf16", [True, False])
+def test_make_install_adds_the_kernel_extra_only_where_it_runs(system, machine, version, cuda, problem, bf16):
     import importlib.util
     from pathlib import Path
 
@@ -224,8 +225,12 @@ def test_make_install_adds_the_kernel_extra_only_where_it_runs(system, machine, 
     spec = importlib.util.spec_from_file_location("kernel_extra", script)
     kernel_extra = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(kernel_extra)
-    found = kernel_extra.zen_problem(system, machine, version, cuda)
+    flags = {"avx2", "avx512f", "avx512_bf16"} if bf16 else {"avx2"}
+    found = kernel_extra.zen_problem(system, machine, version, cuda, flags)
+    if problem is None and not bf16:  # float32 targets: the extra would not be used
+        problem = "no native bf16 (avx512_bf16)"
     assert found is None if problem is None else problem in found
+    assert isinstance(kernel_extra.cpu_flags(), set)
     recipe = (script.parents[1] / "Makefile").read_text()
     install = "extras=$$($(PY) scripts/kernel_extra.py) && $(PY) -m pip install"
     assert install in recipe and '-e ".[dev,notebooks$$extras]"' in recipe
