@@ -173,7 +173,26 @@ def machine_label(record: dict, target_dtype: str | None = None) -> str:
     (`AMD EPYC (2 CPUs, avx2), target bfloat16`). ``target_dtype``: the target's, where the caller
     knows it (else the dtypes the record's models ran in)."""
     dtype = f"target {target_dtype}" if target_dtype else f"dtype {record.get('dtype') or 'not recorded'}"
-    return f"{recorded_machine_name(record)}, {dtype}"
+    if record.get("dtype_choice"):  # `auto` measured on the machine (mtad.models.dtype_choice)
+        dtype += " (auto: measured)"
+    kernels = kernels_label(record)
+    return f"{recorded_machine_name(record)}, {dtype}" + (f", kernels {kernels}" if kernels else "")
+
+
+def kernels_label(record: dict) -> str | None:
+    """The target's recorded product kernel per forward width, equal neighbours merged
+    (`1 native, 2-17 zentorch, wider onednn`); None where the record has none (oneDNN throughout)."""
+    by_width = (((record.get("kernels") or {}).get("target")) or {}).get("by_width")
+    if not by_width:
+        return None
+    spans: list[list[str]] = []  # [first width, last width, kernel]
+    for widths, kernel in by_width.items():
+        low, _, high = widths.partition("-")
+        if spans and spans[-1][2] == kernel and widths != "wider":
+            spans[-1][1] = high or low
+        else:
+            spans.append([low, high or low, kernel])
+    return ", ".join(f"{a if a == b else f'{a}-{b}'} {kernel}" for a, b, kernel in spans)
 
 
 def environment_record(models=(), devices=None) -> dict:

@@ -36,3 +36,17 @@ def test_a_record_without_instruction_sets_says_so(tmp_path):
     for method in ("sampling", "sps"):  # the fixture's records predate the instruction sets
         make_results.write_cell(tmp_path / "runs", "table2", "cnndm", method)
     assert header_machine(tmp_path / "runs") == "- machine: Fixture CPU (2 CPUs, ISA not recorded), target float32"
+
+
+def test_a_measured_dtype_and_the_targets_kernels_are_named(tmp_path):
+    for method in ("sampling", "sps"):
+        cell = make_results.write_cell(tmp_path / "runs", "table2", "cnndm", method)
+        env = json.loads((cell / "env.json").read_text())
+        env |= {"cpu": "Fixture CPU", "cpu_count": 2, "cpu_isa": ["avx512_bf16"], "dtype": "bfloat16"}
+        by_width = {"1": "native", "2-4": "zentorch", "5-17": "zentorch", "wider": "onednn"}
+        env |= {"kernels": {"target": {"by_width": by_width, "source": "cached"}}, "dtype_choice": {"source": "stored"}}
+        (cell / "env.json").write_text(json.dumps(env))
+    assert header_machine(tmp_path / "runs") == (
+        "- machine: Fixture CPU (2 CPUs, avx512_bf16), target bfloat16 (auto: measured), "
+        "kernels 1 native, 2-17 zentorch, wider onednn"
+    )

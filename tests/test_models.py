@@ -22,18 +22,14 @@ def _tiny_llama_target(layers: int = 3):
 # ------------------------------------------------------------------------- configs and pairs
 
 
-def test_auto_dtype_is_bf16_on_a_cpu_with_native_bf16_else_float32(monkeypatch):
+def test_the_device_rule_is_bf16_on_a_cpu_with_native_bf16_else_float32(monkeypatch):
     import mtad.models.pairs as pairs
 
     assert pairs.native_bf16_cpu() == bool(pairs.cpu_flags() & {"avx512_bf16", "amx_bf16"})
     for native, expected in ((True, "bfloat16"), (False, "float32")):
         monkeypatch.setattr(pairs, "native_bf16_cpu", lambda native=native: native)
-        cfg = pair_config("tiny_llama", target_dtype="auto", draft_dtype="auto")
-        assert (cfg["target_dtype"], cfg["draft_dtype"]) == (expected, expected)
-        assert pair_config("tiny_llama", target_dtype="float64", draft_dtype="auto")["target_dtype"] == "float64"
+        assert pairs.auto_dtype(torch.device("cpu")) == expected
     assert pairs.auto_dtype(torch.device("meta")) == "float32"
-    with pytest.raises(ValueError, match="valid: .*auto"):
-        pair_config("tiny_llama", target_dtype="fp8")
 
 
 def test_every_pair_config_resolves():

@@ -40,7 +40,7 @@ from mtad.decoding.static_kv import kernel_record, resolve_decode_path
 from mtad.devices import model_device, sync, torch_threads
 from mtad.metrics.speed import aggregate_speed
 from mtad.models import load_pair
-from mtad.models.pairs import QUANTIZED_DTYPES, auto_dtype, cpu_flags, load_target_and_tokenizer
+from mtad.models.pairs import QUANTIZED_DTYPES, auto_dtype, auto_meaning, cpu_flags, load_target_and_tokenizer
 from mtad.records import derive_seed
 from mtad.tasks.prompts import chat_ids, make_prompts
 
@@ -322,7 +322,9 @@ def summarise(configs: list[Config], results: dict[str, list[Repetition]]) -> li
     return rows
 
 
-def environment(target, draft) -> dict:
+def environment(target, draft, pair_cfg: dict | None = None) -> dict:
+    """The run's environment record and the bench's own facts; `pair_cfg`: the loaded pair's config,
+    for what its `auto` dtype means on this machine (measured: `mtad.models.dtype_choice`)."""
     from mtad.provenance import environment_record
 
     flags = cpu_flags()
@@ -338,7 +340,8 @@ def environment(target, draft) -> dict:
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "amx": "amx_bf16" in flags,
         "avx512_bf16": "avx512_bf16" in flags,
-        "auto_dtype": auto_dtype(next(target.parameters()).device),  # what a pair's `auto` dtype means here
+        "auto_dtype": auto_meaning(pair_cfg) if pair_cfg else auto_dtype(next(target.parameters()).device),
+        "dtype_choice": (pair_cfg or {}).get("dtype_choice"),
         "kernels": kernel_record({"target": target, "draft": draft}, "fast"),  # the fast path's, per width
         "cuda": env["gpus"][0] if env["gpus"] else None,
     }
@@ -467,7 +470,7 @@ def measure_pair(
                 "threads": threads,
                 "default_path": resolve_decode_path(pair.decode_path, pair.target),
             },
-            "environment": environment(pair.target, pair.draft),
+            "environment": environment(pair.target, pair.draft, pair.config),
             "rows": rows,
             "warm_up": warm,
             "curve": curve,

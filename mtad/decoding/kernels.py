@@ -199,7 +199,8 @@ def fastest(mats: list[torch.Tensor], width: int) -> str:
 
 
 @functools.cache
-def _machine() -> str:
+def machine_key() -> str:
+    """The CPU and its core count: part of every stored calibration's key."""
     from mtad.provenance import cpu_model
 
     return f"{cpu_model()}|{os.cpu_count()} CPUs"
@@ -214,7 +215,7 @@ def _cache_key(model: torch.nn.Module) -> str:
     are read once per model: every generation builds its caches anew)."""
     if model not in _shapes_of:
         _shapes_of[model] = _shapes_digest(model)
-    return f"{_machine()}|{torch.get_num_threads()} threads|{_shapes_of[model]}|{'+'.join(available())}"
+    return f"{machine_key()}|{torch.get_num_threads()} threads|{_shapes_of[model]}|{'+'.join(available())}"
 
 
 def _shapes_digest(model: torch.nn.Module) -> str:

@@ -37,6 +37,7 @@ from mtad.decoding.capabilities import LEAN_FORWARD, RestrictedHead, has_lean_fo
 from mtad.decoding.kernels import choose as choose_kernels
 from mtad.decoding.kv import CachedModel, model_device
 from mtad.decoding.layer_math import Rotary, attend, attention_dtype, finish_layer, rms_norm, rotated_attention_inputs
+from mtad.decoding.lookup import PromptLookup
 from mtad.decoding.masks import chain_mask, padded, step_mask
 
 # eager: the model's own forward on a DynamicCache (kv.CachedModel); static: static cache and
@@ -70,7 +71,8 @@ def resolve_decode_path(path: str | None, model: PreTrainedModel) -> str:
 def kernel_record(models: dict, decode_path: str | None) -> dict | None:
     """For a run's environment record: each model's (role -> model) product kernel per forward
     width on its lean path (`kernels.choose`; None for a model not concerned), or None where
-    every model runs eager (oneDNN throughout)."""
+    every model runs eager (oneDNN throughout). A lookup draft is recorded by the model it carries."""
+    models = {role: m.model if isinstance(m, PromptLookup) else m for role, m in models.items()}
     lean = {role: m for role, m in models.items() if m is not None and resolve_decode_path(decode_path, m) != "eager"}
     if not lean:
         return None

@@ -17,9 +17,11 @@ PACKAGE_DIR = Path(__file__).resolve().parents[1]  # mtad/
 ASSETS_DIR = PACKAGE_DIR / "assets"
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16, "float16": torch.float16}
 SOURCES = ("hub", "gguf_package", "tiny_random", "distilled", "head", "lookup")
-# targets only: the GGUF's 4-bit weights in the int4 CPU kernel, float32 or bf16 activations (models/quantized.py)
-QUANTIZED_DTYPES = ("q4_1", "q4_1_bf16")
-AUTO_DTYPE = "auto"  # the measured winner on the device at hand (`auto_dtype`)
+# targets only, in CPU weight-only kernels with float32 or bf16 activations (models/quantized.py): the GGUF's
+# 4-bit weights in the int4 kernel (q4_1), every Linear of the dense target requantized per row to int8 (int8)
+QUANTIZED_DTYPES = ("q4_1", "q4_1_bf16", "int8", "int8_bf16")
+QUANTIZED_SOURCES = {"q4_1": ("gguf_package", "tiny_random"), "int8": ("gguf_package", "tiny_random", "hub")}
+AUTO_DTYPE = "auto"  # on a CPU the cheaper dtype measured on the machine (dtype_choice.py); on CUDA a rule
 
 
 def cpu_flags() -> set[str]:
@@ -39,10 +41,9 @@ def native_bf16_cpu() -> bool:
 
 
 def auto_dtype(device: torch.device) -> str:
-    """What `auto` means on `device`, from the calibration of `make bench` (results/bench): on a
-    CPU with native bf16 a bf16 target's 1-token step and 5-token verification beat float32's
-    (and bf16 halves the bytes a memory-bound step reads), elsewhere on CPU float32 (the
-    published weights, dequantized exactly); on CUDA bf16 where supported, else float16."""
+    """The device's rule for `auto` where nothing is measured: on CUDA bf16 where supported, else
+    float16; on a CPU bf16 where it multiplies bf16 natively, else float32. A pair's CPU target is
+    not ruled but measured (`dtype_choice`); the rule serves CUDA and the draft trainer's compute."""
     if device.type == "cuda":
         return "bfloat16" if torch.cuda.is_bf16_supported() else "float16"
     if device.type == "cpu" and native_bf16_cpu():
@@ -91,16 +92,14 @@ def pair_config(name_or_cfg: str | Mapping, **overrides) -> dict:
             cfg.setdefault("draft", {})["file"] = value
         else:
             cfg[key] = value
-    for key in ("target_dtype", "draft_dtype"):
-        if cfg.get(key) == AUTO_DTYPE:
-            cfg[key] = auto_dtype(resolve_device(cfg.get("device")))
+    resolve_auto_dtypes(cfg)
     from mtad.decoding.static_kv import DECODE_PATHS
 
     if cfg.get("decode_path", "fast") not in DECODE_PATHS:
         raise ValueError(
             f"pair {cfg.get('name')!r}: decode_path must be one of {DECODE_PATHS}, got {cfg['decode_path']!r}"
         )
-    if cfg.get("target_dtype") not in (None, *DTYPES, *QUANTIZED_DTYPES):
+    if cfg.get("target_dtype") not in (None, AUTO_DTYPE, *DTYPES, *QUANTIZED_DTYPES):
         raise ValueError(
             f"pair {cfg.get('name')!r}: unknown dtype {cfg['target_dtype']!r} for the target; "
             f"valid: {', '.join([*DTYPES, *QUANTIZED_DTYPES, AUTO_DTYPE])}"
@@ -110,6 +109,39 @@ def pair_config(name_or_cfg: str | Mapping, **overrides) -> dict:
         if source not in SOURCES:
             raise ValueError(f"pair {cfg.get('name')!r}: {part}.source must be one of {SOURCES}, got {source!r}")
     return cfg
+
+
+def resolve_auto_dtypes(cfg: dict) -> None:
+    """Resolve `auto` dtypes in place. On CUDA both take the device's rule (`auto_dtype`). On a CPU
+    the target's is this machine's measurement (`dtype_choice.stored_choice`, recorded under
+    ``dtype_choice``); without one it stays `auto` until `load_pair` measures it. A draft's
+    `auto` is the target's dtype (a 4-bit target's activations' dtype), once that is known."""
+    device = resolve_device(cfg.get("device"))
+    if device.type != "cpu":
+        for key in ("target_dtype", "draft_dtype"):
+            if cfg.get(key) == AUTO_DTYPE:
+                cfg[key] = auto_dtype(device)
+        return
+    if cfg.get("target_dtype") == AUTO_DTYPE:
+        from .dtype_choice import stored_choice
+
+        choice = stored_choice(cfg["target"], cfg.get("decode_path"))
+        if choice is not None:
+            cfg["target_dtype"], cfg["dtype_choice"] = choice.dtype, choice.as_dict()
+    if cfg.get("draft_dtype") == AUTO_DTYPE and cfg.get("target_dtype") != AUTO_DTYPE:
+        cfg["draft_dtype"] = activation_dtype(cfg.get("target_dtype"))
+
+
+def auto_meaning(cfg: Mapping) -> str | None:
+    """What `auto` would make of the pair's target here: this machine's measured (or the device's
+    ruled) dtype; None on a CPU where no load has measured it yet."""
+    resolved = pair_config({**cfg, "target_dtype": AUTO_DTYPE})["target_dtype"]
+    return None if resolved == AUTO_DTYPE else resolved
+
+
+def activation_dtype(target_dtype: str | None) -> str:
+    """The dense dtype a target of `target_dtype` computes in (a 4-bit target's activations')."""
+    return str(_dtype(target_dtype, QUANTIZED_DTYPES)).removeprefix("torch.")
 
 
 def resolve_device(device: str | None) -> torch.device:
@@ -124,9 +156,9 @@ def _dtype(name: str | None, quantized: tuple[str, ...] = ()) -> torch.dtype:
     if name is None:
         return torch.float32
     if name in quantized:
-        from .quantized import Q4_1_DTYPES
+        from .quantized import KERNEL_DTYPES
 
-        return Q4_1_DTYPES[name]
+        return KERNEL_DTYPES[name]
     if name not in DTYPES:
         raise ValueError(f"unknown dtype {name!r}; valid: {', '.join([*DTYPES, *quantized])}")
     return DTYPES[name]
@@ -136,21 +168,23 @@ def _check_quantized(cfg: dict, name: str) -> None:
     """Refuse a quantized target dtype where its CPU kernels cannot run, before anything loads."""
     if resolve_device(cfg.get("device")).type != "cpu" or cfg.get("device_map"):
         raise ValueError(f"target_dtype {name} runs on CPU kernels only; set device=cpu and device_map=null")
-    source = cfg["target"]["source"]
-    if source not in ("gguf_package", "tiny_random"):
-        raise ValueError(f"target_dtype {name} needs a gguf_package or tiny_random target, not {source!r}")
+    source, sources = cfg["target"]["source"], QUANTIZED_SOURCES[name.removesuffix("_bf16")]
+    if source not in sources:
+        raise ValueError(f"target_dtype {name} needs a {' or '.join(sources)} target, not {source!r}")
 
 
-def _quantized_target(model, spec: dict, torch_dtype: torch.dtype):
-    """The dense target carried into the int4/int8 CPU kernels (pair.target_dtype=q4_1): the GGUF's
-    own Q4_1/Q8_0 blocks for a gguf_package target, gguf's quantizer for a tiny random one."""
-    from .quantized import load_gguf_q4_1, quantize_q4_1
+def _quantized_target(model, spec: dict, name: str):
+    """The dense float32 target carried into the int4/int8 CPU kernels (pair.target_dtype=`name`):
+    for q4_1 the GGUF's own Q4_1/Q8_0 blocks for a gguf_package target, gguf's quantizer for a tiny
+    random one; for int8 every Linear requantized per row (`quantized.quantize`)."""
+    from .quantized import KERNEL_DTYPES, load_gguf_q4_1, quantize
 
-    if spec["source"] == "gguf_package":
+    if spec["source"] == "gguf_package" and name.startswith("q4_1"):
         from .gguf_cache import find_gguf
 
-        return load_gguf_q4_1(model, find_gguf(spec["package"], str(spec["version"]), spec["file"]), torch_dtype)
-    return quantize_q4_1(model, torch_dtype)
+        gguf = find_gguf(spec["package"], str(spec["version"]), spec["file"])
+        return load_gguf_q4_1(model, gguf, KERNEL_DTYPES[name])
+    return quantize(model, name)
 
 
 def _hub_kwargs(cfg: dict, dtype: torch.dtype) -> dict:
@@ -173,6 +207,7 @@ def load_target_and_tokenizer(cfg: dict, device: str | None = None, dtype: str |
     torch_dtype = _dtype(dtype_name, QUANTIZED_DTYPES)
     if dtype_name in QUANTIZED_DTYPES:
         _check_quantized(cfg, dtype_name)
+        torch_dtype = torch.float32  # loaded dense in float32, then quantized (`_quantized_target`)
     spec = cfg["target"]
     if spec["source"] == "gguf_package":
         from .gguf_cache import ensure_converted
@@ -191,11 +226,11 @@ def load_target_and_tokenizer(cfg: dict, device: str | None = None, dtype: str |
         model = tiny_model(
             spec.get("family", "llama"), len(tokenizer), int(spec.get("seed", 0)), **spec.get("overrides", {})
         )
-        model = model if dtype_name in QUANTIZED_DTYPES else model.to(torch_dtype)  # quantized from its float32
+        model = model.to(torch_dtype)
     else:
         raise ValueError(f"target.source {spec['source']!r} is not valid for a target")
     if dtype_name in QUANTIZED_DTYPES:
-        model = _quantized_target(model, spec, torch_dtype)
+        model = _quantized_target(model, spec, dtype_name)
     return _place(model, cfg).eval(), tokenizer
 
 
@@ -203,7 +238,8 @@ def load_draft_model(cfg: dict, target, dtype: str | None = None):
     """The draft model (eval mode) and its own tokenizer when it has one (None if shared)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    torch_dtype = _dtype(dtype or cfg.get("draft_dtype"))
+    dtype = dtype or cfg.get("draft_dtype")
+    torch_dtype = target.dtype if dtype == AUTO_DTYPE else _dtype(dtype)  # `auto`: the target's
     spec = cfg["draft"]
     # drafts that copy from the context (mtad/decoding/lookup.py); `model`: the spec of a draft (any other
     # source) for the blocks where no n-gram recurs, null for none
@@ -397,7 +433,7 @@ def check_pair_settings(cfg: Mapping) -> dict:
     returns the resolved config."""
     check_device((cfg or {}).get("device"))
     cfg = pair_config(cfg)
-    if cfg.get("draft_dtype") not in (None, *DTYPES):
+    if cfg.get("draft_dtype") not in (None, AUTO_DTYPE, *DTYPES):
         raise ValueError(
             f"pair {cfg.get('name')!r}: unknown dtype {cfg['draft_dtype']!r} for the draft; "
             f"valid: {', '.join([*DTYPES, AUTO_DTYPE])}"
@@ -436,7 +472,13 @@ def load_pair(name_or_cfg: str | Mapping = "smollm2_135m", **overrides) -> Pair:
     if cfg.get("target_dtype") in QUANTIZED_DTYPES:  # a setting is refused before any model is looked for
         _check_quantized(cfg, cfg["target_dtype"])
     check_hub_models(cfg)
-    target, tokenizer = load_target_and_tokenizer(cfg)
+    target, tokenizer = load_target_and_tokenizer(cfg, dtype="float32" if cfg["target_dtype"] == AUTO_DTYPE else None)
+    if cfg["target_dtype"] == AUTO_DTYPE:  # first load on this machine: time float32 against bf16, keep the cheaper
+        from .dtype_choice import measure
+
+        target, choice = measure(target, cfg["target"], cfg.get("decode_path"))
+        cfg["target_dtype"], cfg["dtype_choice"] = choice.dtype, choice.as_dict()
+        resolve_auto_dtypes(cfg)
     draft, draft_tokenizer = load_draft_model(cfg, target)
     if draft_tokenizer is not None:
         check_same_tokenizer(tokenizer, draft_tokenizer, name)

@@ -85,6 +85,8 @@ class CellSession:
             "pair_name": getattr(self.pair, "name", None),
             # the fast path's product kernel per forward width, as calibrated on this machine
             "kernels": kernel_record({"target": self.pair.target, "draft": self.pair.draft}, self.pair.decode_path),
+            # how `auto` chose the target's dtype on this machine (absent where the config named one)
+            "dtype_choice": self.pair.config.get("dtype_choice"),
             "energy_missing_reason": energy_reason,
             "started": now(),
         }
