@@ -49,7 +49,7 @@ def main(argv=None) -> int:
     from mtad.data import cache_root
     from mtad.devices import set_threads
     from mtad.distill import DistillConfig, HeadTrainConfig, HeadTrainer, Trainer, produce
-    from mtad.models.pairs import ASSETS_DIR, auto_dtype, load_target_and_tokenizer, pair_config
+    from mtad.models.pairs import ASSETS_DIR, auto_dtype, auto_meaning, load_target_and_tokenizer, pair_config
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument(
@@ -216,10 +216,11 @@ def main(argv=None) -> int:
         seed=args.seed,
         slots=args.slots,
     )
-    # the producer runs the target in the dtype decoding uses on this machine (the calibration's pick:
-    # bf16 on a CPU that multiplies it natively); trainers keep float32 master weights
+    # the producer runs the target in the dtype decoding uses on this machine (what `auto` measured,
+    # else the device's rule); trainers keep float32 master weights
     device = str(torch_device(args))
-    dtype = auto_dtype(torch.device(device)) if args.job in ("produce", "featurize", "round") else "float32"
+    decoding_dtype = auto_meaning({**cfg, "device": device}) or auto_dtype(torch.device(device))
+    dtype = decoding_dtype if args.job in ("produce", "featurize", "round") else "float32"
     target, tokenizer = load_target_and_tokenizer(cfg, device=device, dtype=dtype)
     target.requires_grad_(False)
     special_ids = tokenizer.all_special_ids + [tokenizer.eos_token_id]
