@@ -35,6 +35,16 @@ lossy (``Int8Linear.requantized_per_row``; ``q4_tv`` measures by how much).
 blocks (nothing is dequantized and requantized); ``quantize_q4_1`` does the same for any dense Llama
 through gguf's own quantizer (tiny test targets). Both leave ``model.mtad_dtype`` the pair dtype
 (``q4_1`` or ``q4_1_bf16``), which the environment record reports as the model's dtype.
+
+The target dtype ``int8`` (``quantize_int8``) is weight-only int8 of a dense float32 target (the
+GGUF dequantized, a hub or a tiny model): every Linear, the LM head included, requantized to one
+scale per output row (scale = max |w| / 127, codes round(w / scale) in -127..127: each weight moves
+by at most half a step, ``per_row_int8``) and run by ``aten._weight_int8pack_mm`` in one call per
+product (``Int8Linear`` with one block); the token embedding stays dense. ``int8`` runs float32
+activations (the kernel's generic loop on x86, slow), ``int8_bf16`` bf16 activations and bf16
+scales (its AVX-512 loop, which needs in_features % 16 == 0). Decoding runs an int8 layer's
+modules as it runs a q4_1 layer's (``layer_math.fused_weights`` fuses plain Linears only): q, k, v,
+gate and up are a kernel call each, never a dense fused matrix.
 """
 
 from __future__ import annotations
@@ -50,6 +60,9 @@ Q4_1_BYTES, Q8_0_BYTES = 20, 34  # bytes per block
 INNER_K_TILES = 8  # a CUDA tiling parameter of the int4 packing; the CPU packing ignores it
 # pair dtype -> activation dtype of the kernels (scales and zeros take it too)
 Q4_1_DTYPES = {"q4_1": torch.float32, "q4_1_bf16": torch.bfloat16}
+INT8_DTYPES = {"int8": torch.float32, "int8_bf16": torch.bfloat16}
+KERNEL_DTYPES = {**Q4_1_DTYPES, **INT8_DTYPES}
+VECTOR_K = 16  # the int8 kernel's bf16 loop reads inputs 16 at a time: other in_features give garbage or a crash
 # the decoder layers' Linears of a Llama: GGUF name -> module path inside a decoder layer
 LLAMA_LINEARS = {
     "attn_q": "self_attn.q_proj",
@@ -62,11 +75,11 @@ LLAMA_LINEARS = {
 }
 
 
-def q4_1_name(dtype: torch.dtype) -> str:
-    """The pair dtype whose kernels take `dtype` activations."""
-    names = {v: k for k, v in Q4_1_DTYPES.items()}
+def kernel_dtype_name(family: dict[str, torch.dtype], dtype: torch.dtype) -> str:
+    """The pair dtype of `family` (``Q4_1_DTYPES``, ``INT8_DTYPES``) whose kernels take `dtype` activations."""
+    names = {v: k for k, v in family.items()}
     if dtype not in names:
-        raise ValueError(f"the Q4_1 targets run {', '.join(map(str, names))} activations, not {dtype}")
+        raise ValueError(f"the {', '.join(family)} targets run {', '.join(map(str, names))} activations, not {dtype}")
     return names[dtype]
 
 
@@ -161,56 +174,107 @@ class Q4_1Linear(nn.Module):
         return f"in_features={self.in_features}, out_features={self.out_features}, q4_1, {self.dtype}"
 
 
+def _parameter(weight: torch.Tensor | None) -> nn.Parameter | None:
+    """`weight` as a frozen parameter (a parameter itself, e.g. a tied embedding's, as it is)."""
+    if weight is None or isinstance(weight, nn.Parameter):
+        return weight
+    return nn.Parameter(weight, requires_grad=False)
+
+
+def per_row_int8(w: torch.Tensor, dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, torch.Tensor]:
+    """Weights [N, K] -> int8 codes [N, K] and one scale per row [N] of `dtype`: scale = max |w| / 127
+    (rounded once to `dtype`), codes = round(w / scale) within -127..127. The codes are rounded
+    against the scale as stored, so every weight moves by at most half a step of its row's scale
+    (a bf16 scale rounded down leaves max |w| / scale at most 127.25, which still rounds to 127)."""
+    w = w.detach().float()
+    scale = (w.abs().amax(dim=1).clamp_min(torch.finfo(torch.float32).tiny) / 127).to(dtype)  # [N]
+    codes = torch.round(w / scale.float()[:, None]).clamp(-127, 127).to(torch.int8)  # [N, K]
+    return codes.contiguous(), scale
+
+
 class Int8Linear(nn.Module):
-    """A bias-free Linear over int8 codes with one scale per output row and input block, run by the
-    int8 weight-only CPU kernel once per block: y = Σ_b x_b @ (codes[b] * scales[b][:, None]).T.
+    """A Linear over int8 codes with one scale per output row and input block, run by the int8
+    weight-only CPU kernel once per block: y = Σ_b x_b @ (codes[b] * scales[b][:, None]).T (+ bias).
 
     codes [B, N, G] int8 (B blocks of G inputs; B = K/32 carries Q8_0 exactly, B = 1 is plain
-    per-row int8), scales [B, N] in the activations' dtype. ``weight`` [N, K] is the dequantized
-    matrix (a tied embedding passes its own parameter) for code that reads a head's rows; the
-    forward never uses it."""
+    per-row int8: one call), scales [B, N] in the activations' dtype, bias [N] of it or None.
+    ``weight`` [N, K] is a dense matrix for code that reads a head's rows (the dequantized one, or
+    a tied embedding's own parameter), None for a decoder layer's product; the forward never uses
+    it, and ``dequantize`` gives the matrix the kernel multiplies by."""
 
-    def __init__(self, codes: torch.Tensor, scales: torch.Tensor, weight: torch.Tensor | None = None):
+    def __init__(
+        self,
+        codes: torch.Tensor,
+        scales: torch.Tensor,
+        weight: torch.Tensor | None = None,
+        bias: torch.Tensor | None = None,
+    ):
         super().__init__()
         blocks, n, group = codes.shape
+        if scales.dtype != torch.float32 and group % VECTOR_K:
+            raise ValueError(
+                f"Int8Linear with {scales.dtype} activations needs inputs in blocks of a multiple of {VECTOR_K} "
+                f"(the int8 kernel's vectorized loop), got {group}"
+            )
         self.in_features, self.out_features, self.group = blocks * group, n, group
         self.register_buffer("codes", codes.to(torch.int8).contiguous())
         self.register_buffer("scales", scales.contiguous())
-        if weight is None:
-            weight = (codes.to(scales.dtype) * scales[..., None]).transpose(0, 1).reshape(n, -1)  # [N, K]
-        self.weight = weight if isinstance(weight, nn.Parameter) else nn.Parameter(weight, requires_grad=False)
+        self.register_buffer("bias", None if bias is None else bias.to(scales.dtype).contiguous())
+        self.register_parameter("weight", _parameter(weight))
 
     @classmethod
     def from_q8_0(cls, codes: torch.Tensor, d: torch.Tensor, weight=None, dtype=torch.float32) -> "Int8Linear":
-        """Q8_0 codes [N, K] and scales d [N, K/32], per block as in the file."""
+        """Q8_0 codes [N, K] and scales d [N, K/32], per block as in the file; ``weight``: the
+        given matrix, else the dequantized one (a head's rows)."""
         n = codes.shape[0]
-        return cls(codes.view(n, -1, GROUP).transpose(0, 1), d.T.to(dtype), weight)
+        head = cls(codes.view(n, -1, GROUP).transpose(0, 1), d.T.to(dtype))
+        head.weight = _parameter(head.dequantize() if weight is None else weight)
+        return head
+
+    @classmethod
+    def per_row(cls, w: torch.Tensor, dtype=torch.float32, bias=None, weight=None) -> "Int8Linear":
+        """Dense weights [N, K] requantized to one scale per row (`per_row_int8`): one kernel call."""
+        codes, scale = per_row_int8(w, dtype)
+        return cls(codes[None], scale[None], weight, bias)
 
     def requantized_per_row(self) -> "Int8Linear":
         """The same matrix requantized to one scale per row (max |w| / 127, round to nearest): the
-        single-call layout of the int8 kernel; lossy where a row's blocks have different scales."""
-        w = (self.codes.to(self.scales.dtype) * self.scales[..., None]).transpose(0, 1).reshape(self.out_features, -1)
-        scale = w.abs().amax(dim=1).clamp_min(torch.finfo(w.dtype).tiny) / 127  # [N]
-        codes = torch.round(w / scale[:, None]).clamp(-127, 127).to(torch.int8)  # [N, K]
-        return Int8Linear(codes[None], scale[None])
+        single-call layout of the int8 kernel; lossy where a row's blocks have different scales.
+        Its ``weight`` is its own dequantized matrix."""
+        row = Int8Linear.per_row(self.dequantize(), self.dtype, self.bias)
+        row.weight = _parameter(row.dequantize())
+        return row
 
     @property
     def dtype(self) -> torch.dtype:
         return self.scales.dtype
 
+    def dequantize(self) -> torch.Tensor:
+        """[N, K]: codes times their scales, in the scales' dtype (what the kernel multiplies by)."""
+        w = self.codes.to(self.scales.dtype) * self.scales[..., None]  # [B, N, G]
+        return w.transpose(0, 1).reshape(self.out_features, -1)
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.dtype != self.dtype:
             raise TypeError(f"Int8Linear holds {self.dtype} scales and takes {self.dtype} inputs, got {x.dtype}")
         flat = x.reshape(-1, self.in_features)  # [M, K]
-        parts = flat.view(flat.shape[0], -1, self.group).transpose(0, 1).contiguous()  # [B, M, G]
-        y = torch.ops.aten._weight_int8pack_mm(parts[0], self.codes[0], self.scales[0])  # [M, N]
-        for b in range(1, parts.shape[0]):  # per-block scales: one call per block, partial products summed
-            y += torch.ops.aten._weight_int8pack_mm(parts[b], self.codes[b], self.scales[b])
+        if self.codes.shape[0] == 1:  # one scale per row: one call
+            y = torch.ops.aten._weight_int8pack_mm(flat.contiguous(), self.codes[0], self.scales[0])  # [M, N]
+        else:
+            parts = flat.view(flat.shape[0], -1, self.group).transpose(0, 1).contiguous()  # [B, M, G]
+            y = torch.ops.aten._weight_int8pack_mm(parts[0], self.codes[0], self.scales[0])  # [M, N]
+            for b in range(1, parts.shape[0]):  # per-block scales: one call per block, partial products summed
+                y += torch.ops.aten._weight_int8pack_mm(parts[b], self.codes[b], self.scales[b])
+        if self.bias is not None:
+            y += self.bias
         return y.view(*x.shape[:-1], self.out_features)
 
     def extra_repr(self) -> str:
         blocks = self.in_features // self.group
-        return f"in_features={self.in_features}, out_features={self.out_features}, int8 x {blocks} block(s)"
+        return (
+            f"in_features={self.in_features}, out_features={self.out_features}, int8 x {blocks} block(s), "
+            f"{self.dtype}, bias={self.bias is not None}"
+        )
 
 
 # ---------------------------------------------------------------- whole models
@@ -266,7 +330,7 @@ def load_gguf_q4_1(model, gguf_path: str | Path, dtype: torch.dtype = torch.floa
     emb = q8_0_fields(_gguf_raw(tensors, "token_embd.weight", "Q8_0"))
     head = q8_0_fields(_gguf_raw(tensors, "output.weight", "Q8_0")) if "output.weight" in tensors else None
     _set_embedding_and_head(model, *emb, head=head, dtype=dtype)
-    model.mtad_dtype = q4_1_name(dtype)
+    model.mtad_dtype = kernel_dtype_name(Q4_1_DTYPES, dtype)
     return model
 
 
@@ -295,17 +359,49 @@ def quantize_q4_1(model, dtype: torch.dtype = torch.float32):
     head = None if tied else q8_0_fields(blocks(head.weight, q8))
     model = model.to(dtype)
     _set_embedding_and_head(model, *emb, head=head, dtype=dtype)
-    model.mtad_dtype = q4_1_name(dtype)
+    model.mtad_dtype = kernel_dtype_name(Q4_1_DTYPES, dtype)
     return model
 
 
+def quantize_int8(model, dtype: torch.dtype = torch.float32):
+    """A dense model (any family) with every Linear, the LM head included, requantized to per-row
+    int8 (`Int8Linear.per_row`) from its weights as given, then the rest (embedding, norms) cast to
+    `dtype`. A head tied to the embedding carries the embedding's parameter as its ``weight`` (the
+    rows its codes quantize), an untied one its dequantized matrix. In place; returns it."""
+    head = model.get_output_embeddings()
+    tied = head.weight is model.get_input_embeddings().weight
+    for path, linear in [(p, m) for p, m in model.named_modules() if type(m) is nn.Linear]:
+        weight = linear.weight.detach().float()  # [N, K]
+        int8 = Int8Linear.per_row(weight, dtype, None if linear.bias is None else linear.bias.detach())
+        if linear is head and not tied:
+            int8.weight = _parameter(int8.dequantize())
+        _swap(model, path, int8)
+    model = model.to(dtype)
+    if tied:  # after the cast: the head's `weight` is the embedding's parameter itself
+        model.get_output_embeddings().weight = model.get_input_embeddings().weight
+    model.mtad_dtype = kernel_dtype_name(INT8_DTYPES, dtype)
+    return model
+
+
+def quantize(model, pair_dtype: str):
+    """A dense float32 (or float64) model as the quantized target `pair_dtype` (a key of
+    ``KERNEL_DTYPES``): gguf's Q4_1/Q8_0 quantizer for q4_1, per-row int8 for int8. In place."""
+    if pair_dtype not in KERNEL_DTYPES:
+        raise ValueError(f"unknown quantized dtype {pair_dtype!r}; valid: {', '.join(KERNEL_DTYPES)}")
+    build = quantize_int8 if pair_dtype in INT8_DTYPES else quantize_q4_1
+    return build(model, KERNEL_DTYPES[pair_dtype])
+
+
 def dense_state_dict(module: nn.Module) -> dict[str, torch.Tensor]:
-    """``module.state_dict()`` with each Q4_1Linear's buffers replaced by its dequantized `weight`:
-    what an nn.Linear copy of the module loads."""
+    """``module.state_dict()`` with each quantized Linear's buffers (Q4_1Linear's, Int8Linear's)
+    replaced by its dequantized `weight` (and bias): what an nn.Linear copy of the module loads."""
     state = module.state_dict()
     for name, sub in module.named_modules():
+        prefix = f"{name}." if name else ""
         if isinstance(sub, Q4_1Linear):
-            prefix = f"{name}." if name else ""
             del state[prefix + "packed"], state[prefix + "scales_and_zeros"]
+            state[prefix + "weight"] = sub.dequantize()
+        elif isinstance(sub, Int8Linear):
+            del state[prefix + "codes"], state[prefix + "scales"]
             state[prefix + "weight"] = sub.dequantize()
     return state
