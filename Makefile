@@ -161,7 +161,7 @@ results-readme: install ## render results/README.md (every measured figure the d
 # --- speed against transformers' generate() and assisted generation (mtad/bench/)
 BENCH_ARGS ?=
 .PHONY: bench
-bench: install ## every method on the eager and fast paths (sampling and sps also compiled) vs HF generate (eager on the pair's and the fp32 target, static+compile) and assisted generation; sampling with the 4-bit targets; verification-cost curve per dtype (fp32, bf16, q4_1, q4_1_bf16), each forward beside its matrix products alone (and int8 per-row ones), and the calibration's pick (dtype, threads, node budget); adaptive drafting and the node-budget trees beside the fixed methods; the fast-path rows again on long prompts at 1 thread; llama.cpp on the same GGUF if llama-cpp-python is importable; goals table incl. the cost model's held-out test (~35 min on 2 cores) -> results/bench/
+bench: install ## every method on the eager and fast paths (sampling and sps also compiled) vs HF generate (eager on the pair's and the fp32 target, static+compile) and assisted generation; sampling with the 4-bit targets; verification-cost curve per dtype (fp32, bf16, q4_1, q4_1_bf16, int8, int8_bf16), each forward beside its matrix products alone (and int8 per-row ones), and the calibration's pick (dtype, threads, node budget); adaptive drafting and the node-budget trees beside the fixed methods; the fast-path rows again on long prompts at 1 thread; llama.cpp on the same GGUF if llama-cpp-python is importable; goals table incl. the cost model's held-out test (~35 min on 2 cores) -> results/bench/
 	$(PY) scripts/bench.py --pair $(EMBEDDED_PAIR) --compiled $(BENCH_ARGS)
 
 PROFILE_ARGS ?=
@@ -170,7 +170,7 @@ profiles: install ## `make profile` with fixed and with adaptive drafting: each 
 	$(PY) scripts/profile_blocks.py --pair $(EMBEDDED_PAIR)
 	$(PY) scripts/profile_blocks.py --pair $(EMBEDDED_PAIR) --adaptive
 
-q4-tv: install ## how far the 4-bit targets' next-token distributions lie from the float32 one (20 held-out prompts x 32 tokens, seconds) -> results/bench/q4_tv.{json,md}
+q4-tv: install ## how far the reduced targets' (q4_1, int8, bf16) next-token distributions lie from the float32 one (20 held-out prompts x 32 tokens, minutes) -> results/bench/q4_tv.{json,md}
 	$(PY) scripts/bench.py --pair $(EMBEDDED_PAIR) --q4-tv 20 --max-new-tokens 32
 
 profile: install ## where one block's time goes, every method on the fast path, 1 and 2 threads, short and long prompts (~5 min; quiet machine) -> results/bench/profile.{json,md}

@@ -1,8 +1,9 @@
 """`make bench`: every method on the eager and fast decode paths, HF generate() (eager, and
 static cache + compile) and assisted generation; compile times; sampling with the q4_1 target
 (the GGUF's own 4-bit weights) beside them; the verification-cost curve per dtype (float32,
-bfloat16, q4_1), path and thread count, each forward of 1, 5, 9, 17 tokens beside its matrix
-products alone (and int8 per-row products, a kernel measured), and the calibration read from it
+bfloat16, q4_1, int8 and their bf16 variants), path and thread count, each forward of 1, 5, 9,
+17 tokens beside its matrix products alone (and int8 per-row products, a kernel measured), and
+the calibration read from it
 (dtype, threads, the tree methods' node budget); adaptive drafting and SpecInfer/MMTAD at that node
 budget beside their fixed selves; our fast-path rows again on long (CNN/DailyMail) prompts at one
 thread; llama.cpp on the same GGUF when llama-cpp-python is importable (an optional install); the
@@ -76,7 +77,8 @@ def main() -> None:
         type=int,
         default=0,
         metavar="PROMPTS",
-        help="only measure the q4_1 target's distance from the float32 one on this many held-out prompts "
+        help="only measure the reduced targets' (q4_1, int8, bf16) distance from the float32 one on this many "
+        "held-out prompts "
         "(--max-new-tokens each; writes q4_tv.json and .md under --out)",
     )
     ap.add_argument(

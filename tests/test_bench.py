@@ -42,7 +42,7 @@ from mtad.decoding.kv import CachedModel
 from mtad.decoding.static_kv import cached_model
 from mtad.metrics.cost_model import GenerationCost
 from mtad.metrics.forward_time import forward_ms
-from mtad.models.quantized import quantize_q4_1
+from mtad.models.quantized import quantize, quantize_q4_1
 from mtad.models.tiny import tiny_head, tiny_llama
 
 
@@ -99,6 +99,10 @@ def q4_target():
     return quantize_q4_1(tiny_llama(0, vocab=32))
 
 
+def int8_target():
+    return quantize(tiny_llama(0, vocab=32), "int8")
+
+
 def products_of_one_forward(model, path: str, width: int) -> Counter:
     with torch.inference_mode():
         lm = cached_model(model, None, path, 64) if path != "eager" else CachedModel(model)
@@ -108,7 +112,7 @@ def products_of_one_forward(model, path: str, width: int) -> Counter:
     return rec.ops
 
 
-@pytest.mark.parametrize("make", [dense_target, q4_target])
+@pytest.mark.parametrize("make", [dense_target, q4_target, int8_target])
 @pytest.mark.parametrize("path", ["eager", "fast"])
 def test_linear_only_times_exactly_the_products_a_forward_runs(make, path):
     model = make()
@@ -118,7 +122,9 @@ def test_linear_only_times_exactly_the_products_a_forward_runs(make, path):
             p.run(torch.randn(3, p.in_features))
     assert rec.ops == forward
     fused = {p.name.split(".")[-1] for p in matrix_products(model, path)} >= {"qkv", "gate_up"}
-    assert fused == (path == "fast" and make is dense_target)  # q4_1 layers run their modules
+    assert fused == (path == "fast" and make is dense_target)  # quantized layers run their modules
+    if make is int8_target:  # every product, the head's included, one call of the int8 kernel
+        assert {op for op, _, _ in forward} == {"aten._weight_int8pack_mm"} and sum(forward.values()) == 7 * 2 + 1
     assert all(linear_only_ms(model, w, reps=2, path=path) > 0 for w in (1, 5))
 
 
@@ -150,6 +156,24 @@ def test_verification_curve_with_a_q4_1_target():
     cal = calibration(curve, 4)["target_verify"]
     assert cal["dtype"] == "float32"  # the dense pick; q4_1 only where it is faster still
     assert cal.get("fastest", {"dtype": "q4_1"})["dtype"] == "q4_1"
+
+
+def test_verification_curve_times_int8_targets_to_the_widths_their_kernels_allow():
+    """int8 and int8_bf16 are curve dtypes like q4_1: float32 activations (the kernel's generic
+    loop) stop at 9 tokens, bf16 ones run to 17; each beside its products and the bandwidth floor."""
+    target = dense_target()
+    draft = tiny_head(target, 1).float()
+    int8_bf16 = quantize(tiny_llama(0, vocab=32), "int8_bf16")
+    settings = dict(threads=(1,), widths=(1, 9, 17), context=8, reps=1, log=lambda _: None)
+    curve = verification_curve(target, draft, ("int8", "int8_bf16"), targets=(int8_target(), int8_bf16), **settings)
+    rows = {(c["model"], c["dtype"], c["path"]): c for c in curve["curves"]}
+    assert set(rows["target", "int8", "fast"]["ms"]) == {1, 9} and set(rows["target", "int8", "fast"]["linear_ms"]) == {
+        1,
+        9,
+    }
+    assert set(rows["target", "int8_bf16", "fast"]["ms"]) == {1, 9, 17}
+    assert 0 < rows["target", "int8_bf16", "fast"]["floor_ms"] < rows["target", "int8", "fast"]["floor_ms"]
+    assert ("draft", "int8", "fast") not in rows  # drafts stay dense
 
 
 def test_calibration_picks_a_dense_dtype_and_names_a_faster_4_bit_target():

@@ -165,19 +165,29 @@ def test_lossless_with_a_restricted_head_when_supports_partly_overlap(method, pa
 
 # the same tests on a q4_1 target (its Linears in the int4 CPU kernel, its head in the int8 one:
 # mtad/models/quantized.py), exact w.r.t. that target: each lossless method once, both decode paths
-Q4_1_CASES = [("eager", *LOSSLESS[0]), ("static", *LOSSLESS[1]), ("eager", *LOSSLESS[2]), ("static", *LOSSLESS[3])]
+QUANTIZED_CASES = [("eager", *LOSSLESS[0]), ("static", *LOSSLESS[1]), ("eager", *LOSSLESS[2]), ("static", *LOSSLESS[3])]
+QUANTIZED_CASES = [(*c, "q4_1") for c in QUANTIZED_CASES]
 
 
 # q4_1_bf16 (bf16 activations, scales and zeros): SpS and MTAD, eager path
-Q4_1_CASES += [("eager", *LOSSLESS[0], torch.bfloat16), ("eager", *LOSSLESS[3], torch.bfloat16)]
+QUANTIZED_CASES += [("eager", *LOSSLESS[0], "q4_1_bf16"), ("eager", *LOSSLESS[3], "q4_1_bf16")]
 
 
-@pytest.mark.parametrize("path,method,params,dtype", [c if len(c) == 4 else (*c, torch.float32) for c in Q4_1_CASES])
-def test_lossless_on_a_q4_1_target(path, method, params, dtype):
-    from mtad.models.quantized import quantize_q4_1
+# int8 (every Linear requantized per row, one int8 kernel call each): SpS on both paths, and with bf16
+# activations on the fast one
+QUANTIZED_CASES += [
+    ("eager", *LOSSLESS[0], "int8"),
+    ("static", *LOSSLESS[0], "int8"),
+    ("static", *LOSSLESS[0], "int8_bf16"),
+]
 
-    target = quantize_q4_1(tiny_llama(0, VOCAB, sharpness=3.0), dtype)
-    draft = tiny_llama(1, VOCAB, sharpness=3.0).to(dtype)
+
+@pytest.mark.parametrize("path,method,params,dtype", QUANTIZED_CASES)
+def test_lossless_on_a_quantized_target(path, method, params, dtype):
+    from mtad.models.quantized import KERNEL_DTYPES, quantize
+
+    target = quantize(tiny_llama(0, VOCAB, sharpness=3.0), dtype)
+    draft = tiny_llama(1, VOCAB, sharpness=3.0).to(KERNEL_DTYPES[dtype])
     counts = empirical(method, target, draft, {**params, **NO_TRUNCATION}, runs=DRAFT_RUNS, decode_path=path)
     check(counts, exact_probs(target, NO_TRUNCATION), f"{target.mtad_dtype}/{path}/{method}/{params}")
 

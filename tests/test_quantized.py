@@ -1,4 +1,5 @@
-"""The q4_1 target: GGUF Q4_1 / Q8_0 blocks carried into PyTorch's int4 / int8 weight-only CPU kernels.
+"""The quantized targets: q4_1 (GGUF Q4_1 / Q8_0 blocks carried into PyTorch's int4 / int8 weight-only
+CPU kernels) and int8 (every Linear requantized to one int8 scale per output row).
 
 Blocks come from gguf's own quantizer (no download). Weights are compared bit for bit: the
 kernel's weights are read back through it with the identity (one weight times 1 plus zeros per
@@ -23,14 +24,17 @@ from mtad.models.quantized import (
     Int8Linear,
     Q4_1Linear,
     dense_state_dict,
+    per_row_int8,
     q4_1_dequantized,
     q4_1_fields,
     q8_0_dequantized,
     q8_0_fields,
+    quantize,
+    quantize_int8,
     quantize_q4_1,
     zero_rounding,
 )
-from mtad.models.tiny import tiny_head, tiny_llama
+from mtad.models.tiny import tiny_head, tiny_llama, tiny_opt
 from mtad.provenance import environment_record
 
 Q4_1, Q8_0 = GGMLQuantizationType.Q4_1, GGMLQuantizationType.Q8_0
@@ -170,9 +174,10 @@ def test_pair_target_dtype_q4_1_bf16_rounds_only_scales_zeros_and_activations():
     assert 0 < (0.5 * (p - q).abs().sum(-1)).max() < 0.05  # a different target, close to q4_1
 
 
+@pytest.mark.parametrize("dtype", ["q4_1", "int8"])
 @pytest.mark.parametrize("method", METHODS)
-def test_both_decode_paths_give_the_same_tokens_on_a_q4_1_target(method):
-    target, draft = q4_target(0), tiny_llama(1, VOCAB, sharpness=2.0).float()
+def test_both_decode_paths_give_the_same_tokens_on_a_quantized_target(method, dtype):
+    target, draft = quantize(tiny_llama(0, VOCAB, sharpness=2.0), dtype), tiny_llama(1, VOCAB, sharpness=2.0).float()
     for seed in range(3):
         runs = {}
         for path in ("eager", "static"):
@@ -183,10 +188,11 @@ def test_both_decode_paths_give_the_same_tokens_on_a_q4_1_target(method):
         assert runs["eager"] == runs["static"], f"{method} seed {seed}"
 
 
-def test_drafts_build_on_a_q4_1_target():
-    """A layer draft copies the q4_1 target's layers as dense Linears (their dequantized weights);
-    a feature head reads its embedding and tied head rows; both decode on the static path."""
-    target = q4_target(0)
+@pytest.mark.parametrize("dtype", ["q4_1", "int8"])
+def test_drafts_build_on_a_quantized_target(dtype):
+    """A layer draft copies the quantized target's layers as dense Linears (their dequantized
+    weights); a feature head reads its embedding and head rows; both decode on the static path."""
+    target = quantize(tiny_llama(0, VOCAB, sharpness=2.0), dtype)
     draft = build_draft_from_target(target, [1])
     state = dense_state_dict(target.model.layers[1])
     assert torch.equal(draft.model.layers[0].mlp.down_proj.weight, state["mlp.down_proj.weight"])
@@ -268,3 +274,119 @@ def test_distribution_distance_is_zero_for_one_model_and_counts_positions():
     assert same["continuation"]["positions"] == 5
     other = distribution_distance(dense, q4, sequences, starts)["all_positions"]
     assert 0 < other["mean_tv"] <= other["max_tv"] <= 1
+
+
+# ---------------------------------------------------------------- the int8 target (per-row requantization)
+
+
+def read_back(lin: Int8Linear) -> torch.Tensor:
+    """[N, K]: the weights the int8 kernel multiplies by, read through it with the identity."""
+    return lin(torch.eye(lin.in_features, dtype=lin.dtype)).T.float()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_per_row_int8_moves_each_weight_by_at_most_half_a_step(dtype):
+    """Through the kernel: every weight within half its row's step of the dense one (a float32
+    product is exact; a bf16 one rounds code x scale once more), the largest at code ±127, a zero
+    row kept; a scale off by 2%, or max |w| / 128, moves the largest weights by more."""
+    w = torch.from_numpy(weights(48, 64, seed=9))  # [N, K]
+    w[5] = 0.0
+    codes, scale = per_row_int8(w, dtype)
+    assert codes.dtype == torch.int8 and scale.dtype == dtype and codes.abs().max() == 127
+    assert (codes.abs().amax(dim=1)[torch.arange(48) != 5] == 127).all() and (codes[5] == 0).all()
+    lin = Int8Linear.per_row(w, dtype)
+    step = scale.float()[:, None]  # [N, 1]
+    rounding = 2.0**-8 * w.abs() if dtype == torch.bfloat16 else 0.0
+    assert ((read_back(lin) - w).abs() <= step / 2 * (1 + 1e-6) + rounding).all()
+    for broken in (scale.float() * 1.02, w.abs().amax(dim=1) / 128):
+        wrong = Int8Linear(torch.round(w / broken[:, None]).clamp(-127, 127)[None], broken[None])
+        assert ((read_back(wrong) - w).abs() > step / 2 * (1 + 1e-6)).any()
+
+
+@pytest.mark.parametrize("rows", [1, 5, 17])
+@pytest.mark.parametrize("n,k", [(16, 32), (48, 96), (7, 40), (64, 576)])
+def test_int8_linear_per_row_matches_dequantize_then_matmul(n, k, rows):
+    """One call per product, bias added, within the float32 dot-product bound (K products and sums,
+    the scale, the bias)."""
+    w, bias = torch.from_numpy(weights(n, k, seed=k)), torch.randn(n, generator=torch.Generator().manual_seed(n))
+    lin = Int8Linear.per_row(w, torch.float32, bias)
+    x = torch.randn(2, rows, k, generator=torch.Generator().manual_seed(rows))  # [2, rows, K]
+    deq = lin.dequantize()
+    assert lin.weight is None and lin.codes.shape == (1, n, k)
+    assert_within_dot_bound(lin(x) - bias, x @ deq.T, x, deq, k + 2)
+
+
+def test_int8_bf16_needs_inputs_in_sixteens():
+    """The kernel's bf16 loop reads 16 inputs at a time (other widths: wrong sums or a crash)."""
+    w = torch.from_numpy(weights(16, 40, seed=2))
+    with pytest.raises(ValueError, match="multiple of 16"):
+        Int8Linear.per_row(w, torch.bfloat16)
+    lin = Int8Linear.per_row(w[:, :32], torch.bfloat16)
+    x = torch.randn(3, 32)
+    ref = x @ lin.dequantize().float().T
+    assert torch.allclose(lin(x.bfloat16()).float(), ref, rtol=0.02, atol=0.02 * ref.abs().max().item())
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_quantize_int8_replaces_every_linear_and_keeps_the_embedding(dtype):
+    """Every Linear, the head included, becomes one per-row int8 product; the embedding stays the
+    dense one; the logits are the dense model's with the dequantized weights (float32: to float32
+    rounding), and near the float32 target's (a scale 2% off moves them 3x further)."""
+    dense = tiny_llama(0, VOCAB, sharpness=2.0).float()
+    model = quantize_int8(tiny_llama(0, VOCAB, sharpness=2.0), dtype)
+    linears = [m for m in model.modules() if isinstance(m, Int8Linear)]
+    assert len(linears) == 7 * 2 + 1 and not any(isinstance(m, torch.nn.Linear) for m in model.modules())
+    assert all(m.codes.shape[0] == 1 and m.dtype == dtype for m in linears)
+    assert model.mtad_dtype == ("int8" if dtype == torch.float32 else "int8_bf16") and model.dtype == dtype
+    assert torch.equal(model.model.embed_tokens.weight, dense.model.embed_tokens.weight.to(dtype))
+    assert torch.equal(model.lm_head.weight, model.lm_head.dequantize())  # untied: its own rows
+    with torch.no_grad():
+        ref, logits = dense(input_ids=PROMPT).logits, model(input_ids=PROMPT).logits.float()
+        if dtype == torch.float32:
+            same = tiny_llama(0, VOCAB, sharpness=2.0).float()
+            same.load_state_dict(dense_state_dict(model))
+            assert torch.allclose(logits, same(input_ids=PROMPT).logits, rtol=1e-5, atol=1e-5)
+    assert (logits - ref).abs().max() < 0.015 * ref.abs().max()  # measured 0.0084 (int8), 0.0087 (bf16)
+
+
+def test_quantize_int8_takes_any_family_and_a_tied_head():
+    """OPT (biased Linears) too; a head tied to the embedding carries the embedding's parameter as
+    its `weight` and multiplies by its own codes."""
+    dense = tiny_opt(0, VOCAB, sharpness=2.0).float()
+    model = quantize(tiny_opt(0, VOCAB, sharpness=2.0), "int8")
+    assert model.model.decoder.layers[0].fc1.bias is not None
+    with torch.no_grad():
+        ref, logits = dense(input_ids=PROMPT).logits, model(input_ids=PROMPT).logits
+    assert (logits - ref).abs().max() < 0.015 * ref.abs().max()
+    tied = tiny_llama(0, VOCAB, sharpness=2.0)
+    tied.lm_head.weight = tied.model.embed_tokens.weight
+    tied = quantize(tied, "int8_bf16")
+    assert tied.lm_head.weight is tied.model.embed_tokens.weight and tied.lm_head.weight.dtype == torch.bfloat16
+    with pytest.raises(ValueError, match="valid: q4_1, q4_1_bf16, int8, int8_bf16"):
+        quantize(tiny_llama(0, VOCAB), "int4")
+
+
+@pytest.mark.parametrize("pair_name", ["tiny_llama", "tiny_opt", "tiny_llama_head"])
+@pytest.mark.parametrize("dtype", ["int8", "int8_bf16"])
+def test_pair_target_dtype_int8(pair_name, dtype):
+    """Tiny random pairs load an int8 target (draft dense), named in the run record, and SpS decodes
+    on the eager and fast paths."""
+    pair = load_pair(pair_name, target_dtype=dtype)
+    assert pair.target.mtad_dtype == dtype and isinstance(pair.target.lm_head, Int8Linear)
+    assert environment_record(models=(pair.target,))["dtype"] == dtype
+    draft = pair.draft.to(pair.target.dtype)
+    prompt = torch.tensor([[5, 6, 7, 8]])
+    for path in ("eager", "fast"):
+        decoder = get_decoder("sps", target=pair.target, draft=draft, decode_path=path, gamma=3)
+        assert len(decoder.generate(prompt, max_new_tokens=8).tokens) == 8
+
+
+def test_int8_is_refused_off_the_cpu_and_listed_as_valid():
+    with pytest.raises(
+        ValueError, match="valid: float32, float64, bfloat16, float16, q4_1, q4_1_bf16, int8, int8_bf16"
+    ):
+        pair_config("tiny_llama", target_dtype="int4")
+    with pytest.raises(ValueError, match="target_dtype int8 runs on CPU kernels only"):
+        load_pair("tiny_llama", target_dtype="int8", device="meta")
+    with pytest.raises(ValueError, match="needs a gguf_package or tiny_random or hub target"):
+        load_pair(dict(pair_config("tiny_llama"), target={"source": "distilled"}, target_dtype="int8_bf16"))

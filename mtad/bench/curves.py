@@ -3,7 +3,8 @@
 cached context, timed by `mtad.metrics.forward_time.forward_ms`), the floor of a decode step (`weight_bytes` /
 `copy_bandwidth`), the matrix products a forward runs (`matrix_products`) timed alone
 (`products_ms`, `linear_only_ms`) and requantized to per-row int8 (`int8_products`), and the
-models of each dtype a curve runs (`curve_model`)."""
+models of each dtype a curve runs (`curve_model`). The quantized targets (q4_1, int8) are dtypes
+of the curve like the dense ones; those with float32 activations stop at 9 tokens."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from mtad.decoding.static_kv import resolve_decode_path
 from mtad.devices import model_device, sync, torch_threads
 from mtad.metrics.forward_time import forward_ms
 from mtad.models.pairs import QUANTIZED_DTYPES
+from mtad.models.quantized import per_row_int8
 
 # ------------------------------------------------------------------ the floor of a decode step
 
@@ -105,16 +107,14 @@ def matrix_products(model, path: str = "fast") -> list[Product]:
 
 
 def int8_products(products: list[Product]) -> list[Product]:
-    """Each dense product requantized to int8 codes with one scale per row (max |w| / 127, round to
-    nearest) and run by `aten._weight_int8pack_mm` on float32 inputs: a kernel family measured
-    beside the others, not a target dtype. Quantized products are left out."""
+    """Each dense product requantized to int8 codes with one scale per row (`per_row_int8`, as the
+    int8 target's) and run by `aten._weight_int8pack_mm` on float32 inputs: the float32 fast path's
+    products as the int8 kernel would run them, fused ones included. Quantized products are left out."""
     out = []
     for p in products:
         if p.weight is None:
             continue
-        w = p.weight.detach().float()  # [N, K]
-        scales = w.abs().amax(dim=1).clamp_min(torch.finfo(torch.float32).tiny) / 127  # [N]
-        codes = torch.round(w / scales[:, None]).clamp(-127, 127).to(torch.int8).contiguous()  # [N, K]
+        codes, scales = per_row_int8(p.weight)  # [N, K] int8, [N] float32
 
         def run(x, codes=codes, scales=scales):
             return torch.ops.aten._weight_int8pack_mm(x, codes, scales)  # [M, K] -> [M, N]
@@ -190,7 +190,7 @@ def verification_curve(
         step per dense dtype and thread count; the bandwidth floor of a 1-token step; the products of
         the float32 fast path requantized to per-row int8 (`int8_products`, a third of the repetitions
     at least 2). `targets`: targets in
-        dtypes a cast cannot make (q4_1), used for those dtypes."""
+        dtypes a cast cannot make (the quantized ones), used for those dtypes."""
     bandwidth = copy_bandwidth(model_device(target))
     current = torch.get_num_threads()  # the eager path's count
     curves, int8 = [], []
@@ -258,11 +258,13 @@ def contradictions(ms: dict, linear: dict) -> list[str]:
     return found
 
 
-QUANTIZED_MAX_WIDTH = 9  # a 4-bit target's 17-token forward takes seconds on a CPU, and no method here runs on one
+QUANTIZED_MAX_WIDTH = 9  # the widest forward timed for a target in `GENERIC_LOOP_DTYPES`
+# float32 activations: the weight-only kernels' generic loop on x86, whose 17-token forward takes seconds
+GENERIC_LOOP_DTYPES = ("q4_1", "int8")
 
 
 def _widths(dtype: str, widths: tuple[int, ...]) -> tuple[int, ...]:
-    return tuple(w for w in widths if dtype not in QUANTIZED_DTYPES or w <= QUANTIZED_MAX_WIDTH)
+    return tuple(w for w in widths if dtype not in GENERIC_LOOP_DTYPES or w <= QUANTIZED_MAX_WIDTH)
 
 
 def _products_curve(products: list[Product], widths, dtype, device, reps: int, kernels=None) -> dict[int, float]:

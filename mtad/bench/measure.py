@@ -349,8 +349,9 @@ def environment(target, draft, pair_cfg: dict | None = None) -> dict:
 
 def other_targets(pair, dtypes) -> dict:
     """The targets among `dtypes` that a cast of the pair's target cannot make, each loaded once:
-    the 4-bit ones (the GGUF's own blocks) and float32 (the published weights, not a cast of a
-    bf16 target) beside the pair's; float32 beside a 4-bit one (the dense dtypes are cast from it)."""
+    the quantized ones (the GGUF's own 4-bit blocks, the per-row int8 requantization) and float32
+    (the published weights, not a cast of a bf16 target) beside the pair's; float32 beside a
+    quantized one (the dense dtypes are cast from it)."""
     own = dtype_name(pair.target)
     if own in QUANTIZED_DTYPES:
         wanted = {d if d in QUANTIZED_DTYPES else "float32" for d in dtypes if d != own}
@@ -359,7 +360,8 @@ def other_targets(pair, dtypes) -> dict:
     return {d: load_target_and_tokenizer(pair.config, dtype=d)[0].requires_grad_(False) for d in sorted(wanted)}
 
 
-CURVE_DTYPES = ("float32", "bfloat16", "q4_1", "q4_1_bf16")  # the verification-cost curve's target dtypes
+# the verification-cost curve's target dtypes
+CURVE_DTYPES = ("float32", "bfloat16", "q4_1", "q4_1_bf16", "int8", "int8_bf16")
 SAMPLING_TARGETS = ("q4_1", "q4_1_bf16")  # other targets sampling runs with, a row each
 
 

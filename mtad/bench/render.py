@@ -41,6 +41,7 @@ def _products_lines(curve: dict) -> list[str]:
         "Whole forward vs its matrix products (ms, median): a forward of n new tokens on the cache above, beside "
         "its matrix products alone, back to back on inputs [n, in_features] through the same modules and kernels "
         "(fast: q|k|v and gate|up fused for dense weights; q4_1: the int4 kernel, its head the int8 one; "
+        "int8: every product one call of the int8 kernel; "
         "the LM head on n rows). fwd/mm is what a forward costs beyond its products. int8 per row: the float32 "
         "fast path's products requantized to one int8 scale per row in `_weight_int8pack_mm` (a kernel "
         "measured, not a target dtype).",

@@ -1,8 +1,8 @@
 """How far each reduced target's distribution is from the float32 target's (``scripts/bench.py
 --q4-tv``): the q4_1 target, the same with the LM head requantized per row (the lossy single-call
-layout), q4_1_bf16 and the bfloat16 target; per-position total-variation distance and argmax
-agreement on held-out chat prompts, and the rounding of the carry over every Q4_1 block of the
-file. Written to ``results/bench/q4_tv.{json,md}``."""
+layout), q4_1_bf16, the int8 targets (every Linear requantized per row) and the bfloat16 target;
+per-position total-variation distance and argmax agreement on held-out chat prompts, and the
+rounding of the carry over every Q4_1 block of the file. Written to ``results/bench/q4_tv.{json,md}``."""
 
 from __future__ import annotations
 
@@ -65,7 +65,7 @@ def distribution_distance(reference, other, sequences: list[torch.Tensor], start
     return {"all_positions": _summary(tv, same), "continuation": _summary(tv[tail], same[tail])}
 
 
-COMPARED = ("q4_1", "q4_1_bf16", "bfloat16")  # the targets measured against float32
+COMPARED = ("q4_1", "q4_1_bf16", "int8", "int8_bf16", "bfloat16")  # the targets measured against float32
 
 
 def q4_tv(pair: str = "smollm2_135m_head", prompts: int = 20, new_tokens: int = 32, seed: int = 11) -> dict:
@@ -133,6 +133,8 @@ def q4_tv_markdown(result: dict) -> str:
             ("q4_1", "q4_1"),
             ("per_row_head", "q4_1, head requantized per row"),
             ("q4_1_bf16", "q4_1_bf16"),
+            ("int8", "int8"),
+            ("int8_bf16", "int8_bf16"),
             ("bfloat16", "bfloat16"),
         )
         if key in result
@@ -169,7 +171,9 @@ def q4_tv_markdown(result: dict) -> str:
         "The q4_1 target multiplies by the same weights as the float32 target (both are the GGUF's "
         "dequantized values), so its distance is float32 rounding only (summation order in the kernels). "
         "q4_1_bf16 rounds the scales, zeros and activations to bf16, and the bfloat16 target rounds the "
-        "weights and activations: theirs is the distance of a different target. "
+        "weights and activations: theirs is the distance of a different target. int8 requantizes every "
+        "Linear of the float32 target to one int8 scale per output row (each weight moved by at most half "
+        "a step, max |w| / 254), the embedding kept; int8_bf16 rounds its scales and activations to bf16 too. "
         f"Requantizing the Q8_0 head to one int8 scale per row moves its weights by up to {err['max_abs']:.2e} "
         f"(RMS {err['rms_rel']:.2%} of the RMS weight).",
         "",
