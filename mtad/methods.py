@@ -1,17 +1,172 @@
-"""The study's decoding methods: their names in table order and their display labels.
+"""The decoding methods' registry: one record (`MethodSpec`) per method, in table order.
 
-Torch-free, so the report reads it without loading the decoding engine. The implementations
-are ``mtad.decoding.DECODERS`` (name -> class; a test keeps the two in step), their rules are
-in ``mtad/decoding/README.md``, their parameters and defaults in each one's settings class
-(``mtad/decoding/params.py``).
+Each method declares its record beside its class, as the class attribute ``spec`` of its
+``Decoder`` subclass in its own module under ``mtad/decoding/``; ``Decoder.__init_subclass__``
+registers the class here, and ``mtad.decoding`` imports every module of its package, so adding a
+method is its module, its ``conf/method/<name>.yaml`` and its tests (``mtad/decoding/README.md``,
+"Adding a method"). Everything that lists methods reads this registry: ``mtad.decoding.DECODERS``,
+Table 2's order, the figures' styles, the tests' small settings, the bench's settings and
+adaptive thresholds, the draft measurement, the GPU check.
+
+This module imports neither torch nor the engine: the records are plain data, and the first read
+of the registry (`specs`, `study_methods`, `labels`, ...) imports ``mtad.decoding`` to load them,
+so a light reader (the report) pays for the engine's import only when it asks for a method.
+``METHODS`` and ``LABELS`` are read the same way, on first use.
 """
 
-LABELS = {
-    "sampling": "sampling",
-    "sps": "SpS",
-    "spectr": "SpecTr",
-    "specinfer": "SpecInfer",
-    "mtad": "MTAD",
-    "mmtad": "MMTAD",
-}
-METHODS = tuple(LABELS)  # sampling first: the reference every speed-up divides by
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import Any
+
+# what a method drafts per block: nothing (sampling), one chain of γ tokens, several i.i.d. chains
+# verified as one trie, a token tree, or beams (verified as a chain or a tree)
+DRAFTS = ("none", "chain", "chains", "tree", "beams")
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    """One decoding method's facts, declared once beside its class.
+
+    ``bench_settings`` are overrides of the settings class's defaults for ``make bench``; the bench
+    sets γ itself on every method whose settings have ``gamma`` (`bench_params`). ``test_settings``
+    are the small settings the tiny-model tests (and the GPU check) run the method at.
+    ``adaptive_stop`` is the method's ``stop_below`` for adaptive drafting on the embedded pair
+    (Table 2's adaptive rows, the bench's adaptive rows, the claims' variants), None where it
+    has none. ``study``: one of the study's methods (Table 2, the figures, the bench); false for
+    tools such as exact MTJD on enumerable models."""
+
+    name: str
+    label: str  # as the reports print it
+    order: int  # Table 2's order, ascending (sampling first: the reference every speed-up divides by)
+    color: str  # the figures' colour (a matplotlib colour)
+    marker: str  # the figures' marker (a matplotlib marker)
+    settings: type  # the frozen settings class (mtad/decoding/params.py)
+    lossless: bool  # its output is the target's distribution
+    drafts: str  # one of DRAFTS
+    test_settings: Mapping[str, Any] = field(default_factory=dict, hash=False)
+    bench_settings: Mapping[str, Any] = field(default_factory=dict, hash=False)
+    adaptive_stop: float | None = None
+    study: bool = True
+
+    def __post_init__(self) -> None:
+        if self.drafts not in DRAFTS:
+            raise ValueError(f"{self.name}: drafts must be one of {', '.join(DRAFTS)}, got {self.drafts!r}")
+        names = self.settings.names()
+        if "gamma" in self.bench_settings:
+            raise ValueError(f"{self.name}: bench_settings may not set gamma (the bench sets it)")
+        if self.adaptive_stop is not None and "stop_below" not in names:
+            raise ValueError(f"{self.name}: adaptive_stop needs a stop_below setting in {self.settings.__name__}")
+        for kind in ("test_settings", "bench_settings"):
+            object.__setattr__(self, kind, MappingProxyType(dict(getattr(self, kind))))
+            self.settings(**getattr(self, kind))  # a bad key or value fails where the method is declared
+        if self.adaptive_stop is not None:
+            self.settings(stop_below=self.adaptive_stop)
+
+    def bench_params(self, gamma: int):
+        """The settings ``make bench`` runs: the defaults with ``bench_settings``, and draft length γ
+        where the method has one."""
+        with_gamma = {"gamma": gamma} if "gamma" in self.settings.names() else {}
+        return replace(self.settings(), **self.bench_settings, **with_gamma)
+
+    @property
+    def adaptive_override(self) -> str | None:
+        """The command-line override of the method's adaptive cell (``method.stop_below=<t>``), or None."""
+        return None if self.adaptive_stop is None else f"method.stop_below={self.adaptive_stop}"
+
+
+_REGISTERED: dict[str, type] = {}  # name -> the class that declares the spec (a Decoder subclass)
+
+
+def register(implementation: type) -> None:
+    """Add a class that declares ``spec`` (``Decoder.__init_subclass__`` calls this). A name taken by
+    another class is refused; the same class defined again (a module reloaded) replaces itself."""
+    spec = implementation.spec
+    if not isinstance(spec, MethodSpec):
+        raise TypeError(f"{implementation.__qualname__}.spec must be a MethodSpec, got {type(spec).__name__}")
+    known = _REGISTERED.get(spec.name)
+    where = f"{implementation.__module__}.{implementation.__qualname__}"
+    if known is not None and f"{known.__module__}.{known.__qualname__}" != where:
+        raise ValueError(f"method {spec.name!r} is declared twice: {known.__module__} and {implementation.__module__}")
+    _REGISTERED[spec.name] = implementation
+
+
+def implementations() -> dict[str, type]:
+    """Every registered method's class, by name, in table order (study methods and tools alike)."""
+    importlib.import_module("mtad.decoding")  # importing the engine registers its methods
+    ordered = sorted(_REGISTERED.items(), key=lambda item: (item[1].spec.order, item[0]))
+    return dict(ordered)
+
+
+def specs(study_only: bool = True) -> dict[str, MethodSpec]:
+    """The methods' records by name, in table order: the study's (default), or every one."""
+    return {n: c.spec for n, c in implementations().items() if c.spec.study or not study_only}
+
+
+def spec(name: str) -> MethodSpec:
+    """One method's record; an unknown name lists the valid ones."""
+    known = specs(study_only=False)
+    if name not in known:
+        raise KeyError(f"unknown decoding method {name!r}; valid: {', '.join(known)}")
+    return known[name]
+
+
+def study_methods() -> tuple[str, ...]:
+    """The study's methods in table order."""
+    return tuple(specs())
+
+
+def labels(study_only: bool = True) -> dict[str, str]:
+    """Each method's label, by name: the study's methods (default), or every one."""
+    return {n: s.label for n, s in specs(study_only).items()}
+
+
+def label(name: str) -> str:
+    """A method's label; an unregistered name (a cell of a method since removed) as it is."""
+    return labels(study_only=False).get(name, name)
+
+
+class MethodsWhere(Sequence):
+    """The study's methods whose record passes `keep`, in table order, read from the registry at each
+    use: a module-level constant (a paper's baseline set, the lossless methods) that costs nothing to
+    import. Equal to the tuple of its names."""
+
+    def __init__(self, keep: Callable[[MethodSpec], bool]):
+        self.keep = keep
+
+    def names(self) -> tuple[str, ...]:
+        return tuple(name for name, spec in specs().items() if self.keep(spec))
+
+    def __getitem__(self, index):
+        return self.names()[index]
+
+    def __iter__(self):
+        return iter(self.names())
+
+    def __contains__(self, name) -> bool:
+        return name in self.names()
+
+    def __len__(self) -> int:
+        return len(self.names())
+
+    def __eq__(self, other) -> bool:
+        return self.names() == (other.names() if isinstance(other, MethodsWhere) else other)
+
+    def __hash__(self) -> int:
+        return hash(self.names())
+
+    def __repr__(self) -> str:
+        return repr(self.names())
+
+
+def __getattr__(name: str):
+    """``METHODS`` (the study's names in table order) and ``LABELS`` (name -> label), read from the
+    registry when first asked for."""
+    if name == "METHODS":
+        return study_methods()
+    if name == "LABELS":
+        return labels()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from mtad.methods import MethodsWhere
+
 CITATION = (
     'Qin et al., "Optimized Multi-Token Joint Decoding with Auxiliary Model for LLM Inference", '
     "arXiv 2407.09722, ICLR 2025"
@@ -44,7 +46,9 @@ VERSIONS = {
         "further.",
     ),
 }
-CONVENTIONAL = ("sps", "spectr", "specinfer")  # "conventional speculative decoding methods": the best of them
+# "conventional speculative decoding methods" (the best of them): the study's lossless methods that draft,
+# read from the method registry when first used
+CONVENTIONAL = MethodsWhere(lambda spec: spec.lossless and spec.drafts != "none")
 APPROXIMATORS = ("mtad", "mmtad")  # the methods the paper says approximate exact MTJD (C5)
 NO_BOUND = "no verdict: the paper's bound could not be sourced"  # C5's distances: the bound's form is unknown
 

@@ -24,7 +24,7 @@ os.environ["TRANSFORMERS_OFFLINE"] = "1"
 
 def load_module():
     """mtad.bench.gpu_check; by its folder when the package cannot be imported (a python without torch:
-    the gpu_check package alone needs only the standard library and mtad.methods, enough for the dry run)."""
+    the gpu_check package alone needs only the standard library, enough for the dry run)."""
     try:
         from mtad.bench import gpu_check
 

@@ -16,7 +16,8 @@ import time
 from pathlib import Path
 
 from mtad.bench.block_profile import long_prompt_ids, profile_methods, render_profile
-from mtad.bench.measure import ADAPTIVE_STOP, method_params
+from mtad.bench.measure import method_params
+from mtad.methods import specs
 from mtad.models.pairs import load_pair
 from mtad.provenance import capture, environment_record
 from mtad.tasks.prompts import chat_ids, make_prompts
@@ -31,7 +32,9 @@ def main(argv=None) -> int:
     ap.add_argument("--max-new-tokens", type=int, default=40)
     ap.add_argument("--threads", default="1,2", help="comma-separated torch thread counts")
     ap.add_argument(
-        "--adaptive", action="store_true", help="adaptive drafting on, at the bench's thresholds (ADAPTIVE_STOP)"
+        "--adaptive",
+        action="store_true",
+        help="adaptive drafting on, at each method's threshold (its MethodSpec.adaptive_stop)",
     )
     ap.add_argument("--out", default=str(ROOT / "results" / "bench"))
     args = ap.parse_args(argv)
@@ -44,7 +47,8 @@ def main(argv=None) -> int:
     }
     methods = {m: vars(p) for m, p in method_params(gamma=4).items()}
     if args.adaptive:
-        methods = {m: p | ({"stop_below": ADAPTIVE_STOP[m]} if m in ADAPTIVE_STOP else {}) for m, p in methods.items()}
+        stops = {m: s.adaptive_stop for m, s in specs().items() if s.adaptive_stop is not None}
+        methods = {m: p | ({"stop_below": stops[m]} if m in stops else {}) for m, p in methods.items()}
     threads = tuple(int(n) for n in args.threads.split(","))
     rows = profile_methods(pair.target, pair.draft, prompts, methods, threads, args.max_new_tokens)
     env = environment_record([pair.target, pair.draft])

@@ -6,11 +6,14 @@ import pytest
 import torch
 
 from mtad.decoding import get_decoder
-from mtad.models.tiny import BUILDERS, TOKEN_PARAMS, TOKEN_PROMPT, TOKEN_VOCAB, tiny_head
+from mtad.methods import specs
+from mtad.models.tiny import BUILDERS, TOKEN_PROMPT, TOKEN_VOCAB, tiny_head
+
+TOKEN_PARAMS = {m: dict(s.test_settings) for m, s in specs().items()}  # each method's small settings
 
 PROMPT = torch.tensor([TOKEN_PROMPT])
 VOCAB = TOKEN_VOCAB
-ADAPTIVE_METHODS = ["sps", "spectr", "specinfer", "mtad", "mmtad"]
+ADAPTIVE_METHODS = [m for m, s in specs().items() if "stop_below" in s.settings.names()]  # every drafting method
 PAIRS = [("llama", "eager", "model"), ("llama", "static", "head"), ("opt", "eager", "model")]
 
 

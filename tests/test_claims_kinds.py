@@ -205,13 +205,11 @@ def test_each_kind_agrees_with_the_papers_claims_of_it():
             )
 
 
-def test_the_adaptive_variants_run_at_the_benchs_thresholds():
-    from mtad.bench.measure import ADAPTIVE_STOP
+def test_the_adaptive_variants_run_at_the_registrys_thresholds():
+    from mtad.methods import spec
 
     adaptive = [v for v in _settings().variants if v.name == "adaptive"]
-    assert {v.method: v.overrides for v in adaptive} == {
-        m: (f"method.stop_below={ADAPTIVE_STOP[m]}",) for m in ("mtad", "sps")
-    }
+    assert adaptive and all(v.overrides == (spec(v.method).adaptive_override,) for v in adaptive)
 
 
 def test_a_variant_is_refused_where_it_names_no_cell_of_its_own_or_an_unknown_kind():

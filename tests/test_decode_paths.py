@@ -16,12 +16,14 @@ from mtad.decoding.static_kv import (
     fast_unsupported,
     resolve_decode_path,
 )
+from mtad.methods import specs
 from mtad.models.draft import build_draft_from_target
-from mtad.models.tiny import TOKEN_PARAMS, TOKEN_PROMPT, TOKEN_VOCAB, biased_llama, tiny_llama, tiny_opt
+from mtad.models.tiny import TOKEN_PROMPT, TOKEN_VOCAB, biased_llama, tiny_llama, tiny_opt
 
 PROMPT = torch.tensor([TOKEN_PROMPT])
 VOCAB = TOKEN_VOCAB
-METHOD_PARAMS = TOKEN_PARAMS  # each method at small settings: the GPU check runs the same cases
+# each method at its small settings (MethodSpec.test_settings): the GPU check runs the same cases
+METHOD_PARAMS = {m: dict(s.test_settings) for m, s in specs().items()}
 
 
 @pytest.fixture(scope="module")

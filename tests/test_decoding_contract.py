@@ -10,11 +10,13 @@ from mtad.decoding import DECODERS, METHODS, get_decoder
 from mtad.decoding.capabilities import reads_target_features
 from mtad.decoding.mtjd_exact import exact_block_distribution
 from mtad.decoding.static_kv import StaticKV
-from mtad.models.tiny import BUILDERS, TOKEN_PARAMS, TOKEN_PROMPT, TOKEN_VOCAB, tiny_head, tiny_llama
+from mtad.methods import specs
+from mtad.models.tiny import BUILDERS, TOKEN_PROMPT, TOKEN_VOCAB, tiny_head, tiny_llama
 
 PROMPT = torch.tensor([TOKEN_PROMPT])
 VOCAB = TOKEN_VOCAB
-METHOD_PARAMS = TOKEN_PARAMS  # each method at small settings: the GPU check runs the same cases
+# each method at its small settings (MethodSpec.test_settings): the GPU check runs the same cases
+METHOD_PARAMS = {m: dict(s.test_settings) for m, s in specs().items()}
 
 
 # every contract test runs on both decode paths; Llama takes the static cache on "static",

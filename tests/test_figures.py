@@ -13,6 +13,7 @@ import pytest
 from matplotlib.figure import Figure
 
 from mtad.configs import planned_grid
+from mtad.methods import spec
 from mtad.report import figures
 from mtad.report.cells import load_cells
 from mtad.report.sweeps import caption, sweep_frame, table2_frame
@@ -137,7 +138,7 @@ def test_sweep_draws_an_x_mark_at_each_missing_value(cells):
     fig = figures.gamma_sweep(cells)
     marks = [(line.get_color(), tuple(line.get_xdata())) for line in fig.axes[0].lines if line.get_marker() == "x"]
     assert sorted(x for _, xs in marks for x in xs) == [7, 8]
-    assert {c for c, _ in marks} == {figures.METHOD_STYLE["mtad"][0], figures.METHOD_STYLE["mmtad"][0]}
+    assert {c for c, _ in marks} == {spec("mtad").color, spec("mmtad").color}
     lines = {line.get_label(): line for line in fig.axes[0].lines if line.get_label() in ("SpS", "MTAD", "MMTAD")}
     assert math.isnan(lines["MTAD"].get_ydata()[6])  # no line segment across the missing gamma = 7
 

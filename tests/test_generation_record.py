@@ -12,13 +12,16 @@ from mtad.bench.measure import Config, summarise
 from mtad.bench.modelled import modelled_rows
 from mtad.decode_stats import DecodeStats
 from mtad.decoding import get_decoder
+from mtad.methods import specs
 from mtad.metrics.cost_model import COUNT_FIELDS, Counts, GenerationCost
-from mtad.models.tiny import TOKEN_PARAMS, TOKEN_PROMPT, TOKEN_VOCAB, tiny_head, tiny_llama
+from mtad.models.tiny import TOKEN_PROMPT, TOKEN_VOCAB, tiny_head, tiny_llama
 from mtad.report.cells import load_cells
 from mtad.report.examples import example_frame, paired
 from mtad.report.kind_claims import _modelled_ratio
 from mtad.report.tables import _counts, add_modelled_speedups, method_params
 from mtad.runner.aggregate import cell_metrics
+
+TOKEN_PARAMS = {m: dict(s.test_settings) for m, s in specs().items()}  # each method's small settings
 
 PAIR = "smollm2_135m_head"  # a pair the accelerator profile knows; the counts come from the tiny models
 PROMPTS = ([5, 1, 9, 2, 7], [3, 8, 8, 1, 6, 2, 4, 9, 11, 5, 7])

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from mtad.distill.kinds import ALL_KINDS, UNSEEN_KINDS
-from mtad.distill.measure import GOALS, METHODS, alpha_from_accept_lengths, goals_met, markdown, measure
+from mtad.distill.measure import GOALS, alpha_from_accept_lengths, decoding_methods, goals_met, markdown, measure
 from mtad.models import load_pair
 from mtad.models.pairs import load_draft_model, pair_config
 
@@ -26,7 +26,7 @@ def test_every_family_method_and_draft_is_measured(result):
     for name, r in result["drafts"].items():
         assert set(r["families"]) == set(ALL_KINDS)
         for fam in r["families"].values():
-            assert set(fam["decoding"]) == set(METHODS)
+            assert set(fam["decoding"]) == set(decoding_methods())
             assert fam["decoding"]["sampling"]["block_efficiency"] == pytest.approx(1.0)
             for method in ("sps", "mtad", "mmtad"):
                 assert 1.0 <= fam["decoding"][method]["block_efficiency"] <= 5.0

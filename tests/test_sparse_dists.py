@@ -9,7 +9,10 @@ import mtad.decoding.base as base
 import mtad.decoding.mtad as mtad_module
 from mtad.decoding import METHODS, get_decoder
 from mtad.decoding.logits import Dist, logits_to_dist, logits_to_probs, sample
-from mtad.models.tiny import TOKEN_PARAMS, TOKEN_PROMPT, TOKEN_VOCAB, tiny_head, tiny_llama
+from mtad.methods import specs
+from mtad.models.tiny import TOKEN_PROMPT, TOKEN_VOCAB, tiny_head, tiny_llama
+
+TOKEN_PARAMS = {m: dict(s.test_settings) for m, s in specs().items()}  # each method's small settings
 
 PROMPT = torch.tensor([TOKEN_PROMPT])
 VOCAB = TOKEN_VOCAB

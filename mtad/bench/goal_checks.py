@@ -18,8 +18,8 @@ from mtad.bench.llama_cpp import llama_cpp_unmeasured
 from mtad.bench.measure import HF_REFERENCE_DTYPE
 from mtad.bench.modelled import AGREEMENT, modelled_rows
 from mtad.bench.rows import find_row, tokens_per_s
+from mtad.methods import MethodsWhere
 from mtad.models.quantized import Q4_1_DTYPES
-from mtad.paper import CONVENTIONAL
 
 OVERHEAD_GOAL = 1.25  # whole forward / its matrix products, at 1 and 5 tokens (fast path, each dtype)
 FIVE_OVER_ONE_GOAL = 1.3  # 5-token / 1-token matrix products (the pair's target dtype)
@@ -198,7 +198,7 @@ def _step_goal(payload: dict) -> dict:
     return _goal("l", goal, text, step <= STEP_OVER_PRODUCTS_GOAL and verify <= VERIFY_OVER_STEP_GOAL)
 
 
-EXACT_METHODS = ("sampling", *CONVENTIONAL)  # the methods whose output is the target's distribution
+EXACT_METHODS = MethodsWhere(lambda spec: spec.lossless)  # the methods whose output is the target's distribution
 
 
 def _fastest_exact_goal(payload: dict) -> dict:

@@ -25,19 +25,11 @@ from mtad.bench.curves import dtype_name, verification_curve
 from mtad.bench.llama_cpp import llama_cpp_on_pair
 from mtad.bench.rows import find_row
 from mtad.decode_stats import COUNTS, DecodeStats
-from mtad.decoding import (
-    DecoderParams,
-    MMTADParams,
-    MTADParams,
-    SamplingParams,
-    SpecInferParams,
-    SpecTrParams,
-    SpSParams,
-    get_decoder,
-)
+from mtad.decoding import DecoderParams, SpecInferParams, SpSParams, get_decoder
 from mtad.decoding.capabilities import reads_target_features
 from mtad.decoding.static_kv import kernel_record, resolve_decode_path
 from mtad.devices import model_device, sync, torch_threads
+from mtad.methods import specs
 from mtad.metrics.speed import aggregate_speed
 from mtad.models import load_pair
 from mtad.models.pairs import QUANTIZED_DTYPES, auto_dtype, auto_meaning, cpu_flags, load_target_and_tokenizer
@@ -55,8 +47,8 @@ class Config:
     params: DecoderParams  # the method's settings (for hf: those of `method`)
     path: str = "eager"  # ours: a decode_path; hf: "eager" | "static+compile"
     target_dtype: str | None = None  # another target than the pair's (a key of `targets`, e.g. "q4_1")
-    # "adaptive": the method with adaptive drafting (`ADAPTIVE_STOP`); "budget": a tree method verifying at
-    # most the calibration's node budget (`budget_configs`); each beside its fixed self
+    # "adaptive": the method with adaptive drafting (its `MethodSpec.adaptive_stop`); "budget": a tree method
+    # verifying at most the calibration's node budget (`budget_configs`); each beside its fixed self
     variant: str = ""
 
 
@@ -67,24 +59,17 @@ PATHS = ("eager", "fast")
 
 
 def method_params(gamma: int) -> dict[str, DecoderParams]:
-    """Each method at its defaults with draft length γ; SpecTr with 2 drafts and SpecInfer with the
-    tree (2, 2, 1, 1), lighter than their defaults."""
-    return {
-        "sampling": SamplingParams(),
-        "sps": replace(SpSParams(), gamma=gamma),
-        "spectr": replace(SpecTrParams(), gamma=gamma, num_drafts=2),
-        "specinfer": replace(SpecInferParams(), k_config=(2, 2, 1, 1)),
-        "mtad": replace(MTADParams(), gamma=gamma),
-        "mmtad": replace(MMTADParams(), gamma=gamma),
-    }
+    """Each study method at its bench settings (`MethodSpec.bench_params`: its defaults with its
+    `bench_settings`, e.g. SpecTr with 2 drafts and SpecInfer with the tree (2, 2, 1, 1), lighter than
+    their defaults) and draft length γ, in table order."""
+    return {name: spec.bench_params(gamma) for name, spec in specs().items()}
 
 
 HF_REFERENCE_DTYPE = "float32"  # HF eager generate() on this target is the reference of goal (c)
-# adaptive drafting's threshold per method on the embedded pair (its `stop_below`), chosen from the
-# draft calls and tree nodes it saves against the block efficiency it costs on held-out chat prompts
-# (MTAD's joint-probability rule costs block efficiency soon, hence its low value); the effect per
-# method is in results/bench/profile_adaptive.md (`make profile PROFILE_ARGS=--adaptive`)
-ADAPTIVE_STOP = {"sps": 0.3, "spectr": 0.2, "specinfer": 0.3, "mtad": 0.03, "mmtad": 0.03}
+# adaptive drafting's threshold per method on the embedded pair is its `MethodSpec.adaptive_stop`,
+# chosen from the draft calls and tree nodes it saves against the block efficiency it costs on
+# held-out chat prompts; the effect per method is in results/bench/profile_adaptive.md
+# (`make profile PROFILE_ARGS=--adaptive`)
 
 
 def tree_nodes(params: DecoderParams) -> int:
@@ -102,8 +87,9 @@ def budget_configs(gamma: int, nodes: int) -> list[Config]:
     params = method_params(gamma)
     return [
         Config(f"{m} budget fast", "ours", m, replace(params[m], node_budget=nodes), "fast", variant="budget")
-        for m in ("specinfer", "mmtad")
-        if getattr(params[m], "k_config", (1,))[0] <= nodes < tree_nodes(params[m])
+        for m, spec in specs().items()
+        if "node_budget" in spec.settings.names()  # the methods that verify a tree within a budget
+        and getattr(params[m], "k_config", (1,))[0] <= nodes < tree_nodes(params[m])
     ]
 
 
@@ -130,11 +116,12 @@ def default_configs(
     if assisted:
         configs.append(Config("HF assisted", "hf", "sps", params["sps"], "eager"))
     for method, p in params.items():
+        spec = specs()[method]
         configs += [Config(f"{method} {path}", "ours", method, p, path) for path in PATHS]
-        if method in ADAPTIVE_STOP:
-            adaptive = replace(p, stop_below=ADAPTIVE_STOP[method])
+        if spec.adaptive_stop is not None:
+            adaptive = replace(p, stop_below=spec.adaptive_stop)
             configs.append(Config(f"{method} adaptive fast", "ours", method, adaptive, "fast", variant="adaptive"))
-        if compiled and method in ("sampling", "sps"):
+        if compiled and spec.drafts in ("none", "chain"):  # sampling and SpS: one token or a chain per forward
             configs.append(Config(f"{method} compiled", "ours", method, p, "compiled"))
     for dtype in target_dtypes:
         configs.append(Config(f"sampling fast {dtype}", "ours", "sampling", params["sampling"], "fast", dtype))

@@ -18,6 +18,7 @@ from mtad.bench.modelled import attach_host_profile, modelled_rows
 from mtad.bench.rows import find_row, tokens_per_s
 from mtad.decoding import SamplingParams
 from mtad.markdown import fmt_number, md_row, md_rule, md_table
+from mtad.methods import specs
 from mtad.metrics.acceptance_terms import terms_markdown
 
 BLANK = ""  # what the bench's tables show where a figure is absent
@@ -71,16 +72,20 @@ def _products_row(c: dict, widths: list[int]) -> list:
 
 
 def _method_settings(rows: list[dict]) -> str:
-    """The settings beyond γ that the methods ran with, read from their rows."""
-    params = {m: (find_row(rows, m) or {}).get("params") or {} for m in ("spectr", "specinfer", "mtad")}
+    """The settings beyond γ and the defaults that the methods ran with (each method's
+    `MethodSpec.bench_settings`), read from their rows."""
     parts = []
-    if "num_drafts" in params["spectr"]:
-        parts.append(f"SpecTr k = {params['spectr']['num_drafts']}")
-    if "k_config" in params["specinfer"]:
-        parts.append(f"SpecInfer tree {tuple(params['specinfer']['k_config'])}")
-    if "beam_width" in params["mtad"]:
-        parts.append(f"MTAD/MMTAD W = {params['mtad']['beam_width']}, τ = {params['mtad']['threshold']:g}")
-    return "".join(f", {p}" for p in parts)
+    for method, spec in specs().items():
+        params = (find_row(rows, method) or {}).get("params") or {}
+        shown = [f"{key} = {_setting(params[key])}" for key in spec.bench_settings if key in params]
+        if shown:
+            parts.append(f"{spec.label} {', '.join(shown)}")
+    return "".join(f", {p}" for p in parts) + ", the other settings at their defaults"
+
+
+def _setting(value) -> str:
+    """A setting as the report prints it: a tree's k_config as a tuple (a row stores a list)."""
+    return str(tuple(value)) if isinstance(value, list) else f"{value:g}" if isinstance(value, float) else str(value)
 
 
 def _per_block(row: dict, key: str) -> str:

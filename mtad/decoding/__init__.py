@@ -5,21 +5,23 @@ out = dec.generate(input_ids, max_new_tokens=N, eos_token_id=None, generator=g)
 out.tokens, out.stats
 
 The contract in ``base`` (its statistics declared in ``mtad.decode_stats``), settings
-classes in ``params``, one module per method, the acceptance rules in ``acceptance``, p/q
-processing in ``logits``, caches and fast paths in ``kv``, ``static_kv`` and ``head_kv``, attention
-masks in ``masks``, trees and beams in ``tree`` and ``beam``.
+classes in ``params``, one module per method (each declares its ``mtad.methods.MethodSpec`` beside
+its class; importing this package imports every module, which registers them), the acceptance
+rules in ``acceptance``, p/q processing in ``logits``, caches and fast paths in ``kv``, ``static_kv``
+and ``head_kv``, attention masks in ``masks``, trees and beams in ``tree`` and ``beam``.
 """
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from transformers import PreTrainedModel
 
 from mtad.decoding.base import DecodeOutput, Decoder, DecodeStats
-from mtad.decoding.mmtad import MMTAD
-from mtad.decoding.mtad import MTAD
-from mtad.decoding.mtjd_exact import MTJDExact, exact_block_distribution
+from mtad.decoding.mtjd_exact import exact_block_distribution
 from mtad.decoding.params import (
     DecoderParams,
     MMTADParams,
@@ -31,18 +33,34 @@ from mtad.decoding.params import (
     SpecTrParams,
     SpSParams,
 )
-from mtad.decoding.sampling import Sampling
-from mtad.decoding.specinfer import SpecInfer
-from mtad.decoding.spectr import SpecTr
-from mtad.decoding.sps import SpeculativeSampling
-from mtad.methods import METHODS
+from mtad.methods import implementations, study_methods
 
-DECODERS: dict[str, type[Decoder]] = {
-    cls.name: cls for cls in (Sampling, SpeculativeSampling, SpecTr, SpecInfer, MTAD, MMTAD, MTJDExact)
-}
+# every module of the package is imported: a method module's class registers its spec as it is made
+# (Decoder.__init_subclass__), so a new method needs no line here
+for _module in pkgutil.iter_modules(__path__):
+    importlib.import_module(f"{__name__}.{_module.name}")
 
-# METHODS: the six methods of the study (mtad.methods); mtjd_exact is for tiny vocabularies
-# (tests, analysis).
+
+class Registered(Mapping):
+    """Name -> decoder class of every registered method (the study's and the tools', such as
+    mtjd_exact), in table order; read from the registry at each use (``mtad.methods``), so a method
+    registered later is in it."""
+
+    def __getitem__(self, name: str) -> type[Decoder]:
+        return implementations()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(implementations())
+
+    def __len__(self) -> int:
+        return len(implementations())
+
+    def __repr__(self) -> str:
+        return f"DECODERS({', '.join(self)})"
+
+
+DECODERS: Mapping[str, type[Decoder]] = Registered()
+METHODS = study_methods()  # the study's methods in table order (mtad.methods)
 
 
 def get_decoder(name: str, target: PreTrainedModel, draft: PreTrainedModel | None = None, **params: Any) -> Decoder:

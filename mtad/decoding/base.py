@@ -21,6 +21,7 @@ from mtad.decoding.lookup import PromptLookup
 from mtad.decoding.params import SamplingFields
 from mtad.decoding.static_kv import cached_model, resolve_decode_path
 from mtad.devices import model_device, sync
+from mtad.methods import MethodSpec, implementations, register
 
 
 def check_prompt_ids(input_ids: torch.Tensor, max_new_tokens: int, target) -> None:
@@ -69,12 +70,16 @@ STOP_RULES = ("eos", "block")  # how a generation ends at EOS (Decoder.generate)
 class Decoder:
     """Base class: settings, cache set-up, the stop rules and the statistics.
 
-    A method sets `name`, `params_type` (its frozen settings class, mtad/decoding/params.py) and
-    `needs_draft`, and implements `step()`, which runs one target forward and returns a Step; it
-    reads its settings from `self.params`. `decode_path` (not a method parameter: it never changes
-    what is sampled) picks how the models run: eager | static | compiled | fast (static_kv.py).
+    A method declares `spec` (its `mtad.methods.MethodSpec`: name, label, settings class, ...),
+    which registers the class and sets `name` and `params_type` (its frozen settings class,
+    mtad/decoding/params.py) from it; it sets `needs_draft` and implements `step()`, which runs one
+    target forward and returns a Step; it reads its settings from `self.params`. A class without a
+    `spec` of its own (a shared base such as `MultiTokenDecoder`) registers nothing. `decode_path`
+    (not a method parameter: it never changes what is sampled) picks how the models run:
+    eager | static | compiled | fast (static_kv.py).
     """
 
+    spec: ClassVar[MethodSpec]
     name: ClassVar[str] = ""
     needs_draft: ClassVar[bool] = True
     supports_lookup: ClassVar[bool] = False  # takes a PromptLookup as its draft (lookup.py)
@@ -86,6 +91,9 @@ class Decoder:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        if "spec" in cls.__dict__:  # declared here, not inherited
+            cls.name, cls.params_type = cls.spec.name, cls.spec.settings
+            register(cls)
         cls.defaults = MappingProxyType(cls.params_type.defaults())
 
     def __init__(
@@ -124,7 +132,7 @@ class Decoder:
         """Why this method cannot take a lookup draft, in one line; None when it can (or drafts nothing)."""
         if cls.supports_lookup or not cls.needs_draft:
             return None
-        takes = sorted(sub.name for sub in _subclasses(Decoder) if sub.supports_lookup)
+        takes = sorted(name for name, sub in implementations().items() if sub.supports_lookup)
         return f"{cls.name} does not draft by prompt lookup (draft=lookup); methods that do: {', '.join(takes)}"
 
     # -- settings -------------------------------------------------------------------
@@ -268,11 +276,6 @@ class Decoder:
 
     def step(self) -> Step:
         raise NotImplementedError
-
-
-def _subclasses(cls: type) -> list[type]:
-    """Every subclass of `cls`, at any depth."""
-    return [sub for direct in cls.__subclasses__() for sub in (direct, *_subclasses(direct))]
 
 
 def check_same_vocab(target: PreTrainedModel, draft: PreTrainedModel) -> None:

@@ -27,11 +27,22 @@ from mtad.decoding.mtad import MultiTokenDecoder
 from mtad.decoding.params import MMTADParams
 from mtad.decoding.phases import phase
 from mtad.decoding.tree import path_sums, within_budget
+from mtad.methods import MethodSpec
 
 
 class MMTAD(MultiTokenDecoder):
-    name = "mmtad"
-    params_type = MMTADParams
+    spec = MethodSpec(
+        name="mmtad",
+        label="MMTAD",
+        order=50,
+        color="#ff7f0e",
+        marker="P",
+        settings=MMTADParams,
+        lossless=False,
+        drafts="beams",
+        test_settings={"gamma": 3, "beam_width": 3},
+        adaptive_stop=0.03,
+    )
     params: MMTADParams
 
     def step(self) -> Step:

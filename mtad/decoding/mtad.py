@@ -14,6 +14,7 @@ from mtad.decoding.base import Decoder, Step
 from mtad.decoding.beam import beam_sample
 from mtad.decoding.logits import Dist, logits_to_dist, sample
 from mtad.decoding.params import MTADParams
+from mtad.methods import MethodSpec
 
 
 class MultiTokenDecoder(Decoder):
@@ -53,7 +54,19 @@ class MultiTokenDecoder(Decoder):
 
 
 class MTAD(MultiTokenDecoder):
-    name = "mtad"
+    spec = MethodSpec(
+        name="mtad",
+        label="MTAD",
+        order=40,
+        color="#d62728",
+        marker="D",
+        settings=MTADParams,
+        lossless=False,
+        drafts="beams",
+        test_settings={"gamma": 3, "beam_width": 3},
+        # the joint-probability rule costs block efficiency soon, hence a threshold far below SpS's
+        adaptive_stop=0.03,
+    )
 
     def step(self) -> Step:
         base = self.length

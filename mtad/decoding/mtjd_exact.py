@@ -16,6 +16,7 @@ from mtad.decoding.base import Decoder, Step
 from mtad.decoding.logits import logits_to_probs, sample
 from mtad.decoding.params import MTJDExactParams
 from mtad.devices import model_device
+from mtad.methods import MethodSpec
 
 MAX_BLOCKS = 1 << 16
 
@@ -50,9 +51,18 @@ def exact_block_distribution(
 
 
 class MTJDExact(Decoder):
-    name = "mtjd_exact"
+    spec = MethodSpec(
+        name="mtjd_exact",
+        label="exact MTJD",
+        order=100,
+        color="#8c564b",
+        marker="*",
+        settings=MTJDExactParams,
+        lossless=False,  # top-k and top-p act on whole blocks: the joint's distribution, not p's per token
+        drafts="none",
+        study=False,  # enumerates |V|^γ blocks: tiny vocabularies only (tests, analysis)
+    )
     needs_draft = False
-    params_type = MTJDExactParams
     params: MTJDExactParams
 
     def step(self) -> Step:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from mtad.decoding.base import Decoder, Step
 from mtad.decoding.logits import sample
 from mtad.decoding.params import SamplingParams
+from mtad.methods import MethodSpec
 
 # The paper's sampling setting, the default of every method, as a plain dict (keyword arguments
 # for logits_to_probs, a record's "setting"): temperature 1, then top-k 10, then top-p 0.9.
@@ -12,9 +13,17 @@ SAMPLING_PARAMS = SamplingParams.defaults()
 
 
 class Sampling(Decoder):
-    name = "sampling"
+    spec = MethodSpec(
+        name="sampling",
+        label="sampling",
+        order=0,
+        color="#7f7f7f",
+        marker="o",
+        settings=SamplingParams,
+        lossless=True,
+        drafts="none",
+    )
     needs_draft = False
-    params_type = SamplingParams
     params: SamplingParams
 
     def step(self) -> Step:

@@ -14,11 +14,23 @@ from mtad.decoding.logits import sample
 from mtad.decoding.params import SpecInferParams
 from mtad.decoding.phases import phased
 from mtad.decoding.tree import DraftTree, ends_branch, most_probable, sample_children, target_node_probs
+from mtad.methods import MethodSpec
 
 
 class SpecInfer(Decoder):
-    name = "specinfer"
-    params_type = SpecInferParams
+    spec = MethodSpec(
+        name="specinfer",
+        label="SpecInfer",
+        order=30,
+        color="#9467bd",
+        marker="v",
+        settings=SpecInferParams,
+        lossless=True,
+        drafts="tree",
+        test_settings={"k_config": (3, 2, 1)},
+        bench_settings={"k_config": (2, 2, 1, 1)},  # lighter than the default (4, 2, 2)
+        adaptive_stop=0.3,
+    )
     params: SpecInferParams
 
     @phased("drafting")

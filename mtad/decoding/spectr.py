@@ -15,11 +15,23 @@ from mtad.decoding.logits import Dist, sample
 from mtad.decoding.params import SpecTrParams
 from mtad.decoding.phases import phased
 from mtad.decoding.tree import DraftTree, ends_branch, target_node_probs
+from mtad.methods import MethodSpec
 
 
 class SpecTr(Decoder):
-    name = "spectr"
-    params_type = SpecTrParams
+    spec = MethodSpec(
+        name="spectr",
+        label="SpecTr",
+        order=20,
+        color="#2ca02c",
+        marker="^",
+        settings=SpecTrParams,
+        lossless=True,
+        drafts="chains",
+        test_settings={"gamma": 3, "num_drafts": 3},
+        bench_settings={"num_drafts": 2},  # lighter than the default 4 drafts
+        adaptive_stop=0.2,
+    )
     params: SpecTrParams
 
     @phased("drafting")

@@ -14,6 +14,7 @@ from mtad.decoding.params import SpSParams
 from mtad.decoding.phases import phased
 from mtad.decoding.sampling import Sampling
 from mtad.decoding.tree import ends_branch
+from mtad.methods import MethodSpec
 
 
 @phased("drafting")
@@ -45,8 +46,18 @@ def draft_chain(
 
 
 class SpeculativeSampling(Decoder):
-    name = "sps"
-    params_type = SpSParams
+    spec = MethodSpec(
+        name="sps",
+        label="SpS",
+        order=10,
+        color="#1f77b4",
+        marker="s",
+        settings=SpSParams,
+        lossless=True,
+        drafts="chain",
+        test_settings={"gamma": 3},
+        adaptive_stop=0.3,
+    )
     params: SpSParams
     supports_lookup = True
 

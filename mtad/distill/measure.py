@@ -26,10 +26,11 @@ from dataclasses import asdict
 
 import torch
 
-from ..decoding import DECODERS, get_decoder
+from ..decoding import get_decoder
 from ..decoding.capabilities import reads_target_features
 from ..decoding.sampling import SAMPLING_PARAMS
 from ..markdown import fmt_number, fmt_percent, md_row, md_rule, md_table, with_bounds
+from ..methods import specs
 from ..metrics.acceptance_terms import ACCEPTANCE_TERMS, terms_markdown
 from ..metrics.speed import aggregate_speed
 from ..models.draft import LlamaDraftForCausalLM
@@ -38,8 +39,13 @@ from .corpus import PAPER_SETTING, encode, sample_answers
 from .kinds import ALL_KINDS, UNSEEN_KINDS, draw
 from .objectives import pair_stats
 
-# every method at its defaults: the paper's setting (decoding/params.py)
-METHODS = {m: DECODERS[m].params_type() for m in ("sampling", "sps", "spectr", "specinfer", "mtad", "mmtad")}
+
+def decoding_methods() -> dict:
+    """Every study method (the registry, `mtad.methods`) at its defaults, the paper's setting
+    (decoding/params.py), in table order: what the measurement decodes with."""
+    return {m: spec.settings() for m, spec in specs().items()}
+
+
 # the reports' column labels, from the one glossary of acceptance figures
 E_ACCEPT, ALPHA, ACCEPTED = (ACCEPTANCE_TERMS[k].label for k in ("e_accept", "alpha", "acceptance_rate"))
 GOALS = {"alpha_chat": 0.6, "alpha_each_trained_kind": 0.5, "alpha_each_unseen_kind": 0.45, "draft_cost_ratio": 0.08}
@@ -117,7 +123,7 @@ def totals(stats: list, method: str) -> dict:
     row = aggregate_speed(s if isinstance(s, dict) else s.as_dict() for s in stats)
     mean_accepted = row["mean_accept_length"]
     chain = method == "sps" and mean_accepted is not None
-    return row | {"alpha": alpha_from_accept_lengths(mean_accepted, METHODS["sps"].gamma) if chain else None}
+    return row | {"alpha": alpha_from_accept_lengths(mean_accepted, decoding_methods()["sps"].gamma) if chain else None}
 
 
 def decode_family(
@@ -127,14 +133,15 @@ def decode_family(
     draft and method (each draft's table repeats sampling's row). Prompt i of a family is seeded as
     the runner seeds an example (``derive_seed(seed, str(i), 0)``): every method draws the same
     stream on it."""
-    stats = {name: {m: [] for m in METHODS} for name in drafts}
+    methods = decoding_methods()
+    stats = {name: {m: [] for m in methods} for name in drafts}
     for i, prompt in enumerate(prompts):
         ids, prompt_seed = torch.tensor(prompt)[None], derive_seed(seed, str(i), 0)
         runs = [("sampling", None, None)] + [
-            (m, name, d) for name, d in drafts.items() for m in METHODS if m != "sampling"
+            (m, name, d) for name, d in drafts.items() for m in methods if m != "sampling"
         ]
         for method, name, draft in runs:
-            dec = get_decoder(method, target=target, draft=draft, decode_path=decode_path, params=METHODS[method])
+            dec = get_decoder(method, target=target, draft=draft, decode_path=decode_path, params=methods[method])
             out = dec.generate(
                 ids, max_new_tokens=max_new, eos_token_id=eos, generator=torch.Generator().manual_seed(prompt_seed)
             )
@@ -296,7 +303,7 @@ def measure(
         "per_family": per_family,
         "max_new_tokens": max_new,
         "seed": seed,
-        "methods": {m: asdict(p) for m, p in METHODS.items()},
+        "methods": {m: asdict(p) for m, p in decoding_methods().items()},
         "setting": SAMPLING_PARAMS,
         "decode_path": decode_path,
         "drafts": per_draft,
@@ -304,7 +311,7 @@ def measure(
 
 
 def _setting_heading() -> str:
-    p = METHODS
+    p = decoding_methods()
     return (
         f"## Decoding at the paper's setting (gamma {p['sps'].gamma}; SpecTr {p['spectr'].num_drafts} drafts; "
         f"SpecInfer {p['specinfer'].k_config}; MTAD/MMTAD W {p['mtad'].beam_width}, tau {p['mtad'].threshold})"
@@ -473,7 +480,7 @@ def readme_block(result: dict, name: str | None = None) -> str:
     r = result["drafts"][name]
     env = result["environment"]
     isa = "/".join(env.get("cpu_isa") or []) or "instruction sets not recorded"
-    p = METHODS
+    p = decoding_methods()
     lines = [
         README_BEGIN,
         f"**Measured** (`make measure-draft`, `results/draft/measure.md`: draft `{r['file']}`, "

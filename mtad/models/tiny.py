@@ -12,8 +12,9 @@ Everything is built in memory in well under a second, with no network:
   tiny vocabularies (enumerable distributions), `sharpness` scaling the output head so that
   distributions are far from uniform; float64 so that a chain forward and a tree forward agree
   to ~1e-15 and greedy ties never flip;
-- `float64_pair` and the shared small cases (`TOKEN_PARAMS`, `DIST_CASES`, `TREE_LEVELS`, ...):
-  what the exactness and decode-path tests run on the CPU and `make gpu-check` on a device.
+- `float64_pair` and the shared small cases (`DIST_CASES`, `TREE_LEVELS`, ...; each method's small
+  settings are its `MethodSpec.test_settings`, `mtad.methods`): what the exactness and decode-path
+  tests run on the CPU and `make gpu-check` on a device.
 """
 
 from __future__ import annotations
@@ -235,17 +236,10 @@ def float64_pair(kind: str, vocab: int, sharpness: float, device="cpu"):
 # (test_decoding_contract.py, test_decode_paths.py, test_sparse_dists.py, test_adaptive_drafting.py)
 # and `make gpu-check` runs them on a device (mtad.bench.gpu_check), so both read them here.
 
-# every method's tokens: float64 pairs over 24 tokens, each method at small settings
+# every method's tokens: float64 pairs over 24 tokens, each method at its small settings
+# (`mtad.methods.spec(method).test_settings`)
 TOKEN_VOCAB = 24
 TOKEN_PROMPT = [5, 1, 9, 2, 7]
-TOKEN_PARAMS = {
-    "sampling": {},
-    "sps": {"gamma": 3},
-    "spectr": {"gamma": 3, "num_drafts": 3},
-    "specinfer": {"k_config": (3, 2, 1)},
-    "mtad": {"gamma": 3, "beam_width": 3},
-    "mmtad": {"gamma": 3, "beam_width": 3},
-}
 FLOAT64_PAIRS = ("llama", "opt", "llama+head")  # the kinds of `float64_pair`
 
 # the lossless methods' (and sampling's) draws against the target distribution, enumerable over

@@ -38,20 +38,12 @@ from matplotlib.patches import Patch
 from matplotlib.transforms import ScaledTranslation, blended_transform_factory
 
 from mtad.markdown import fmt_number, fmt_value
-from mtad.methods import LABELS as METHOD_LABELS
+from mtad.methods import label, specs
 from mtad.report.cells import load_cells
 from mtad.report.sweeps import SWEEP_PARAMS, baseline_cells, caption, sweep_frame, table2_frame
 from mtad.report.values import present
 from mtad.tasks import TASKS
 
-METHOD_STYLE = {  # one colour and marker per method in every figure (tab10 + distinct markers)
-    "sampling": ("#7f7f7f", "o"),
-    "sps": ("#1f77b4", "s"),
-    "spectr": ("#2ca02c", "^"),
-    "specinfer": ("#9467bd", "v"),
-    "mtad": ("#d62728", "D"),
-    "mmtad": ("#ff7f0e", "P"),
-}
 PARAM_LABELS = {
     "gamma": "draft length γ (tokens)",
     "beam_width": "beam width W (beams)",
@@ -80,7 +72,7 @@ FIGURE_NAMES = (
 
 
 def _label(method: str) -> str:
-    return METHOD_LABELS.get(method, method)
+    return label(method)
 
 
 def _task_label(task: str) -> str:
@@ -107,8 +99,13 @@ def _score_label(task: str, score_name: str | None) -> str:
     return info.label if info else score_name or "task score (missing)"
 
 
+UNKNOWN_STYLE = ("#17becf", "X")  # a cell's method the registry does not know (one since removed)
+
+
 def _style(method: str) -> tuple[str, str]:
-    return METHOD_STYLE.get(method, ("#17becf", "X"))
+    """The method's colour and marker in every figure (its MethodSpec's)."""
+    spec = specs(study_only=False).get(method)
+    return (spec.color, spec.marker) if spec else UNKNOWN_STYLE
 
 
 def _finite(value) -> bool:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from mtad.methods import LABELS
+from mtad.methods import labels as method_labels
 from mtad.metrics.cost_model import COUNT_FIELDS, Counts
 from mtad.paper import PaperClaim, claims_of, methods_needed
 from mtad.report.cells import load_cells
@@ -27,7 +27,6 @@ from mtad.runner.layout import override_dirname
 from mtad.stats import intervals as iv
 from mtad.tasks import TASKS
 
-DEFAULT_METHODS = tuple(methods_needed())  # every method some claim compares
 PAPER_TASKS = tuple(name for name, task in TASKS.items() if task.primary_score)  # the tasks with a score
 
 
@@ -36,7 +35,7 @@ class ReportSettings:
     """What the report reads and how it tests: the report's keys of an experiment's ``claims:``
     section (``mtad.experiments.claims.ClaimsSettings`` reads the whole section)."""
 
-    methods: list = field(default_factory=lambda: list(DEFAULT_METHODS))
+    methods: list = field(default_factory=methods_needed)  # every method some claim compares
     tasks: list | None = None  # the planned tasks (absent cells get "not run" rows); None: those the cells hold
     zero_score_evidence: str | None = None  # experiment whose cells speak for paper tasks not run here
     confidence: float = iv.CONFIDENCE
@@ -60,8 +59,9 @@ def _pairs(frame: pd.DataFrame, task: str, methods: list[str], columns: list[str
     return wide.dropna() if len(wide) else wide
 
 
-def _against(claim: PaperClaim, labels: Mapping = LABELS) -> str:
+def _against(claim: PaperClaim, labels: Mapping | None = None) -> str:
     """The baseline(s) as the report names them: one method, or the best of several."""
+    labels = labels or method_labels()
     names = [labels[b] for b in claim.baselines]
     return names[0] if len(names) == 1 else f"best of {', '.join(names)}"
 
@@ -89,7 +89,7 @@ class Measured:
     pair: str
     timing: str = ""
     params: dict = field(default_factory=dict)  # method -> its settings
-    labels: dict = field(default_factory=lambda: dict(LABELS))
+    labels: dict = field(default_factory=method_labels)
 
     @classmethod
     def of(cls, cells: pd.DataFrame, settings: ReportSettings, source: str, pair: str, **more) -> "Measured":
@@ -342,7 +342,7 @@ def evidence_not_run(kind: ClaimKind, task: str, source: str, root: Path) -> lis
     """The rows of a task whose cells (from experiment `source`) are absent from the root read."""
     rows = []
     for paper_claim in claims_of(kind.name):
-        text = kind.text(paper_claim, TASKS[task].primary_score or "score", LABELS)
+        text = kind.text(paper_claim, TASKS[task].primary_score or "score", method_labels())
         claim = Claim.of(paper_claim, text, task, source)
         claim.verdict, claim.reason = iv.NOT_RUN, f"not run: no {task} cells of experiment {source} in {root}"
         rows.append(claim)
@@ -376,7 +376,7 @@ class Variant:
 
     def check(self) -> None:
         problems = {
-            f"unknown method {self.method!r}": self.method not in LABELS,
+            f"unknown method {self.method!r}": self.method not in method_labels(),
             f"kinds must be among {list(KIND_NAMES)}": not self.kinds or bool(set(self.kinds) - set(KIND_NAMES)),
             "its overrides change nothing generated (no cell of its own)": not self.directory,
         }
@@ -397,7 +397,7 @@ class Variant:
     @property
     def label(self) -> str:
         settings = ", ".join(o.lstrip("+").removeprefix("method.") for o in self.overrides)
-        return f"{LABELS[self.method]} ({self.name}, {settings})"
+        return f"{method_labels()[self.method]} ({self.name}, {settings})"
 
     def paper_claim(self, kind: ClaimKind) -> PaperClaim:
         """Its row of ``kind``: against the method at its defaults, the suite's extension."""

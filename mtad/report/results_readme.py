@@ -16,10 +16,11 @@ from pathlib import Path
 import pandas as pd
 
 from mtad.markdown import fmt_count_range, fmt_ratio, md_table, with_bounds
+from mtad.methods import study_methods
 from mtad.metrics.acceptance_terms import ACCEPTANCE_TERMS, terms_markdown
 from mtad.records import read_json
 from mtad.report.claims_markdown import claims_table
-from mtad.report.tables import METHOD_ORDER, TASK_ORDER
+from mtad.report.tables import TASK_ORDER
 
 TITLE = "# What the committed results show"
 INTRO = (
@@ -74,7 +75,7 @@ def table2_section(results: Path) -> list[str]:
         return _absent(path, "make reproduce-table2")
     df = pd.read_csv(path)
     tasks = [t for t in TASK_ORDER if t in set(df["task"])]
-    methods = [m for m in METHOD_ORDER if m in set(df["method"])]
+    methods = [m for m in study_methods() if m in set(df["method"])]
     rows = []
     for method in methods:
         cells = [df[(df["task"] == task) & (df["method"] == method)] for task in tasks]
@@ -126,7 +127,7 @@ def sweeps_section(results: Path) -> list[str]:
             continue
         values = sorted(done["value"].unique())
         rows = []
-        for method in [m for m in METHOD_ORDER if m in set(done["method"])]:
+        for method in [m for m in study_methods() if m in set(done["method"])]:
             mine = done[done["method"] == method].set_index("value")
             rows.append(
                 [method]

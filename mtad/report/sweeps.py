@@ -24,9 +24,10 @@ import pandas as pd
 from mtad.configs import planned_grid
 from mtad.decode_stats import EXACT_RATIOS
 from mtad.markdown import fmt_count_range, fmt_set
+from mtad.methods import study_methods
 from mtad.report.cells import check_override_set
 from mtad.report.roots import default_runs, require_cells
-from mtad.report.tables import METHOD_ORDER, TASK_ORDER, matching_values, table2
+from mtad.report.tables import TASK_ORDER, matching_values, table2
 from mtad.report.values import in_order, present
 
 # sweep name (conf/sweep/<name>.yaml) -> the method parameter it varies
@@ -86,7 +87,7 @@ def table2_frame(
     if overrides is not None and "overrides" in in_experiment:
         in_experiment = in_experiment[in_experiment["overrides"] == overrides]
     tasks = tasks or in_order(set(grid.get("task", [])) | set(in_experiment.get("task", [])), TASK_ORDER)
-    methods = methods or in_order(set(grid.get("method", [])) | set(in_experiment.get("method", [])), METHOD_ORDER)
+    methods = methods or in_order(set(grid.get("method", [])) | set(in_experiment.get("method", [])), study_methods())
     finished = (
         in_experiment[in_experiment["status"].isin(["complete", "incomplete"])]
         if "status" in in_experiment

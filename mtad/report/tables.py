@@ -20,7 +20,7 @@ import pandas as pd
 from mtad.configs import planned_grid
 from mtad.decode_stats import EXACT_RATIOS
 from mtad.markdown import MISSING, fmt_count_range, fmt_number, fmt_ratio, fmt_set, is_absent, md_table, with_bounds
-from mtad.methods import METHODS
+from mtad.methods import study_methods
 from mtad.metrics.acceptance_terms import ACCEPTANCE_TERMS, terms_markdown
 from mtad.metrics.cost_model import (
     ACCELERATORS,
@@ -38,7 +38,6 @@ from mtad.report.reproduce import recorded_machine
 from mtad.report.values import in_order, is_missing
 from mtad.tasks import TASKS
 
-METHOD_ORDER = list(METHODS)
 ACCELERATOR = ACCELERATORS[DEFAULT_ACCELERATOR]
 ACCELERATOR_LABEL = ACCELERATOR.name.removeprefix("NVIDIA ")
 MODELLED_ON = f"block eff. and draft cost on an {ACCELERATOR_LABEL} roofline"  # what a modelled column depends on
@@ -182,7 +181,7 @@ def table2(
         df = df.assign(tokens_per_s=float("nan"))  # every cell's data is missing: a table of reasons
     df = add_modelled_speedups(add_speedups(df))
     df["task"] = pd.Categorical(df["task"], in_order(set(df["task"]), TASK_ORDER), ordered=True)
-    df["method"] = pd.Categorical(df["method"], in_order(set(df["method"]), METHOD_ORDER), ordered=True)
+    df["method"] = pd.Categorical(df["method"], in_order(set(df["method"]), study_methods()), ordered=True)
     df = df.sort_values(["task", "method"]).reset_index(drop=True)
     for column in COLUMNS:
         if column not in df:

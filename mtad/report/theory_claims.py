@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mtad.methods import LABELS
+from mtad.methods import label as method_label
 from mtad.paper import APPROXIMATORS, NO_BOUND
 from mtad.report.claim_row import Claim
 from mtad.stats import intervals as iv
@@ -80,7 +80,7 @@ def theory_claims(theory: dict) -> list[Claim]:
             definitional.verdict, definitional.reason = iv.NO_VERDICT, DEFINITIONAL
             claims.append(definitional)
         for method in APPROXIMATORS:
-            comparison = f"{LABELS[method]} − sampling: E[log p] of the first γ tokens; {label}"
+            comparison = f"{method_label(method)} − sampling: E[log p] of the first γ tokens; {label}"
             found = row["methods"][method]
             interval = iv.Interval(**found["logp_gain"])
             version = "arxiv-v2" if method == "mtad" else "iclr-final"
@@ -96,7 +96,7 @@ def theory_claims(theory: dict) -> list[Claim]:
             claims.append(claim)
         if point["draft"] != "q = p" and point["replacement"]:
             for method in APPROXIMATORS:
-                comparison = f"TV({LABELS[method]}, MTJD) − TV(sampling, MTJD); {label}"
+                comparison = f"TV({method_label(method)}, MTJD) − TV(sampling, MTJD); {label}"
                 interval = iv.Interval(**row["methods"][method]["tv_gain"])
                 version = "iclr-final" if method == "mmtad" else "arxiv-v2"
                 claims.append(

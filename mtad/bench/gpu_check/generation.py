@@ -9,13 +9,14 @@ import time
 
 
 def generate(method: str, target, draft, path: str, prompt, max_new_tokens: int, seed: int = 0):
-    """One decode of `method` at the bench's settings (`measure.method_params`), seeded."""
+    """One decode of `method` at the bench's settings (its `MethodSpec.bench_params` at the default γ), seeded."""
     import torch
 
-    from mtad.bench.measure import method_params
-    from mtad.decoding import SpSParams, get_decoder
+    from mtad.decoding import get_decoder
+    from mtad.decoding.params import ChainFields
+    from mtad.methods import spec
 
-    params = method_params(SpSParams().gamma)[method]
+    params = spec(method).bench_params(ChainFields().gamma)
     decoder = get_decoder(method, target=target, draft=draft, decode_path=path, params=params)
     return decoder.generate(prompt, max_new_tokens=max_new_tokens, generator=torch.Generator().manual_seed(seed))
 

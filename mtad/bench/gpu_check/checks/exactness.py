@@ -138,7 +138,8 @@ def token_agreement(ctx: Context) -> list[dict]:
 
     from mtad.decoding import get_decoder
     from mtad.decoding.static_kv import resolve_decode_path
-    from mtad.models.tiny import FLOAT64_PAIRS, TOKEN_PARAMS, TOKEN_PROMPT, TOKEN_VOCAB, float64_pair
+    from mtad.methods import spec
+    from mtad.models.tiny import FLOAT64_PAIRS, TOKEN_PROMPT, TOKEN_VOCAB, float64_pair
 
     cpu = torch.device("cpu")
     n_tokens = 16 if ctx.quick else 40
@@ -157,7 +158,7 @@ def token_agreement(ctx: Context) -> list[dict]:
                     if ctx.out_of_time():
                         row["skipped"] = "out of this check's time"
                         continue
-                    params = dict(TOKEN_PARAMS[method], **({"temperature": 0} if mode == "greedy" else {}))
+                    params = dict(spec(method).test_settings, **({"temperature": 0} if mode == "greedy" else {}))
                     seed = 0 if mode == "greedy" else int(mode.split()[1])
                     got = {}
                     for d, (target, draft) in pairs.items():
