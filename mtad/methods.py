@@ -78,6 +78,10 @@ class MethodSpec:
         return None if self.adaptive_stop is None else f"method.stop_below={self.adaptive_stop}"
 
 
+# the methods every speed-up column divides by (`speedup_vs_<name>`): sampling, the reference, and SpS,
+# the paper's "vanilla" speculative decoding
+BASELINES = ("sampling", "sps")
+
 _REGISTERED: dict[str, type] = {}  # name -> the class that declares the spec (a Decoder subclass)
 
 

@@ -24,7 +24,7 @@ import pandas as pd
 from mtad.configs import planned_grid
 from mtad.decode_stats import EXACT_RATIOS
 from mtad.markdown import fmt_count_range, fmt_set
-from mtad.methods import study_methods
+from mtad.methods import BASELINES, study_methods
 from mtad.report.cells import check_override_set
 from mtad.report.roots import default_runs, require_cells
 from mtad.report.tables import TASK_ORDER, matching_values, table2
@@ -32,7 +32,6 @@ from mtad.report.values import in_order, present
 
 # sweep name (conf/sweep/<name>.yaml) -> the method parameter it varies
 SWEEP_PARAMS = {"gamma": "gamma", "beam_width": "beam_width", "threshold": "threshold", "stop_below": "stop_below"}
-BASELINES = ("sampling", "sps")
 METRIC_COLUMNS = (
     "tokens_per_s",
     "speedup_vs_sampling",

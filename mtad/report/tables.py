@@ -20,7 +20,7 @@ import pandas as pd
 from mtad.configs import planned_grid
 from mtad.decode_stats import EXACT_RATIOS
 from mtad.markdown import MISSING, fmt_count_range, fmt_number, fmt_ratio, fmt_set, is_absent, md_table, with_bounds
-from mtad.methods import study_methods
+from mtad.methods import BASELINES, study_methods
 from mtad.metrics.acceptance_terms import ACCEPTANCE_TERMS, terms_markdown
 from mtad.metrics.cost_model import (
     ACCELERATORS,
@@ -106,7 +106,7 @@ def add_speedups(cells: pd.DataFrame) -> pd.DataFrame:
     """speedup_vs_<baseline> = tokens/s over the baseline cell's, same experiment/pair/task/machine."""
     df = cells.copy()
     keys = ["experiment", "pair", "task", "machine", "overrides"]
-    for baseline in ("sampling", "sps"):
+    for baseline in BASELINES:
         base_speed = matching_values(df, df[df["method"] == baseline], keys, "tokens_per_s")
         df[f"speedup_vs_{baseline}"] = df["tokens_per_s"].astype(float).to_numpy() / base_speed
     return df
@@ -142,7 +142,7 @@ def add_modelled_speedups(cells: pd.DataFrame, accelerator: str = DEFAULT_ACCELE
     df = cells.copy()
     keys = ["experiment", "pair", "task", "machine", "overrides"]
     columns = [c for c in (*COUNT_FIELDS, "param.beam_width") if c in df]
-    for baseline in ("sampling", "sps"):
+    for baseline in BASELINES:
         base = df[df["method"] == baseline]
         matched = {c: matching_values(df, base, keys, c) for c in columns if c in base}
         values = []
@@ -475,7 +475,7 @@ def add_intervals(df: pd.DataFrame) -> pd.DataFrame:
         same = df[(df["task"] == row.task) & (df["pair"] == row.pair) & (df["machine"] == row.machine)]
         baselines = {
             b: rows[j]
-            for b in ("sampling", "sps")
+            for b in BASELINES
             if b != row.method
             for j in same.index[same["method"] == b]
             if j in rows
