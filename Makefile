@@ -116,7 +116,7 @@ reset_if_committed = $(if $(REGENERATE),if [ -n "$$(git ls-files -- $(1) 2>/dev/
 fresh_if_committed = @$(call reset_if_committed,$(1))
 
 .PHONY: reproduce-table2 smoke table sweep-gamma sweep-beam-width sweep-threshold
-reproduce-table2: install ## Table 2: 6 methods x 4 tasks on the embedded pair (15-35 min on 2 cores, by CPU) -> results/local/tables/table2.md, compared with the committed one
+reproduce-table2: install ## Table 2: 6 methods x 4 tasks on the embedded pair (15-35 min on 2 cores, by CPU), then 3 adaptive methods x 4 tasks -> results/local/tables/table2.md, compared with the committed one
 	$(call run_and_table,table2)
 
 smoke: install ## the Table 2 grid with 1-2 examples per cell (a few minutes) -> results/local/tables/table2_smoke.md

@@ -93,6 +93,22 @@ def planned_grid(experiment: str, sweep: str | None = None) -> dict[str, list]:
     return {key: list(values) for key, values in _planned_grid(experiment, sweep, str(conf_dir()))}
 
 
+def planned_beside_grid(experiment: str) -> list[list[str]]:
+    """The override lists of the cells ``conf/experiment/<experiment>.yaml`` declares beside its grid
+    (``beside_grid``, e.g. ``[["method=sps", "method.stop_below=0.3"]]``; run by
+    ``mtad.runner.multirun.beside_launches``); empty when it declares none or does not exist."""
+    return [list(entry) for entry in _planned_beside_grid(experiment, str(conf_dir()))]
+
+
+@lru_cache(maxsize=32)
+def _planned_beside_grid(experiment: str, root: str) -> tuple[tuple[str, ...], ...]:
+    if not (Path(root) / "experiment" / f"{experiment}.yaml").exists():
+        return ()
+    return tuple(
+        tuple(str(o) for o in entry) for entry in compose([f"experiment={experiment}"]).get("beside_grid") or []
+    )
+
+
 @lru_cache(maxsize=32)
 def _planned_grid(experiment: str, sweep: str | None, root: str) -> tuple[tuple[str, tuple], ...]:
     from hydra.core.override_parser.overrides_parser import OverridesParser

@@ -161,11 +161,12 @@ def main() -> None:
 def run_command(argv: list[str]) -> None:
     """The command line's group options and override keys are checked first (Hydra's own messages
     span many lines and list no near names), then every job of a multirun is planned (a bad value
-    stops it before its first cell), then Hydra runs the cell(s)."""
-    import hydra
+    stops it before its first cell), then Hydra runs the cell(s): the grid, then each launch of the
+    cells the experiment declares beside it (``mtad.runner.multirun.beside_launches``). The process
+    exits with the worst status of them."""
     from hydra.errors import HydraException
 
-    from mtad.runner.multirun import first_bad_job, jobs_to_check, needs_hub, runs_several
+    from mtad.runner.multirun import beside_launches, first_bad_job, jobs_to_check, needs_hub, runs_several
 
     if "--help" in argv or "-h" in argv:
         print(usage())
@@ -175,19 +176,57 @@ def run_command(argv: list[str]) -> None:
         sys.exit(f"mtad-run: {problem}")
     provenance.capture()  # the code state this process starts from, before any cell runs
     logging.basicConfig(level=logging.INFO, format="[%(asctime)s][%(name)s][%(levelname)s] - %(message)s")
+    launches = []
     if not any(a.split("=")[0] in INFO_FLAGS for a in argv):
         overrides = [a for a in argv if not a.startswith("-")]
         try:
             jobs = jobs_to_check(overrides)  # the grid composed once, for the probe and the plan
             first = configs.compose(jobs[0], hydra=True)
             settle_hub_access(quiet=not needs_hub(first))
-            problem = first_bad_job(overrides, jobs) if runs_several(argv, first) else None
+            several = runs_several(argv, first)
+            problem = first_bad_job(overrides, jobs) if several else None
+            launches = beside_launches(overrides) if several else []
         except HydraException:  # overrides Hydra cannot compose: it says why in one line below
             problem = None
         if problem:
             sys.exit(f"mtad-run: nothing ran; {problem}")
-    conf = configs.setup()
-    hydra.main(version_base="1.3", config_path=str(conf), config_name="config")(run_job)()
+    status = launch_all(configs.setup(), argv, launches)
+    if status:
+        sys.exit(status)
+
+
+def launch_all(conf, argv: list[str], beside: list[list[str]]) -> int:
+    """The command's Hydra run, then one per launch ``beside`` its grid (the command's flags kept),
+    the progress line counting across them; the worst exit status of them."""
+    from mtad.runner.multirun import grid_jobs
+    from mtad.runner.progress import command_cells
+
+    flags = [a for a in argv if a.startswith("-")]
+    commands = [argv, *(flags + overrides for overrides in beside)]
+    sizes = [len(grid_jobs([a for a in c if not a.startswith("-")])) for c in commands] if beside else []
+    status = 0
+    for i, command in enumerate(commands):
+        if sizes:
+            command_cells(sum(sizes), sum(sizes[:i]))
+        status = max(status, launch(conf, command))
+    return status
+
+
+def launch(conf, argv: list[str]) -> int:
+    """One Hydra run of ``argv`` (a multirun, or one cell) from the config folder ``conf``; the exit
+    status it ended with (Hydra exits 1 after a multirun in which a cell failed)."""
+    import hydra
+
+    saved, sys.argv = sys.argv, [sys.argv[0], *argv]  # Hydra reads its command line there
+    try:
+        hydra.main(version_base="1.3", config_path=str(conf), config_name="config")(run_job)()
+    except SystemExit as exc:
+        if isinstance(exc.code, str):  # a message Python would print on its way out
+            print(exc.code, file=sys.stderr)
+        return exc.code if isinstance(exc.code, int) else int(exc.code is not None)
+    finally:
+        sys.argv = saved
+    return 0
 
 
 def run_job(cfg: DictConfig) -> None:

@@ -191,7 +191,7 @@ def test_experiments_compose_every_cell(experiment, monkeypatch):
     assert cfg.experiment_name == experiment
     for task in cfg.per_task:
         assert task in list_tasks(), f"{experiment}: per_task names unknown task {task}"
-    cells = grid(cfg) or [[]]
+    cells = (grid(cfg) or [[]]) + [beside_cell(grid(cfg)[0], list(beside)) for beside in cfg.beside_grid]
     for cell in cells:
         cell_cfg = compose_cfg([f"experiment={experiment}", *cell])
         task = cell_cfg.hydra.runtime.choices.task
@@ -199,6 +199,12 @@ def test_experiments_compose_every_cell(experiment, monkeypatch):
         get_task(task, **task_options)  # options accepted
         assert cell_cfg.hydra.runtime.choices.method in DECODERS
         check_method(cell_cfg.hydra.runtime.choices.method, OmegaConf.to_container(cell_cfg.method))
+
+
+def beside_cell(cell: list[str], beside: list[str]) -> list[str]:
+    """A cell of the grid with the keys of a `beside_grid` entry set to the entry's values."""
+    keys = {o.split("=")[0] for o in beside}
+    return [o for o in cell if o.split("=")[0] not in keys] + beside
 
 
 PAPER_TASKS = ("spider", "cnndm", "mtbench", "humaneval")  # `chat` (held-out prompts) is no paper task

@@ -558,8 +558,8 @@ def test_a_multirun_refuses_a_bad_value_before_its_first_cell(tmp_path):
     problem = first_bad_job(swept)
     assert problem.endswith("method=sps: gamma must be an int >= 1, got 0") and "method.gamma=0" in problem
     assert first_bad_job([*TINY, "task=chat", "method=sps", "method.gamma=2,3"]) is None
-    # the experiment's grid, a command-line value taking its key out of it
-    assert len(all_jobs(["experiment=table2"])) == 24 and len(all_jobs(["experiment=table2", "method=mtad"])) == 4
+    # the experiment's grid and its 3 x 4 adaptive cells beside it, a command-line value taking its key out of both
+    assert len(all_jobs(["experiment=table2"])) == 24 + 12 and len(all_jobs(["experiment=table2", "method=mtad"])) == 4
     assert not (tmp_path / "runs").exists()
 
 

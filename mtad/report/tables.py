@@ -4,6 +4,11 @@ Speed-ups are computed here, never stored in a cell: a method's tokens/s over th
 ``sampling`` (and the ``sps``) cell of the same experiment, pair, task and machine, i.e.
 the same prompts, settings and hardware measured in the same sweep.
 
+Beside the fixed rows, the written table has an adaptive row per task for each lossless method
+with an adaptive threshold (its ``MethodSpec.adaptive_stop``): its cell
+``<method>/method.stop_below=<t>`` (the experiment runs it beside its grid), after the task's
+fixed rows, its speed-ups over the fixed baseline cells (``variant`` names it).
+
     from mtad.report.tables import table2, write_table2
     df = table2(load_cells("results/runs"), experiment="table2")
     write_table2(df, "results/tables")   # table2.md (with a header) and table2.csv
@@ -17,10 +22,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from mtad.configs import planned_grid
+from mtad.configs import planned_beside_grid, planned_grid
 from mtad.decode_stats import EXACT_RATIOS
 from mtad.markdown import MISSING, fmt_count_range, fmt_number, fmt_ratio, fmt_set, is_absent, md_table, with_bounds
-from mtad.methods import BASELINES, study_methods
+from mtad.methods import BASELINES, spec, specs, study_methods
 from mtad.metrics.acceptance_terms import ACCEPTANCE_TERMS, terms_markdown
 from mtad.metrics.cost_model import (
     ACCELERATORS,
@@ -36,6 +41,7 @@ from mtad.records import write_if_changed
 from mtad.report.cells import load_cells
 from mtad.report.reproduce import recorded_machine
 from mtad.report.values import in_order, is_missing
+from mtad.runner.layout import override_dirname
 from mtad.tasks import TASKS
 
 ACCELERATOR = ACCELERATORS[DEFAULT_ACCELERATOR]
@@ -70,6 +76,7 @@ COLUMNS = [
     "missing_reason",
     "incomplete_reason",
     "provenance",
+    "variant",  # "" for a fixed row; an adaptive row's setting, e.g. "adaptive, stop_below 0.3"
 ]
 HEADERS = {
     "score_name": "score",
@@ -107,9 +114,17 @@ def add_speedups(cells: pd.DataFrame) -> pd.DataFrame:
     df = cells.copy()
     keys = ["experiment", "pair", "task", "machine", "overrides"]
     for baseline in BASELINES:
-        base_speed = matching_values(df, df[df["method"] == baseline], keys, "tokens_per_s")
+        base_speed = matching_values(df, df[(df["method"] == baseline) & fixed_rows(df)], keys, "tokens_per_s")
         df[f"speedup_vs_{baseline}"] = df["tokens_per_s"].astype(float).to_numpy() / base_speed
     return df
+
+
+def fixed_rows(df: pd.DataFrame) -> pd.Series:
+    """[len(df)] True for a method's row at its fixed settings, False for a variant row (an adaptive
+    row of Table 2, ``variant`` set): the rows a speed-up may divide by."""
+    if "variant" not in df:
+        return pd.Series(True, index=df.index)
+    return df["variant"].fillna("").eq("")
 
 
 def method_params(row: dict) -> dict:
@@ -143,7 +158,7 @@ def add_modelled_speedups(cells: pd.DataFrame, accelerator: str = DEFAULT_ACCELE
     keys = ["experiment", "pair", "task", "machine", "overrides"]
     columns = [c for c in (*COUNT_FIELDS, "param.beam_width") if c in df]
     for baseline in BASELINES:
-        base = df[df["method"] == baseline]
+        base = df[(df["method"] == baseline) & fixed_rows(df)]
         matched = {c: matching_values(df, base, keys, c) for c in columns if c in base}
         values = []
         for i, row in enumerate(df.to_dict("records")):
@@ -155,10 +170,42 @@ def add_modelled_speedups(cells: pd.DataFrame, accelerator: str = DEFAULT_ACCELE
 
 
 def table2(
-    cells: pd.DataFrame, experiment: str = "table2", pair: str | None = None, overrides: str | None = ""
+    cells: pd.DataFrame,
+    experiment: str = "table2",
+    pair: str | None = None,
+    overrides: str | None = "",
+    adaptive: bool = False,
 ) -> pd.DataFrame:
     """One row per (task, method) of the experiment's cells with these ``overrides``
-    ("" = the base cells; None = whatever single override set the cells have)."""
+    ("" = the base cells; None = whatever single override set the cells have); ``adaptive`` (with
+    the base cells): each task's adaptive rows after its fixed ones (``adaptive_cells``)."""
+    df = _selected(cells, experiment, pair, overrides).assign(variant="")
+    if adaptive and overrides == "":
+        df = pd.concat([df, adaptive_cells(cells, experiment, df["pair"].iloc[0])], ignore_index=True)
+    if "tokens_per_s" not in df:
+        if not (df["status"] == "missing").all():
+            raise ValueError(f"no finished cell in experiment {experiment!r} (no metrics.json yet)")
+        df = df.assign(tokens_per_s=float("nan"))  # every cell's data is missing: a table of reasons
+    df = add_modelled_speedups(add_speedups(df))
+    df["task"] = pd.Categorical(df["task"], in_order(set(df["task"]), TASK_ORDER), ordered=True)
+    df["method"] = pd.Categorical(df["method"], in_order(set(df["method"]), study_methods()), ordered=True)
+    df["fixed"] = fixed_rows(df)
+    df = df.sort_values(["task", "fixed", "method"], ascending=[True, False, True]).reset_index(drop=True)
+    for column in COLUMNS:
+        if column not in df:
+            df[column] = None
+    reasons = [c for c in df.columns if c.startswith("score.") and c.endswith("missing_reason")]
+    df["score_missing_reason"] = df[reasons].bfill(axis=1).iloc[:, 0] if reasons else None
+    df["task"], df["method"] = df["task"].astype(str), df["method"].astype(str)
+    table = add_intervals(df)[COLUMNS + INTERVAL_BOUNDS]
+    table.attrs["timing"] = timing(df)  # the header's, kept out of the columns (and the CSV)
+    table.attrs["machines"] = recorded_machines(df)
+    return table
+
+
+def _selected(cells: pd.DataFrame, experiment: str, pair: str | None, overrides: str | None) -> pd.DataFrame:
+    """The experiment's cells with these ``overrides`` (None: its one override set), of one pair;
+    refused, naming what there is, when that leaves none or several pairs."""
     df = cells[cells["experiment"] == experiment]
     if overrides is not None:
         df = df[df["overrides"] == overrides]
@@ -175,24 +222,22 @@ def table2(
     pairs = sorted(set(df["pair"]))
     if len(pairs) > 1:
         raise ValueError(f"experiment {experiment!r} has several pairs {pairs}; choose one with pair=...")
-    if "tokens_per_s" not in df:
-        if not (df["status"] == "missing").all():
-            raise ValueError(f"no finished cell in experiment {experiment!r} (no metrics.json yet)")
-        df = df.assign(tokens_per_s=float("nan"))  # every cell's data is missing: a table of reasons
-    df = add_modelled_speedups(add_speedups(df))
-    df["task"] = pd.Categorical(df["task"], in_order(set(df["task"]), TASK_ORDER), ordered=True)
-    df["method"] = pd.Categorical(df["method"], in_order(set(df["method"]), study_methods()), ordered=True)
-    df = df.sort_values(["task", "method"]).reset_index(drop=True)
-    for column in COLUMNS:
-        if column not in df:
-            df[column] = None
-    reasons = [c for c in df.columns if c.startswith("score.") and c.endswith("missing_reason")]
-    df["score_missing_reason"] = df[reasons].bfill(axis=1).iloc[:, 0] if reasons else None
-    df["task"], df["method"] = df["task"].astype(str), df["method"].astype(str)
-    table = add_intervals(df)[COLUMNS + INTERVAL_BOUNDS]
-    table.attrs["timing"] = timing(df)  # the header's, kept out of the columns (and the CSV)
-    table.attrs["machines"] = recorded_machines(df)
-    return table
+    return df
+
+
+def adaptive_overrides() -> dict[str, str]:
+    """Each lossless method with an adaptive threshold -> its adaptive cell's override
+    (``method.stop_below=<adaptive_stop>``, from the method registry): Table 2's adaptive rows."""
+    return {name: s.adaptive_override for name, s in specs().items() if s.lossless and s.adaptive_stop is not None}
+
+
+def adaptive_cells(cells: pd.DataFrame, experiment: str, pair: str) -> pd.DataFrame:
+    """The experiment's adaptive cells of ``pair`` (``adaptive_overrides``), each with its ``variant``
+    label and its overrides cleared, so that its speed-ups divide by the fixed baseline cells'."""
+    wanted = adaptive_overrides()
+    mine = (cells["experiment"] == experiment) & (cells["pair"] == pair)
+    df = cells[mine & (cells["overrides"] == cells["method"].map(wanted))]
+    return df.assign(variant=[f"adaptive, stop_below {spec(m).adaptive_stop:g}" for m in df["method"]], overrides="")
 
 
 def recorded_machines(cells: pd.DataFrame) -> str | None:
@@ -222,7 +267,7 @@ def provenance(cells: pd.DataFrame, allow_mixed: bool = False) -> str:
         states = states if isinstance(states, str) and states else "unknown"
         for state in states.split(" + "):
             overrides = getattr(row, "overrides", "")
-            by_state.setdefault(state, []).append(f"{row.task}/{row.method}" + (f"/{overrides}" if overrides else ""))
+            by_state.setdefault(state, []).append(_row_name(row) + (f"/{overrides}" if overrides else ""))
     clean = [s for s in by_state if s != "unknown" and "+dirty" not in s]
     if len(by_state) == 1 and clean:
         return f"commit {clean[0]} (clean tree)"
@@ -319,7 +364,7 @@ def to_markdown(
     incomplete = df[df["status"] != "complete"]
     if not incomplete.empty:
         lines += [
-            "- **not complete:** " + ", ".join(f"{r.task}/{r.method} ({r.status})" for r in incomplete.itertuples()),
+            "- **not complete:** " + ", ".join(f"{_row_name(r)} ({r.status})" for r in incomplete.itertuples()),
             "",
         ]
     lines += md_table([HEADERS.get(c, c) for c in MD_COLUMNS], map(_md_row, df.itertuples(index=False)))
@@ -327,9 +372,18 @@ def to_markdown(
     return "\n".join(lines) + "\n"
 
 
+def _row_name(row) -> str:
+    """``task/method``, an adaptive row's setting after it."""
+    variant = getattr(row, "variant", None)
+    return f"{row.task}/{row.method}" + (f" ({variant})" if isinstance(variant, str) and variant else "")
+
+
 def _md_row(row) -> list[str]:
-    """A row's cells, each figure with its interval; ``missing`` past its identity where the data was absent."""
+    """A row's cells, each figure with its interval (an adaptive row's method with its setting);
+    ``missing`` past its identity where the data was absent."""
     cells = [_fmt_with_interval(row, c) for c in MD_COLUMNS]
+    if isinstance(row.variant, str) and row.variant:
+        cells[1] = f"{row.method} ({row.variant})"
     return cells[:2] + ["missing"] * (len(cells) - 2) if row.status == "missing" else cells
 
 
@@ -375,12 +429,11 @@ def build_table2(
             f"experiment {experiment!r} has only cells under override folders ({', '.join(sets)}); "
             "pass --overrides '<one of them>' or --overrides any"
         )
-    df = table2(cells, experiment=experiment, pair=pair, overrides=overrides)
+    df = table2(cells, experiment=experiment, pair=pair, overrides=overrides, adaptive=overrides == "")
     code = provenance(df, allow_mixed=allow_mixed_provenance)
     stem = name or (experiment if experiment.startswith("table2") else f"table2_{experiment}")
-    notes = coverage_notes(df, experiment, results_root) + mixed_conditions_notes(
-        cells[cells["path"].isin(df["path"])] if "path" in df else cells
-    )
+    notes = coverage_notes(df, experiment, results_root) + adaptive_notes(df, experiment)
+    notes += mixed_conditions_notes(cells[cells["path"].isin(df["path"])] if "path" in df else cells)
     return write_table2(df, out_dir, experiment=experiment, name=stem, notes=notes, source=str(results_root), code=code)
 
 
@@ -390,11 +443,39 @@ def coverage_notes(df: pd.DataFrame, experiment: str, results_root) -> list[str]
     grid = planned_grid(experiment)
     if not {"task", "method"} <= set(grid):
         return []
-    present = set(zip(df["task"], df["method"]))
+    fixed = df[fixed_rows(df)]
+    present = set(zip(fixed["task"], fixed["method"]))
     planned = [(t, m) for t in grid["task"] for m in grid["method"]]
     missing = [f"{t}/{m}" for t, m in planned if (t, m) not in present]
     line = f"cells: {len(planned)} planned, {len(planned) - len(missing)} present, {len(missing)} missing"
     return [line + (f" from {Path(results_root) / experiment}: {', '.join(missing)}" if missing else "")]
+
+
+def adaptive_notes(df: pd.DataFrame, experiment: str) -> list[str]:
+    """One line on the adaptive rows: each lossless method's threshold, how many of its cells the
+    table shows and which are absent (a row per task of the fixed rows, for each method the
+    experiment runs beside its grid, ``beside_grid``); none when it runs none and the table has none."""
+    wanted = adaptive_overrides()
+    beside = {
+        (override_dirname(entry), *(e for e in entry if e.startswith("method=")))
+        for entry in planned_beside_grid(experiment)
+    }
+    planned = [m for m, override in wanted.items() if (override, f"method={m}") in beside]
+    shown = df[~fixed_rows(df)]
+    if shown.empty and not planned:
+        return []
+    methods = planned or list(dict.fromkeys(shown["method"]))
+    tasks = list(dict.fromkeys(df.loc[fixed_rows(df), "task"]))
+    absent = [f"{t}/{m}" for t in tasks for m in methods if not ((shown["task"] == t) & (shown["method"] == m)).any()]
+    head = "adaptive rows (" + ", ".join(f"{m} stop_below {spec(m).adaptive_stop:g}" for m in methods)
+    head += (
+        ": each lossless method at its `adaptive_stop`, after each task's fixed rows, speed-ups over the fixed cells)"
+    )
+    if shown.empty:
+        where = f"no `<method>/method.stop_below=<t>` cell has run; `mtad-run experiment={experiment}` runs them"
+        return [f"{head}: none, {where} beside the grid"]
+    present = f"{len(shown)} of {len(shown) + len(absent)} present"
+    return [f"{head}: {present}" + (f"; absent: {', '.join(absent)}" if absent else "")]
 
 
 def mixed_conditions_notes(cells: pd.DataFrame) -> list[str]:
@@ -473,13 +554,8 @@ def add_intervals(df: pd.DataFrame) -> pd.DataFrame:
         if i not in rows:
             continue
         same = df[(df["task"] == row.task) & (df["pair"] == row.pair) & (df["machine"] == row.machine)]
-        baselines = {
-            b: rows[j]
-            for b in BASELINES
-            if b != row.method
-            for j in same.index[same["method"] == b]
-            if j in rows
-        }
+        same = same[fixed_rows(same)]  # a speed-up divides by a fixed row: an adaptive row's by its fixed self too
+        baselines = {b: rows[j] for b in BASELINES for j in same.index[same["method"] == b] if j in rows and j != i}
         for column, interval in cell_intervals(rows[i], baselines).items():
             if interval.available:
                 df.loc[i, f"{column}_low"], df.loc[i, f"{column}_high"] = interval.low, interval.high

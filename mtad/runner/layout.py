@@ -38,6 +38,7 @@ NEUTRAL_KEYS = {
     "warmup_tokens",
     "threads",
     "missing_data",
+    "beside_grid",  # which cells a command runs beside an experiment's grid, not what one generates
 }
 NEUTRAL_PREFIXES = ("logger.", "energy.", "hydra.", "hydra/")
 

@@ -5,8 +5,10 @@ grid should be done, e.g.
 
 The position is Hydra's job number; the grid's size is counted from the multirun's own config, which
 Hydra's sweeper saves as ``multirun.yaml`` in the sweep folder before the first job
-(``mtad.runner.multirun.all_jobs``); the ETA is the mean wall time of the cells this process has
-started so far times the cells left, this one included ("ETA unknown" before the first is done).
+(``mtad.runner.multirun.grid_jobs``); a command that runs cells beside its experiment's grid
+counts the grid and those launches as one (``command_cells``). The ETA is the mean wall time of the
+cells this process has started so far times the cells left, this one included ("ETA unknown"
+before the first is done).
 Outside a multirun (one cell, the interleaved scheduler) nothing is logged.
 """
 
@@ -22,6 +24,14 @@ from typing import Callable
 log = logging.getLogger("mtad.run")
 
 _STARTS: list[float] = []  # when each cell this process ran started (time.monotonic)
+_COMMAND: dict[str, int] = {}  # a command of several launches: its cells in all, and those before this launch
+
+
+def command_cells(total: int, before: int) -> None:
+    """A command runs several multiruns (its grid, then the cells beside it): ``total`` cells in all,
+    ``before`` of them in the launches before the one that starts now. Positions then count across
+    launches."""
+    _COMMAND.update(total=total, before=before)
 
 
 def fmt_duration(seconds: float) -> str:
@@ -63,20 +73,21 @@ def grid_size(sweep_dir: str) -> int | None:
     cannot be read."""
     from omegaconf import OmegaConf
 
-    from mtad.runner.multirun import all_jobs
+    from mtad.runner.multirun import grid_jobs
 
     try:
         given = OmegaConf.load(Path(sweep_dir) / "multirun.yaml").hydra.overrides
         overrides = [*given.hydra, *given.task]  # hydra.searchpath=... among Hydra's own: an experiment of one's own
         with running_app_set_aside():
-            return len(all_jobs(overrides))
+            return len(grid_jobs(overrides))
     except Exception as exc:  # noqa: BLE001 - the count is a courtesy: a launcher that left no file leaves it unknown
         log.debug("the multirun's size is unknown (%s: %s)", type(exc).__name__, exc)
         return None
 
 
 def multirun_position() -> tuple[int, int | None] | None:
-    """(this job's position from 1, the grid's size) in a Hydra multirun; None outside one."""
+    """(this job's position from 1, the grid's size) in a Hydra multirun, counted across the command's
+    launches where it runs several (``command_cells``); None outside one."""
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
@@ -86,6 +97,8 @@ def multirun_position() -> tuple[int, int | None] | None:
         return None
     if hydra.mode != RunMode.MULTIRUN:
         return None
+    if _COMMAND:
+        return _COMMAND["before"] + int(hydra.job.num) + 1, _COMMAND["total"]
     return int(hydra.job.num) + 1, grid_size(str(hydra.sweep.dir))
 
 
