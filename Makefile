@@ -142,10 +142,13 @@ sweep-stop-below: install ## adaptive drafting: the draft probability that ends 
 	$(SWEEP_BASELINES)
 	$(RUN) experiment=sweeps sweep=stop_below results_root=$(RESULTS) $(OVERRIDES)
 
-.PHONY: sweeps sweep-stop-below
-sweeps: install ## the four sweeps (resumed; under results/local unless `make results` regenerates the reference)
+sweep-temperature: install ## sampling temperature T = 0 (greedy), 0.5, 0.7, 1.0 for sampling and every method on CNN/DM
+	$(RUN) experiment=sweeps sweep=temperature results_root=$(RESULTS) $(OVERRIDES)
+
+.PHONY: sweeps sweep-stop-below sweep-temperature
+sweeps: install ## the five sweeps (resumed; under results/local unless `make results` regenerates the reference)
 	$(if $(AT_REFERENCE),$(call fresh_if_committed,$(RESULTS)/sweeps))
-	$(MAKE) --no-print-directory sweep-gamma sweep-beam-width sweep-threshold sweep-stop-below RESULTS=$(RESULTS)
+	$(MAKE) --no-print-directory sweep-gamma sweep-beam-width sweep-threshold sweep-stop-below sweep-temperature RESULTS=$(RESULTS)
 	@$(call compare_with_reference,sweeps)
 
 .PHONY: figures results-readme

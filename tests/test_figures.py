@@ -118,6 +118,7 @@ def test_captions_name_pair_machine_dtype_and_counts(cells):
         figures.gamma_sweep,
         figures.beam_width_sweep,
         figures.threshold_sweep,
+        figures.temperature_sweep,
     ],
 )
 def test_each_figure_has_labels_caption_and_shows_what_is_missing(cells, make):
@@ -402,3 +403,25 @@ def test_a_sweep_footer_says_which_model_ran_in_which_dtype(tmp_path):
         (cell / "env.json").write_text(json.dumps(env))
     text = caption(sweep_frame(load_cells(tmp_path), "gamma"))
     assert "target float32, draft bfloat16" in text and "dtype bfloat16,float32" not in text
+
+
+def test_the_temperature_sweep_divides_by_sampling_at_the_same_temperature(tmp_path):
+    runs = tmp_path / "runs"
+    for t, sampling_speed, sps_speed in ((0.5, 40.0, 60.0), (1.0, 20.0, 25.0)):
+        overrides = "" if t == 1.0 else f"method.temperature={t}"  # T = 1 is the default: the base cells
+        cell = dict(temperature=t, perplexity=3.0 + t)
+        make_results.write_cell(runs, "sweeps", "cnndm", "sampling", overrides, tokens_per_s=sampling_speed, **cell)
+        make_results.write_cell(runs, "sweeps", "cnndm", "sps", overrides, tokens_per_s=sps_speed, **cell)
+    cells = load_cells(runs)
+    frame = sweep_frame(cells, "temperature").set_index(["method", "value"])
+    assert frame.loc[("sps", 0.5), "speedup_vs_sampling"] == pytest.approx(1.5)  # over sampling at 0.5, not 1.0
+    assert frame.loc[("sps", 1.0), "speedup_vs_sampling"] == pytest.approx(1.25)
+    assert frame.loc[("sps", 0.0), "missing"] and math.isnan(frame.loc[("mtad", 0.7), "speedup_vs_sampling"])
+    fig = figures.temperature_sweep(cells)
+    assert [ax.get_ylabel() for ax in fig.axes[:4]] == [
+        figures.YLABELS[c] for c in ("block_efficiency", "acceptance_rate", "perplexity", "speedup_vs_sampling")
+    ]
+    perplexity = fig.axes[2]
+    assert not [line for line in perplexity.lines if line.get_linestyle() == "--"]  # sampling is a line, no level
+    assert {figures.label("sampling"), "SpS"} <= {line.get_label() for line in perplexity.lines}
+    assert "temperature T (0 = greedy)" in fig.axes[0].get_xlabel()

@@ -11,6 +11,7 @@ and returns a ``matplotlib.figure.Figure``; ``save_figure`` writes it as PNG and
     fig = figures.gamma_sweep(cells)                  # speed-up, acceptance rate, perplexity vs gamma
     fig = figures.beam_width_sweep(cells)             # the same vs W
     fig = figures.threshold_sweep(cells)              # accepted length, speed-up, perplexity vs tau
+    fig = figures.temperature_sweep(cells)            # block efficiency, acceptance, perplexity vs T
     figures.build_all("results/runs", "results/figures")   # every figure, PNG + PDF
 
 Every planned cell (the experiment's Hydra grid in conf/) is drawn: a missing one as a hatched
@@ -40,7 +41,7 @@ from matplotlib.transforms import ScaledTranslation, blended_transform_factory
 from mtad.markdown import fmt_number, fmt_value
 from mtad.methods import label, specs
 from mtad.report.cells import load_cells
-from mtad.report.sweeps import SWEEP_PARAMS, baseline_cells, caption, sweep_frame, table2_frame
+from mtad.report.sweeps import SWEEP_PARAMS, baseline_cells, caption, sweep_frame, swept_baseline, table2_frame
 from mtad.report.values import present
 from mtad.tasks import TASKS
 
@@ -49,8 +50,9 @@ PARAM_LABELS = {
     "beam_width": "beam width W (beams)",
     "threshold": "acceptance threshold τ",
     "stop_below": "draft probability that ends drafting (0 = fixed γ)",
+    "temperature": "sampling temperature T (0 = greedy)",
 }
-PARAM_SYMBOLS = {"gamma": "γ", "beam_width": "W", "threshold": "τ", "stop_below": "stop"}
+PARAM_SYMBOLS = {"gamma": "γ", "beam_width": "W", "threshold": "τ", "stop_below": "stop", "temperature": "T"}
 YLABELS = {
     "speedup_vs_sampling": "speed-up over sampling (×)",
     "speedup_vs_sps": "speed-up over SpS (×)",
@@ -68,6 +70,7 @@ FIGURE_NAMES = (
     "sweep_beam_width",
     "sweep_threshold",
     "sweep_stop_below",
+    "sweep_temperature",
 )
 
 
@@ -503,7 +506,7 @@ def sweep_figure(
                 color,
                 offset_pt=6.0 * (list(methods).index(method) - (len(methods) - 1) / 2),
             )
-        _reference_lines(ax, column, baselines)
+        _reference_lines(ax, column, baselines, per_value=swept_baseline(frame))
         ax.set_xticks(values)
         ax.set_xlabel(PARAM_LABELS.get(param, param))
         ax.set_ylabel(YLABELS.get(column, column))
@@ -566,11 +569,12 @@ def _missing_marks(ax, xs, color: str, offset_pt: float = 0.0) -> None:
     marks.set_in_layout(False)  # drawn over the spine; must not take room from the axes
 
 
-def _reference_lines(ax, column: str, baselines: pd.DataFrame) -> None:
-    """Sampling's level where it has one: speed-up 1 and its perplexity."""
+def _reference_lines(ax, column: str, baselines: pd.DataFrame, per_value: bool = False) -> None:
+    """Sampling's level where it has one: speed-up 1 and its perplexity (`per_value`: sampling is
+    a swept line of its own, its perplexity drawn at each value, not as a level)."""
     if column.startswith("speedup_vs_") or column == "block_efficiency":  # sampling: 1 token per target call
         ax.axhline(1.0, color="black", linestyle="--", linewidth=0.9)
-    if column == "perplexity":
+    if column == "perplexity" and not per_value:
         sampling = (
             baselines[baselines["method"] == "sampling"]["perplexity"].dropna() if "perplexity" in baselines else []
         )
@@ -628,6 +632,13 @@ def stop_below_sweep(cells: pd.DataFrame, **kwargs) -> Figure:
     return sweep_figure(cells, "stop_below", SWEEP_PANELS, **kwargs)
 
 
+def temperature_sweep(cells: pd.DataFrame, **kwargs) -> Figure:
+    """Block efficiency, acceptance rate, perplexity and speed-up over sampling at the same
+    temperature against T (0 = greedy), for sampling and every method."""
+    panels = ("block_efficiency", "acceptance_rate", "perplexity", "speedup_vs_sampling")
+    return sweep_figure(cells, "temperature", panels, **kwargs)
+
+
 # ----------------------------------------------------------------------------- intervals
 def _interval(row, column: str) -> tuple[float, float] | None:
     """(low, high) of ``column`` in a table2 frame row (``tables.add_intervals``), if any."""
@@ -677,11 +688,18 @@ def sweep_intervals(frame: pd.DataFrame, baselines: pd.DataFrame) -> dict:
         for m, p in zip(baselines.get("method", []), baselines.get("path", []))
         if isinstance(p, str)
     }
+    by_value = {}  # a swept sampling's cell per value: the speed-ups at that value pair with it
+    if swept_baseline(frame):
+        sampling = frame[(frame["method"] == "sampling") & ~frame["missing"]]
+        by_value = {v: cell_examples(p) for v, p in zip(sampling["value"], sampling["path"]) if isinstance(p, str)}
     out = {}
     for i, row in frame.iterrows():
         if row.get("missing") or not isinstance(row.get("path"), str):
             continue
-        found = cell_intervals(cell_examples(row["path"]), {m: e for m, e in base.items() if m != row["method"]})
+        paired = base | ({"sampling": by_value[row["value"]]} if row["value"] in by_value else {})
+        if swept_baseline(frame) and row["value"] not in by_value:
+            paired.pop("sampling", None)  # no sampling cell at this value: no speed-up interval
+        found = cell_intervals(cell_examples(row["path"]), {m: e for m, e in paired.items() if m != row["method"]})
         out[i] = {k: v for k, v in found.items() if v.available}
     return out
 
@@ -730,6 +748,7 @@ def build_all(
         "sweep_beam_width": (sweep_experiment, lambda: beam_width_sweep(cells, experiment=sweep_experiment)),
         "sweep_threshold": (sweep_experiment, lambda: threshold_sweep(cells, experiment=sweep_experiment)),
         "sweep_stop_below": (sweep_experiment, lambda: stop_below_sweep(cells, experiment=sweep_experiment)),
+        "sweep_temperature": (sweep_experiment, lambda: temperature_sweep(cells, experiment=sweep_experiment)),
     }
     written, skipped = {}, []
     for name, (experiment, make) in jobs.items():

@@ -31,7 +31,13 @@ from mtad.report.tables import TASK_ORDER, matching_values, table2
 from mtad.report.values import in_order, present
 
 # sweep name (conf/sweep/<name>.yaml) -> the method parameter it varies
-SWEEP_PARAMS = {"gamma": "gamma", "beam_width": "beam_width", "threshold": "threshold", "stop_below": "stop_below"}
+SWEEP_PARAMS = {
+    "gamma": "gamma",
+    "beam_width": "beam_width",
+    "threshold": "threshold",
+    "stop_below": "stop_below",
+    "temperature": "temperature",
+}
 METRIC_COLUMNS = (
     "tokens_per_s",
     "speedup_vs_sampling",
@@ -206,7 +212,24 @@ def sweep_frame(
             frame[column_name] = math.nan
     frame["sweep"], frame["param"], frame["experiment"] = sweep, param, experiment
     frame["pair"], frame["task"], frame["context"] = pair, task, context or ""
-    return frame
+    return same_value_baseline(frame) if swept_baseline(frame) else frame
+
+
+def swept_baseline(frame: pd.DataFrame) -> bool:
+    """Whether sampling is among the swept methods: the swept setting (a temperature) changes the
+    baseline too, so each value's speed-up is over sampling at that value, not at its default."""
+    return bool((frame["method"] == "sampling").any())
+
+
+def same_value_baseline(frame: pd.DataFrame) -> pd.DataFrame:
+    """speedup_vs_sampling and sampling_perplexity from the sweep's own sampling row at each value."""
+    sampling = frame[(frame["method"] == "sampling") & ~frame["missing"]].set_index("value")
+    tokens_per_s = frame["value"].map(sampling["tokens_per_s"].astype(float))
+    return frame.assign(
+        speedup_vs_sampling=frame["tokens_per_s"].astype(float) / tokens_per_s,
+        sampling_tokens_per_s=tokens_per_s,
+        sampling_perplexity=frame["value"].map(sampling["perplexity"]),
+    )
 
 
 def baseline_cells(cells: pd.DataFrame, frame: pd.DataFrame) -> pd.DataFrame:
