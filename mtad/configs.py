@@ -45,6 +45,8 @@ def register_code_defaults() -> None:
     from mtad.decoding import DECODERS
     from mtad.tasks import TASKS
 
+    OmegaConf.register_new_resolver("methods", methods_value, replace=True)
+    OmegaConf.register_new_resolver("adaptive_cells", adaptive_cells, replace=True)
     store = ConfigStore.instance()
     for name, cls in DECODERS.items():
         node = OmegaConf.structured(cls.params_type)
@@ -54,6 +56,33 @@ def register_code_defaults() -> None:
         store.store(group="method_defaults", name=name, node=node)
     for name, cls in TASKS.items():
         store.store(group="task_defaults", name=name, node=dict(cls.defaults))
+
+
+METHOD_SETS = {
+    "study": lambda spec: True,
+    "drafting": lambda spec: spec.drafts != "none",
+    "lossless": lambda spec: spec.lossless,
+}
+
+
+def methods_value(which: str = "study") -> str:
+    """``${methods:<which>}`` in a config: the registry's study methods (``study``), those that
+    draft (``drafting``) or the lossless ones (``lossless``), in table order, as a sweep's
+    comma-separated value, so that Table 2 and the sweeps run a newly registered method unasked."""
+    from mtad.methods import specs
+
+    if which not in METHOD_SETS:
+        raise ValueError(f"${{methods:{which}}}: unknown set; valid: {', '.join(METHOD_SETS)}")
+    return ",".join(name for name, spec in specs().items() if METHOD_SETS[which](spec))
+
+
+def adaptive_cells() -> list[list[str]]:
+    """``${adaptive_cells:}``: each lossless study method with an adaptive threshold at it
+    (``[method=<name>, method.stop_below=<t>]``, the registry's), the cells Table 2 runs beside its
+    grid."""
+    from mtad.methods import specs
+
+    return [[f"method={n}", s.adaptive_override] for n, s in specs().items() if s.lossless and s.adaptive_override]
 
 
 def setup() -> Path:

@@ -171,7 +171,7 @@ def grid(cfg) -> list[list[str]]:
     """The cells of a multirun config as override lists (the basic sweeper's cartesian product)."""
     from itertools import product
 
-    params = OmegaConf.to_container(cfg.hydra.sweeper.params) if cfg.hydra.sweeper.params else {}
+    params = OmegaConf.to_container(cfg.hydra.sweeper.params, resolve=True) if cfg.hydra.sweeper.params else {}
     keys = list(params)
     values = [expand(str(params[k])) for k in keys]
     return [[f"{k}={v}" for k, v in zip(keys, combo)] for combo in product(*values)]
@@ -310,3 +310,16 @@ def test_a_task_setting_on_the_command_line_wins_over_the_experiments_per_task(
     assert (limit if key == "limit" else lookup(options_, key)) == given
     plain, plain_limit = task_settings(cfg, task)  # without it on the command line: the experiment's value
     assert (plain_limit if key == "limit" else lookup(plain, key)) == value
+
+
+def test_table2_and_the_sweeps_run_every_method_the_registry_holds():
+    from mtad.configs import methods_value, planned_grid
+    from mtad.methods import specs, study_methods
+
+    assert planned_grid("table2")["method"] == list(study_methods())
+    assert planned_grid("sweeps", "temperature")["method"] == list(study_methods())
+    drafting = [name for name, s in specs().items() if s.drafts != "none"]
+    assert planned_grid("sweeps", "stop_below")["method"] == drafting and "sampling" not in drafting
+    assert methods_value("lossless").split(",") == [name for name, s in specs().items() if s.lossless]
+    with pytest.raises(ValueError, match="valid: study, drafting, lossless"):
+        methods_value("fast")
