@@ -59,6 +59,82 @@ def union(p: Dist, q: Dist) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     return index, p_s, q_s
 
 
+def block_weights(p_tok: torch.Tensor, q_tok: torch.Tensor) -> torch.Tensor:
+    """Block verification's weights p_1..p_γ [γ] (float64) of a chain whose tokens have target and
+    draft probabilities p_tok, q_tok [γ]: p_0 = 1, p_i = min(p_{i-1} · p(X_i)/q(X_i), 1)."""
+    # unrolled, p_i = min over s <= i of r_{s+1} ... r_i (the empty product 1 at s = i): the prefix's
+    # joint ratio r(X^i) = P(X^i)/Q(X^i) over its largest value so far, 1 included; in log space it
+    # needs no loop, and a token the target gives nothing (log 0) zeroes every later weight
+    log_ratio = (p_tok.double().log() - q_tok.double().log()).cumsum(0)  # [γ] log r(X^i)
+    return (log_ratio - log_ratio.cummax(0).values.clamp_min(0)).exp()
+
+
+def _at_ids_of(rows: Dist, q: Dist) -> torch.Tensor:
+    """q's probabilities at the ids of `rows`, row by row ([n, k] like rows; 0 where q has none):
+    both keep their ids ascending, so one batched binary search finds them."""
+    if rows.ids.shape[-1] == rows.vocab == q.ids.shape[-1]:  # both dense: the same ids 0..V-1
+        return q.probs.to(rows.probs.dtype)
+    at = torch.searchsorted(q.ids, rows.ids.contiguous()).clamp_max(q.ids.shape[-1] - 1)  # [n, k]
+    hit = q.ids.gather(-1, at) == rows.ids
+    zero = torch.zeros((), dtype=rows.probs.dtype, device=rows.probs.device)
+    return torch.where(hit, q.probs.gather(-1, at).to(rows.probs.dtype), zero)
+
+
+def block_acceptance(p: Dist, q: Dist, draft: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Block verification's weights p_1..p_γ and acceptance probabilities h_1..h_γ ([γ] each,
+    float64) for a chain `draft` [γ] drawn from q [γ, k], with the target p [γ+1, k] at its positions.
+
+    With Z_{i+1} = Σ_x max(p_i · p(x | X^i) − q(x | X^i), 0), the mass the residual after X^i keeps,
+    h_i = Z_{i+1} / (Z_{i+1} + 1 − p_i) for i < γ and h_γ = p_γ. This makes P(τ >= i | X^i) = p_i
+    for the length τ kept below: E[p_{i+1} | X^i] = Σ_x min(p_i p(x), q(x)) = p_i − Z_{i+1}, and
+    (p_i − Z_{i+1}) + (1 − p_i + Z_{i+1}) · h_i = p_i. Where p_i = 1 and Z_{i+1} = 0 (p = q after
+    X^i) h_i is 0/0: every later weight is then 1 until one has Z > 0, so some later h_j is 1 and
+    h_i is never read; it is set to 1."""
+    gamma = draft.shape[0]
+    weights = block_weights(p[:gamma].prob_of(draft), q.prob_of(draft))  # [γ]
+    rows = p[1:gamma]  # [γ-1, k]: p(· | X^i) for i = 1..γ-1
+    scaled = weights[:-1, None] * rows.probs.double() - _at_ids_of(rows, q[1:gamma]).double()  # [γ-1, k]
+    # x outside p's support adds max(−q(x), 0) = 0 to Z: summing over p's support is summing over all x
+    kept = scaled.clamp_min(0).sum(-1)  # [γ-1] Z_2..Z_γ
+    denominator = kept + 1 - weights[:-1]
+    inner = torch.where(denominator > 0, kept / denominator.clamp_min(1e-300), torch.ones_like(kept))
+    return weights, torch.cat([inner, weights[-1:]])
+
+
+@phased("accept")
+def block_verify(
+    p: Dist | torch.Tensor, q: Dist | torch.Tensor, draft: torch.Tensor, generator: torch.Generator | None = None
+) -> tuple[int, int]:
+    """Block verification (Sun, Mendlovic, Leviathan, Aharoni, Ro, Beirami, Suresh; ICLR 2025) of a
+    chain of γ draft tokens, lossless: the same inputs and outputs as `speculative_accept`.
+
+    p: [γ+1, V] target at each draft position plus the bonus position; q: [γ, V]; draft: [γ] drawn
+    from q. With the weights p_i and acceptance probabilities h_i of `block_acceptance` and γ
+    independent uniforms η_i, τ is the largest i with η_i < h_i (0 if none): x_1..x_τ are kept even
+    where a token-wise test would have refused one of them. The next token comes from the residual
+    norm(max(p_τ · p(· | X^τ) − q(· | X^τ), 0)) when τ < γ, else from p(· | X^γ) (p_0 = 1: SpS's
+    residual). Returns (τ, next token).
+    """
+    gamma = draft.shape[0]
+    p, q = as_dist(p), as_dist(q)
+    weights, accept = block_acceptance(p, q, draft)  # [γ], [γ]
+    passed = uniform(gamma, generator, accept.device).double() < accept  # [γ]
+    n = int((passed * torch.arange(1, gamma + 1, device=accept.device)).max())  # the largest i passing (one sync)
+    if n == gamma:
+        return n, int(sample(p[gamma], generator))
+    return n, int(sample(block_residual(p[n], q[n], weights[n - 1] if n else 1.0), generator))
+
+
+def block_residual(p: Dist, q: Dist, weight: torch.Tensor | float) -> Dist:
+    """Block verification's residual after the kept prefix X^τ: norm(max(p_τ · p − q, 0)) over one row
+    of p and of q, with `weight` p_τ (1 at τ = 0: SpS's residual). A prefix kept with τ < γ has
+    mass to resample (h_τ > 0 needs Z_{τ+1} > 0; τ = 0 happens only where p ≠ q); where rounding
+    leaves none, `residual` falls back to p."""
+    index, p_s, q_s = union(p, q)  # [S] each
+    scaled = torch.as_tensor(weight, dtype=p_s.dtype, device=p_s.device) * p_s  # p_τ scales p before q comes off
+    return Dist(index, residual(scaled, q_s), p.vocab)
+
+
 def _support(p: Dist | torch.Tensor, q: Dist | torch.Tensor, candidates: list[int]):
     """Restrict p and q to the tokens of their supports (top-k/top-p leave a few; a dense row's
     support is where it is non-zero): the rules below then touch a handful of entries instead of

@@ -136,6 +136,26 @@ def chisquare_exactness(counts: torch.Tensor, probs: torch.Tensor) -> ExactnessT
     return ExactnessTest(pvalue, tv(counts, probs), runs, impossible, int(keep.sum()))
 
 
+def chisquare_power(probs: torch.Tensor, alternative: torch.Tensor, runs: int, alpha: float) -> float:
+    """The probability that `chisquare_exactness` rejects ``probs`` at level ``alpha`` when the ``runs``
+    draws come from ``alternative`` (both [K], over the same cells): over its cells (those expecting
+    fewer than 5 draws under ``probs`` pooled into one) the statistic is then about noncentral
+    chi-square with λ = runs · Σ (a − p)² / p; a draw of a cell ``probs`` gives 0 rejects outright
+    (the two taken as independent)."""
+    probs, alternative = probs.double() / probs.sum(), alternative.double() / alternative.sum()
+    impossible = float(alternative[probs == 0].sum())
+    big = probs * runs >= MIN_EXPECTED
+    cells = [(probs[big], alternative[big]), (probs[~big].sum(0, keepdim=True), alternative[~big].sum(0, keepdim=True))]
+    p, a = (torch.cat(side) for side in zip(*cells))
+    keep = p > 0
+    df = int(keep.sum()) - 1
+    if df < 1:
+        return 1 - (1 - impossible) ** runs
+    noncentrality = runs * float(((a[keep] - p[keep]) ** 2 / p[keep]).sum())
+    detected = float(ncx2.sf(chi2.ppf(1 - alpha, df), df, noncentrality))
+    return 1 - (1 - impossible) ** runs * (1 - detected)
+
+
 def draws_from_counts(counts: torch.Tensor) -> np.ndarray:
     """[runs] the sequence index of every draw (in index order): what a bootstrap resamples."""
     return np.repeat(np.arange(len(counts)), counts.numpy().astype(int))
