@@ -37,7 +37,10 @@ class MethodSpec:
     ``adaptive_stop`` is the method's ``stop_below`` for adaptive drafting on the embedded pair
     (Table 2's adaptive rows, the bench's adaptive rows, the claims' variants), None where it
     has none. ``study``: one of the study's methods (Table 2, the figures, the bench); false for
-    tools such as exact MTJD on enumerable models."""
+    tools such as exact MTJD on enumerable models. ``verifies_drafts_of``: the method whose drafts
+    this one verifies by another rule (the same drafts, e.g. block verification of SpS's chain);
+    such a method is compared with that one in rows of its own, not counted among the paper's
+    conventional methods (``mtad.paper.CONVENTIONAL``)."""
 
     name: str
     label: str  # as the reports print it
@@ -51,6 +54,9 @@ class MethodSpec:
     bench_settings: Mapping[str, Any] = field(default_factory=dict, hash=False)
     adaptive_stop: float | None = None
     study: bool = True
+    # the method whose drafts it verifies by a rule of its own (block verification: SpS's chain
+    # verified as one block), None for a method that verifies drafts of its own
+    verifies_drafts_of: str | None = None
 
     def __post_init__(self) -> None:
         if self.drafts not in DRAFTS:
@@ -58,6 +64,8 @@ class MethodSpec:
         names = self.settings.names()
         if "gamma" in self.bench_settings:
             raise ValueError(f"{self.name}: bench_settings may not set gamma (the bench sets it)")
+        if self.verifies_drafts_of == self.name:
+            raise ValueError(f"{self.name}: verifies_drafts_of names another method, not itself")
         if self.adaptive_stop is not None and "stop_below" not in names:
             raise ValueError(f"{self.name}: adaptive_stop needs a stop_below setting in {self.settings.__name__}")
         for kind in ("test_settings", "bench_settings"):

@@ -46,9 +46,11 @@ VERSIONS = {
         "further.",
     ),
 }
-# "conventional speculative decoding methods" (the best of them): the study's lossless methods that draft,
-# read from the method registry when first used
-CONVENTIONAL = MethodsWhere(lambda spec: spec.lossless and spec.drafts != "none")
+# "conventional speculative decoding methods" (the best of them): the study's lossless methods that draft
+# and verify drafts of their own, read from the method registry when first used. A method that verifies
+# another's drafts by a newer rule (block verification of SpS's chain) is not one the paper compares
+# with: the claims report compares it in rows of its own (claims.comparisons)
+CONVENTIONAL = MethodsWhere(lambda spec: spec.lossless and spec.drafts != "none" and not spec.verifies_drafts_of)
 APPROXIMATORS = ("mtad", "mmtad")  # the methods the paper says approximate exact MTJD (C5)
 NO_BOUND = "no verdict: the paper's bound could not be sourced"  # C5's distances: the bound's form is unknown
 

@@ -51,21 +51,27 @@ def test_claims_end_to_end_on_a_tiny_pair(tmp_path, suite_data, pair):
     report = json.loads((tmp_path / "claims" / f"{name}.json").read_text())
     md = (tmp_path / "claims" / f"{name}.md").read_text()
     assert "**Verdict rule.**" in md and "reproduced" in md and f"pair `{pair}`" in md
-    by_claim, variants = {}, []
+    by_claim, variants, compared = {}, [], []
     for claim in report["claims"]:
         if claim["paper"] == EXTENSION:  # a variant's row against its method's defaults: no paper version
             variants.append(claim)
             assert claim["verdict"] == "no verdict" and claim["version"] == "", claim
+        elif claim["claim"] in ("C1", "C2", "C3", "C4") and claim["version"] == "":  # a comparison's row
+            compared.append(claim)
+            assert claim["verdict"] == "no verdict" and claim["paper"].startswith("not stated ("), claim
         by_claim.setdefault(claim["claim"], []).append(claim)
         assert claim["verdict"] in ("reproduced", "contradicted", "inconclusive", "not measurable here", "no verdict")
         # every figure and statement of the paper names the version it comes from
         assert (
             claim in variants
+            or claim in compared
             or claim["claim"] == "C6"
             or "distance zero" in claim["comparison"]
             or claim["version"] in VERSIONS
         )
     assert set(by_claim) == {"C1", "C2", "C3", "C4", "C5", "C6"}
+    # block verification ran interleaved with the rest: its comparisons are measured on both prompt sets
+    assert len(compared) == 7 and all(c["interval"]["estimate"] is not None for c in compared)
     # the variants ran interleaved into their own cells: adaptive MTAD and SpS (C3), the official options (C1, C3)
     assert {(c["claim"], c["task"], c["methods"][0]) for c in variants} == {
         (claim, task, key)
@@ -90,7 +96,8 @@ def test_claims_end_to_end_on_a_tiny_pair(tmp_path, suite_data, pair):
         / "method.beam_weighting=official_softmax,stop_rule=block"
     )
     assert json.loads((official / "env.json").read_text())["cell"]["stop_rule"] == "block"
-    # C3: MTAD against vanilla SpS (1.26x, later version) and the best conventional method (1.42x, v2)
+    # C3: MTAD against vanilla SpS (1.26x, later version) and the best conventional method (1.42x, v2);
+    # the comparisons beside them: block verification over SpS, MTAD over block verification (no version)
     assert {
         (c["comparison"].split(":")[0], c["paper_value"], c["version"])
         for c in by_claim["C3"]
@@ -99,6 +106,8 @@ def test_claims_end_to_end_on_a_tiny_pair(tmp_path, suite_data, pair):
         ("MTAD / SpS", 1.26, "iclr-final"),
         ("MTAD / best of SpS, SpecTr, SpecInfer", 1.42, "arxiv-v2"),
         ("MMTAD / MTAD", None, "iclr-final"),
+        ("BlockVerify / SpS", None, ""),
+        ("MTAD / BlockVerify", None, ""),
     }
     # C5 at the paper's operating point: likelihood rows carry a verdict, distances none (bound not sourced)
     c5 = [c for c in by_claim["C5"] if "γ=4, W=4, τ=0.5" in c["comparison"]]
@@ -110,7 +119,7 @@ def test_claims_end_to_end_on_a_tiny_pair(tmp_path, suite_data, pair):
     )
     # C1 and C3 on both prompt sets, paired over every prompt each method finished
     assert {(c["task"], c["comparison"].split(":")[0]) for c in by_claim["C1"] if c not in variants} == {
-        (t, m) for t in ("chat", "cnndm") for m in ("MTAD vs sampling", "MMTAD vs sampling")
+        (t, m) for t in ("chat", "cnndm") for m in ("MTAD vs sampling", "MMTAD vs sampling", "MTAD vs BlockVerify")
     }
     for claim in by_claim["C1"] + by_claim["C3"]:
         interval = claim["interval"]

@@ -157,7 +157,7 @@ def run_and_report(args, cells_folder: list) -> int:
         if settings.tasks and not args.report_only:
             summary = run_interleaved(
                 overrides,
-                settings.report.methods,
+                settings.report.planned_methods,
                 settings.tasks,
                 settings.max_minutes,
                 progress=bool(cfg.progress),

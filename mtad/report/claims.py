@@ -16,7 +16,10 @@ is read from its cells, whose examples are paired by id across methods) and the 
   hardware counters only;
 - beside C1 to C4, the experiment's ``variants`` (``Variant``: a method with options, e.g. adaptive
   drafting or the official implementation's options, in its own cells) against the method at its
-  defaults, in the rows of the kinds each names: the suite's extension, without a verdict;
+  defaults, and its ``comparisons`` (``Comparison``: e.g. block verification against SpS, whose
+  chain it verifies, and MTAD against block verification), in the rows of the kinds each names:
+  the suite's extension, without a verdict; a comparison whose method no module registers here
+  keeps its rows, "not run", and the report names the method they need;
 - C5 and C6 on enumerable tiny models, as ``mtad.experiments.theory`` computed them.
 
 C1 to C4 and the variants' rows are one loop over the claim kinds (``mtad.report.kind_claims``),
@@ -90,19 +93,21 @@ def build_report(results_root, experiment: str, pair: str, settings: ReportSetti
     measured.labels |= {v.key: v.label for v in settings.variants}
     claims = []
     for kind in KINDS:
-        claims += kind_claims(kind, measured, tasks, settings.variants)
+        claims += kind_claims(kind, measured, tasks, settings.extensions)
         claims += evidence_claims(kind, results_root, pair, tasks, settings)
     detail = with_holm(read_json(theory_path(results_root, experiment)), settings.confidence) if theory else {}
     if detail:
         claims += theory_claims(detail)
     elif theory:
         claims += theory_not_run(theory_path(results_root, experiment), experiment)
-    methods = [*settings.methods, *(v.key for v in settings.variants)]
+    methods = [*settings.planned_methods, *(v.key for v in settings.variants)]
     coverage = cell_coverage(cells, tasks, methods, pair, Path(results_root) / experiment)
+    coverage["unregistered"] = settings.unregistered
     command = run_command(experiment, pair, results_root, interleaved=bool(settings.tasks))
     for claim in claims:
         if claim.source == experiment:
             mark_missing_cells(claim, coverage, command)
+            mark_unregistered(claim, settings.unregistered)
     return {
         "experiment": experiment,
         "pair": pair,
@@ -151,6 +156,15 @@ def mark_missing_cells(claim: Claim, coverage: dict, command: str | None = None)
         claim.interval, claim.verdict = None, iv.NOT_RUN
         claim.reason = f"not run: cell(s) {', '.join(absent)} missing from {coverage['root']}"
         claim.reason += f" (`{command}` runs them)" if command else ""
+
+
+def mark_unregistered(claim: Claim, unregistered: list[str]) -> None:
+    """A row that compares a method no module registers here is "not run", naming that method (no
+    command runs its cells: the method itself is absent)."""
+    needed = [m for m in claim.methods if m in unregistered]
+    if needed:
+        claim.interval, claim.verdict = None, iv.NOT_RUN
+        claim.reason = f"not run: needs {', '.join(needed)}, which no module registers here"
 
 
 def _ordered_tasks(cells: pd.DataFrame) -> list[str]:

@@ -107,12 +107,21 @@ def _beside(claim: dict) -> str:
 
 
 def _coverage_lines(coverage: dict | None) -> list[str]:
-    """The cells planned, present and missing (a partial report says what it lacks)."""
+    """The cells planned, present and missing (a partial report says what it lacks), and the methods
+    some rows need that no module registers here."""
     if not coverage:
         return []
     missing = coverage["missing"]
     line = f"- cells: {coverage['planned']} planned, {coverage['present']} present, {len(missing)} missing"
-    return [line + (f" from `{coverage['root']}`: {', '.join(missing)}" if missing else "")]
+    lines = [line + (f" from `{coverage['root']}`: {', '.join(missing)}" if missing else "")]
+    unregistered = coverage.get("unregistered") or []  # reports written before it was recorded have none
+    if unregistered:
+        lines.append(
+            f"- not registered here: {', '.join(unregistered)}; the rows that compare "
+            f"{'it' if len(unregistered) == 1 else 'them'} are not run (no module under mtad/decoding/ declares "
+            f"{'it' if len(unregistered) == 1 else 'them'})"
+        )
+    return lines
 
 
 CLAIMS_HEADER = (

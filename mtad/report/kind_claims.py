@@ -4,9 +4,11 @@ Each ``ClaimKind`` declares its claim, the columns it pairs prompts on, the stat
 what it puts beside an interval and the reasons a row is not measurable; its rows are the paper's
 claims of that kind (``mtad.paper``) for every task, measured from one experiment's cells
 (``Measured``). Beside them, the experiment's ``variants`` (``Variant``: a method with options, in
-its own cells) against the method at its defaults, in the rows of the kinds each names, without a
-verdict; and the rows of paper tasks the experiment does not run, from another experiment's cells
-(``evidence_claims``). ``ReportSettings`` holds what the report reads and how it tests."""
+its own cells) against the method at its defaults, and its ``comparisons`` (``Comparison``: a
+method the paper does not run against another, both at their defaults), in the rows of the kinds
+each names, without a verdict; and the rows of paper tasks the experiment does not run, from
+another experiment's cells (``evidence_claims``). ``ReportSettings`` holds what the report reads
+and how it tests."""
 
 from __future__ import annotations
 
@@ -42,10 +44,34 @@ class ReportSettings:
     resamples: int = iv.RESAMPLES
     interval: str = "BCa"
     variants: list = field(default_factory=list)  # methods with options beside their defaults (`Variant`)
+    comparisons: list = field(
+        default_factory=list
+    )  # two methods at their defaults, one against the other (`Comparison`)
 
     def __post_init__(self):
-        # the config gives mappings; a copy of settings (dataclasses.replace) gives Variants
+        if isinstance(self.methods, str):  # ${methods:study} gives the registry's names comma-separated
+            self.methods = self.methods.split(",")
+        # the config gives mappings; a copy of settings (dataclasses.replace) gives Variants and Comparisons
         self.variants = [v if isinstance(v, Variant) else Variant.of(v) for v in self.variants]
+        self.comparisons = [c if isinstance(c, Comparison) else Comparison.of(c) for c in self.comparisons]
+
+    @property
+    def extensions(self) -> list:
+        """The rows beside the paper's claims: the variants', then the comparisons'."""
+        return [*self.variants, *self.comparisons]
+
+    @property
+    def unregistered(self) -> list[str]:
+        """The methods some comparison names that no module registers here: their rows are not run."""
+        known = method_labels()
+        return list(dict.fromkeys(m for c in self.comparisons for m in c.methods if m not in known))
+
+    @property
+    def planned_methods(self) -> list[str]:
+        """The methods run at their defaults: ``methods``, then each registered method a comparison
+        names that they lack (the comparison's cells are those methods' default cells)."""
+        named = [m for c in self.comparisons for m in c.methods if m not in self.unregistered]
+        return list(dict.fromkeys([*self.methods, *named]))
 
 
 def _boot(settings: ReportSettings, statistic, arrays) -> iv.Interval:
@@ -62,7 +88,7 @@ def _pairs(frame: pd.DataFrame, task: str, methods: list[str], columns: list[str
 def _against(claim: PaperClaim, labels: Mapping | None = None) -> str:
     """The baseline(s) as the report names them: one method, or the best of several."""
     labels = labels or method_labels()
-    names = [labels[b] for b in claim.baselines]
+    names = [labels.get(b, b) for b in claim.baselines]  # an unregistered one by its name
     return names[0] if len(names) == 1 else f"best of {', '.join(names)}"
 
 
@@ -229,9 +255,9 @@ class ClaimKind:
     scored_tasks: bool = False  # rows only for tasks with a headline score (PAPER_TASKS)
     evidence: bool = False  # its paper tasks that this experiment does not run are read from zero_score_evidence
 
-    def rows(self, variants=()) -> list[PaperClaim]:
-        """The paper's claims of this kind, then the variants that name it."""
-        return [*claims_of(self.name), *(v.paper_claim(self) for v in variants if self.name in v.kinds)]
+    def rows(self, extensions=()) -> list[PaperClaim]:
+        """The paper's claims of this kind, then the extensions (variants, comparisons) that name it."""
+        return [*claims_of(self.name), *(e.paper_claim(self) for e in extensions if self.name in e.kinds)]
 
     def text(self, claim: PaperClaim, score: str, labels: Mapping) -> str:
         return self.comparison.format(
@@ -316,10 +342,11 @@ def measure(kind: ClaimKind, paper_claim: PaperClaim, task: str, measured: Measu
     return claim.finish()
 
 
-def kind_claims(kind: ClaimKind, measured: Measured, tasks: list[str], variants=()) -> list[Claim]:
-    """Every row of ``kind`` for ``tasks`` (those with a score, for a kind that scores), task by task."""
+def kind_claims(kind: ClaimKind, measured: Measured, tasks: list[str], extensions=()) -> list[Claim]:
+    """Every row of ``kind`` for ``tasks`` (those with a score, for a kind that scores), task by task:
+    the paper's, then those of the ``extensions`` (variants, comparisons) that name the kind."""
     tasks = [t for t in tasks if t in PAPER_TASKS] if kind.scored_tasks else tasks
-    rows = kind.rows(variants)
+    rows = kind.rows(extensions)
     return [measure(kind, row, task, measured) for task in tasks for row in rows]
 
 
@@ -377,7 +404,7 @@ class Variant:
     def check(self) -> None:
         problems = {
             f"unknown method {self.method!r}": self.method not in method_labels(),
-            f"kinds must be among {list(KIND_NAMES)}": not self.kinds or bool(set(self.kinds) - set(KIND_NAMES)),
+            KINDS_PROBLEM: _bad_kinds(self.kinds),
             "its overrides change nothing generated (no cell of its own)": not self.directory,
         }
         found = [problem for problem, holds in problems.items() if holds]
@@ -401,19 +428,68 @@ class Variant:
 
     def paper_claim(self, kind: ClaimKind) -> PaperClaim:
         """Its row of ``kind``: against the method at its defaults, the suite's extension."""
-        return PaperClaim(
-            claim=kind.claim,
-            kind=kind.name,
-            method=self.key,
-            baselines=(self.method,),
-            paper=EXTENSION,
-            figure=None,
-            version="",
-            unit=kind.unit,
-            null=kind.null,
-            direction=kind.direction,
-            stated=False,
-        )
+        return extension_claim(kind, self.key, self.method, EXTENSION)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """A method against another, both at their defaults, on the same prompts (their default cells):
+    rows of the kinds it names that no version of the paper states (no verdict), e.g. a method the
+    paper does not run against one it does. A method no module registers here (its module absent)
+    is allowed: the rows that need it are "not run" and the report names it (``unregistered``)."""
+
+    name: str  # what its rows measure, in the paper column: "not stated (<name>)"
+    method: str
+    against: str
+    kinds: tuple[str, ...]  # the kinds of its rows (KIND_NAMES)
+
+    @classmethod
+    def of(cls, spec: Mapping) -> "Comparison":
+        """A comparison from the config's mapping (name, method, against, kinds), checked."""
+        valid = [f.name for f in fields(cls)]
+        if not isinstance(spec, Mapping) or set(spec) != set(valid):
+            raise ValueError(f"claims.comparisons: each comparison has exactly the keys {valid}, got {spec!r}")
+        comparison = cls(spec["name"], spec["method"], spec["against"], tuple(spec["kinds"]))
+        problems = {
+            KINDS_PROBLEM: _bad_kinds(comparison.kinds),
+            "a method against itself": len(set(comparison.methods)) < 2,
+        }
+        found = [problem for problem, holds in problems.items() if holds]
+        if found:
+            raise ValueError(f"claims.comparisons: {comparison.name!r} ({comparison.method}): {'; '.join(found)}")
+        return comparison
+
+    @property
+    def methods(self) -> tuple[str, str]:
+        return (self.method, self.against)
+
+    def paper_claim(self, kind: ClaimKind) -> PaperClaim:
+        """Its row of ``kind``: the method against the other, the suite's extension."""
+        return extension_claim(kind, self.method, self.against, f"not stated ({self.name})")
+
+
+KINDS_PROBLEM = f"kinds must be among {list(KIND_NAMES)}"
+
+
+def _bad_kinds(kinds) -> bool:
+    return not kinds or bool(set(kinds) - set(KIND_NAMES))
+
+
+def extension_claim(kind: ClaimKind, method: str, against: str, paper: str) -> PaperClaim:
+    """A row of ``kind`` that no version of the paper states: ``method`` against ``against``."""
+    return PaperClaim(
+        claim=kind.claim,
+        kind=kind.name,
+        method=method,
+        baselines=(against,),
+        paper=paper,
+        figure=None,
+        version="",
+        unit=kind.unit,
+        null=kind.null,
+        direction=kind.direction,
+        stated=False,
+    )
 
 
 def with_variants(cells: pd.DataFrame, variants) -> pd.DataFrame:

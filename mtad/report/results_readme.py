@@ -28,7 +28,7 @@ INTRO = (
     "Counts (block efficiency, acceptance) are free of machine load; tokens/s and its ratios belong "
     "to the machine named beside them."
 )
-VERDICTS = ("reproduced", "contradicted", "inconclusive", "no verdict", "not measurable here")
+VERDICTS = ("reproduced", "contradicted", "inconclusive", "no verdict", "not measurable here", "not run")
 
 
 def _absent(path: Path, command: str) -> list[str]:
