@@ -8,7 +8,9 @@ it is "drawn" from that point mass, and speculative sampling's rule (accept with
 else a token from norm(max(0, p − q))) keeps the target's law exactly. Where nothing matches,
 lookup proposes nothing: the block is a plain target step, or the draft model's chain when the
 lookup carries one (`PromptLookup.model`), which also continues a copied chain shorter than γ
-(sps.py). Rules and the methods that take it:
+(sps.py), or grows its tree beside the copied branch (specinfer.py). With `model_above` the draft
+model drafts instead of the copy where its q at the block's first position is confident
+(`PromptLookup.prefers_model`). Rules and the methods that take it:
 mtad/decoding/README.md, "Drafts that copy".
 """
 
@@ -16,7 +18,7 @@ from __future__ import annotations
 
 import torch
 
-from mtad.decoding.logits import Dist
+from mtad.decoding.logits import Dist, logits_to_dist
 from mtad.decoding.phases import phased
 
 
@@ -24,30 +26,68 @@ class PromptLookup(torch.nn.Module):
     """A draft that copies n-gram continuations from the context (`draft=` of a method that
     supports it: `Decoder.supports_lookup`). `model`: a draft model or feature head that drafts
     the rest of a block after the copied tokens, all of it where lookup finds nothing (None: such a
-    block is one target step). A Module so that
+    block is one target step). `model_above` (needs `model`; None: off): where the model's top
+    probability at the block's first position is at least this, the model drafts the block and the
+    copy is dropped (`prefers_model`). A Module so that
     whatever walks a pair's draft (devices, dtypes, eval) reaches the model it carries."""
 
-    def __init__(self, max_ngram: int = 3, min_ngram: int = 1, model: torch.nn.Module | None = None):
+    def __init__(
+        self,
+        max_ngram: int = 3,
+        min_ngram: int = 1,
+        model: torch.nn.Module | None = None,
+        model_above: float | None = None,
+    ):
         super().__init__()
-        for name, value in (("max_ngram", max_ngram), ("min_ngram", min_ngram)):
-            if not (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
-                raise ValueError(f"lookup {name} must be an int >= 1, got {value!r}")
-        if min_ngram > max_ngram:
-            raise ValueError(f"lookup min_ngram ({min_ngram}) must not exceed max_ngram ({max_ngram})")
-        self.max_ngram, self.min_ngram = max_ngram, min_ngram
+        check_lookup_settings(max_ngram, min_ngram, model_above, model is not None)
+        self.max_ngram, self.min_ngram, self.model_above = max_ngram, min_ngram, model_above
         self.model = model  # registered as a submodule when it is one
 
     def settings(self) -> dict:
         """What a generation's record names of this draft."""
-        return {"max_ngram": self.max_ngram, "min_ngram": self.min_ngram, "with_model": self.model is not None}
+        return {
+            "max_ngram": self.max_ngram,
+            "min_ngram": self.min_ngram,
+            "with_model": self.model is not None,
+            "model_above": self.model_above,
+        }
 
     def extra_repr(self) -> str:
-        return f"max_ngram={self.max_ngram}, min_ngram={self.min_ngram}"
+        return f"max_ngram={self.max_ngram}, min_ngram={self.min_ngram}, model_above={self.model_above}"
+
+    def prefers_model(self, decoder, logits: torch.Tensor) -> bool:
+        """Whether the draft model drafts the block instead of the copy: its q at the block's first
+        position (`logits` [V], processed as `decoder` processes q, at temperature 1 where it is
+        greedy: a one-hot q says nothing of confidence) puts at least `model_above` on its top token.
+        Exactness: the rule reads q, a function of the committed context alone, never a drawn token,
+        so which draft makes the block is fixed by the context and each drafted token is still drawn
+        from the q the acceptance reads (a point mass or the model's)."""
+        if self.model_above is None:
+            return False
+        p = decoder.params
+        return float(logits_to_dist(logits, p.temperature or 1.0, p.top_k, p.top_p).probs.max()) >= self.model_above
 
     def continuation(self, context: torch.Tensor, gamma: int) -> torch.Tensor:
         """The draft for `context` [L]: up to γ tokens following the most recent earlier occurrence
         of the longest n-gram ending it, [m] with 1 <= m <= γ; [0] where no n-gram recurs."""
         return ngram_continuation(context, gamma, self.max_ngram, self.min_ngram)
+
+
+def check_lookup_settings(max_ngram, min_ngram, model_above, with_model: bool) -> None:
+    """A lookup draft's settings (`PromptLookup`; a pair's `draft:` before anything loads): n-gram
+    lengths ints >= 1, min <= max; `model_above` None (off) or a probability in (0, 1] with a draft
+    model to prefer. A bad one raises ValueError in one line."""
+    for name, value in (("max_ngram", max_ngram), ("min_ngram", min_ngram)):
+        if not (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+            raise ValueError(f"lookup {name} must be an int >= 1, got {value!r}")
+    if min_ngram > max_ngram:
+        raise ValueError(f"lookup min_ngram ({min_ngram}) must not exceed max_ngram ({max_ngram})")
+    if model_above is None:
+        return
+    if isinstance(model_above, bool) or not isinstance(model_above, int | float) or not 0 < model_above <= 1:
+        raise ValueError(f"lookup model_above must be null (off) or a probability in (0, 1], got {model_above!r}")
+    if not with_model:
+        raise ValueError("lookup model_above needs a draft model to prefer (draft.model), got none")
 
 
 def ngram_continuation(context: torch.Tensor, gamma: int, max_ngram: int, min_ngram: int) -> torch.Tensor:

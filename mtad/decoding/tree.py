@@ -2,7 +2,9 @@
 
 Node i has a token, a parent (-1 = the last committed token, the root) and a depth (1..D).
 Because nodes are created, and forwarded, depth by depth in this order, node i is also the
-i-th tree slot of both KV caches (the draft never forwards the deepest level).
+i-th tree slot of both KV caches (the draft never forwards the deepest level). A chain copied by
+prompt lookup (`add_copied`) comes after every drawn node: the target forwards it with the rest,
+the draft never does.
 """
 
 from __future__ import annotations
@@ -22,6 +24,11 @@ class DraftTree:
     depths: list[int] = field(default_factory=list)
     q_node: dict[int, Dist] = field(default_factory=dict)  # node (-1 = root) -> q over its children [k]
     leaves: set[int] = field(default_factory=set)  # nodes drafting stopped at (adaptive drafting)
+    # node -> its child copied by prompt lookup (q: a point mass), tried before the drawn children
+    copied: dict[int, int] = field(default_factory=dict)
+    # draw-order positions of the root's drawn children that repeat the copied child's token: never
+    # added as nodes (refused for sure once the copy is), kept for the multi-draft rule's residuals
+    repeats: list[int] = field(default_factory=list)
 
     def add(self, token: int, parent: int) -> int:
         self.tokens.append(token)
@@ -34,6 +41,23 @@ class DraftTree:
 
     def children(self, node: int) -> list[int]:
         return [i for i, parent in enumerate(self.parents) if parent == node]
+
+    def add_copied(self, tokens: list[int]) -> None:
+        """A chain of copied tokens from the root, after every drawn node: the draft never forwards
+        it (its slots in the draft's cache would be past the nodes it did forward)."""
+        parent = -1
+        for token in tokens:
+            self.copied[parent] = parent = self.add(token, parent)
+
+    def drawn_children(self, node: int) -> tuple[list[int], list[int | None]]:
+        """The children q at `node` drew, in draw order: their tokens and nodes, None for a draw that
+        repeated the copied child's token (`repeats`: no node)."""
+        kids = [c for c in self.children(node) if c != self.copied.get(node)]
+        nodes: list[int | None] = list(kids)
+        for at in self.repeats if node < 0 else ():  # ascending: each lands where it was drawn
+            nodes.insert(at, None)
+        tokens = [self.tokens[c] if c is not None else self.tokens[self.copied[node]] for c in nodes]
+        return tokens, nodes
 
     def path(self, node: int) -> list[int]:
         """Root-to-node list of node indices (empty for the root)."""

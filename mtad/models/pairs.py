@@ -242,13 +242,15 @@ def load_draft_model(cfg: dict, target, dtype: str | None = None):
     torch_dtype = target.dtype if dtype == AUTO_DTYPE else _dtype(dtype)  # `auto`: the target's
     spec = cfg["draft"]
     # drafts that copy from the context (mtad/decoding/lookup.py); `model`: the spec of a draft (any other
-    # source) for the blocks where no n-gram recurs, null for none
+    # source) for the blocks where no n-gram recurs, null for none; `model_above`: see LOOKUP_KEYS
     if spec["source"] == "lookup":
         from mtad.decoding.lookup import PromptLookup
 
         inner = spec.get("model")
         model, tokenizer = load_draft_model({**cfg, "draft": inner}, target, dtype) if inner else (None, None)
-        return PromptLookup(spec.get("max_ngram", 3), spec.get("min_ngram", 1), model), tokenizer
+        return PromptLookup(
+            spec.get("max_ngram", 3), spec.get("min_ngram", 1), model, spec.get("model_above")
+        ), tokenizer
     if spec["source"] == "distilled":
         from .draft import load_draft
 
@@ -440,8 +442,29 @@ def check_pair_settings(cfg: Mapping) -> dict:
         )
     if cfg["draft"]["source"] in ("distilled", "head") and cfg["draft"].get("file"):
         draft_file(cfg)
+    if cfg["draft"]["source"] == "lookup":
+        check_lookup_spec(cfg["draft"])
     check_hub_models(cfg)
     return cfg
+
+
+# a lookup draft's keys: the n-gram lengths tried (longest first), the draft model or head after the
+# copy (null: none), and the top probability of that model's q at a block's first position from
+# which it drafts the block instead of the copy (null: never)
+LOOKUP_KEYS = ("source", "max_ngram", "min_ngram", "model", "model_above")
+
+
+def check_lookup_spec(spec: Mapping) -> None:
+    """A lookup draft's keys and values, before anything loads (`lookup.check_lookup_settings`);
+    ValueError with one line."""
+    from mtad.decoding.lookup import check_lookup_settings
+
+    unknown = sorted(set(spec) - set(LOOKUP_KEYS))
+    if unknown:
+        raise ValueError(f"draft.source lookup takes {', '.join(LOOKUP_KEYS[1:])}; unknown: {', '.join(unknown)}")
+    check_lookup_settings(
+        spec.get("max_ngram", 3), spec.get("min_ngram", 1), spec.get("model_above"), bool(spec.get("model"))
+    )
 
 
 @dataclass
