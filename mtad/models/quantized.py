@@ -42,7 +42,7 @@ scale per output row (scale = max |w| / 127, codes round(w / scale) in -127..127
 by at most half a step, ``per_row_int8``) and run by ``aten._weight_int8pack_mm`` in one call per
 product (``Int8Linear`` with one block); the token embedding stays dense. ``int8`` runs float32
 activations (the kernel's generic loop on x86, slow), ``int8_bf16`` bf16 activations and bf16
-scales (its AVX-512 loop, which needs in_features % 16 == 0). Decoding runs an int8 layer's
+scales (its vectorized loop, whose sums are wrong unless in_features % 16 == 0). Decoding runs an int8 layer's
 modules as it runs a q4_1 layer's (``layer_math.fused_weights`` fuses plain Linears only): q, k, v,
 gate and up are a kernel call each, never a dense fused matrix.
 """
@@ -62,7 +62,7 @@ INNER_K_TILES = 8  # a CUDA tiling parameter of the int4 packing; the CPU packin
 Q4_1_DTYPES = {"q4_1": torch.float32, "q4_1_bf16": torch.bfloat16}
 INT8_DTYPES = {"int8": torch.float32, "int8_bf16": torch.bfloat16}
 KERNEL_DTYPES = {**Q4_1_DTYPES, **INT8_DTYPES}
-VECTOR_K = 16  # the int8 kernel's bf16 loop reads inputs 16 at a time: other in_features give garbage or a crash
+VECTOR_K = 16  # the int8 kernel's bf16 loop (torch 2.13): other in_features give wrong sums or a crash
 # the decoder layers' Linears of a Llama: GGUF name -> module path inside a decoder layer
 LLAMA_LINEARS = {
     "attn_q": "self_attn.q_proj",
