@@ -128,7 +128,7 @@ def resolve_auto_dtypes(cfg: dict) -> None:
         choice = stored_choice(cfg["target"], cfg.get("decode_path"))
         if choice is not None:
             cfg["target_dtype"], cfg["dtype_choice"] = choice.dtype, choice.as_dict()
-    if cfg.get("draft_dtype") == AUTO_DTYPE and cfg.get("target_dtype") != AUTO_DTYPE:
+    if cfg.get("draft_dtype") == AUTO_DTYPE and cfg.get("target_dtype") in (*DTYPES, *QUANTIZED_DTYPES):
         cfg["draft_dtype"] = activation_dtype(cfg.get("target_dtype"))
 
 
