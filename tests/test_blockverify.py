@@ -24,195 +24,52 @@ accepts the whole draft with the uncapped ratio min(1, r(X^γ)), is not exact.
 from __future__ import annotations
 
 import itertools
-from collections import defaultdict
 from fractions import Fraction
 
 import pytest
 import torch
+from block_laws import (
+    RULES,
+    WRONG,
+    Chain,
+    ContextFree,
+    ModelChain,
+    PointMasses,
+    lookup_drafts,
+    model_drafts,
+    output_law,
+    target_law,
+    tokenwise_then_block_residual,
+)
 
 from mtad.decoding import acceptance
 from mtad.decoding.acceptance import block_acceptance, block_residual, block_verify, block_weights
-from mtad.decoding.logits import Dist, as_dist, logits_to_probs, sample
+from mtad.decoding.logits import Dist, as_dist, sample
 from mtad.metrics.exactness import chisquare_exactness, chisquare_power, tv
 from mtad.models.tiny import tiny_llama
 
-VOCAB, FALSE_ALARM = 3, 1e-3
+FALSE_ALARM = 1e-3
 SAMPLED_SEED, SAMPLED_RUNS = 4, 2000  # the sampled test's chain (γ = 3, 4 tokens) and its draws
-
-
-class Chain:
-    """Hand-made next-token distributions p(· | prefix) and q(· | prefix), each row drawn from a
-    generator seeded by (seed, p or q, prefix), so a row does not depend on which rows were read
-    before it: softmax of normal logits times `sharpness`; a third of the rows lose one token."""
-
-    def __init__(self, seed: int, vocab: int = VOCAB, sharpness: float = 2.0):
-        self.seed, self.vocab, self.sharpness, self.rows = seed, vocab, sharpness, {}
-
-    def row(self, which: str, prefix: tuple) -> torch.Tensor:
-        if (which, prefix) not in self.rows:
-            key = self.seed
-            for part in ("pq".index(which), *prefix):
-                key = key * (self.vocab + 2) + part + 1
-            gen = torch.Generator().manual_seed(key)
-            logits = torch.randn(self.vocab, generator=gen, dtype=torch.float64) * self.sharpness
-            if float(torch.rand(1, generator=gen)) < 1 / 3:
-                logits[int(torch.randint(self.vocab, (1,), generator=gen))] = float("-inf")
-            self.rows[which, prefix] = logits.softmax(-1)  # [V]
-        return self.rows[which, prefix]
-
-    def p(self, prefix: tuple) -> torch.Tensor:
-        return self.row("p", prefix)
-
-    def q(self, prefix: tuple) -> torch.Tensor:
-        return self.row("q", prefix)
-
-
-class PointMasses(Chain):
-    """A chain whose draft copies: q(· | prefix) is a point mass on a token fixed per prefix."""
-
-    def q(self, prefix: tuple) -> torch.Tensor:
-        return torch.nn.functional.one_hot(torch.tensor(hash(prefix) % self.vocab), self.vocab).double()
-
-
-class ContextFree(Chain):
-    """The same p and q after every prefix (the paper's example: p = (1/3, 2/3), q = (2/3, 1/3))."""
-
-    def __init__(self, p: list[float], q: list[float]):
-        super().__init__(0, len(p))
-        self.p_row, self.q_row = torch.tensor(p, dtype=torch.float64), torch.tensor(q, dtype=torch.float64)
-
-    def p(self, prefix: tuple) -> torch.Tensor:
-        return self.p_row
-
-    def q(self, prefix: tuple) -> torch.Tensor:
-        return self.q_row
-
-
-class ModelChain(Chain):
-    """A tiny target and draft after a prompt: p and q processed as the decoders process them."""
-
-    def __init__(self, target, draft, prompt: list[int], processing: dict):
-        super().__init__(0, target.config.vocab_size)
-        self.models, self.prompt, self.processing = {"p": target, "q": draft}, prompt, processing
-
-    @torch.no_grad()
-    def row(self, which: str, prefix: tuple) -> torch.Tensor:
-        if (which, prefix) not in self.rows:
-            logits = self.models[which](input_ids=torch.tensor([self.prompt + list(prefix)])).logits[0, -1]
-            row = logits_to_probs(logits, **self.processing).double()  # float32 probabilities
-            self.rows[which, prefix] = row / row.sum()  # summing to 1 in float64, as the identities need
-        return self.rows[which, prefix]
-
-
-def drafts(chain: Chain, prefix: tuple, gamma: int, stop_below: float = 0.0) -> list[tuple[tuple, float]]:
-    """Every chain the draft proposes after `prefix`, with its probability: γ tokens from q, fewer where
-    a token's q is below `stop_below` (SpS's adaptive drafting)."""
-    found = []
-
-    def grow(draft: tuple, prob: float) -> None:
-        last_q = float(chain.q(prefix + draft[:-1])[draft[-1]]) if draft else 1.0
-        if len(draft) == gamma or last_q < stop_below:
-            found.append((draft, prob))
-            return
-        q = chain.q(prefix + draft)
-        for token in range(chain.vocab):
-            if q[token] > 0:
-                grow(draft + (token,), prob * float(q[token]))
-
-    grow((), 1.0)
-    return found
-
-
-def rows_of(chain: Chain, prefix: tuple, draft: tuple) -> tuple[Dist, Dist]:
-    """p at the draft's positions and after it [γ+1, V], q at its positions [γ, V]."""
-    p = torch.stack([chain.p(prefix + draft[:i]) for i in range(len(draft) + 1)])
-    q = torch.stack([chain.q(prefix + draft[:i]) for i in range(len(draft))])
-    return as_dist(p), as_dist(q)
-
-
-def block_lengths(p: Dist, q: Dist, draft: torch.Tensor) -> list[float]:
-    """P(τ = i) for i = 0..γ under block verification: the largest i with η_i < h_i."""
-    h = block_acceptance(p, q, draft)[1].tolist()
-    probs, none_above = [0.0] * (len(h) + 1), 1.0
-    for i in range(len(h), 0, -1):
-        probs[i], none_above = none_above * h[i - 1], none_above * (1 - h[i - 1])
-    probs[0] = none_above
-    return probs
-
-
-def token_lengths(p: Dist, q: Dist, draft: torch.Tensor) -> list[float]:
-    """P(n = i) for i = 0..γ under SpS: x_i kept with min(1, p/q) until the first refusal."""
-    keep = (p[: len(draft)].prob_of(draft) / q.prob_of(draft)).clamp_max(1).tolist()
-    probs, alive = [], 1.0
-    for k in keep:
-        probs.append(alive * (1 - k))
-        alive *= k
-    return probs + [alive]
-
-
-def outcomes(lengths: list[float], p: Dist, q: Dist, draft: torch.Tensor, scaled: bool) -> dict[tuple, float]:
-    """The block's emitted tokens (the kept prefix and the next token) -> probability, given P(τ = i):
-    the residual norm(max(w · p − q, 0)) after X^τ with w = p_τ (`scaled`) or 1, p after X^γ."""
-    gamma, law = len(draft), defaultdict(float)
-    weights = [1.0] + block_weights(p[:gamma].prob_of(draft), q.prob_of(draft)).tolist()
-    for tau, prob in enumerate(lengths):
-        if prob <= 0:
-            continue
-        row = p[gamma] if tau == gamma else block_residual(p[tau], q[tau], weights[tau] if scaled else 1.0)
-        for token, p_token in zip(row.ids.tolist(), row.probs.tolist()):
-            law[tuple(draft[:tau].tolist()) + (token,)] += prob * p_token / float(row.probs.sum())
-    return law
-
-
-RULES = {  # name -> (P(τ = i), the residual scaled by p_τ)
-    "blockverify": (block_lengths, True),
-    "sps": (token_lengths, False),
-    "block acceptance, residual without p_τ": (block_lengths, False),
-    "token-wise acceptance, block residual": (token_lengths, True),
+PROCESSINGS = {
+    "raw": {"temperature": 1.0, "top_k": 0, "top_p": 1.0},
+    "top-3": {"temperature": 1.0, "top_k": 3, "top_p": 1.0},
 }
-WRONG = [name for name in RULES if name not in ("blockverify", "sps")]
 
 
-def output_law(rule: str, chain: Chain, gamma: int, n_tokens: int, stop_below: float = 0.0) -> torch.Tensor:
-    """[V^n] the exact law of the first n tokens when every block drafts from q and runs `rule`
-    (sequences in itertools.product order)."""
-    lengths, scaled = RULES[rule]
-    memo: dict = {}
-
-    def law(prefix: tuple, n: int) -> dict[tuple, float]:
-        if n == 0:
-            return {(): 1.0}
-        if (prefix, n) not in memo:
-            found = defaultdict(float)
-            for draft, q_prob in drafts(chain, prefix, gamma, stop_below):
-                p, q = rows_of(chain, prefix, draft)
-                tokens = torch.tensor(draft)
-                for emitted, prob in outcomes(lengths(p, q, tokens), p, q, tokens, scaled).items():
-                    head = emitted[:n]
-                    for tail, p_tail in law(prefix + head, n - len(head)).items():
-                        found[head + tail] += q_prob * prob * p_tail
-            memo[prefix, n] = found
-        return memo[prefix, n]
-
-    found = law((), n_tokens)
-    sequences = itertools.product(range(chain.vocab), repeat=n_tokens)
-    return torch.tensor([found.get(s, 0.0) for s in sequences], dtype=torch.float64)
-
-
-def target_law(chain: Chain, n_tokens: int) -> torch.Tensor:
-    """[V^n] token by token from p."""
-    sequences = itertools.product(range(chain.vocab), repeat=n_tokens)
-    probs = [float(torch.prod(torch.stack([chain.p(s[:i])[s[i]] for i in range(n_tokens)]))) for s in sequences]
-    return torch.tensor(probs, dtype=torch.float64)
+def p_rows(chain: Chain, prefix: tuple, draft: tuple) -> Dist:
+    """p at the draft's positions and after it [γ+1, V]."""
+    return as_dist(torch.stack([chain.p(prefix + draft[:i]) for i in range(len(draft) + 1)]))
 
 
 @pytest.mark.parametrize("gamma", [1, 2, 3])
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_block_verification_keeps_the_target_law_exactly(seed, gamma):
     chain = Chain(seed)
-    law, exact = output_law("blockverify", chain, gamma, gamma + 1), target_law(chain, gamma + 1)
+    law, exact = output_law("blockverify", chain, model_drafts(chain, gamma), gamma + 1), target_law(chain, gamma + 1)
     assert (law - exact).abs().max() < 1e-12
-    assert (output_law("sps", chain, gamma, gamma + 1) - exact).abs().max() < 1e-12  # the enumeration itself
+    assert (
+        output_law("sps", chain, model_drafts(chain, gamma), gamma + 1) - exact
+    ).abs().max() < 1e-12  # the enumeration itself
 
 
 @pytest.mark.parametrize("chain", [PointMasses(3), Chain(4)], ids=["point masses", "adaptive"])
@@ -221,23 +78,35 @@ def test_exact_with_copied_tokens_and_with_a_chain_the_drafts_confidence_ends(ch
     q is below 0.4 (γ' < γ, read from the draft alone)."""
     stop = 0.4 if type(chain) is Chain else 0.0
     if stop:
-        lengths = [len(d) for d, _ in drafts(chain, (), 3, stop)]
+        lengths = [len(d) for d, _, _ in model_drafts(chain, 3, stop)(())]
         assert min(lengths) < 3 and max(lengths) == 3  # chains of several lengths
-    assert (output_law("blockverify", chain, 3, 4, stop) - target_law(chain, 4)).abs().max() < 1e-12
+    assert (
+        output_law("blockverify", chain, model_drafts(chain, 3, stop), 4) - target_law(chain, 4)
+    ).abs().max() < 1e-12
+
+
+@pytest.mark.parametrize("prompt,with_model", [([1, 3, 2, 1, 3], False), ([1, 3, 2, 1, 3], True), ([1, 2, 3, 3], True)])
+def test_exact_with_prompt_lookup_on_tiny_models(prompt, with_model):
+    """Copied tokens (a recurring bigram copies two, a recurring token one), then the draft's chain."""
+    target, draft = tiny_llama(0, 4, sharpness=3.0), tiny_llama(1, 4, sharpness=3.0)
+    chain = ModelChain(target, draft, prompt, PROCESSINGS["raw"])
+    assert len(lookup_drafts(chain, 2, with_model)(())[0][0]) == 2  # the first block copies (and drafts)
+    law = output_law("blockverify", chain, lookup_drafts(chain, 2, with_model), 3)
+    assert (law - target_law(chain, 3)).abs().max() < 1e-12
 
 
 @pytest.mark.parametrize("rule", WRONG)
 def test_the_known_wrong_rules_are_not_exact(rule):
     chain = Chain(SAMPLED_SEED)
-    assert tv(output_law(rule, chain, 3, 4), target_law(chain, 4)) > 0.005
+    assert tv(output_law(rule, chain, model_drafts(chain, 3), 4), target_law(chain, 4)) > 0.005
 
 
 def expected_length(rule: str, chain: Chain, gamma: int) -> float:
     """E[τ] of one block from the empty prefix, every draft enumerated."""
     lengths = RULES[rule][0]
     total = 0.0
-    for draft, q_prob in drafts(chain, (), gamma):
-        p, q = rows_of(chain, (), draft)
+    for draft, q_prob, q_rows in model_drafts(chain, gamma)(()):
+        p, q = p_rows(chain, (), draft), as_dist(q_rows)
         total += q_prob * sum(i * prob for i, prob in enumerate(lengths(p, q, torch.tensor(draft))))
     return total
 
@@ -263,12 +132,6 @@ def test_the_papers_two_token_example():
     assert closed_form(chain, 2) == pytest.approx(11 / 9, abs=1e-12)
 
 
-PROCESSINGS = {
-    "raw": {"temperature": 1.0, "top_k": 0, "top_p": 1.0},
-    "top-3": {"temperature": 1.0, "top_k": 3, "top_p": 1.0},
-}
-
-
 @pytest.mark.parametrize("processing", list(PROCESSINGS))
 @pytest.mark.parametrize("gamma", [2, 3])
 def test_expected_length_is_the_closed_form_and_at_least_spss_on_tiny_models(gamma, processing):
@@ -277,29 +140,13 @@ def test_expected_length_is_the_closed_form_and_at_least_spss_on_tiny_models(gam
     block, sps = expected_length("blockverify", chain, gamma), expected_length("sps", chain, gamma)
     assert block == pytest.approx(closed_form(chain, gamma), abs=1e-12)
     assert block > sps + 1e-3, (block, sps)  # strictly more here; never less (the paper's theorem)
-    assert (output_law("blockverify", chain, gamma, 3) - target_law(chain, 3)).abs().max() < 1e-12
+    assert (output_law("blockverify", chain, model_drafts(chain, gamma), 3) - target_law(chain, 3)).abs().max() < 1e-12
 
 
 def test_point_masses_keep_spss_expected_length():
     """With a copied draft every ratio p/q is at most 1: both rules keep Σ_i Π_{j<=i} p(X_j)."""
     chain = PointMasses(5)
     assert expected_length("blockverify", chain, 3) == pytest.approx(expected_length("sps", chain, 3), abs=1e-12)
-
-
-def tokenwise_then_block_residual(p: Dist, q: Dist, draft: torch.Tensor, generator: torch.Generator):
-    """A known wrong rule: SpS's acceptance (x_i kept with min(1, p/q) until the first refusal), then
-    the block residual norm(max(p_n · p − q, 0))."""
-    gamma = len(draft)
-    keep = uniform_draws(gamma, generator) * q.prob_of(draft) < p[:gamma].prob_of(draft)
-    n = int(keep.long().cumprod(0).sum())
-    if n == gamma:
-        return n, int(sample(p[gamma], generator))
-    weights = [1.0] + block_weights(p[:gamma].prob_of(draft), q.prob_of(draft)).tolist()
-    return n, int(sample(block_residual(p[n], q[n], weights[n]), generator))
-
-
-def uniform_draws(n: int, generator: torch.Generator) -> torch.Tensor:
-    return torch.rand(n, generator=generator, dtype=torch.float64)
 
 
 def sampled_counts(verify, chain: Chain, gamma: int, n_tokens: int, runs: int) -> torch.Tensor:
@@ -312,7 +159,7 @@ def sampled_counts(verify, chain: Chain, gamma: int, n_tokens: int, runs: int) -
             draft: tuple = ()
             for _ in range(gamma):
                 draft += (int(sample(chain.q(out + draft), generator)),)
-            p, q = rows_of(chain, out, draft)
+            p, q = p_rows(chain, out, draft), as_dist(torch.stack([chain.q(out + draft[:i]) for i in range(gamma)]))
             n, token = verify(p, q, torch.tensor(draft), generator)
             out += draft[:n] + (token,)
         counts[sum(t * chain.vocab ** (n_tokens - 1 - i) for i, t in enumerate(out[:n_tokens]))] += 1
@@ -328,7 +175,10 @@ def test_the_sampled_rule_draws_the_target_and_the_test_rejects_the_wrong_rules(
     print(f"\n[exactness] block_verify: TV={right.tv:.4f} chi2 p={right.pvalue:.3g} (N={right.runs})")
     assert right.impossible == 0 and right.pvalue > FALSE_ALARM, right
     for rule in WRONG:
-        assert chisquare_power(exact, output_law(rule, chain, 3, 4), SAMPLED_RUNS, FALSE_ALARM) > 0.999, rule
+        assert (
+            chisquare_power(exact, output_law(rule, chain, model_drafts(chain, 3), 4), SAMPLED_RUNS, FALSE_ALARM)
+            > 0.999
+        ), rule
     unscaled = acceptance.block_residual
     monkeypatch.setattr(acceptance, "block_residual", lambda p, q, weight: unscaled(p, q, 1.0))
     wrong = {WRONG[0]: block_verify, WRONG[1]: tokenwise_then_block_residual}
@@ -375,8 +225,8 @@ def test_hierarchical_speculative_decoding_is_block_verification(seed):
     """HSD with capped branch resampling, written from its definitions, gives block verification's h_i
     and residuals on every draft of γ = 3 (so its single-draft rule is not a method of its own here)."""
     chain = Chain(seed)
-    for draft, _ in drafts(chain, (), 3):
-        p, q = rows_of(chain, (), draft)
+    for draft, _, q_rows in model_drafts(chain, 3)(()):
+        p, q = p_rows(chain, (), draft), as_dist(q_rows)
         weights, h = block_acceptance(p, q, torch.tensor(draft))
         hsd_h, hsd_residuals = hsd_rule(chain, draft)
         for t, row in enumerate(hsd_residuals):
@@ -398,9 +248,9 @@ def test_hsds_listing_with_the_uncapped_ratio_is_not_exact():
             probs[i], none_above = none_above * float(h[i - 1]), none_above * (1 - float(h[i - 1]))
         return [none_above] + probs[1:]
 
-    RULES["hsd listing"] = (uncapped, True)
+    RULES["hsd listing"] = (uncapped, True, 0)
     try:
         chain = Chain(SAMPLED_SEED)
-        assert tv(output_law("hsd listing", chain, 3, 4), target_law(chain, 4)) > 0.005
+        assert tv(output_law("hsd listing", chain, model_drafts(chain, 3), 4), target_law(chain, 4)) > 0.005
     finally:
         del RULES["hsd listing"]

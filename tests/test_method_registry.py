@@ -123,7 +123,7 @@ def test_a_spec_is_checked_where_it_is_declared():
         MethodSpec(**good | {"test_settings": {"beam_width": 2}})
     with pytest.raises(ValueError, match="stop_below must be in"):
         MethodSpec(**good | {"adaptive_stop": 1.5})
-    with pytest.raises(KeyError, match="unknown decoding method 'spx'; valid: sampling, sps, spectr"):
+    with pytest.raises(KeyError, match="unknown decoding method 'spx'; valid: sampling, sps, blockverify, spectr"):
         spec("spx")
 
 
@@ -155,8 +155,8 @@ def test_a_method_registered_from_its_module_reaches_every_reader(toy, tmp_path)
     from mtad.distill.measure import decoding_methods
     from mtad.report import figures
 
-    order = ["sampling", "sps", "spectr", "specinfer", "toy", "mtad", "mmtad"]
-    assert DECODERS["toy"] is toy and list(DECODERS)[:7] == order and methods.METHODS == tuple(order)
+    order = ["sampling", "sps", "blockverify", "spectr", "specinfer", "toy", "mtad", "mmtad"]
+    assert DECODERS["toy"] is toy and list(DECODERS)[: len(order)] == order and methods.METHODS == tuple(order)
     assert figures._style("toy") == ("#123456", "h") and figures._label("toy") == "Toy"
     configs = {c.label: c for c in default_configs(4, compiled=True) if c.method == "toy"}
     assert sorted(configs) == ["toy adaptive fast", "toy compiled", "toy eager", "toy fast"]

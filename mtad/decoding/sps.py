@@ -105,6 +105,11 @@ class SpeculativeSampling(Decoder):
             return draft_chain(self, self.draft_lm, gamma, stop_below)
         return copy_then_draft(self, self.lookup, self.draft_lm, copied, gamma, stop_below)
 
+    def verify(self, p: Dist, q: Dist, draft: torch.Tensor) -> tuple[int, int]:
+        """The chain's verification over p [γ'+1, k] and q [γ', k]: (accepted count, next token).
+        SpS's is token by token (`speculative_accept`); `blockverify` verifies the chain as one block."""
+        return speculative_accept(p, q, draft, self.generator)
+
     def step(self) -> Step:
         base = self.length  # committed tokens; both caches end up holding base + accepted
         draft, q = self.propose()  # [γ'], [γ', k]
@@ -113,7 +118,7 @@ class SpeculativeSampling(Decoder):
             return Sampling.step(self)
         fresh = self.uncached(self.target_lm)
         logits = self.target_lm.extend(torch.cat([fresh, draft]))[-(gamma + 1) :]  # [γ+1, V]
-        n, token = speculative_accept(self.probs(logits), q, draft, self.generator)
+        n, token = self.verify(self.probs(logits), q, draft)
         # keep the pending token and the accepted drafts; x_{n+1}.. and the bonus are not cached
         self.target_lm.crop(base + n)
         if self.draft_lm is not None:  # absent when lookup drafts alone
