@@ -250,6 +250,7 @@ PAPER = {"temperature": 1.0, "top_k": 3, "top_p": 0.9}
 DIST_CASES = (  # (float64 pair, decode path, method, settings, processing)
     ("llama", "static", "sampling", {}, NO_TRUNCATION),
     ("llama", "static", "sps", {"gamma": 2}, NO_TRUNCATION),
+    ("opt", "eager", "blockverify", {"gamma": 2}, PAPER),
     ("llama", "eager", "spectr", {"gamma": 2, "num_drafts": 3}, NO_TRUNCATION),
     ("opt", "eager", "specinfer", {"k_config": (3, 2), "replacement": True}, PAPER),
     ("llama+head", "static", "specinfer", {"k_config": (3, 2), "replacement": False}, NO_TRUNCATION),
