@@ -28,7 +28,7 @@ ADAPTIVE = {"sps": "sps (adaptive, stop_below 0.3)", "spectr": "spectr (adaptive
 
 def test_table2_runs_each_lossless_methods_adaptive_cells_at_the_registrys_threshold():
     wanted = [[f"method={m}", s.adaptive_override] for m, s in specs().items() if s.lossless and s.adaptive_stop]
-    assert [m for m, _ in wanted] == ["method=sps", "method=spectr", "method=specinfer"]
+    assert [m for m, _ in wanted] == ["method=sps", "method=blockverify", "method=spectr", "method=specinfer"]
     assert planned_beside_grid("table2") == wanted
     assert planned_beside_grid("table2_full") == [] and planned_beside_grid("no_such_experiment") == []
 
@@ -80,7 +80,7 @@ def test_adaptive_rows_follow_each_tasks_fixed_rows_with_speedups_over_the_fixed
     assert adaptive["speedup_vs_sampling"] == pytest.approx(2 * fixed["speedup_vs_sampling"])
     assert fixed["speedup_vs_sps"] == 1.0  # the fixed row still divides by itself, not the adaptive one
     note = next(line for line in md.splitlines() if line.startswith("- adaptive rows"))
-    assert "sps stop_below 0.3, spectr stop_below 0.2, specinfer stop_below 0.3" in note
+    assert "sps stop_below 0.3, blockverify stop_below 0.3, spectr stop_below 0.2, specinfer stop_below 0.3" in note
     absent = "spider/spectr, spider/specinfer, cnndm/specinfer, mtbench/spectr, mtbench/specinfer, humaneval/spectr"
     assert note.endswith(f"5 of 12 present; absent: {absent}, humaneval/specinfer")
     cells = 4 * len(study_methods())  # the grid's count: the adaptive cells are no grid cells
