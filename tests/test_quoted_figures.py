@@ -28,7 +28,7 @@ FIGURE = re.compile(
     r"|(?<![\w.])\d+(?:\.\d+)?e[−-]\d+"  # scientific: 1.8e-2
 )
 # what a setting or a version reads like just before its number
-SETTING = re.compile(r"(?:[=≤≥<>]|top-p|top-k|lr|β2|Python)\s*[~≈]?$")
+SETTING = re.compile(r"(?:[=≤≥<>]|top-p|top-k|lr|β2|Python|arXiv:?)\s*[~≈]?$")
 # a limit or a goal's threshold: a round number after these words (a decimal there is a measurement)
 LIMIT = re.compile(r"(?:under|over|at most|at least|within)\s*[~≈]?$")
 # the suite's conventions, not measurements: the confidence of every interval and the power of every
@@ -73,7 +73,7 @@ def test_the_prose_quotes_no_measured_figure(doc):
 def test_the_rule_catches_a_typed_figure_and_spares_settings():
     text = (
         "MTAD ran at 0.94× SpS, 22.7 ms a step, α 0.381 and 1.8e-2 TV.\n"
-        "Settings: τ = 0.5, top-p 0.9, Python 3.11, `print(41.8)` in code.\n"
+        "Settings: τ = 0.5, top-p 0.9, Python 3.11, `print(41.8)` in code, a citation: arXiv 2403.10444.\n"
         "<!-- rendered: results/x.json -->\n0.55\n<!-- /rendered -->\n"
         "```\n1.23\n```\n"
         "The paper's 1.26× over SpS.\n"
