@@ -6,6 +6,7 @@ import torch
 
 from mtad.bench.block_profile import COLUMNS, profile_generation, profile_methods, render_profile
 from mtad.decoding import get_decoder
+from mtad.methods import study_methods
 from mtad.models.tiny import tiny_head, tiny_llama
 
 PROMPT = torch.tensor([[5, 1, 9, 2, 7, 3, 3, 8]])
@@ -50,6 +51,6 @@ def test_the_profile_command_writes_its_tables(tmp_path):
         proc = subprocess.run([sys.executable, str(script), *args, *extra], capture_output=True, text=True, timeout=600)
         assert proc.returncode == 0, proc.stderr[-2000:]
         payload = json.loads((tmp_path / f"{name}.json").read_text())
-        assert {r["method"] for r in payload["rows"]} == {"sampling", "sps", "spectr", "specinfer", "mtad", "mmtad"}
+        assert {r["method"] for r in payload["rows"]} == set(study_methods())
         assert (payload["setup"]["methods"]["sps"]["stop_below"] > 0) == bool(extra)
         assert "| sps | 1 | long |" in (tmp_path / f"{name}.md").read_text()

@@ -58,7 +58,9 @@ def test_claims_end_to_end_on_a_tiny_pair(tmp_path, suite_data, pair):
             assert claim["verdict"] == "no verdict" and claim["version"] == "", claim
         elif claim["claim"] in ("C1", "C2", "C3", "C4") and claim["version"] == "":  # a comparison's row
             compared.append(claim)
-            assert claim["verdict"] == "no verdict" and claim["paper"].startswith("not stated ("), claim
+            # no verdict, or none to give where the task scores nothing to compare (a tiny model's ROUGE of 0)
+            assert claim["verdict"] in ("no verdict", "not measurable here"), claim
+            assert claim["paper"].startswith("not stated ("), claim
         by_claim.setdefault(claim["claim"], []).append(claim)
         assert claim["verdict"] in ("reproduced", "contradicted", "inconclusive", "not measurable here", "no verdict")
         # every figure and statement of the paper names the version it comes from
@@ -71,7 +73,9 @@ def test_claims_end_to_end_on_a_tiny_pair(tmp_path, suite_data, pair):
         )
     assert set(by_claim) == {"C1", "C2", "C3", "C4", "C5", "C6"}
     # block verification ran interleaved with the rest: its comparisons are measured on both prompt sets
-    assert len(compared) == 7 and all(c["interval"]["estimate"] is not None for c in compared)
+    assert len(compared) == 7 and all(
+        c["interval"]["estimate"] is not None for c in compared if c["verdict"] == "no verdict"
+    )
     # the variants ran interleaved into their own cells: adaptive MTAD and SpS (C3), the official options (C1, C3)
     assert {(c["claim"], c["task"], c["methods"][0]) for c in variants} == {
         (claim, task, key)

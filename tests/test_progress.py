@@ -9,6 +9,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import OmegaConf
 
 from mtad import configs
+from mtad.methods import study_methods
 from mtad.runner import progress
 
 NAME = "table2/smollm2_135m_head/cnndm/mtad"
@@ -34,9 +35,9 @@ def save_multirun(folder, overrides: list[str]):
 @pytest.mark.parametrize(
     "overrides, jobs",
     [
-        (["experiment=table2"], 24),  # 4 tasks x 6 methods
+        (["experiment=table2"], 4 * len(study_methods())),  # 4 tasks x the study's methods
         (["experiment=table2", "method=mtad,sps"], 8),  # a command-line sweep replaces the grid's
-        (["experiment=table2", "task=cnndm"], 6),  # a command-line value takes the key out of it
+        (["experiment=table2", "task=cnndm"], len(study_methods())),  # a command-line value takes the key out of it
         (["experiment=sweeps", "sweep=gamma"], 24),  # 3 methods x 8 values of gamma
     ],
 )
@@ -72,10 +73,11 @@ def test_each_cell_of_a_multirun_logs_its_line_once_at_its_start(tmp_path, monke
         for num in range(3):
             set_job(sweep_dir, num)
             progress.announce_cell(f"table2/p/cnndm/m{num}", clock=lambda: next(times))
+    n = 4 * len(study_methods())  # Table 2's grid: 4 tasks x the study's methods
     assert [r.getMessage() for r in caplog.records] == [
-        "cell 1 of 24 (table2/p/cnndm/m0): 0 done, ETA unknown",
-        "cell 2 of 24 (table2/p/cnndm/m1): 1 done, ETA 23 min",  # 60 s a cell, 23 left
-        "cell 3 of 24 (table2/p/cnndm/m2): 2 done, ETA 18 min",  # 50 s a cell, 22 left
+        f"cell 1 of {n} (table2/p/cnndm/m0): 0 done, ETA unknown",
+        f"cell 2 of {n} (table2/p/cnndm/m1): 1 done, ETA {round(60 * (n - 1) / 60)} min",  # 60 s a cell
+        f"cell 3 of {n} (table2/p/cnndm/m2): 2 done, ETA {round(50 * (n - 2) / 60)} min",  # 50 s a cell
     ]
 
 

@@ -13,6 +13,8 @@ import pytest
 from judge_stub import Endpoint, endpoint  # noqa: F401  (a fixture)
 from test_run import TASK_ARGS, cell_dirs, lines, mtad_run
 
+from mtad.methods import specs
+
 TINY = ["pair=tiny_llama", "logger=none"]
 
 
@@ -95,12 +97,16 @@ def test_unknown_setting_key_from_the_command_line(tmp_path):
     [
         (
             "method=mtda",
-            "unknown method 'mtda'; did you mean 'mtad'? valid: mtad, mmtad, sampling, specinfer, spectr, sps",
+            "unknown method 'mtda'; did you mean 'mtad'? valid: mtad, mmtad, blockverify, sampling, specinfer, "
+            "spectr, sps",
         ),
         ("task=cnndn", "unknown task 'cnndn'; did you mean 'cnndm'? valid: cnndm, chat, humaneval, mtbench, spider"),
         ("pair=tiny_lama", "unknown pair 'tiny_lama'; did you mean 'tiny_llama'? valid: tiny_llama, "),
         ("experiment=tabel2", "unknown experiment 'tabel2'; did you mean 'table2'? valid: table2, "),
-        ("sweep=gama", "unknown sweep 'gama'; did you mean 'gamma'? valid: gamma, beam_width, stop_below, threshold"),
+        (
+            "sweep=gama",
+            "unknown sweep 'gama'; did you mean 'gamma'? valid: gamma, beam_width, stop_below, temperature, threshold",
+        ),
         ("logger=wandbb", "unknown logger 'wandbb'; did you mean 'wandb'? valid: wandb, none"),
         ("energy=nvm", "unknown energy 'nvm'; did you mean 'nvml'? valid: nvml, "),
         ("pair=gpt5", "unknown pair 'gpt5'; valid: llama2_13b_68m, "),
@@ -149,7 +155,8 @@ def test_an_unknown_group_option_stops_mtad_run_and_the_claims_command_in_one_li
     proc = mtad_run([*TINY, "task=chat", "method=sps,mtda", "-m"], tmp_path, check=False)
     assert proc.returncode == 1 and proc.stdout == ""
     assert proc.stderr == (
-        "mtad-run: unknown method 'mtda'; did you mean 'mtad'? valid: mtad, mmtad, sampling, specinfer, spectr, sps\n"
+        "mtad-run: unknown method 'mtda'; did you mean 'mtad'? valid: mtad, mmtad, blockverify, sampling, specinfer, "
+        "spectr, sps\n"
     )
     from mtad.experiments.claims import main
 
@@ -558,8 +565,11 @@ def test_a_multirun_refuses_a_bad_value_before_its_first_cell(tmp_path):
     problem = first_bad_job(swept)
     assert problem.endswith("method=sps: gamma must be an int >= 1, got 0") and "method.gamma=0" in problem
     assert first_bad_job([*TINY, "task=chat", "method=sps", "method.gamma=2,3"]) is None
-    # the experiment's grid and its 3 x 4 adaptive cells beside it, a command-line value taking its key out of both
-    assert len(all_jobs(["experiment=table2"])) == 24 + 12 and len(all_jobs(["experiment=table2", "method=mtad"])) == 4
+    # the experiment's grid (4 tasks x the study's methods) and 4 adaptive cells beside it per lossless method with
+    # a threshold, a command-line value taking its key out of both
+    adaptive = sum(1 for s in specs().values() if s.lossless and s.adaptive_stop is not None)
+    assert len(all_jobs(["experiment=table2"])) == 4 * len(specs()) + 4 * adaptive
+    assert len(all_jobs(["experiment=table2", "method=mtad"])) == 4
     assert not (tmp_path / "runs").exists()
 
 

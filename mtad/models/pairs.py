@@ -204,6 +204,13 @@ def load_target_and_tokenizer(cfg: dict, device: str | None = None, dtype: str |
 
     cfg = dict(cfg, device=device or cfg.get("device"))
     dtype_name = dtype or cfg.get("target_dtype")
+    if dtype_name == AUTO_DTYPE:  # a CPU target not measured on this machine yet: float32, then timed
+        from .dtype_choice import measure
+
+        model, tokenizer = load_target_and_tokenizer(cfg, dtype="float32")
+        model, choice = measure(model, cfg["target"], cfg.get("decode_path"))
+        model.mtad_dtype_choice = choice.as_dict()  # what load_pair records
+        return model, tokenizer
     torch_dtype = _dtype(dtype_name, QUANTIZED_DTYPES)
     if dtype_name in QUANTIZED_DTYPES:
         _check_quantized(cfg, dtype_name)
@@ -495,12 +502,10 @@ def load_pair(name_or_cfg: str | Mapping = "smollm2_135m", **overrides) -> Pair:
     if cfg.get("target_dtype") in QUANTIZED_DTYPES:  # a setting is refused before any model is looked for
         _check_quantized(cfg, cfg["target_dtype"])
     check_hub_models(cfg)
-    target, tokenizer = load_target_and_tokenizer(cfg, dtype="float32" if cfg["target_dtype"] == AUTO_DTYPE else None)
-    if cfg["target_dtype"] == AUTO_DTYPE:  # first load on this machine: time float32 against bf16, keep the cheaper
-        from .dtype_choice import measure
-
-        target, choice = measure(target, cfg["target"], cfg.get("decode_path"))
-        cfg["target_dtype"], cfg["dtype_choice"] = choice.dtype, choice.as_dict()
+    target, tokenizer = load_target_and_tokenizer(cfg)
+    if cfg["target_dtype"] == AUTO_DTYPE:  # first load on this machine: the cheaper dtype, timed now
+        cfg["dtype_choice"] = target.mtad_dtype_choice
+        cfg["target_dtype"] = cfg["dtype_choice"]["target_dtype"]
         resolve_auto_dtypes(cfg)
     draft, draft_tokenizer = load_draft_model(cfg, target)
     if draft_tokenizer is not None:
