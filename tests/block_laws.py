@@ -127,24 +127,23 @@ def lookup_drafts(chain: ModelChain, gamma: int, with_model: bool) -> Callable[[
     return propose
 
 
-def block_lengths(p: Dist, q: Dist, draft: torch.Tensor) -> list[float]:
-    """P(τ = i) for i = 0..γ under block verification: the largest i with η_i < h_i."""
-    h = block_acceptance(p, q, draft)[1].tolist()
+def largest_passing(h: list[float]) -> list[float]:
+    """P(τ = i) for i = 0..γ when τ is the largest i with η_i < h_i (independent uniforms)."""
     probs, none_above = [0.0] * (len(h) + 1), 1.0
     for i in range(len(h), 0, -1):
         probs[i], none_above = none_above * h[i - 1], none_above * (1 - h[i - 1])
     probs[0] = none_above
     return probs
+
+
+def block_lengths(p: Dist, q: Dist, draft: torch.Tensor) -> list[float]:
+    """P(τ = i) for i = 0..γ under block verification: the largest i with η_i < h_i."""
+    return largest_passing(block_acceptance(p, q, draft)[1].tolist())
 
 
 def weight_lengths(p: Dist, q: Dist, draft: torch.Tensor) -> list[float]:
     """P(τ = i) for i = 0..γ when the weights are read as acceptance probabilities (h_i = p_i): wrong."""
-    h = block_acceptance(p, q, draft)[0].tolist()
-    probs, none_above = [0.0] * (len(h) + 1), 1.0
-    for i in range(len(h), 0, -1):
-        probs[i], none_above = none_above * h[i - 1], none_above * (1 - h[i - 1])
-    probs[0] = none_above
-    return probs
+    return largest_passing(block_acceptance(p, q, draft)[0].tolist())
 
 
 def token_lengths(p: Dist, q: Dist, draft: torch.Tensor) -> list[float]:
