@@ -72,7 +72,7 @@ measure-draft: install ## the embedded pair's draft on held-out requests of ever
 # The committed reference lives under results/runs (tables in results/tables, claims in
 # results/claims) and only `make results` writes there. Every other run writes under results/local/
 # (git-ignored) and ends by comparing its cells with the committed reference: which reproduce
-# exactly, which agree within their intervals (mtad.report.agreement).
+# exactly, which agree within their intervals (mtad.report.machine_agreement).
 RUN ?= $(PY) -m mtad.run
 OVERRIDES ?=
 EXPERIMENT ?= table2
@@ -92,7 +92,7 @@ TABLE_ARGS ?=
 # then recorded `missing` (the reason and the command that gets the data) and the run goes on.
 MISSING_DATA ?= mark
 # The local run of experiment $(1) against the committed reference (nothing when writing the reference).
-compare_with_reference = $(if $(AT_REFERENCE),true,$(PY) -m mtad.report.agreement cells $(REFERENCE) $(RESULTS) \
+compare_with_reference = $(if $(AT_REFERENCE),true,$(PY) -m mtad.report.machine_agreement cells $(REFERENCE) $(RESULTS) \
 	--experiment $(1) || true)
 # Run a fresh-or-resumed multirun of experiment $(1), then build its table even if a cell failed,
 # compare it with the reference, and report the run's status; Ctrl-C (status 130) stops there, its
@@ -186,7 +186,7 @@ GPU_CHECK_OUT ?= results/local/gpu_check
 gpu-check: ## on a GPU (<= 8 min, tiny random-weight models, nothing downloaded): exactness against the CPU, every method on every decode path, NVML energy, the target cost curve (widths 1-65 over 256 tokens) and copy bandwidth, the embedded pair if its files are here; without CUDA a dry run listing each check and why it is skipped -> results/local/gpu_check/
 	$(PY) scripts/gpu_check.py --out $(GPU_CHECK_OUT) $(ARGS)
 
-# --- the paper's claims (mtad/experiments/claims.py runs, mtad/report/claims.py reports): 95% intervals and verdicts -> results/claims/
+# --- the paper's claims (mtad/experiments/claims.py runs, mtad/report/claims_report.py reports): 95% intervals and verdicts -> results/claims/
 # EXPERIMENT=claims (default here) runs the interleaved claims experiment first; any other
 # experiment (table2, table2_full) is read from its finished cells. PAIR= picks another pair.
 PAIR ?=
@@ -202,7 +202,7 @@ claims: install ## every claim of the paper with a 95% interval and a verdict (e
 	  $(if $(AT_REFERENCE),$(call reset_if_committed,$(CLAIMS_DIR));) fi
 	$(PY) -m mtad.experiments.claims experiment=$(EXPERIMENT) $(if $(PAIR),pair=$(PAIR)) results_root=$(RESULTS) --out $(CLAIMS_REPORT) $(OVERRIDES)
 	@$(if $(filter results/claims,$(CLAIMS_REPORT)),true,if [ -f results/claims/$(EXPERIMENT).json ] && [ -z "$(PAIR)" ]; then \
-	  $(PY) -m mtad.report.agreement claims results/claims/$(EXPERIMENT).json $(CLAIMS_REPORT)/$(EXPERIMENT).json || true; fi)
+	  $(PY) -m mtad.report.machine_agreement claims results/claims/$(EXPERIMENT).json $(CLAIMS_REPORT)/$(EXPERIMENT).json || true; fi)
 
 # --- reproduction check: every method on one short example, rerun in a fresh process
 VERIFY_ROOT ?= results/verify

@@ -2,7 +2,7 @@
 
 The paper exists in versions that give different figures (``VERSIONS``); every claim row names
 the version its figure comes from, and a figure is only ever compared with the comparison that
-version makes. ``CLAIMS`` is the table the claims report iterates (``mtad.report.claims``);
+version makes. ``CLAIMS`` is the table the claims report iterates (``mtad.report.claims_report``);
 C5 (approximation of exact MTJD) and C6 (the baselines are exact) are computed on enumerable
 tiny models (``mtad.experiments.theory``) and have no figure.
 """

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from mtad import provenance
 from mtad.bench import measure_pair, rendered, write_report
-from mtad.bench.measure import CURVE_DTYPES, SAMPLING_TARGETS
+from mtad.bench.timings import CURVE_DTYPES, SAMPLING_TARGETS
 from mtad.decoding import SpSParams
 from mtad.devices import torch_threads
 

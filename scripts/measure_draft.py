@@ -1,6 +1,6 @@
 #!/usr/bin/env python
 """Measure a pair's draft, and the drafts of other pairs over the same target, on held-out prompts
-of every task family (see mtad/distill/measure.py).
+of every task family (see mtad/distill/draft_measurement.py).
 
     python scripts/measure_draft.py --pair smollm2_135m_head --compare smollm2_135m --per-family 10
 Writes results/draft/measure.json and measure.md; when writing the committed results/draft, also
@@ -46,7 +46,7 @@ def write_outputs(result: dict, out: Path) -> None:
     from results_readme import page  # the results page quotes this measurement
 
     from mtad.distill.card import refresh_measured
-    from mtad.distill.measure import markdown
+    from mtad.distill.draft_measurement import markdown
     from mtad.models.pairs import ASSETS_DIR
 
     described = "; ".join(
@@ -77,7 +77,7 @@ def write_outputs(result: dict, out: Path) -> None:
 
 def main(argv=None) -> int:
     from mtad.devices import set_threads
-    from mtad.distill.measure import measure
+    from mtad.distill.draft_measurement import measure
     from mtad.models.pairs import load_draft_model, load_pair, pair_config
     from mtad.provenance import environment_record
 

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from mtad.bench.block_profile import long_prompt_ids, profile_methods, render_profile
-from mtad.bench.measure import method_params
+from mtad.bench.timings import method_params
 from mtad.methods import specs
 from mtad.models.pairs import load_pair
 from mtad.provenance import capture, environment_record

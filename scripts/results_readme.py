@@ -10,7 +10,7 @@ import json
 import sys
 from pathlib import Path
 
-from mtad.distill.measure import readme_block
+from mtad.distill.draft_measurement import readme_block
 from mtad.report.results_readme import render
 
 

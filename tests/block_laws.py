@@ -186,7 +186,7 @@ WRONG = [name for name in RULES if name not in ("blockverify", "sps")]  # known 
 
 def output_law(rule: str, chain: Chain, propose: Callable[[tuple], list[Proposal]], n_tokens: int) -> torch.Tensor:
     """[V^n] the exact law of the first n tokens when every block takes `propose`'s drafts and runs
-    `rule` (sequences in itertools.product order, as `mtad.metrics.exactness` indexes them)."""
+    `rule` (sequences in itertools.product order, as `mtad.metrics.exact_enumeration` indexes them)."""
     lengths, scaled, bonus = RULES[rule]
     memo: dict = {}
 

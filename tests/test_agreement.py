@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from mtad.provenance import machine_label
-from mtad.report.agreement import compare_cells, compare_claims, main
+from mtad.report.machine_agreement import compare_cells, compare_claims, main
 from mtad.report.reproduce import record_differences
 
 

@@ -34,8 +34,8 @@ from mtad.bench import (
     write_report,
 )
 from mtad.bench.block_profile import HOST
-from mtad.bench.measure import budget_configs, tree_nodes
 from mtad.bench.render import _calibration_line
+from mtad.bench.timings import budget_configs, tree_nodes
 from mtad.decode_stats import DecodeStats
 from mtad.decoding import DECODERS, MMTADParams, SpecTrParams
 from mtad.decoding.kv import CachedModel
@@ -639,7 +639,7 @@ def test_rows_are_found_by_what_they_measured_not_by_their_labels():
 def test_measure_pair_runs_under_the_thread_count_it_records(monkeypatch):
     import contextlib
 
-    from mtad.bench import measure as M
+    from mtad.bench import timings as M
 
     seen = []
 

@@ -45,7 +45,7 @@ from block_laws import (
 from mtad.decoding import acceptance
 from mtad.decoding.acceptance import block_acceptance, block_residual, block_verify, block_weights
 from mtad.decoding.logits import Dist, as_dist, sample
-from mtad.metrics.exactness import chisquare_exactness, chisquare_power, tv
+from mtad.metrics.exact_enumeration import chisquare_exactness, chisquare_power, tv
 from mtad.models.tiny import tiny_llama
 
 FALSE_ALARM = 1e-3

@@ -39,7 +39,7 @@ from block_laws import ModelChain, lookup_drafts, model_drafts, output_law, targ
 
 from mtad.decoding.blockverify import BlockVerification
 from mtad.decoding.lookup import PromptLookup
-from mtad.metrics.exactness import chisquare_exactness, chisquare_power, empirical_counts, sequence_probs
+from mtad.metrics.exact_enumeration import chisquare_exactness, chisquare_power, empirical_counts, sequence_probs
 from mtad.models.tiny import biased_llama, tiny_head, tiny_llama, tiny_opt
 
 pytestmark = pytest.mark.slow

@@ -61,7 +61,7 @@ def with_joint_cells(default_cells, tmp_path_factory):
     """Block verification's cells beside them: on chat SpS's cell in 0.8 of its time (the same
     tokens per block, 1.25x the speed), on cnndm sampling's cell (so that MTAD against it is C1's
     and C2's MTAD against sampling)."""
-    from mtad.report.claims import build_report
+    from mtad.report.claims_report import build_report
 
     if JOINT not in methods.specs():
         pytest.skip(f"{JOINT} is not registered in this checkout")
@@ -119,7 +119,7 @@ def test_the_markdown_shows_the_comparisons_rows(with_joint_cells):
 
 
 def test_absent_joint_cells_are_missing_cells_with_the_command_that_runs_them(default_cells):
-    from mtad.report.claims import build_report
+    from mtad.report.claims_report import build_report
     from mtad.stats.intervals import NOT_RUN
 
     if JOINT not in methods.specs():
@@ -138,8 +138,8 @@ def without_joint(monkeypatch):
 
 
 def test_without_the_joint_method_the_config_and_report_work_and_say_what_the_rows_need(default_cells, without_joint):
-    from mtad.report.claims import build_report
     from mtad.report.claims_markdown import to_markdown
+    from mtad.report.claims_report import build_report
     from mtad.stats.intervals import NOT_RUN
 
     settings = _settings(variants=[])

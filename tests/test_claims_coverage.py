@@ -17,7 +17,7 @@ def partial(tmp_path_factory):
     from dataclasses import replace
 
     from mtad.experiments.claims import claims_config
-    from mtad.report.claims import build_report
+    from mtad.report.claims_report import build_report
 
     cell = CLAIMS / "smollm2_135m_head" / "chat" / "mtad"
     if not cell.is_dir():

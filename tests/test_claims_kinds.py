@@ -54,7 +54,7 @@ def _measured(rows: list[dict]) -> list[dict]:
 @pytest.fixture(scope="module")
 def rebuilt():
     """The report from the committed cells at the committed settings (C5 and C6 left out)."""
-    from mtad.report.claims import build_report
+    from mtad.report.claims_report import build_report
 
     if not COMMITTED.is_file() or not CELLS.is_dir():
         pytest.skip("no committed claims cells or report")
@@ -113,7 +113,7 @@ def with_variant_cells(tmp_path_factory):
     """The committed chat cells, and two variant cells made from them: adaptive MTAD is MTAD's cell
     with every generation's seconds scaled by 0.8 (the same tokens in less time), MTAD with the
     official options is MMTAD's cell (another perplexity on the same prompts)."""
-    from mtad.report.claims import build_report
+    from mtad.report.claims_report import build_report
 
     if not CELLS.is_dir():
         pytest.skip(f"no committed claims cells under {CELLS}")

@@ -18,7 +18,14 @@ READING_COMMANDS = [
     ["{python}", "scripts/make_table.py", "--experiment", "table2"],
     ["{python}", "scripts/make_figures.py"],
     ["{python}", "-m", "mtad.experiments.claims", "--report-only", "results_root=results/runs"],
-    ["{python}", "-m", "mtad.report.agreement", "claims", "results/claims/claims.json", "results/claims/claims.json"],
+    [
+        "{python}",
+        "-m",
+        "mtad.report.machine_agreement",
+        "claims",
+        "results/claims/claims.json",
+        "results/claims/claims.json",
+    ],
     ["{python}", "-m", "mtad.run", "pair=tiny_llama", "logger=none", "method=sampling", "task=chat", "limit=1"],
 ]
 
@@ -65,7 +72,7 @@ def test_a_report_only_claims_writes_the_committed_report_only_within_make_resul
     )
     (command,) = [line for line in dry.stdout.splitlines() if "-m mtad.experiments.claims" in line]
     assert f" --out {out} " in command, command
-    compared = [line for line in dry.stdout.splitlines() if "mtad.report.agreement claims" in line]
+    compared = [line for line in dry.stdout.splitlines() if "mtad.report.machine_agreement claims" in line]
     assert bool(compared) == (out != "results/claims")  # a report written aside is compared with the committed one
 
 

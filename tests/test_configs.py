@@ -12,7 +12,7 @@ from omegaconf import OmegaConf
 
 from mtad import configs
 from mtad.decoding import DECODERS, METHODS
-from mtad.metrics.energy import METER_KINDS, make_energy_meter
+from mtad.metrics.energy_meters import METER_KINDS, make_energy_meter
 from mtad.runner.checks import check_method, task_settings
 from mtad.tasks import get_task, list_tasks
 from mtad.tracking import NullLogger

@@ -27,7 +27,7 @@ import pytest
 import torch
 
 from mtad.decoding.logits import logits_to_probs
-from mtad.metrics.exactness import chisquare_exactness, empirical_counts, sequence_probs
+from mtad.metrics.exact_enumeration import chisquare_exactness, empirical_counts, sequence_probs
 from mtad.models.tiny import biased_llama, tiny_head, tiny_llama, tiny_opt
 
 pytestmark = pytest.mark.slow

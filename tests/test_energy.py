@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from mtad.metrics.energy import (
+from mtad.metrics.energy_meters import (
     CounterMeter,
     MissingMeter,
     accumulate,

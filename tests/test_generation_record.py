@@ -8,8 +8,8 @@ from dataclasses import asdict
 import pytest
 import torch
 
-from mtad.bench.measure import Config, summarise
 from mtad.bench.modelled import modelled_rows
+from mtad.bench.timings import Config, summarise
 from mtad.decode_stats import DecodeStats
 from mtad.decoding import get_decoder
 from mtad.methods import specs

@@ -6,8 +6,15 @@ from __future__ import annotations
 import pytest
 import torch
 
+from mtad.distill.draft_measurement import (
+    GOALS,
+    alpha_from_accept_lengths,
+    decoding_methods,
+    goals_met,
+    markdown,
+    measure,
+)
 from mtad.distill.kinds import ALL_KINDS, UNSEEN_KINDS
-from mtad.distill.measure import GOALS, alpha_from_accept_lengths, decoding_methods, goals_met, markdown, measure
 from mtad.models import load_pair
 from mtad.models.pairs import load_draft_model, pair_config
 
@@ -88,7 +95,7 @@ def test_the_results_page_quotes_the_committed_draft_measurement():
     import json
     from pathlib import Path
 
-    from mtad.distill.measure import readme_block
+    from mtad.distill.draft_measurement import readme_block
 
     root = Path(__file__).resolve().parents[1]
     result = json.loads((root / "results" / "draft" / "measure.json").read_text())
@@ -102,7 +109,7 @@ def test_the_results_page_quotes_the_committed_draft_measurement():
 def synthetic_family(accepts: list[float], speed: float) -> dict:
     """A kind's measurement from per-request figures: request i accepts accepts[i] per position, and
     its speculative run makes 1 + accepts[i] tokens per target call, `speed` x sampling's rate."""
-    from mtad.distill.measure import rows_of
+    from mtad.distill.draft_measurement import rows_of
 
     def run(tokens, calls, seconds, accepted=0, drafted=0):
         return {"new_tokens": tokens, "target_calls": calls, "seconds": seconds, "accepted": accepted,
@@ -120,7 +127,7 @@ def synthetic_family(accepts: list[float], speed: float) -> dict:
 
 
 def test_group_intervals_resample_requests_within_kinds():
-    from mtad.distill.measure import group_intervals, group_means
+    from mtad.distill.draft_measurement import group_intervals, group_means
 
     spread = {"chat": synthetic_family([0.2, 0.4, 0.6, 0.3], 1.2), "code": synthetic_family([0.5, 0.5, 0.5], 1.5)}
     fixed = {"chat": synthetic_family([0.4] * 4, 1.2), "code": synthetic_family([0.5] * 3, 1.5)}

@@ -23,7 +23,10 @@ PACKAGE = Path(__file__).resolve().parents[1] / "mtad"
 # (file, the study methods a literal names) -> why that file names them itself
 ALLOWED_TABLES = {
     ("bench/goal_checks.py", ("sps", "mtad")): "the bench's goals, each set for the methods it names",
-    ("distill/measure.py", ("sps", "mtad", "mmtad")): "the draft report's columns: the methods the draft card compares",
+    (
+        "distill/draft_measurement.py",
+        ("sps", "mtad", "mmtad"),
+    ): ("the draft report's columns: the methods the draft card compares"),
     ("paper.py", ("mtad", "mmtad")): "the paper's statement of which methods approximate exact MTJD (C5)",
 }
 
@@ -150,9 +153,9 @@ def toy(tmp_path, monkeypatch):
 
 
 def test_a_method_registered_from_its_module_reaches_every_reader(toy, tmp_path):
-    from mtad.bench.measure import default_configs
+    from mtad.bench.timings import default_configs
     from mtad.decoding import DECODERS
-    from mtad.distill.measure import decoding_methods
+    from mtad.distill.draft_measurement import decoding_methods
     from mtad.report import figures
 
     order = ["sampling", "sps", "blockverify", "spectr", "specinfer", "toy", "mtad", "mmtad"]

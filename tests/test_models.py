@@ -295,7 +295,7 @@ def test_head_pair_loads_from_package_without_training(monkeypatch):
     """The committed feature head on the same target: one conversion for both pairs, no training."""
     import mtad.distill.head_training as head_training
     from mtad.decoding.capabilities import reads_target_features
-    from mtad.distill.measure import teacher_forced_q
+    from mtad.distill.draft_measurement import teacher_forced_q
 
     monkeypatch.setattr(head_training.HeadTrainer, "run", lambda self: (_ for _ in ()).throw(AssertionError("trained")))
     pair = load_pair("smollm2_135m_head")

@@ -25,7 +25,8 @@ def test_user_runs_write_under_results_local_and_never_remove_the_reference(targ
     assert "results_root=results/local/runs" in out and "rm -rf" not in out
     if target in ("reproduce-table2", "smoke"):
         assert (
-            "--out results/local/tables" in out and "mtad.report.agreement cells results/runs results/local/runs" in out
+            "--out results/local/tables" in out
+            and "mtad.report.machine_agreement cells results/runs results/local/runs" in out
         )
     if target == "claims":
         assert "--out results/local/claims" in out and "agreement claims results/claims/claims.json" in out

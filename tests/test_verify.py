@@ -121,7 +121,7 @@ def test_a_token_difference_names_where_the_tokens_diverge(tmp_path):
 
 
 def test_a_partial_cell_is_compared_on_the_examples_both_roots_hold(tmp_path):
-    from mtad.report.agreement import exact_summary
+    from mtad.report.machine_agreement import exact_summary
 
     full = write_cell(tmp_path / "a", "float32", -0.5, [1, 2, 3])
     partial = write_cell(tmp_path / "b", "float32", -0.5, [1, 2, 3])

@@ -40,7 +40,8 @@ from mtad.bench.curves import (
 )
 from mtad.bench.goal_checks import goals
 from mtad.bench.llama_cpp import LLAMA_CPP_MISSING, llama_cpp_on_pair, llama_cpp_reference
-from mtad.bench.measure import (
+from mtad.bench.render import rendered, write_report
+from mtad.bench.timings import (
     Config,
     default_configs,
     environment,
@@ -51,7 +52,6 @@ from mtad.bench.measure import (
     summarise,
     warm_up,
 )
-from mtad.bench.render import rendered, write_report
 from mtad.metrics.forward_time import forward_ms
 
 __all__ = [

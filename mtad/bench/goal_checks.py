@@ -15,9 +15,9 @@ report (`fast_target_curves`, `default_dtype`, `q4_sampling_tokens_per_s`)."""
 from __future__ import annotations
 
 from mtad.bench.llama_cpp import llama_cpp_unmeasured
-from mtad.bench.measure import HF_REFERENCE_DTYPE
 from mtad.bench.modelled import AGREEMENT, modelled_rows
 from mtad.bench.rows import find_row, tokens_per_s
+from mtad.bench.timings import HF_REFERENCE_DTYPE
 from mtad.methods import MethodsWhere
 from mtad.models.quantized import Q4_1_DTYPES
 

@@ -38,7 +38,7 @@ def vocabulary_sweep(
 ) -> list[dict]:
     """Held-out acceptance per draft position and the fast-path step cost of the head read
     through the `sizes` most probable tokens of the corpus (0 = the full vocabulary)."""
-    from .measure import step_ms
+    from .draft_measurement import step_ms
 
     rows, target_ms = [], step_ms(target)
     for size in sizes:
@@ -92,7 +92,7 @@ def heads_ab(
     record stream's state, written every `cfg.ckpt_minutes`, at `max_minutes` and on SIGTERM (the
     call then returns None: call again to go on); when done, each arm's head is written beside it
     (`<n>.safetensors`, n its position in `arms`) for the winner to be trained on."""
-    from .measure import step_ms
+    from .draft_measurement import step_ms
     from .training_loop import stop_event
 
     optimizers = {n: head_optimizer(a.head, cfg.lr) for n, a in arms.items()}

@@ -10,7 +10,7 @@ run: every method, and every variant (a method with options of its own, in its o
 report's ``Variant``), on the same prompts with the same per-sample seeds, alternating within each
 prompt (``interleaved``), into ordinary cells. C5 and C6 are computed on enumerable tiny
 models (``theory``) into the experiment's ``theory.json``, unless one computed with the same
-settings is there. Then ``mtad.report.claims`` builds the report from those files.
+settings is there. Then ``mtad.report.claims_report`` builds the report from those files.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from mtad import provenance
 from mtad.configs import compose
 from mtad.experiments.interleaved import run_interleaved
 from mtad.experiments.theory import ExactnessSettings, TheorySettings, run_theory, stored_theory, write_theory
-from mtad.report.claims import ReportSettings, publish, report_name
+from mtad.report.claims_report import ReportSettings, publish, report_name
 from mtad.runner.checks import check_group_options
 from mtad.runner.interrupt import INTERRUPTED, cells_under, interrupted_line
 from mtad.runner.layout import theory_path

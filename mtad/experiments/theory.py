@@ -3,7 +3,7 @@ and SpecInfer are exact), measured on enumerable tiny models: no model pair is l
 
 Both use a random-weight 2-layer Llama over a vocabulary of V tokens as the target p (seed 0)
 and another seed of it as the draft q, and the prompt ``PROMPT``; every continuation of a few
-tokens can then be enumerated (``mtad.metrics.exactness``).
+tokens can then be enumerated (``mtad.metrics.exact_enumeration``).
 
 C5, at every point of ``TheorySettings.points`` (the paper's operating point γ = 4, W = 4,
 τ = 0.5 and 0.3 with V = 8, beams drawn with and without replacement; a grid around γ = 2 with
@@ -45,7 +45,7 @@ import torch
 from mtad.decoding.logits import logits_to_probs
 from mtad.decoding.mtjd_exact import exact_block_distribution, joint_block_logprobs
 from mtad.decoding.sampling import SAMPLING_PARAMS
-from mtad.metrics.exactness import (
+from mtad.metrics.exact_enumeration import (
     chisquare_exactness,
     detectable_tv,
     draws_from_counts,

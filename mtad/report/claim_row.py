@@ -1,4 +1,4 @@
-"""One row of the claims report (``mtad.report.claims``): the paper's figure, ours with its interval,
+"""One row of the claims report (``mtad.report.claims_report``): the paper's figure, ours with its interval,
 the verdict or the reason there is none, what stands beside it, and the row as the report's JSON
 stores it."""
 

@@ -1,4 +1,4 @@
-"""The claims report (``mtad.report.claims.build_report``) as Markdown: rule, table, details."""
+"""The claims report (``mtad.report.claims_report.build_report``) as Markdown: rule, table, details."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""C1 to C4 of the claims report (``mtad.report.claims``): one loop (``kind_claims``) over ``KINDS``.
+"""C1 to C4 of the claims report (``mtad.report.claims_report``): one loop (``kind_claims``) over ``KINDS``.
 
 Each ``ClaimKind`` declares its claim, the columns it pairs prompts on, the statistic, its unit,
 what it puts beside an interval and the reasons a row is not measurable; its rows are the paper's

@@ -5,7 +5,7 @@ this page is where a reader finds them, one section per committed result, each n
 it reads and the machine that measured it. ``make results-readme`` (``scripts/results_readme.py``)
 writes it and ``make results`` ends with it; ``tests/test_results_readme.py`` fails when a committed
 result changed without it. The draft measurement's summary is rendered by the distillation package
-(``mtad.distill.measure.readme_block``), which the report may not import: the caller passes it in.
+(``mtad.distill.draft_measurement.readme_block``), which the report may not import: the caller passes it in.
 """
 
 from __future__ import annotations
@@ -351,7 +351,7 @@ def reproduction_section(results: Path) -> list[str]:
 
 
 def render(results: Path, draft_measurement: str | None) -> str:
-    """The page; `draft_measurement`: `mtad.distill.measure.readme_block` of the committed measure.json."""
+    """The page; `draft_measurement`: `mtad.distill.draft_measurement.readme_block` of the committed measure.json."""
     sections = (
         ("Claims", claims_section(results)),
         ("Table 2", table2_section(results)),

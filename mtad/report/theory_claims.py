@@ -1,4 +1,4 @@
-"""C5 and C6 of the claims report (``mtad.report.claims``): rows measured on enumerable tiny models,
+"""C5 and C6 of the claims report (``mtad.report.claims_report``): rows measured on enumerable tiny models,
 read from the ``theory.json`` that ``mtad.experiments.theory`` stores (C5's E[log p] verdicts
 Holm-adjusted over their family), or "not run" rows where it is absent."""
 

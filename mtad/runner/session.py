@@ -68,7 +68,7 @@ class CellSession:
 
     def open(self) -> None:
         from mtad.decoding import get_decoder
-        from mtad.metrics.energy import make_energy_meter
+        from mtad.metrics.energy_meters import make_energy_meter
 
         set_threads(self.cfg.threads)
         pair_cfg = OmegaConf.to_container(self.cfg.pair, resolve=True)

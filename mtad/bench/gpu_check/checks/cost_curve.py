@@ -10,7 +10,7 @@ import time
 
 from ..context import Context
 from ..engine import UNCOMPILED_PATHS
-from ..tables import cell, table
+from ..markdown_cells import cell, table
 
 # the cost curve: widths over a 256-token cache; "gpu": ~0.85 B parameters (1.7 GB in bf16) against
 # a ~10 MB cache; "small": the same shape scaled down, for a CPU

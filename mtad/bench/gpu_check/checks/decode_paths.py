@@ -7,7 +7,7 @@ from __future__ import annotations
 from ..context import Context, Failed
 from ..engine import COMPILING_PATHS, decode_paths, methods
 from ..generation import timed_runs, tiny_prompt
-from ..tables import cell, table
+from ..markdown_cells import cell, table
 
 
 def chosen_paths(options, device_type: str) -> tuple[str, ...]:

@@ -10,7 +10,7 @@ from pathlib import Path
 from ..context import Context, Skipped
 from ..engine import methods
 from ..generation import timed_runs
-from ..tables import cell, table
+from ..markdown_cells import cell, table
 
 EMBEDDED_PAIR = "smollm2_135m_head"
 

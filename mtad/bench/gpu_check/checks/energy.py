@@ -8,7 +8,7 @@ import time
 
 from ..context import Context, Skipped
 from ..generation import generate, tiny_prompt
-from ..tables import cell
+from ..markdown_cells import cell
 
 
 def plan(options, device_type: str) -> str:
@@ -18,7 +18,7 @@ def plan(options, device_type: str) -> str:
 def run(ctx: Context) -> dict:
     """The reading and what it covered; Skipped (with the decodes' data) when there is no reading."""
     from mtad.devices import sync
-    from mtad.metrics.energy import make_energy_meter
+    from mtad.metrics.energy_meters import make_energy_meter
 
     found = importlib.util.find_spec("pynvml") is not None
     target, draft = ctx.tiny_pairs()["tiny_llama"]

@@ -13,7 +13,7 @@ import traceback
 
 from ..context import Context, Failed
 from ..engine import UNCOMPILED_PATHS, methods
-from ..tables import cell, table
+from ..markdown_cells import cell, table
 
 TREE_ATOL = 1e-9  # float64: a tree forward and a chain forward agree to ~1e-15
 FALSE_ALARM = 1e-3  # each chi-square test rejects a correct method with this probability
@@ -191,7 +191,7 @@ def distribution_cases(ctx: Context) -> list[dict]:
         ]
     import torch
 
-    from mtad.metrics.exactness import chisquare_exactness, empirical_counts, sequence_probs
+    from mtad.metrics.exact_enumeration import chisquare_exactness, empirical_counts, sequence_probs
 
     runs = 40 if ctx.quick else 1000
     prompt = torch.tensor([DIST_PROMPT])

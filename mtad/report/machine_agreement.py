@@ -26,8 +26,8 @@ kernels, threads, machine, each with both values), or says that the records agre
 difference is real. The figures outside their intervals follow it, last. Each root is labelled
 with its machine, instruction sets and target dtype.
 
-    python -m mtad.report.agreement cells results/runs results/local/runs --experiment table2
-    python -m mtad.report.agreement claims results/claims/claims.json /other/claims.json
+    python -m mtad.report.machine_agreement cells results/runs results/local/runs --experiment table2
+    python -m mtad.report.machine_agreement claims results/claims/claims.json /other/claims.json
 """
 
 from __future__ import annotations
