@@ -4,6 +4,8 @@
   ``devices``, ``methods``, ``data``, ``tracking``, ``configs``) import nothing that runs a cell, reports, trains
   or benchmarks;
 - the decoding engine and the tasks nothing from the draft architectures or distillation;
+- one generation as every measurement runs it (``generation``: build, seed, time) nothing but the
+  engine, the devices and the records' seeding rule;
 - the metrics nothing from the models or above; the model layer nothing from distillation, the
   report or the runner;
 - the runner nothing above it; the report nothing that runs (decoding, models, cells, experiments);
@@ -39,7 +41,9 @@ FORBIDDEN = {
     "devices.py": ("mtad.decoding", "mtad.tasks", "mtad.metrics", *ABOVE_FACTS),  # the engine syncs through it
     "provenance.py": ABOVE_FACTS,
     "configs.py": ABOVE_FACTS,
-    "decoding": ("mtad.models", "mtad.distill", "mtad.metrics", *ABOVE_FACTS),  # its statistics: mtad.decode_stats
+    "decoding": ("mtad.models", "mtad.distill", "mtad.metrics", "mtad.generation", *ABOVE_FACTS),  # stats: decode_stats
+    # one generation as every measurement runs it: the engine, the devices and the seeding rule only
+    "generation.py": ("mtad.tasks", "mtad.metrics", "mtad.stats", *ABOVE_FACTS),
     "tasks": ("mtad.models", "mtad.distill", "mtad.decoding", *ABOVE_FACTS),
     "metrics": ABOVE_FACTS,
     "models": ("mtad.distill", "mtad.report", "mtad.bench", *RUNS_CELLS),
@@ -53,6 +57,7 @@ FORBIDDEN = {
         "mtad.runner.loop",
         "mtad.runner.session",
         "mtad.decoding",
+        "mtad.generation",
         "mtad.models",
         "mtad.distill",
         "mtad.bench",

@@ -14,14 +14,13 @@ remove, and the part of a method's cost the cost model has to be told (mtad/metr
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 
 import torch
 
-from mtad.decoding import get_decoder
 from mtad.decoding.phases import PHASES, profiling
-from mtad.devices import model_device, sync, torch_threads
+from mtad.devices import torch_threads
+from mtad.generation import build_decoder, timed_generate
 
 FORWARDS = ("target", "draft")
 HOST = (*PHASES, "python")
@@ -107,14 +106,9 @@ def long_prompt_ids(tokenizer, n: int) -> list[torch.Tensor]:
 def profile_generation(decoder, prompt: torch.Tensor, max_new_tokens: int, seed: int) -> tuple[dict, dict, int, int]:
     """One generation under a profile: its split in seconds without the prefill (`COLUMNS`), the
     target's block forwards by width, the number of blocks and of new tokens."""
-    device = model_device(decoder.target)
-    sync(device)
     with profiling() as profile:
-        start = time.perf_counter()
-        out = decoder.generate(prompt, max_new_tokens=max_new_tokens, generator=torch.Generator().manual_seed(seed))
-        sync(device)
-        wall = time.perf_counter() - start
-    split = profile.split(wall)
+        out, _ = timed_generate(decoder, prompt, max_new_tokens, torch.Generator().manual_seed(seed))
+    split = profile.split(out.stats.seconds)
     for model in FORWARDS:  # the prompt's own forward is not a block's
         del split[f"{model} prefill"]
     widths = {w: [calls, s] for (model, w), (calls, s) in profile.forwards.items() if model == "target"}
@@ -138,9 +132,7 @@ def profile_methods(
     rows = []
     for n in threads:
         with torch_threads(n):
-            decoders = {
-                m: get_decoder(m, target=target, draft=draft, decode_path=decode_path, **p) for m, p in methods.items()
-            }
+            decoders = {m: build_decoder(m, target, draft, decode_path, p) for m, p in methods.items()}
             for group, group_prompts in prompts.items():
                 for decoder in decoders.values():  # caches, kernels and allocations warm
                     decoder.generate(group_prompts[0], max_new_tokens=warmup_tokens)

@@ -25,10 +25,11 @@ from mtad.bench.curves import dtype_name, verification_curve
 from mtad.bench.llama_cpp import llama_cpp_on_pair
 from mtad.bench.rows import find_row
 from mtad.decode_stats import COUNTS, DecodeStats
-from mtad.decoding import DecoderParams, SpecInferParams, SpSParams, get_decoder
+from mtad.decoding import DecoderParams, SpecInferParams, SpSParams
 from mtad.decoding.capabilities import reads_target_features
 from mtad.decoding.static_kv import kernel_record, resolve_decode_path
 from mtad.devices import model_device, sync, torch_threads
+from mtad.generation import build_decoder, timed_generate
 from mtad.methods import specs
 from mtad.metrics.speed import aggregate_speed
 from mtad.models import load_pair
@@ -129,15 +130,11 @@ def default_configs(
 
 
 def run_ours(config: Config, target, draft, prompt: torch.Tensor, max_new_tokens: int, seed: int) -> DecodeStats:
-    """One generation's record as the decoder fills it, its seconds those of the whole call: HF's
-    `generate()` is timed whole, its cache set-up included, so ours is timed with its caches' too
-    (the host work of the record then includes them)."""
-    decoder = get_decoder(config.method, target=target, draft=draft, decode_path=config.path, params=config.params)
-    sync(model_device(target))
-    start = time.perf_counter()
-    out = decoder.generate(prompt, max_new_tokens=max_new_tokens, generator=torch.Generator().manual_seed(seed))
-    sync(model_device(target))
-    return replace(out.stats, seconds=time.perf_counter() - start)
+    """One generation's record as the decoder fills it, timed whole (`generation.timed_generate`), as
+    HF's `generate()` is: its cache set-up included (the host work of the record then includes it)."""
+    decoder = build_decoder(config.method, target, draft, config.path, config.params)
+    out, _ = timed_generate(decoder, prompt, max_new_tokens, torch.Generator().manual_seed(seed))
+    return out.stats
 
 
 def run_hf(config: Config, target, draft, prompt: torch.Tensor, max_new_tokens: int, seed: int) -> DecodeStats:

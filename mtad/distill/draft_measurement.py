@@ -26,15 +26,14 @@ from dataclasses import asdict
 
 import torch
 
-from ..decoding import get_decoder
 from ..decoding.capabilities import reads_target_features
 from ..decoding.sampling import SAMPLING_PARAMS
+from ..generation import build_decoder, seeded, timed_generate
 from ..markdown import fmt_number, fmt_percent, md_row, md_rule, md_table, with_bounds
 from ..methods import specs
 from ..metrics.acceptance_terms import ACCEPTANCE_TERMS, terms_markdown
 from ..metrics.speed import aggregate_speed
 from ..models.draft import LlamaDraftForCausalLM
-from ..records import derive_seed
 from .corpus import PAPER_SETTING, encode, sample_answers
 from .kinds import ALL_KINDS, UNSEEN_KINDS, draw
 from .objectives import pair_stats
@@ -136,15 +135,13 @@ def decode_family(
     methods = decoding_methods()
     stats = {name: {m: [] for m in methods} for name in drafts}
     for i, prompt in enumerate(prompts):
-        ids, prompt_seed = torch.tensor(prompt)[None], derive_seed(seed, str(i), 0)
+        ids = torch.tensor(prompt)[None]
         runs = [("sampling", None, None)] + [
             (m, name, d) for name, d in drafts.items() for m in methods if m != "sampling"
         ]
         for method, name, draft in runs:
-            dec = get_decoder(method, target=target, draft=draft, decode_path=decode_path, params=methods[method])
-            out = dec.generate(
-                ids, max_new_tokens=max_new, eos_token_id=eos, generator=torch.Generator().manual_seed(prompt_seed)
-            )
+            dec = build_decoder(method, target, draft, decode_path, methods[method])
+            out, _ = timed_generate(dec, ids, max_new, seeded(seed, i), eos_token_id=eos)
             for key in [name] if name else drafts:
                 stats[key][method].append(out.stats)
     return {name: rows_of(by_method) for name, by_method in stats.items()}

@@ -24,8 +24,8 @@ import torch
 from scipy.optimize import brentq
 from scipy.stats import chi2, chisquare, ncx2
 
-from mtad.decoding import get_decoder
 from mtad.decoding.logits import logits_to_probs
+from mtad.generation import build_decoder
 
 MIN_EXPECTED = 5  # chi-square cells with fewer expected draws are pooled into one
 
@@ -67,7 +67,7 @@ def empirical_counts(
     (``decode_path``: the decoders' forward path, None for their default)."""
     vocab = target.config.vocab_size
     counts = torch.zeros(vocab**n_tokens, dtype=torch.float64)
-    decoder = get_decoder(method, target=target, draft=draft, decode_path=decode_path, **params)
+    decoder = build_decoder(method, target, draft, decode_path, params)
     for seed in range(runs):
         out = decoder.generate(prompt, max_new_tokens=n_tokens, generator=torch.Generator().manual_seed(seed))
         counts[sequence_index(out.tokens[:n_tokens], vocab)] += 1

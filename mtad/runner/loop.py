@@ -6,7 +6,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from mtad.devices import output_device, sync
+from mtad.devices import output_device
+from mtad.generation import timed_generate
 from mtad.records import Record, SampleRecord, TurnRecord, derive_seed
 
 log = logging.getLogger("mtad.run")
@@ -24,21 +25,20 @@ class CellRunner:
         self.torch = torch
 
     def generate(self, prompt_ids: list[int], max_new_tokens: int, generator) -> tuple[Any, dict]:
-        """One timed generation; energy over the same window."""
+        """One timed generation (`generation.timed_generate`); energy over the same window."""
         input_ids = self.torch.tensor([prompt_ids], dtype=self.torch.long, device=self.gen_device)  # [1, L]
-        sync(self.devices)
-        self.meter.start()
-        out = self.decoder.generate(
+        out, energy = timed_generate(
+            self.decoder,
             input_ids,
-            max_new_tokens=max_new_tokens,
+            max_new_tokens,
+            generator,
+            devices=self.devices,
+            meter=self.meter,
             eos_token_id=self.pair.eos_token_id,
-            generator=generator,
             stop_rule=self.cfg.stop_rule,
         )
-        sync(self.devices)
-        energy = self.meter.stop()
         check_settings(out.settings, self.cfg)
-        return out, energy.as_dict()
+        return out, energy
 
     def warm_up(self, example: dict) -> None:
         prompt = self.task.build_prompt(example, self.pair.tokenizer, history=())
@@ -53,7 +53,7 @@ class CellRunner:
     def run_sample(self, example: dict, sample_index: int) -> SampleRecord:
         from mtad.metrics.perplexity import sample_logprob
 
-        seed = derive_seed(int(self.cfg.seed), str(example["id"]), sample_index)
+        seed = derive_seed(int(self.cfg.seed), str(example["id"]), sample_index)  # what `generation.seeded` draws
         generator = self.torch.Generator(device=self.gen_device).manual_seed(seed)
         history, turns = [], []
         for turn in range(self.task.num_turns(example)):

@@ -67,7 +67,7 @@ class CellSession:
         self.runners: dict[Hashable, CellRunner] = {}
 
     def open(self) -> None:
-        from mtad.decoding import get_decoder
+        from mtad.generation import build_decoder
         from mtad.metrics.energy_meters import make_energy_meter
 
         set_threads(self.cfg.threads)
@@ -92,12 +92,8 @@ class CellSession:
         }
         for key, run in self.runs.items():
             run.task.bind_pair(self.pair)
-            decoder = get_decoder(
-                run.cell.method,
-                target=self.pair.target,
-                draft=self.pair.draft,
-                decode_path=self.pair.decode_path,
-                params=run.plan.method_settings,
+            decoder = build_decoder(
+                run.cell.method, self.pair.target, self.pair.draft, self.pair.decode_path, run.plan.method_settings
             )
             self.runners[key] = CellRunner(run.cfg, self.pair, run.task, decoder, self.meter, self.devices)
             run.start(environment)

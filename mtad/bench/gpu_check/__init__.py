@@ -21,7 +21,7 @@ with what it would run and the reason it is skipped (`runner.py`). Every check i
 skipped (with the reason) or failed (with the error); the report (gpu_check.json, gpu_check.md,
 `report.py`) is rewritten after each one. What the checks are given and raise is in `context.py`,
 the machine's record in `machine.py`, the engine's methods and paths in `engine.py`, the options in
-`options.py`, the timed decodes and tiny pairs in `generation.py`, Markdown cells and tables in
+`options.py`, the timed decodes and tiny pairs in `timed_decodes.py`, Markdown cells and tables in
 `markdown_cells.py`. Importing this package needs only the standard library, so the dry run works with a
 python that has no torch (scripts/gpu_check.py then loads it by its folder; the methods and decode
 paths are then read from the engine's source, `engine.py`).

@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from .generation import tiny_pairs
+from .timed_decodes import tiny_pairs
 
 
 class Skipped(Exception):

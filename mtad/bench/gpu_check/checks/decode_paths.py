@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from ..context import Context, Failed
 from ..engine import COMPILING_PATHS, decode_paths, methods
-from ..generation import timed_runs, tiny_prompt
 from ..markdown_cells import cell, table
+from ..timed_decodes import timed_runs, tiny_prompt
 
 
 def chosen_paths(options, device_type: str) -> tuple[str, ...]:

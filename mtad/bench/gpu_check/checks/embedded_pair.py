@@ -9,8 +9,8 @@ from pathlib import Path
 
 from ..context import Context, Skipped
 from ..engine import methods
-from ..generation import timed_runs
 from ..markdown_cells import cell, table
+from ..timed_decodes import timed_runs
 
 EMBEDDED_PAIR = "smollm2_135m_head"
 

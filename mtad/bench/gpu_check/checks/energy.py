@@ -7,8 +7,8 @@ import importlib.util
 import time
 
 from ..context import Context, Skipped
-from ..generation import generate, tiny_prompt
 from ..markdown_cells import cell
+from ..timed_decodes import generate, tiny_prompt
 
 
 def plan(options, device_type: str) -> str:

@@ -136,8 +136,8 @@ def token_agreement(ctx: Context) -> list[dict]:
     generator is a CPU one on both sides, so the draws are the same)."""
     import torch
 
-    from mtad.decoding import get_decoder
     from mtad.decoding.static_kv import resolve_decode_path
+    from mtad.generation import build_decoder
     from mtad.methods import spec
     from mtad.models.tiny import FLOAT64_PAIRS, TOKEN_PROMPT, TOKEN_VOCAB, float64_pair
 
@@ -162,7 +162,7 @@ def token_agreement(ctx: Context) -> list[dict]:
                     seed = 0 if mode == "greedy" else int(mode.split()[1])
                     got = {}
                     for d, (target, draft) in pairs.items():
-                        decoder = get_decoder(method, target=target, draft=draft, decode_path=path, **params)
+                        decoder = build_decoder(method, target, draft, path, params)
                         out = decoder.generate(
                             prompt, max_new_tokens=n_tokens, generator=torch.Generator().manual_seed(seed)
                         )

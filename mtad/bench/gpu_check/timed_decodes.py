@@ -12,13 +12,12 @@ def generate(method: str, target, draft, path: str, prompt, max_new_tokens: int,
     """One decode of `method` at the bench's settings (its `MethodSpec.bench_params` at the default γ), seeded."""
     import torch
 
-    from mtad.decoding import get_decoder
     from mtad.decoding.params import ChainFields
+    from mtad.generation import build_decoder, timed_generate
     from mtad.methods import spec
 
-    params = spec(method).bench_params(ChainFields().gamma)
-    decoder = get_decoder(method, target=target, draft=draft, decode_path=path, params=params)
-    return decoder.generate(prompt, max_new_tokens=max_new_tokens, generator=torch.Generator().manual_seed(seed))
+    decoder = build_decoder(method, target, draft, path, spec(method).bench_params(ChainFields().gamma))
+    return timed_generate(decoder, prompt, max_new_tokens, torch.Generator().manual_seed(seed))[0]
 
 
 def timed_runs(method, target, draft, path, prompt, max_new_tokens: int, reps: int) -> dict:
