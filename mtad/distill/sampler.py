@@ -114,104 +114,160 @@ def sample_stream(
     `keep_top_k`, also each answer's teacher pass (`top_ids`, `top_logprobs` [n, K]; with
     `keep_features`, `features` [P + n, H] and `depth_features` [P + n, D*H], fp16, as
     `corpus.score` stores them)."""
-    temperature, top_k, top_p = setting
-    device = next(model.parameters()).device
-    slots = max(1, min(slots, len(prompts)))
-    capacity = max_prompt + max_new + 64
-    cache = slot_cache(model, slots, capacity)
-    layers, key = cache.layers, cache_argument(model)
-    gen = torch.Generator(device="cpu").manual_seed(seed)
-    mask = torch.zeros(slots, 0, dtype=torch.long, device=device)  # [slots, T]: columns each slot reads
-    position = torch.zeros(slots, dtype=torch.long, device=device)  # next position id per slot
-    owner = [-1] * slots  # prompt index per slot (-1: idle)
-    answers: list[list[int]] = [[] for _ in prompts]
-    last = torch.full((slots,), eos, dtype=torch.long, device=device)  # the token each slot feeds next
-    queue = iter(sorted(range(len(prompts)), key=lambda i: min(len(prompts[i]), max_prompt)))  # stable
-    kept = [{"top": [], "features": [], "depths": []} for _ in prompts] if keep_top_k else None
-    forward_kw = {"output_hidden_states": True} if keep_top_k and keep_features else {}
+    kept = TeacherPass(keep_top_k, keep_features, depths, len(prompts)) if keep_top_k else None
+    stream = SlotStream(model, prompts, max_new, setting, eos, seed, slots, max_prompt, logits_of, kept)
+    stream.run(slack)
+    if kept is None:
+        return stream.answers
+    return stream.answers, [teacher_pass(k) for k in kept.rows]
 
-    def keep(owners: list[tuple[int, int]], logits: torch.Tensor, hidden_states: tuple, cols: slice) -> None:
+
+class TeacherPass:
+    """What the sampling forwards keep of each prompt's teacher pass: per prompt, the top-K
+    log-probs of every fed position's next token and, with `features`, the final hidden state and
+    the fused `depths`' states of each fed position (`teacher_pass` turns them into a record)."""
+
+    def __init__(self, top_k: int, features: bool, depths: tuple[int, ...], prompts: int):
+        self.top_k, self.features, self.depths = top_k, features, depths
+        self.rows = [{"top": [], "features": [], "depths": []} for _ in range(prompts)]
+
+    def forward_kwargs(self) -> dict:
+        """What a forward is asked for beyond its logits: the hidden states, when features are kept."""
+        return {"output_hidden_states": True} if self.features else {}
+
+    def keep(self, owners: list[tuple[int, int]], logits: torch.Tensor, hidden_states: tuple, cols: slice) -> None:
         """The teacher pass of the prompts `owners` ((prompt index, batch row) pairs) from one
         forward: the top-K of `logits` [B, V] (each row's next token), the features of positions
         `cols` of each row. One batched op per kind of row, then a view per prompt."""
-        top = torch.log_softmax(logits.float(), dim=-1).topk(keep_top_k)  # [B, K]
+        top = torch.log_softmax(logits.float(), dim=-1).topk(self.top_k)  # [B, K]
         ids, logprobs = top.indices.to(torch.int32).cpu(), top.values.to(torch.float16).cpu()
-        if keep_features:
+        if self.features:
             final = hidden_states[-1][:, cols].to("cpu", torch.float16)  # [B, c, H]
             fused = None
-            if depths:
-                fused = torch.cat([hidden_states[d][:, cols] for d in depths], -1).to("cpu", torch.float16)
+            if self.depths:
+                fused = torch.cat([hidden_states[d][:, cols] for d in self.depths], -1).to("cpu", torch.float16)
         for index, row in owners:
-            kept[index]["top"].append((ids[row], logprobs[row]))
-            if keep_features:
-                kept[index]["features"].append(final[row])
+            self.rows[index]["top"].append((ids[row], logprobs[row]))
+            if self.features:
+                self.rows[index]["features"].append(final[row])
                 if fused is not None:
-                    kept[index]["depths"].append(fused[row])
+                    self.rows[index]["depths"].append(fused[row])
 
-    def fill(slot: int) -> bool:
-        nonlocal mask
-        index = next(queue, None)
+
+class SlotStream:
+    """The state of `sample_stream`: `slots` rows over one `slot_cache`, the mask [slots, T] of the
+    columns each slot reads, each slot's next position, prompt (`owner`, -1: idle) and the token it
+    feeds next (`last`), the queue of prompts (shortest first) and the answers so far."""
+
+    def __init__(self, model, prompts, max_new, setting, eos, seed, slots, max_prompt, logits_of, kept):
+        self.model, self.prompts, self.max_new, self.eos = model, prompts, max_new, eos
+        self.setting, self.max_prompt, self.logits_of, self.kept = setting, max_prompt, logits_of, kept
+        self.device = device = next(model.parameters()).device
+        self.slots = slots = max(1, min(slots, len(prompts)))
+        self.capacity = max_prompt + max_new + 64
+        self.cache = slot_cache(model, slots, self.capacity)
+        self.layers, self.key = self.cache.layers, cache_argument(model)
+        self.gen = torch.Generator(device="cpu").manual_seed(seed)
+        self.mask = torch.zeros(slots, 0, dtype=torch.long, device=device)  # [slots, T]: columns each slot reads
+        self.position = torch.zeros(slots, dtype=torch.long, device=device)  # next position id per slot
+        self.owner = [-1] * slots  # prompt index per slot (-1: idle)
+        self.answers: list[list[int]] = [[] for _ in prompts]
+        self.last = torch.full((slots,), eos, dtype=torch.long, device=device)  # the token each slot feeds next
+        by_length = sorted(range(len(prompts)), key=lambda i: min(len(prompts[i]), max_prompt))  # stable
+        self.queue = iter(by_length)
+        self.forward_kw = kept.forward_kwargs() if kept is not None else {}
+
+    def run(self, slack: int) -> None:
+        """Decode until every prompt is answered: fill every slot, then record, refill, compact, step."""
+        for slot in range(self.slots):
+            self.fill(slot)
+        while self.live():
+            self.record_and_refill()
+            if not self.live():
+                break
+            self.compact(slack)
+            self.step()
+
+    def live(self) -> bool:
+        """Whether any slot still decodes an answer."""
+        return any(o >= 0 for o in self.owner)
+
+    def draw(self, out) -> torch.Tensor:
+        """[B] tokens drawn from a forward's last-position logits under the stream's setting."""
+        logits = self.logits_of(self.model, out) if self.logits_of else out.logits[:, -1]
+        return _draw(logits, *self.setting, self.gen)
+
+    def fill(self, slot: int) -> bool:
+        """The next prompt of the queue into `slot` (prefilled alone, its keys and values written into
+        the slot's last P columns) and its first token drawn; False, the slot idle, once none is left."""
+        index = next(self.queue, None)
         if index is None:  # idle: from the next step on it reads only the tokens it is still fed
-            owner[slot] = -1
-            mask[slot] = 0
+            self.owner[slot] = -1
+            self.mask[slot] = 0
             return False
-        prompt = torch.tensor(prompts[index][-max_prompt:], device=device)[None]  # [1, P]
+        prompt = torch.tensor(self.prompts[index][-self.max_prompt :], device=self.device)[None]  # [1, P]
         P = prompt.shape[1]
-        single = DynamicCache(config=model.config)
-        out = model(input_ids=prompt, use_cache=True, logits_to_keep=1, **{key: single}, **forward_kw)
-        if kept is not None:
-            keep([(index, 0)], out.logits[:, -1], out.hidden_states, slice(None))
-        T = layers[0].length
-        if P > T:  # the new prompt is longer than the buffer's filled part: widen it on the left
-            for layer in layers:
-                layer.shift(0, grow=P - T)
-            mask = torch.cat([torch.zeros(slots, P - T, dtype=torch.long, device=device), mask], dim=1)
-            T = P
-        for layer, fresh in zip(layers, single.layers):
+        single = DynamicCache(config=self.model.config)
+        out = self.model(input_ids=prompt, use_cache=True, logits_to_keep=1, **{self.key: single}, **self.forward_kw)
+        if self.kept is not None:
+            self.kept.keep([(index, 0)], out.logits[:, -1], out.hidden_states, slice(None))
+        T = self.widen(P)
+        for layer, fresh in zip(self.layers, single.layers):
             layer.write_slot(slot, fresh.keys[0], fresh.values[0])
-        mask[slot] = 0
-        mask[slot, T - P :] = 1
-        position[slot] = P
-        owner[slot] = index
-        first = _draw(logits_of(model, out) if logits_of else out.logits[:, -1], temperature, top_k, top_p, gen)
-        last[slot] = first[0]
+        self.mask[slot] = 0
+        self.mask[slot, T - P :] = 1
+        self.position[slot] = P
+        self.owner[slot] = index
+        self.last[slot] = self.draw(out)[0]
         return True
 
-    for slot in range(slots):
-        fill(slot)
-    while any(o >= 0 for o in owner):
-        for slot in range(slots):  # record each slot's token; refill the slots whose answer ended
-            while owner[slot] >= 0:
-                answer = answers[owner[slot]]
-                answer.append(int(last[slot]))
-                if answer[-1] != eos and len(answer) < max_new:
+    def widen(self, P: int) -> int:
+        """The buffer's filled width T, widened on the left first when a new prompt of P tokens is longer."""
+        T = self.layers[0].length
+        if P > T:
+            for layer in self.layers:
+                layer.shift(0, grow=P - T)
+            self.mask = torch.cat([torch.zeros(self.slots, P - T, dtype=torch.long, device=self.device), self.mask], 1)
+            T = P
+        return T
+
+    def record_and_refill(self) -> None:
+        """Each slot's token appended to its answer; a slot whose answer ended (EOS or `max_new`
+        tokens) refilled, again as long as the new prompt's first token ends it too."""
+        for slot in range(self.slots):
+            while self.owner[slot] >= 0:
+                answer = self.answers[self.owner[slot]]
+                answer.append(int(self.last[slot]))
+                if answer[-1] != self.eos and len(answer) < self.max_new:
                     break
-                fill(slot)
-        if not any(o >= 0 for o in owner):
-            break
-        drop = int((mask.cumsum(-1) == 0).sum(-1).min())  # leading columns no slot reads any more
-        if drop >= slack or layers[0].length + 1 > capacity:  # a shift copies the cache: not every step
-            for layer in layers:
+                self.fill(slot)
+
+    def compact(self, slack: int) -> None:
+        """Drop the leading columns no slot reads once `slack` of them pile up (a shift copies the
+        cache: not every step) or the buffer is full."""
+        drop = int((self.mask.cumsum(-1) == 0).sum(-1).min())  # leading columns no slot reads any more
+        if drop >= slack or self.layers[0].length + 1 > self.capacity:
+            for layer in self.layers:
                 layer.shift(drop)
-            mask = mask[:, drop:]
-        mask = torch.cat([mask, torch.ones(slots, 1, dtype=torch.long, device=device)], dim=1)
-        out = model(
-            input_ids=last[:, None],
-            attention_mask=mask,
-            position_ids=position[:, None],
+            self.mask = self.mask[:, drop:]
+
+    def step(self) -> None:
+        """One batched forward of every slot's last token; the next tokens drawn."""
+        self.mask = torch.cat([self.mask, torch.ones(self.slots, 1, dtype=torch.long, device=self.device)], dim=1)
+        out = self.model(
+            input_ids=self.last[:, None],
+            attention_mask=self.mask,
+            position_ids=self.position[:, None],
             use_cache=True,
             logits_to_keep=1,
-            **{key: cache},
-            **forward_kw,
+            **{self.key: self.cache},
+            **self.forward_kw,
         )
-        if kept is not None:
-            live = [(index, slot) for slot, index in enumerate(owner) if index >= 0]
-            keep(live, out.logits[:, -1], out.hidden_states, slice(-1, None))
-        position += 1
-        last = _draw(logits_of(model, out) if logits_of else out.logits[:, -1], temperature, top_k, top_p, gen)
-    if kept is None:
-        return answers
-    return answers, [teacher_pass(k) for k in kept]
+        if self.kept is not None:
+            live = [(index, slot) for slot, index in enumerate(self.owner) if index >= 0]
+            self.kept.keep(live, out.logits[:, -1], out.hidden_states, slice(-1, None))
+        self.position += 1
+        self.last = self.draw(out)
 
 
 def teacher_pass(kept: dict) -> dict:
