@@ -163,6 +163,19 @@ def test_lossless_with_a_restricted_head_when_supports_partly_overlap(method, pa
     check(counts, exact_probs(target, TOP3), f"partial-overlap/head/{method}/{params}")
 
 
+TOP2 = {"temperature": 1.0, "top_k": 2, "top_p": 1.0}
+
+
+@pytest.mark.parametrize("method,params", [LOSSLESS[0], LOSSLESS[1], LOSSLESS[3]], ids=lambda v: str(v))
+def test_lossless_when_q_is_processed_on_a_restricted_heads_tokens(method, params):
+    """Top-k 2 below the head's 3 tokens: q is processed on the head's logits alone
+    (`logits.Support`), its ids mapped to the vocabulary's; the output stays the target's."""
+    target = tiny_llama(0, VOCAB, sharpness=10.0)
+    head = tiny_head(target, 1, sharpness=10.0, head_token_ids=[0, 1, 3])
+    counts = empirical(method, target, head, {**params, **TOP2}, decode_path="static")
+    check(counts, exact_probs(target, TOP2), f"restricted-processing/head/{method}/{params}")
+
+
 # the same tests on a q4_1 target (its Linears in the int4 CPU kernel, its head in the int8 one:
 # mtad/models/quantized.py), exact w.r.t. that target: each lossless method once, both decode paths
 QUANTIZED_CASES = [("eager", *LOSSLESS[0]), ("static", *LOSSLESS[1]), ("eager", *LOSSLESS[2]), ("static", *LOSSLESS[3])]

@@ -8,7 +8,7 @@ import torch
 import mtad.decoding.base as base
 import mtad.decoding.mtad as mtad_module
 from mtad.decoding import METHODS, get_decoder
-from mtad.decoding.logits import Dist, logits_to_dist, logits_to_probs, sample
+from mtad.decoding.logits import Dist, Support, logits_to_dist, logits_to_probs, sample
 from mtad.methods import specs
 from mtad.models.tiny import TOKEN_PROMPT, TOKEN_VOCAB, tiny_head, tiny_llama
 
@@ -38,17 +38,37 @@ def test_a_dist_is_its_dense_row(setting):
         assert torch.equal(draw, sample(dense, torch.Generator().manual_seed(seed)))
 
 
-def dense_dists(logits, temperature=1.0, top_k=0, top_p=1.0):
-    """The same processed distribution as a vocabulary-wide Dist: how decoding ran on dense rows."""
+def dense_dists(logits, temperature=1.0, top_k=0, top_p=1.0, support=None):
+    """The same processed distribution as a vocabulary-wide Dist: how decoding ran on dense rows
+    (a restricted head's logits expanded to the vocabulary first)."""
+    logits = support.expand(logits) if support is not None else logits
     return Dist.dense_of(logits_to_probs(logits, temperature, top_k, top_p))
 
 
-@pytest.mark.parametrize("draft_kind", ["model", "head"])
+@pytest.mark.parametrize("setting", SETTINGS, ids=str)
+def test_processing_on_a_support_is_processing_the_expanded_row(setting):
+    """Logits over a restricted head's tokens give the Dist their vocabulary-wide expansion
+    (-inf elsewhere) gives, whether processed on the support or expanded first."""
+    ids = torch.tensor([0, 3, 4, 7, 9, 10, 12, 13, 15, 17, 18, 20, 22, 23])  # ascending, 14 of the 24 tokens
+    support = Support(ids, VOCAB)
+    logits = torch.randn(6, ids.numel(), generator=torch.Generator().manual_seed(4)) * 3
+    on_support = logits_to_dist(logits, **SETTINGS[setting], support=support)
+    expanded = logits_to_dist(support.expand(logits), **SETTINGS[setting])
+    assert torch.equal(on_support.dense(), expanded.dense())
+    assert bool((on_support.ids[:, 1:] > on_support.ids[:, :-1]).all()), "ids must ascend"
+
+
+@pytest.mark.parametrize("draft_kind", ["model", "head", "restricted head"])
 @pytest.mark.parametrize("setting", SETTINGS, ids=str)
 @pytest.mark.parametrize("method", METHODS)
 def test_tokens_equal_decoding_on_dense_rows(method, setting, draft_kind, monkeypatch):
     target = tiny_llama(0, VOCAB, sharpness=2.0)
-    draft = tiny_head(target, 1, sharpness=2.0) if draft_kind == "head" else tiny_llama(1, VOCAB, sharpness=2.0)
+    heads = {"head": None, "restricted head": list(range(0, VOCAB, 3))}  # a third of the vocabulary
+    draft = (
+        tiny_head(target, 1, sharpness=2.0, head_token_ids=heads[draft_kind])
+        if draft_kind in heads
+        else tiny_llama(1, VOCAB, sharpness=2.0)
+    )
     params = {**TOKEN_PARAMS[method], **SETTINGS[setting]}
     if method in ("specinfer", "mtad", "mmtad") and setting == "paper":
         params["replacement"] = False  # the draws without replacement (Gumbel top-k over the support)

@@ -16,7 +16,7 @@ from mtad.decode_stats import DecodeStats
 from mtad.decoding.capabilities import target_feature_depths
 from mtad.decoding.head_kv import draft_cached_model
 from mtad.decoding.kv import CachedModel
-from mtad.decoding.logits import Dist, logits_to_dist
+from mtad.decoding.logits import Dist, Support, logits_to_dist
 from mtad.decoding.lookup import PromptLookup
 from mtad.decoding.params import SamplingFields
 from mtad.decoding.static_kv import cached_model, resolve_decode_path
@@ -39,7 +39,7 @@ def check_prompt_ids(input_ids: torch.Tensor, max_new_tokens: int, target) -> No
         warnings.warn(
             f"prompt ({input_ids.shape[1]} tokens) + max_new_tokens ({max_new_tokens}) exceed the target's "
             f"context of {context} positions: positions beyond it were never trained and the output may degrade",
-            stacklevel=3,
+            stacklevel=4,  # the caller of Decoder.generate (via check_generate_args)
         )
 
 
@@ -65,6 +65,20 @@ class Step:
 
 
 STOP_RULES = ("eos", "block")  # how a generation ends at EOS (Decoder.generate)
+
+
+def check_generate_args(input_ids: torch.Tensor, max_new_tokens: int, stop_rule: str, target) -> None:
+    """What ``Decoder.generate`` takes: a [1, L] prompt of at least one token in the target's
+    vocabulary (``check_prompt_ids``), ``max_new_tokens`` an int >= 1 and a stop rule of ``STOP_RULES``."""
+    if not (isinstance(input_ids, torch.Tensor) and input_ids.dim() == 2 and input_ids.shape[0] == 1):
+        raise ValueError(f"input_ids must be a [1, L] LongTensor, got {getattr(input_ids, 'shape', type(input_ids))}")
+    if input_ids.shape[1] == 0:
+        raise ValueError("input_ids is empty: the prompt needs at least one token")
+    check_prompt_ids(input_ids, max_new_tokens, target)
+    if not (isinstance(max_new_tokens, int) and max_new_tokens >= 1):
+        raise ValueError(f"max_new_tokens must be an int >= 1, got {max_new_tokens}")
+    if stop_rule not in STOP_RULES:
+        raise ValueError(f"stop_rule must be one of {STOP_RULES}, got {stop_rule!r}")
 
 
 class Decoder:
@@ -151,10 +165,11 @@ class Decoder:
             raise TypeError(f"{cls.name}: unknown parameter(s) {unknown}; valid: {sorted(names)}")
         return replace(params, **values) if values else params
 
-    def probs(self, logits: torch.Tensor) -> Dist:
-        """[..., V] logits -> the processed distribution on its support (p or q)."""
+    def probs(self, logits: torch.Tensor, support: Support | None = None) -> Dist:
+        """[..., V] logits (or [..., n] over `support`: a restricted head's, `CachedModel.support`)
+        -> the processed distribution on its support (p or q)."""
         p = self.params
-        return logits_to_dist(logits, p.temperature, p.top_k, p.top_p)
+        return logits_to_dist(logits, p.temperature, p.top_k, p.top_p, support)
 
     # -- the loop -------------------------------------------------------------------
     def generate(
@@ -168,21 +183,31 @@ class Decoder:
         """``stop_rule`` (one of ``STOP_RULES``): ``eos`` ends the output at its first EOS, dropping
         the rest of the block it came in; ``block`` (the official implementation's) stops after the
         block in which an EOS appears and keeps all of it, EOS and the tokens after it."""
-        if not (isinstance(input_ids, torch.Tensor) and input_ids.dim() == 2 and input_ids.shape[0] == 1):
-            raise ValueError(
-                f"input_ids must be a [1, L] LongTensor, got {getattr(input_ids, 'shape', type(input_ids))}"
-            )
-        if input_ids.shape[1] == 0:
-            raise ValueError("input_ids is empty: the prompt needs at least one token")
-        check_prompt_ids(input_ids, max_new_tokens, self.target)
-        if not (isinstance(max_new_tokens, int) and max_new_tokens >= 1):
-            raise ValueError(f"max_new_tokens must be an int >= 1, got {max_new_tokens}")
-        if stop_rule not in STOP_RULES:
-            raise ValueError(f"stop_rule must be one of {STOP_RULES}, got {stop_rule!r}")
+        check_generate_args(input_ids, max_new_tokens, stop_rule, self.target)
         eos = {eos_token_id} if isinstance(eos_token_id, int) else set(eos_token_id or ())
         self.generator = generator
         out_device = model_device(self.target)
-        room = input_ids.shape[1] + max_new_tokens  # committed positions a cache may need (trees come on top)
+        self._open_caches(out_device, room=input_ids.shape[1] + max_new_tokens)
+        compiles_before = self._compiles()
+        prompt = self._open_sequence(input_ids, max_new_tokens, out_device)
+        stats, tokens = DecodeStats(), []
+        sync(out_device)
+        start = time.perf_counter()
+        with torch.inference_mode():
+            self.target_lm.prefill(prompt[:-1])  # the last prompt token stays pending
+            if self.draft_lm is not None:
+                self.draft_lm.prefill(prompt[:-1])
+            prefilled = self._forward_counters()
+            while len(tokens) < max_new_tokens:
+                if self._block(tokens, stats, max_new_tokens, eos, stop_rule):
+                    break
+        sync(out_device)
+        stats.seconds = time.perf_counter() - start
+        return self._finish(stats, tokens, prompt, compiles_before, prefilled, stop_rule)
+
+    def _open_caches(self, out_device: torch.device, room: int) -> None:
+        """This generation's caches of the target and the draft; ``room``: the committed positions a
+        cache may need (prompt + new tokens; trees come on top)."""
         self.target_lm = self.draft_lm = None  # the last generation's caches go first: their buffers are reused
         self.target_lm = cached_model(
             self.target, out_device, self.decode_path, room, features=target_feature_depths(self.draft)
@@ -194,39 +219,47 @@ class Decoder:
         )
         if self.draft_lm is not None:
             self.draft_lm.role = "draft"
-        compiles_before = self._compiles()
+
+    def _open_sequence(self, input_ids: torch.Tensor, max_new_tokens: int, out_device: torch.device) -> torch.Tensor:
+        """The committed sequence buffer (``self.seq``: prompt + generated, with room for one
+        oversized block) holding the prompt; returns the prompt on ``out_device``. [L]"""
         prompt = input_ids[0].to(out_device)
-        # committed sequence buffer: prompt + generated (+ room for one oversized block)
         self.seq = torch.empty(prompt.numel() + max_new_tokens + 64, dtype=torch.long, device=out_device)
         self.seq[: prompt.numel()] = prompt
         self.length = prompt.numel()
-        stats, tokens = DecodeStats(), []
-        sync(out_device)
-        start = time.perf_counter()
-        with torch.inference_mode():
-            self.target_lm.prefill(prompt[:-1])  # the last prompt token stays pending
-            if self.draft_lm is not None:
-                self.draft_lm.prefill(prompt[:-1])
-            prefilled = self._forward_counters()
-            while len(tokens) < max_new_tokens:
-                step = self.step()
-                emitted = step.emitted[: max_new_tokens - len(tokens)]
-                first_eos = next((i for i, tok in enumerate(emitted) if tok in eos), None)
-                ended = first_eos is not None
-                if ended and stop_rule == "eos":  # tokens after EOS inside a block are dropped, not counted
-                    emitted = emitted[: first_eos + 1]
-                self._commit(emitted)
-                tokens.extend(emitted)
-                kept = min(step.accepted, len(emitted))
-                stats.drafted += step.drafted
-                stats.accepted += kept
-                stats.tree_nodes += step.tree_nodes
-                if step.drafted:
-                    stats.accept_lengths.append(kept)
-                if ended:
-                    break
-        sync(out_device)
-        stats.seconds = time.perf_counter() - start
+        return prompt
+
+    def _block(self, tokens: list[int], stats: DecodeStats, max_new_tokens: int, eos: set, stop_rule: str) -> bool:
+        """One iteration: the method's ``step``, its tokens cut to the ``max_new_tokens`` left and at an
+        EOS by ``stop_rule``, committed and appended to ``tokens``, its counts added to ``stats``.
+        Returns whether an EOS ended the output."""
+        step = self.step()
+        emitted = step.emitted[: max_new_tokens - len(tokens)]
+        first_eos = next((i for i, tok in enumerate(emitted) if tok in eos), None)
+        ended = first_eos is not None
+        if ended and stop_rule == "eos":  # tokens after EOS inside a block are dropped, not counted
+            emitted = emitted[: first_eos + 1]
+        self._commit(emitted)
+        tokens.extend(emitted)
+        kept = min(step.accepted, len(emitted))
+        stats.drafted += step.drafted
+        stats.accepted += kept
+        stats.tree_nodes += step.tree_nodes
+        if step.drafted:
+            stats.accept_lengths.append(kept)
+        return ended
+
+    def _finish(
+        self,
+        stats: DecodeStats,
+        tokens: list[int],
+        prompt: torch.Tensor,
+        compiles_before: int,
+        prefilled: tuple[int, int, int],
+        stop_rule: str,
+    ) -> DecodeOutput:
+        """The generation's record: the counts, decode path and compilations completed in ``stats``
+        (its seconds already set), and every setting it ran with."""
         stats.new_tokens = len(tokens)
         stats.prompt_tokens = prompt.numel()
         stats.decode_path = resolve_decode_path(self.decode_path, self.target)

@@ -55,7 +55,7 @@ def beam_sample(
     lacks. With `stop_below`, drafting ends after the step where the most probable beam's joint
     draft probability Π q falls below it: the block's γ follows the draft's confidence."""
     tree = DraftTree()
-    q: Dist = probs_fn(lm.extend(fresh)[-1:])  # [B=1, k] next-token q per beam
+    q: Dist = probs_fn(lm.extend(fresh)[-1:], lm.support)  # [B=1, k] next-token q per beam
     frontier, weights = [-1], torch.ones(1, device=q.probs.device)
     log_joint = torch.zeros(1, device=q.probs.device)  # [B] log Π q of each beam
     q_token: list[torch.Tensor] = []

@@ -24,6 +24,7 @@ import torch
 from mtad.decoding.capabilities import reads_target_features
 from mtad.decoding.kernels import choose as choose_kernels
 from mtad.decoding.kv import CachedModel, FeatureStore
+from mtad.decoding.logits import Support
 from mtad.decoding.masks import step_mask
 from mtad.decoding.static_kv import BUCKETS, CAPACITY_STEP, StaticCachedModel, StaticKV, cached_model, run_layers
 
@@ -47,6 +48,8 @@ class HeadCachedModel(StaticCachedModel):
         self.source = source
         self.exact = 0  # leading committed slots whose input feature was the target's
         self._rows: torch.Tensor | None = None  # input features of the forward being run [n, H]
+        if head.head_token_ids is not None:  # a restricted head's logits stay on its tokens: q is processed there
+            self.support = Support(head.head_token_ids.to(self.out_device), head.vocab_size)
 
     # -- which feature each new row reads
     @torch.no_grad()
@@ -117,7 +120,8 @@ class HeadCachedModel(StaticCachedModel):
         )  # [n, H]: predicted f
         kv.length = start + n
         rows = hidden[-keep_last:] if keep_last else hidden
-        return head.expand_logits(head.head_logits(rows)), hidden
+        logits = head.head_logits(rows)  # [rows, |head|]
+        return (logits if self.support is not None else head.expand_logits(logits)), hidden
 
     # -- after verification: keep only what was computed from the target's features
     def crop(self, length: int) -> None:

@@ -20,6 +20,7 @@ import time
 import torch
 from transformers import DynamicCache, PreTrainedModel
 
+from mtad.decoding.logits import Support
 from mtad.decoding.masks import additive, tree_mask
 from mtad.decoding.phases import phase, phased, record_forward
 from mtad.devices import model_device, sync
@@ -84,6 +85,8 @@ class CachedModel:
         self.prefill_seconds = 0.0  # of which caching prompts (`prefill`)
         self.prefilling = False  # inside `prefill`: a profile names the forward "<role> prefill"
         self.kernels = None  # the fast path's product kernel per width (kernels.KernelChoice); None: oneDNN
+        # the tokens its logits cover where not the whole vocabulary (logits.Support; a restricted head's)
+        self.support: Support | None = None
         accepted = inspect.signature(model.forward).parameters
         self._keep_kw = "logits_to_keep" in accepted
         # transformers >= 5.2x names the cache argument `cache`; older releases `past_key_values`

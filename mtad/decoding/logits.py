@@ -64,13 +64,40 @@ def as_dist(p: Dist | torch.Tensor) -> Dist:
     return p if isinstance(p, Dist) else Dist.dense_of(p)
 
 
+@dataclass(frozen=True)
+class Support:
+    """The tokens a model's logits cover when they are not the whole vocabulary: `ids` [n]
+    ascending (a restricted draft head's), of a vocabulary of `vocab`; -inf logits elsewhere."""
+
+    ids: torch.Tensor
+    vocab: int
+
+    def expand(self, logits: torch.Tensor) -> torch.Tensor:
+        """[..., n] -> [..., V] logits, -inf off the support."""
+        full = logits.new_full((*logits.shape[:-1], self.vocab), float("-inf"))
+        full[..., self.ids] = logits
+        return full
+
+
 @phased("process")
-def logits_to_dist(logits: torch.Tensor, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0) -> Dist:
+def logits_to_dist(
+    logits: torch.Tensor, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0, support: Support | None = None
+) -> Dist:
     """[..., V] logits -> the processed distribution on its support: k ids (top-k), 1 (greedy) or V.
 
     Everything is computed in float32. Under top-k at temperature 1, 16-bit logits (a bf16 model's)
     are read as they are, without a float32 copy of the vocabulary: `top_k_of` finds on them the k
-    values and ids it finds on the copy and returns the values in float32, so the Dist is the same."""
+    values and ids it finds on the copy and returns the values in float32, so the Dist is the same.
+
+    `support`: `logits` are [..., n] over `support.ids`, -inf elsewhere (a restricted draft head's).
+    Greedy and top-k (k < n) then run on the n columns alone, an n/V share of the work: every token
+    off the support has logit -inf, so it is neither an argmax nor among the top k; the survivors'
+    ids map through the ascending support, which keeps them ascending. Other settings expand first."""
+    if support is not None:
+        if temperature == 0 or 0 < top_k < logits.shape[-1]:
+            found = logits_to_dist(logits, temperature, top_k, top_p)  # on the support's columns
+            return Dist(support.ids[found.ids], found.probs, support.vocab)
+        logits = support.expand(logits)
     vocab = logits.shape[-1]
     if 0 < top_k < vocab and temperature == 1.0:  # x / 1 is x: the paper's temperature divides nothing
         # work on the k survivors only: top-p then needs a sort of k values, not of V

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import torch
 
-from mtad.decoding.logits import Dist, logits_to_dist
+from mtad.decoding.logits import Dist, Support, logits_to_dist
 from mtad.decoding.phases import phased
 
 
@@ -55,7 +55,7 @@ class PromptLookup(torch.nn.Module):
     def extra_repr(self) -> str:
         return f"max_ngram={self.max_ngram}, min_ngram={self.min_ngram}, model_above={self.model_above}"
 
-    def prefers_model(self, decoder, logits: torch.Tensor) -> bool:
+    def prefers_model(self, decoder, logits: torch.Tensor, support: Support | None = None) -> bool:
         """Whether the draft model drafts the block instead of the copy: its q at the block's first
         position (`logits` [V], processed as `decoder` processes q, at temperature 1 where it is
         greedy: a one-hot q says nothing of confidence) puts at least `model_above` on its top token.
@@ -65,7 +65,8 @@ class PromptLookup(torch.nn.Module):
         if self.model_above is None:
             return False
         p = decoder.params
-        return float(logits_to_dist(logits, p.temperature or 1.0, p.top_k, p.top_p).probs.max()) >= self.model_above
+        q = logits_to_dist(logits, p.temperature or 1.0, p.top_k, p.top_p, support)
+        return float(q.probs.max()) >= self.model_above
 
     def continuation(self, context: torch.Tensor, gamma: int) -> torch.Tensor:
         """The draft for `context` [L]: up to γ tokens following the most recent earlier occurrence

@@ -12,7 +12,7 @@ import torch
 from mtad.decoding.acceptance import mtad_accept_length
 from mtad.decoding.base import Decoder, Step
 from mtad.decoding.beam import beam_sample
-from mtad.decoding.logits import Dist, logits_to_dist, sample
+from mtad.decoding.logits import Dist, Support, logits_to_dist, sample
 from mtad.decoding.params import MTADParams
 from mtad.methods import MethodSpec
 
@@ -29,9 +29,11 @@ class MultiTokenDecoder(Decoder):
     def greedy(self) -> bool:
         return self.params.temperature == 0
 
-    def score_probs(self, logits: torch.Tensor) -> Dist:
+    def score_probs(self, logits: torch.Tensor, support: Support | None = None) -> Dist:
+        """p or q as the joint rule scores them: a greedy run's at temperature 1 (`logits_to_dist`'s
+        `support`: the tokens a restricted head's logits cover)."""
         p = self.params
-        return logits_to_dist(logits, p.temperature or 1.0, p.top_k, p.top_p)
+        return logits_to_dist(logits, p.temperature or 1.0, p.top_k, p.top_p, support)
 
     def next_token(self, p: Dist) -> int:
         # ids ascend, so the first maximum is the lowest id, as a dense row's argmax

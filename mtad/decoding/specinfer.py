@@ -54,8 +54,8 @@ class SpecInfer(Decoder):
             gated = copied is not None and self.lookup.model_above is not None
             if gated or self.room(copied) >= p.k_config[0]:
                 logits = self.draft_lm.extend(self.uncached(self.draft_lm))[-1]  # [V]
-                tree.q_node[-1] = self.probs(logits)
-                if gated and self.lookup.prefers_model(self, logits):
+                tree.q_node[-1] = self.probs(logits, self.draft_lm.support)
+                if gated and self.lookup.prefers_model(self, logits, self.draft_lm.support):
                     copied = None
                 if self.room(copied) >= p.k_config[0]:
                     self.grow(tree, self.room(copied) if p.node_budget else 0, copied)

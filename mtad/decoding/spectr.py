@@ -41,7 +41,7 @@ class SpecTr(Decoder):
         so every sequence through a node goes on or ends with it."""
         p = self.params
         tree = DraftTree()
-        tree.q_node[-1] = self.probs(self.draft_lm.extend(self.uncached(self.draft_lm))[-1])
+        tree.q_node[-1] = self.probs(self.draft_lm.extend(self.uncached(self.draft_lm))[-1], self.draft_lm.support)
         at = [-1] * p.num_drafts  # each sequence's current trie node
         paths: list[list[int]] = [[] for _ in range(p.num_drafts)]
         for depth in range(1, p.gamma + 1):

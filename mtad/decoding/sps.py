@@ -28,10 +28,10 @@ def draft_chain(
     chain's first position where a forward already gave them (`copy_then_draft`); else the first
     forward feeds the committed tokens the cache lacks."""
     if logits is None:
-        logits = draft_lm.extend(decoder.uncached(draft_lm))[-1]  # [V]
+        logits = draft_lm.extend(decoder.uncached(draft_lm))[-1]  # [V] (or [n] on draft_lm.support)
     tokens, qs = [], []
     for i in range(gamma):
-        q = decoder.probs(logits)
+        q = decoder.probs(logits, draft_lm.support)
         token = sample(q, decoder.generator)
         tokens.append(token)
         qs.append(q)
@@ -59,7 +59,7 @@ def copy_then_draft(
     with_copy = m < gamma and not reads_target_features(draft_lm.model)
     rows = draft_lm.extend(torch.cat([fed, copied]) if with_copy else fed)  # [f (+ m), V]
     first = rows[fed.numel() - 1]  # [V]: q at the block's first position, given the context alone
-    if lookup.prefers_model(decoder, first):  # exact: the choice reads q, never a drawn token
+    if lookup.prefers_model(decoder, first, draft_lm.support):  # exact: the choice reads q, never a drawn token
         if with_copy:
             draft_lm.crop(start + fed.numel())  # the copied tokens' slots go
         return draft_chain(decoder, draft_lm, gamma, stop_below, logits=first)

@@ -82,7 +82,7 @@ class DraftTree:
         """One draft forward over nodes[first:] (one tree level); stores q at each of them and
         returns them, [n, k] in node order."""
         nodes = torch.tensor(self.tokens[first:], dtype=torch.long)
-        q = probs_fn(lm.extend(nodes[:0], nodes=nodes, parents=self.parents[first:]))  # [n, k] from logits [n, V]
+        q = probs_fn(lm.extend(nodes[:0], nodes=nodes, parents=self.parents[first:]), lm.support)  # [n, k]
         for i in range(len(q)):
             self.q_node[first + i] = q[i]
         return q
