@@ -10,6 +10,7 @@ they never make the tree dirty.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import platform
 import re
@@ -23,7 +24,8 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 # and what no step runs (the tests, CI). One rule for the dirty flag every run records and the code
 # state `make results` stamps its steps with, so committing a finished step's outputs, or a test,
 # between sittings leaves the code the later steps run the same.
-NOT_CODE = ("results/**", "mtad/assets/drafts/*.md", "tests/**", ".ci/**")
+STEP_OUTPUTS = ("results/**", "mtad/assets/drafts/*.md")  # what the steps of `make results` write
+NOT_CODE = (*STEP_OUTPUTS, "tests/**", ".ci/**")
 NOT_CODE_SPECS = tuple(f":(exclude,glob){pattern}" for pattern in NOT_CODE)  # as git pathspecs
 _NOT_CODE_RE = re.compile(
     "|".join(".*".join(re.escape(part).replace(r"\*", "[^/]*") for part in p.split("**")) for p in NOT_CODE)
@@ -35,13 +37,14 @@ def is_code(path: str) -> bool:
     return _NOT_CODE_RE.fullmatch(path) is None
 
 
-def _git(*args: str, root: Path | None = None) -> subprocess.CompletedProcess:
+def run_git(*args: str, root: Path | None = None) -> subprocess.CompletedProcess:
+    """git with `args` in the checkout `root` (this one by default), its output captured as bytes."""
     return subprocess.run(["git", *args], cwd=root or REPO_ROOT, capture_output=True, timeout=30)
 
 
 def code_state(root: Path | None = None) -> str:
     """A hash of HEAD's code files (path, mode and blob of each), the rest (`NOT_CODE`) left out."""
-    listing = _git("ls-tree", "-r", "-z", "HEAD", root=root)
+    listing = run_git("ls-tree", "-r", "-z", "HEAD", root=root)
     if listing.returncode != 0:
         raise RuntimeError(f"git ls-tree in {root or REPO_ROOT}: {listing.stderr.decode().strip()}")
     entries = [e for e in listing.stdout.decode().split("\0") if e and is_code(e.split("\t", 1)[1])]
@@ -51,7 +54,7 @@ def code_state(root: Path | None = None) -> str:
 def uncommitted_code(root: Path | None = None) -> list[str]:
     """The code paths (`NOT_CODE` aside) with uncommitted changes, untracked files that git does not
     ignore included."""
-    status = _git("status", "--porcelain=v1", "-z", "--untracked-files=all", root=root).stdout.decode()
+    status = run_git("status", "--porcelain=v1", "-z", "--untracked-files=all", root=root).stdout.decode()
     entries, paths = iter(status.split("\0")), []
     for entry in entries:
         if not entry:
@@ -68,11 +71,11 @@ def read_git_state() -> dict:
     ``diff_sha256`` hashes the binary diff against HEAD plus the untracked files (names and
     contents), so two dirty trees with the same hash ran the same code; None when clean."""
     try:
-        head = _git("rev-parse", "HEAD")
+        head = run_git("rev-parse", "HEAD")
         if head.returncode != 0:
             return {"commit": None, "dirty": None, "diff_sha256": None}
-        diff = _git("diff", "HEAD", "--binary", "--", ".", *NOT_CODE_SPECS).stdout
-        untracked = _git("ls-files", "--others", "--exclude-standard", "-z", "--", ".", *NOT_CODE_SPECS).stdout
+        diff = run_git("diff", "HEAD", "--binary", "--", ".", *NOT_CODE_SPECS).stdout
+        untracked = run_git("ls-files", "--others", "--exclude-standard", "-z", "--", ".", *NOT_CODE_SPECS).stdout
     except (OSError, subprocess.SubprocessError):
         return {"commit": None, "dirty": None, "diff_sha256": None}
     names = [n for n in untracked.decode().split("\0") if n]
@@ -146,8 +149,8 @@ def cpu_label(model: str, count: int | None, isa: list[str] | None) -> str:
 
 
 def machine_key() -> str:
-    """The machine as one line: CPU model, count and instruction sets, and the visible GPUs. A
-    regeneration of the committed results (`make results`) runs on one machine: it names it thus."""
+    """The machine as one line: CPU model, count and instruction sets, and the visible GPUs. Each step
+    of a regeneration of the committed results (`make results`) names the machine it ran on thus."""
     import torch
 
     gpus = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
@@ -173,8 +176,8 @@ def machine_label(record: dict, target_dtype: str | None = None) -> str:
     (`AMD EPYC (2 CPUs, avx2), target bfloat16`). ``target_dtype``: the target's, where the caller
     knows it (else the dtypes the record's models ran in)."""
     dtype = f"target {target_dtype}" if target_dtype else f"dtype {record.get('dtype') or 'not recorded'}"
-    if record.get("dtype_choice"):  # `auto` measured on the machine (mtad.models.dtype_choice)
-        dtype += " (auto: measured)"
+    if record.get("dtype_choice"):  # `auto` measured on the machine, or pinned (mtad.models.dtype_choice)
+        dtype += " (auto: pinned)" if record["dtype_choice"].get("source") == "pinned" else " (auto: measured)"
     kernels = kernels_label(record)
     return f"{recorded_machine_name(record)}, {dtype}" + (f", kernels {kernels}" if kernels else "")
 
@@ -239,6 +242,30 @@ def environment_record(models=(), devices=None) -> dict:
         },
         "git": git_commit(),
     }
+
+
+STAMPS = ".stamps"  # under results/: `make results`' records, one per finished step and one of the regeneration
+
+
+def read_stamp(results: Path, name: str) -> dict | None:
+    """The record `make results` (`mtad.regeneration`) left for a step, or for the regeneration
+    ("regeneration"), under ``results/.stamps``: None where there is none or it is not a JSON object."""
+    try:
+        stamp = json.loads((results / STAMPS / name).read_text())
+    except (OSError, ValueError):
+        return None
+    return stamp if isinstance(stamp, dict) else None
+
+
+def stamp_label(stamp: dict) -> str:
+    """A step's stamp as one clause: where and in what it ran and when it finished (`AMD EPYC (2 CPUs,
+    avx2), target float32, commit fdcbcfb2 (code state b5573f3d), finished 2026-12-05`)."""
+    kernels = f", kernels {stamp['kernels']}" if stamp.get("kernels") else ""
+    return (
+        f"{stamp.get('machine') or 'machine not recorded'}, target {stamp.get('target_dtype') or 'not pinned'}"
+        f"{kernels}, commit {(stamp.get('commit') or 'unknown')[:8]} (code state {(stamp.get('code') or '?')[:8]}), "
+        f"finished {(stamp.get('finished') or 'unknown')[:10]}"
+    )
 
 
 def provenance_key(git: dict | None) -> str:

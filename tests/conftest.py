@@ -9,6 +9,7 @@ import torch
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.pop("MTAD_TARGET_DTYPE", None)  # a regeneration's pin (mtad.regeneration) would decide every `auto` here
 # Tiny test models are ~15x slower with 2 threads on 2 shared cores (oversubscription).
 torch.set_num_threads(1)
 

@@ -1,5 +1,6 @@
 """`target_dtype: auto` on a CPU: measured once per machine (float32 against bf16, a step plus a
-verification), kept, recorded in the pair's config and every cell's env.json."""
+verification), kept, recorded in the pair's config and every cell's env.json; or pinned by
+MTAD_TARGET_DTYPE (what `make results` sets for every step), measuring nothing."""
 
 import json
 
@@ -7,6 +8,8 @@ import pytest
 import torch
 
 from mtad.models import dtype_choice, load_pair, pair_config
+from mtad.models.pairs import auto_meaning
+from mtad.provenance import machine_label
 from tests.test_run import cell_dirs, mtad_run
 
 AUTO = {"target_dtype": "auto", "draft_dtype": "auto"}
@@ -16,6 +19,7 @@ AUTO = {"target_dtype": "auto", "draft_dtype": "auto"}
 def fresh(monkeypatch, tmp_path):
     monkeypatch.setenv("MTAD_CACHE", str(tmp_path))
     monkeypatch.delenv("MTAD_KERNELS", raising=False)
+    monkeypatch.delenv("MTAD_TARGET_DTYPE", raising=False)
     return tmp_path
 
 
@@ -76,6 +80,34 @@ def test_a_stored_record_that_names_no_candidate_is_measured_again(fresh):
     (fresh / "dtypes.json").write_text(json.dumps({key: {"target_dtype": "int3"}}))
     assert pair_config("tiny_llama", **AUTO)["target_dtype"] == "auto"
     (fresh / "dtypes.json").write_text('{"half a file')
+    assert pair_config("tiny_llama", **AUTO)["target_dtype"] == "auto"
+
+
+def test_a_pinned_dtype_is_what_auto_means_on_any_machine_and_a_named_dtype_keeps_its_own(fresh, monkeypatch):
+    calls = []
+    monkeypatch.setattr(dtype_choice, "time_dtypes", fake_costs("float32", calls))
+    load_pair("tiny_llama", **AUTO)  # this machine's measurement: float32
+    monkeypatch.setenv("MTAD_TARGET_DTYPE", "bfloat16")
+    cfg = pair_config("tiny_llama", **AUTO)
+    assert (cfg["target_dtype"], cfg["draft_dtype"]) == ("bfloat16", "bfloat16") and auto_meaning(cfg) == "bfloat16"
+    assert cfg["dtype_choice"] == {"target_dtype": "bfloat16", "source": "pinned", "by": "MTAD_TARGET_DTYPE"}
+    pair = load_pair("tiny_llama", **AUTO)
+    assert str(pair.target.dtype) == "torch.bfloat16" and pair.draft.dtype == torch.bfloat16 and len(calls) == 1
+    record = {"machine": "Fixture CPU (2 CPUs)", "dtype_choice": pair.config["dtype_choice"]}
+    assert machine_label(record, "bfloat16").endswith("target bfloat16 (auto: pinned)")
+    named = pair_config("tiny_llama", target_dtype="float64", draft_dtype="auto")
+    assert (named["target_dtype"], named["draft_dtype"]) == ("float64", "float64") and "dtype_choice" not in named
+    assert pair_config("tiny_llama", target_dtype="q4_1", draft_dtype="auto")["target_dtype"] == "q4_1"
+
+
+def test_a_pin_that_is_no_dtype_is_refused_with_the_valid_ones(fresh, monkeypatch):
+    monkeypatch.setenv("MTAD_TARGET_DTYPE", "fp8")
+    with pytest.raises(ValueError, match=r"^MTAD_TARGET_DTYPE='fp8' is not a target dtype; valid: float32, .*bfloat16"):
+        pair_config("tiny_llama", **AUTO)
+    monkeypatch.setenv("MTAD_TARGET_DTYPE", "q4_1")  # `auto` means a dense dtype, never a 4-bit target
+    with pytest.raises(ValueError, match="valid: float32"):
+        pair_config("tiny_llama", **AUTO)
+    monkeypatch.setenv("MTAD_TARGET_DTYPE", "")  # empty: not pinned
     assert pair_config("tiny_llama", **AUTO)["target_dtype"] == "auto"
 
 

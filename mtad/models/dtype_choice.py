@@ -11,6 +11,10 @@ under its calibrated kernels (`mtad.decoding.kernels.choose`, stored for the mac
 first load calibrates both. The choice is kept in ``$MTAD_CACHE/dtypes.json`` per machine, thread
 count, kernels available and target; ``MTAD_KERNELS=calibrate`` times it anew, as it does the
 kernels. On CUDA ``auto`` is a rule (`mtad.models.pairs.auto_dtype`), not measured.
+
+``MTAD_TARGET_DTYPE`` pins what ``auto`` means, on any machine and device, measuring nothing: `make
+results` sets it for every step it runs (`mtad.regeneration`), so that each step of a regeneration
+runs the target in one dtype whichever machine it runs on. A target that names its dtype keeps it.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ log = logging.getLogger(__name__)
 CANDIDATES = ("float32", "bfloat16")
 STEP_WIDTH, VERIFY_WIDTH = 1, 5  # a sampling step; a γ = 4 verification (the pending token and 4 drafts)
 CONTEXT, REPS, ROUNDS = 128, 8, 3  # cached positions; forwards per timing (median); rounds the dtypes alternate
+PIN_VARIABLE = "MTAD_TARGET_DTYPE"  # the environment variable that pins `auto` (`pinned_choice`)
 
 
 @dataclass(frozen=True)
@@ -42,6 +47,8 @@ class DtypeChoice:
     ms: dict[str, dict[int, float]]
 
     def as_dict(self) -> dict:
+        if self.source == "pinned":
+            return {"target_dtype": self.dtype, "source": self.source, "by": PIN_VARIABLE}
         return {
             "target_dtype": self.dtype,
             "source": self.source,
@@ -81,6 +88,22 @@ def _read() -> dict:
     except (OSError, ValueError):
         return {}
     return stored if isinstance(stored, dict) else {}
+
+
+def check_pin(value: str, name: str = PIN_VARIABLE) -> DtypeChoice:
+    """`value` as the dtype `auto` is pinned to; a value that is not a dense dtype is refused with
+    the valid ones (`name`: the setting that gave it)."""
+    from .pairs import DTYPES
+
+    if value not in DTYPES:
+        raise ValueError(f"{name}={value!r} is not a target dtype; valid: {', '.join(DTYPES)}")
+    return DtypeChoice(value, "pinned", {})
+
+
+def pinned_choice() -> DtypeChoice | None:
+    """The dtype ``MTAD_TARGET_DTYPE`` pins `auto` to (None where it is unset or empty; `check_pin`)."""
+    value = os.environ.get(PIN_VARIABLE, "").strip()
+    return check_pin(value) if value else None
 
 
 def stored_choice(target_spec: dict, decode_path: str | None) -> DtypeChoice | None:

@@ -112,29 +112,33 @@ def pair_config(name_or_cfg: str | Mapping, **overrides) -> dict:
 
 
 def resolve_auto_dtypes(cfg: dict) -> None:
-    """Resolve `auto` dtypes in place. On CUDA both take the device's rule (`auto_dtype`). On a CPU
-    the target's is this machine's measurement (`dtype_choice.stored_choice`, recorded under
-    ``dtype_choice``); without one it stays `auto` until `load_pair` measures it. A draft's
-    `auto` is the target's dtype (a 4-bit target's activations' dtype), once that is known."""
+    """Resolve `auto` dtypes in place. A target's `auto` pinned by ``MTAD_TARGET_DTYPE``
+    (`dtype_choice.pinned_choice`) is the pinned dtype on any device; else on CUDA it is the
+    device's rule (`auto_dtype`), and on a CPU this machine's measurement (`dtype_choice.stored_choice`;
+    without one it stays `auto` until `load_pair` measures it). A pinned or measured choice is
+    recorded under ``dtype_choice``. A draft's `auto` is the device's rule on CUDA, else the target's
+    dtype (a 4-bit target's activations' dtype), once that is known."""
     device = resolve_device(cfg.get("device"))
-    if device.type != "cpu":
-        for key in ("target_dtype", "draft_dtype"):
-            if cfg.get(key) == AUTO_DTYPE:
-                cfg[key] = auto_dtype(device)
-        return
     if cfg.get("target_dtype") == AUTO_DTYPE:
-        from .dtype_choice import stored_choice
+        from .dtype_choice import pinned_choice, stored_choice
 
-        choice = stored_choice(cfg["target"], cfg.get("decode_path"))
+        choice = pinned_choice()
+        if choice is None and device.type == "cpu":
+            choice = stored_choice(cfg["target"], cfg.get("decode_path"))
         if choice is not None:
             cfg["target_dtype"], cfg["dtype_choice"] = choice.dtype, choice.as_dict()
-    if cfg.get("draft_dtype") == AUTO_DTYPE and cfg.get("target_dtype") in (*DTYPES, *QUANTIZED_DTYPES):
-        cfg["draft_dtype"] = activation_dtype(cfg.get("target_dtype"))
+        elif device.type != "cpu":
+            cfg["target_dtype"] = auto_dtype(device)
+    if cfg.get("draft_dtype") == AUTO_DTYPE:
+        if device.type != "cpu":
+            cfg["draft_dtype"] = auto_dtype(device)
+        elif cfg.get("target_dtype") in (*DTYPES, *QUANTIZED_DTYPES):
+            cfg["draft_dtype"] = activation_dtype(cfg.get("target_dtype"))
 
 
 def auto_meaning(cfg: Mapping) -> str | None:
-    """What `auto` would make of the pair's target here: this machine's measured (or the device's
-    ruled) dtype; None on a CPU where no load has measured it yet."""
+    """What `auto` would make of the pair's target here: the pinned dtype (``MTAD_TARGET_DTYPE``), else
+    this machine's measured (or the device's ruled) dtype; None on a CPU where no load has measured it yet."""
     resolved = pair_config({**cfg, "target_dtype": AUTO_DTYPE})["target_dtype"]
     return None if resolved == AUTO_DTYPE else resolved
 
