@@ -160,44 +160,8 @@ def speedup_bars(
     slower = slowdown_notes(frame, _table2_cells(cells, experiment, pair, overrides))
     fig = _new_figure(max(8.0, 1.9 * len(tasks) * max(1, len(methods)) / 4), 10.2 + 0.16 * len(slower))
     axes = fig.subplots(len(SPEEDUP_PANELS), 1, sharex=True)
-    width = 0.8 / max(1, len(methods))
     for ax, column in zip(axes, SPEEDUP_PANELS):
-        values = frame[column].astype(float) if column in frame else pd.Series([math.nan] * len(frame))
-        highs = frame[f"{column}_high"].astype(float) if f"{column}_high" in frame else pd.Series(dtype=float)
-        top = max([v for v in list(values) + list(highs) if _finite(v)] + [1.0]) * 1.42  # room for labels, legend
-        for j, method in enumerate(methods):
-            rows = frame[frame["method"] == method]
-            color, _ = _style(method)
-            for i, task in enumerate(tasks):
-                row = rows[rows["task"] == task].iloc[0]
-                x = i + (j - (len(methods) - 1) / 2) * width
-                value = float(row[column]) if column in row and _finite(row[column]) else math.nan
-                if row["missing"] or not _finite(value):
-                    reason = (
-                        row["status"]
-                        if row["missing"]
-                        else "no SpS cell"
-                        if column == "speedup_vs_sps"
-                        else "no sampling cell"
-                    )
-                    _missing_bar(ax, x, width, top, reason)
-                    continue
-                ax.bar(x, value, width * 0.92, color=color, edgecolor="black", linewidth=0.4)
-                bar_top = _error_bar(ax, x, value, _interval(row, column))
-                ax.text(
-                    x,
-                    bar_top + top * 0.012,
-                    fmt_number(value),
-                    ha="center",
-                    va="bottom",
-                    fontsize=7,
-                    rotation=90,
-                    bbox={"facecolor": "white", "edgecolor": "none", "pad": 0.6},
-                )
-        ax.axhline(1.0, color="black", linewidth=0.8, linestyle="--")
-        ax.set_ylim(0, top)
-        ax.set_ylabel(YLABELS[column])
-        ax.grid(axis="y", alpha=0.3)
+        _speedup_panel(ax, frame, column, tasks, methods)
     axes[0].set_title(
         "numbers on bars: the bar's value; dashed line: 1 (no speed-up; one token per target call); "
         "whiskers: 95% bootstrap interval (cells with ≥ 3 examples)",
@@ -212,6 +176,49 @@ def speedup_bars(
         fig, " · ".join([caption(frame), *slower]), f"Table 2 speed-ups and block efficiency — experiment {experiment}"
     )
     return fig
+
+
+def _speedup_panel(ax, frame: pd.DataFrame, column: str, tasks: list[str], methods: list[str]) -> None:
+    """One panel of ``speedup_bars``: ``column``'s bar per (task, method), grouped by task, each
+    with its whisker and value; the y axis tall enough for the labels and the legend above them."""
+    width = 0.8 / max(1, len(methods))
+    values = frame[column].astype(float) if column in frame else pd.Series([math.nan] * len(frame))
+    highs = frame[f"{column}_high"].astype(float) if f"{column}_high" in frame else pd.Series(dtype=float)
+    top = max([v for v in list(values) + list(highs) if _finite(v)] + [1.0]) * 1.42  # room for labels, legend
+    for j, method in enumerate(methods):
+        rows = frame[frame["method"] == method]
+        for i, task in enumerate(tasks):
+            row = rows[rows["task"] == task].iloc[0]
+            x = i + (j - (len(methods) - 1) / 2) * width
+            _speedup_bar(ax, row, column, x, width, top)
+    ax.axhline(1.0, color="black", linewidth=0.8, linestyle="--")
+    ax.set_ylim(0, top)
+    ax.set_ylabel(YLABELS[column])
+    ax.grid(axis="y", alpha=0.3)
+
+
+def _speedup_bar(ax, row: pd.Series, column: str, x: float, width: float, top: float) -> None:
+    """One cell's bar of ``column`` at ``x`` in its method's colour with its whisker and value
+    written above, or a hatched "missing" slot naming why there is no value."""
+    value = float(row[column]) if column in row and _finite(row[column]) else math.nan
+    if row["missing"] or not _finite(value):
+        reason = (
+            row["status"] if row["missing"] else "no SpS cell" if column == "speedup_vs_sps" else "no sampling cell"
+        )
+        _missing_bar(ax, x, width, top, reason)
+        return
+    ax.bar(x, value, width * 0.92, color=_style(row["method"])[0], edgecolor="black", linewidth=0.4)
+    bar_top = _error_bar(ax, x, value, _interval(row, column))
+    ax.text(
+        x,
+        bar_top + top * 0.012,
+        fmt_number(value),
+        ha="center",
+        va="bottom",
+        fontsize=7,
+        rotation=90,
+        bbox={"facecolor": "white", "edgecolor": "none", "pad": 0.6},
+    )
 
 
 def _table2_cells(cells: pd.DataFrame, experiment: str, pair: str | None, overrides: str | None) -> pd.DataFrame:
@@ -344,57 +351,12 @@ def quality_vs_speed(
             if column == "score" and task in dropped:
                 ax.remove()  # nothing to show: the reason goes in the caption, not an empty panel
                 continue
-            absent, plotted = [], 0
-            for row in rows.itertuples(index=False):
-                y = getattr(row, column, math.nan)
-                if row.missing or not _finite(y) or (column == "score" and row.score_name != score_name):
-                    absent.append(_label(row.method) + (f" ({row.status})" if row.missing else ""))
-                    continue
-                color, marker = _style(row.method)
-                ax.plot(
-                    row.tokens_per_s,
-                    y,
-                    linestyle="none",
-                    marker=marker,
-                    markersize=9,
-                    color=color,
-                    markeredgecolor="black",
-                    markeredgewidth=0.5,
-                    clip_on=False,  # a score at its bound (0) is drawn whole, on the axis
-                )
-                _error_bars_2d(
-                    ax,
-                    row.tokens_per_s,
-                    y,
-                    _interval(row._asdict(), "tokens_per_s"),
-                    _interval(row._asdict(), column),
-                    color,
-                )
-                plotted += 1
-            ax.grid(alpha=0.3)
-            ax.margins(0.15)
-            ax.set_xlabel(YLABELS["tokens_per_s"])
-            _keep_within(ax, *((1.0, math.inf) if column == "perplexity" else _score_bounds(task, score_name)))
-            if absent:
-                _missing_note(ax, column, absent, rows, plotted)
+            _quality_panel(ax, rows, column, task, score_name)
         axes[0, i].set_title(_task_label(task))
         axes[0, i].set_ylabel(YLABELS["perplexity"] if i == 0 else "perplexity")
         if task not in dropped and len(quantities) > 1:
             axes[1, i].set_ylabel(_score_label(task, score_name))
-    handles = [
-        Line2D(
-            [],
-            [],
-            linestyle="none",
-            marker=_style(m)[1],
-            color=_style(m)[0],
-            markeredgecolor="black",
-            markersize=8,
-            label=_label(m),
-        )
-        for m in methods
-    ]
-    fig.legend(handles=handles, loc="outside right upper", fontsize=9, frameon=False)
+    fig.legend(handles=_marker_handles(methods), loc="outside right upper", fontsize=9, frameon=False)
     _add_caption(
         fig,
         " · ".join(
@@ -407,6 +369,56 @@ def quality_vs_speed(
         f"Quality against speed per task — experiment {experiment}",
     )
     return fig
+
+
+def _quality_panel(ax, rows: pd.DataFrame, column: str, task: str, score_name: str | None) -> None:
+    """One task's panel of ``quality_vs_speed``: each method's ``column`` (perplexity or the task's
+    score) against its tokens/s with both intervals, the y axis inside the values the quantity can
+    take, and a note naming the methods it lacks."""
+    absent, plotted = [], 0
+    for row in rows.itertuples(index=False):
+        y = getattr(row, column, math.nan)
+        if row.missing or not _finite(y) or (column == "score" and row.score_name != score_name):
+            absent.append(_label(row.method) + (f" ({row.status})" if row.missing else ""))
+            continue
+        color, marker = _style(row.method)
+        ax.plot(
+            row.tokens_per_s,
+            y,
+            linestyle="none",
+            marker=marker,
+            markersize=9,
+            color=color,
+            markeredgecolor="black",
+            markeredgewidth=0.5,
+            clip_on=False,  # a score at its bound (0) is drawn whole, on the axis
+        )
+        intervals = (_interval(row._asdict(), "tokens_per_s"), _interval(row._asdict(), column))
+        _error_bars_2d(ax, row.tokens_per_s, y, *intervals, color)
+        plotted += 1
+    ax.grid(alpha=0.3)
+    ax.margins(0.15)
+    ax.set_xlabel(YLABELS["tokens_per_s"])
+    _keep_within(ax, *((1.0, math.inf) if column == "perplexity" else _score_bounds(task, score_name)))
+    if absent:
+        _missing_note(ax, column, absent, rows, plotted)
+
+
+def _marker_handles(methods: list[str]) -> list[Line2D]:
+    """The legend of ``quality_vs_speed``: each method's marker in its colour."""
+    return [
+        Line2D(
+            [],
+            [],
+            linestyle="none",
+            marker=_style(m)[1],
+            color=_style(m)[0],
+            markeredgecolor="black",
+            markersize=8,
+            label=_label(m),
+        )
+        for m in methods
+    ]
 
 
 def empty_score_panels(frame: pd.DataFrame) -> dict[str, str]:
@@ -476,46 +488,67 @@ def sweep_figure(
     nrows = math.ceil(len(panels) / ncols)
     fig = _new_figure(4.6 * ncols + 1.6, 3.9 * nrows + 0.9)
     axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
-    values = sorted(set(frame["value"]))
-    methods = list(dict.fromkeys(frame["method"]))
     intervals = sweep_intervals(frame, baselines)
     for ax, column in zip(axes, panels):
-        for method, rows in frame.groupby("method", sort=False):
-            color, marker = _style(method)
-            y = (
-                rows[column].map(lambda v: float(v) if _finite(v) else math.nan)
-                if column in rows
-                else pd.Series(math.nan, index=rows.index)
-            )
-            y[rows["missing"]] = math.nan  # NaN breaks the line: no segment drawn across a missing cell
-            ax.plot(
-                rows["value"],
-                y,
-                marker=marker,
-                color=color,
-                label=_label(method),
-                markeredgecolor="black",
-                markeredgewidth=0.4,
-            )
-            for x, value, row_intervals in zip(rows["value"], y, (intervals.get(i, {}) for i in rows.index)):
-                if _finite(value) and column in row_intervals:
-                    _error_bar(ax, x, value, row_intervals[column], color=color)
-            _missing_marks(
-                ax,
-                rows["value"][y.isna()],
-                color,
-                offset_pt=6.0 * (list(methods).index(method) - (len(methods) - 1) / 2),
-            )
+        _sweep_panel(ax, frame, column, intervals)
         _reference_lines(ax, column, baselines, per_value=swept_baseline(frame))
-        ax.set_xticks(values)
+        ax.set_xticks(sorted(set(frame["value"])))
         ax.set_xlabel(PARAM_LABELS.get(param, param))
         ax.set_ylabel(YLABELS.get(column, column))
         ax.grid(alpha=0.3)
+    fig.legend(handles=_sweep_handles(frame), loc="outside right upper", fontsize=9, frameon=False)
+    where = (
+        f"{frame['pair'].iloc[0]} on {_task_label(frame['task'].iloc[0])}"
+        if len(frame) and isinstance(frame["pair"].iloc[0], str)
+        else "no cells yet"
+    )
+    _add_caption(
+        fig, _sweep_caption(frame, baselines, param), f"{PARAM_LABELS.get(param, param).split(' (')[0]} sweep — {where}"
+    )
+    return fig
+
+
+def _sweep_panel(ax, frame: pd.DataFrame, column: str, intervals: dict) -> None:
+    """One panel of ``sweep_figure``: each method's ``column`` against the swept value as a line
+    broken at missing cells, whiskers where ``intervals`` (``sweep_intervals``) has one, and an x on
+    the axis, side by side per method, at each value it lacks."""
+    methods = list(dict.fromkeys(frame["method"]))
+    for method, rows in frame.groupby("method", sort=False):
+        color, marker = _style(method)
+        y = (
+            rows[column].map(lambda v: float(v) if _finite(v) else math.nan)
+            if column in rows
+            else pd.Series(math.nan, index=rows.index)
+        )
+        y[rows["missing"]] = math.nan  # NaN breaks the line: no segment drawn across a missing cell
+        ax.plot(
+            rows["value"],
+            y,
+            marker=marker,
+            color=color,
+            label=_label(method),
+            markeredgecolor="black",
+            markeredgewidth=0.4,
+        )
+        for x, value, row_intervals in zip(rows["value"], y, (intervals.get(i, {}) for i in rows.index)):
+            if _finite(value) and column in row_intervals:
+                _error_bar(ax, x, value, row_intervals[column], color=color)
+        _missing_marks(
+            ax,
+            rows["value"][y.isna()],
+            color,
+            offset_pt=6.0 * (methods.index(method) - (len(methods) - 1) / 2),
+        )
+
+
+def _sweep_handles(frame: pd.DataFrame) -> list[Line2D]:
+    """The legend of ``sweep_figure``: each method's line and marker, sampling's reference line and
+    the missing-cell mark."""
     handles = [
         Line2D([], [], color=_style(m)[0], marker=_style(m)[1], markeredgecolor="black", label=_label(m))
         for m in dict.fromkeys(frame["method"])
     ]
-    handles += [
+    return handles + [
         Line2D([], [], color="black", linestyle="--", label="sampling (reference)"),
         Line2D(
             [],
@@ -527,24 +560,21 @@ def sweep_figure(
             label="× on x axis: missing\n(method's colour)",
         ),
     ]
-    fig.legend(handles=handles, loc="outside right upper", fontsize=9, frameon=False)
-    where = (
-        f"{frame['pair'].iloc[0]} on {_task_label(frame['task'].iloc[0])}"
-        if len(frame) and isinstance(frame["pair"].iloc[0], str)
-        else "no cells yet"
-    )
+
+
+def _sweep_caption(frame: pd.DataFrame, baselines: pd.DataFrame, param: str) -> str:
+    """The caption of ``sweep_figure``: the cells' ``caption``, the planned points that are missing
+    per method, and what the whiskers are."""
     gaps = frame[frame["missing"]]
     listed = "; ".join(
         f"{_label(m)} {PARAM_SYMBOLS.get(param, param)}={', '.join(fmt_value(v, 'g') for v in g['value'])}"
         for m, g in gaps.groupby("method", sort=False)
     )
-    text = (
+    return (
         caption(frame, baselines)
         + (f" · missing: {listed}" if listed else "")
         + " · whiskers: 95% bootstrap intervals over examples (cells with ≥ 3)"
     )
-    _add_caption(fig, text, f"{PARAM_LABELS.get(param, param).split(' (')[0]} sweep — {where}")
-    return fig
 
 
 def _missing_marks(ax, xs, color: str, offset_pt: float = 0.0) -> None:
