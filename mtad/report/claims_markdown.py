@@ -162,8 +162,18 @@ def _claim_row(claim: dict) -> list[str]:
 
 
 def to_markdown(report: dict) -> str:
-    design = report["design"]
-    lines = [
+    """The whole report: the header (versions, rule, design), the claims table, and C5's and C6's
+    sections where the report holds the tiny models' results."""
+    lines = [*_header_lines(report), "", *claims_table(report)]
+    theory = report.get("theory") or {}
+    if theory:
+        lines += _c5_lines(theory) + _c6_lines(theory)
+    return "\n".join(lines) + "\n"
+
+
+def _header_lines(report: dict) -> list[str]:
+    """The title, the paper versions tested, the verdict rule and the design behind the estimates."""
+    return [
         f"# Claims of the paper, tested — experiment `{report['experiment']}`, pair `{report['pair']}`",
         "",
         f"Paper: {CITATION}. Versions whose figures are tested (each row names its own):",
@@ -175,6 +185,15 @@ def to_markdown(report: dict) -> str:
         "",
         f"**Verdict rule.** {report['rule']}",
         "",
+        *_design_lines(report),
+    ]
+
+
+def _design_lines(report: dict) -> list[str]:
+    """The design bullets: intervals, timing, power, machine and code, prompts per task, the cells'
+    coverage and where the report was built from."""
+    design = report["design"]
+    return [
         f"- intervals: {int(100 * report['confidence'])}% paired bootstrap over prompts "
         f"({report['interval_method']}, {report['resamples']} resamples; percentile where BCa is undefined); "
         f"every method ran on the same prompts with the same per-sample seeds",
@@ -185,72 +204,102 @@ def to_markdown(report: dict) -> str:
         f"- machine: {', '.join(design['machine']) or 'unknown'}; dtype: {', '.join(design['dtype']) or '?'}; "
         f"torch threads: {', '.join(design['threads']) or '?'}; seed: {', '.join(design['seed']) or '?'}; "
         f"commit(s): {', '.join(c[:10] for c in design['commits']) or 'unknown'}",
-        *[
-            f"- prompts `{task}`: "
-            + ", ".join(f"{m} {n}" for m, n in t["examples_per_method"].items())
-            + f" of {t['examples_planned']} planned, ≤ {t['max_new_tokens']} new tokens"
-            + ("" if t["status"] == ["complete"] else f" (cells: {', '.join(t['status'])})")
-            for task, t in design["tasks"].items()
-        ],
+        *[_prompts_line(task, t) for task, t in design["tasks"].items()],
         *_coverage_lines(report.get("coverage")),
         f"- built {report['built']} from `{report['results_root']}/{report['experiment']}`",
-        "",
-        *claims_table(report),
     ]
-    theory = report.get("theory") or {}
-    if theory:
-        lines += [
-            "",
-            "## C5 — MTAD and MMTAD against exact multi-token joint decoding (tiny models)",
-            "",
-            THEORY_STATEMENT,
-            "",
-            _theory_setting(theory),
-            "",
-            "| point | E[log p]: sampling | exact MTJD | MTAD, 95% CI | MMTAD, 95% CI | TV(sampling, MTJD) | "
-            "TV(MTAD, MTJD) | TV(MMTAD, MTJD) | noise floor | verdict MTAD / MMTAD |",
-            "|---|---|---|---|---|---|---|---|---|---|",
-        ]
-        for row in theory["approximation"]:
-            e, m = row["exact"], row["methods"]
-            star = " (paper's point)" if row["point"]["operating"] else ""
-            lines.append(
-                f"| {row['label']}{star} | {fmt(e['sampling_logp'], 'logprob')} | "
-                f"{fmt(e['mtjd_logp'], 'logprob')} | {fmt_interval(m['mtad']['logp'], 'logprob')} | "
-                f"{fmt_interval(m['mmtad']['logp'], 'logprob')} | {e['tv_sampling_mtjd']:.3f} | "
-                f"{_tv(m['mtad']['tv_mtjd'])} | {_tv(m['mmtad']['tv_mtjd'])} | {e['noise_floor']:.3f} | "
-                f"{_c5_verdict(m['mtad'])} / {_c5_verdict(m['mmtad'])} |"
-            )
-        check = theory["zero_distance_check"]
-        if theory.get("holm"):
-            lines += ["", _holm_line(theory["holm"])]
-        lines += [
-            "",
-            f"Zero distance where the maths says so: with q = p, W = 1 and no truncation the single beam is "
-            f"drawn from p itself and every block is accepted for any τ < 1, so MTAD's first γ = {check['gamma']} "
-            f"tokens follow exact MTJD; chi-square over {check['runs']} runs: p = {check['pvalue']:.3g}, "
-            f"TV = {check['tv']:.3f} (**{check['verdict']}** at α = {check['alpha']}){_detects(check)}.",
-            "",
-            "## C6 — the baselines are exact (tiny model)",
-            "",
-            "The first tokens of each lossless method against the target's enumerated distribution (the "
-            "chi-square test of the exactness tests; cells expecting < 5 draws pooled). Verdict: reproduced "
-            "when the test does not reject at α; a test that does not reject vouches only for distances it "
-            "can see, so each row states the smallest TV it detects with 80% power (in the direction "
-            "hardest to see among its cells).",
-            "",
-            "| method | parameters | processing | tokens | runs | chi-square p | TV | detects TV ≥ (80% power) | α | verdict |",  # noqa: E501 (a table's header row)
-            "|---|---|---|---|---|---|---|---|---|---|",
-        ]
-        for row in theory["exactness"]:
-            params = ", ".join(f"{k}={v}" for k, v in row["params"].items())
-            processing = ", ".join(f"{k} {v}" for k, v in row["processing"].items())
-            lines.append(
-                f"| {row['method']} | {params} | {processing} | {row['tokens']} | {row['runs']} | "
-                f"{row['pvalue']:.3g} | {row['tv']:.3f} | {_fmt3(row.get('detectable_tv'))} | {row['alpha']} | "
-                f"{row['verdict']} |"
-            )
-    return "\n".join(lines) + "\n"
+
+
+def _prompts_line(task: str, t: dict) -> str:
+    """One task's prompts per method against those planned, and its token limit."""
+    return (
+        f"- prompts `{task}`: "
+        + ", ".join(f"{m} {n}" for m, n in t["examples_per_method"].items())
+        + f" of {t['examples_planned']} planned, ≤ {t['max_new_tokens']} new tokens"
+        + ("" if t["status"] == ["complete"] else f" (cells: {', '.join(t['status'])})")
+    )
+
+
+C5_HEADER = (
+    "| point | E[log p]: sampling | exact MTJD | MTAD, 95% CI | MMTAD, 95% CI | TV(sampling, MTJD) | "
+    "TV(MTAD, MTJD) | TV(MMTAD, MTJD) | noise floor | verdict MTAD / MMTAD |"
+)
+C6_INTRO = (
+    "The first tokens of each lossless method against the target's enumerated distribution (the "
+    "chi-square test of the exactness tests; cells expecting < 5 draws pooled). Verdict: reproduced "
+    "when the test does not reject at α; a test that does not reject vouches only for distances it "
+    "can see, so each row states the smallest TV it detects with 80% power (in the direction "
+    "hardest to see among its cells)."
+)
+C6_HEADER = (
+    "| method | parameters | processing | tokens | runs | chi-square p | TV | detects TV ≥ (80% power) | α | verdict |"  # noqa: E501 (a table's header row)
+)
+
+
+def _c5_lines(theory: dict) -> list[str]:
+    """C5's section: the statement tested, the setting, one row per point, Holm's note and the
+    zero-distance check."""
+    lines = [
+        "",
+        "## C5 — MTAD and MMTAD against exact multi-token joint decoding (tiny models)",
+        "",
+        THEORY_STATEMENT,
+        "",
+        _theory_setting(theory),
+        "",
+        C5_HEADER,
+        "|---|---|---|---|---|---|---|---|---|---|",
+        *map(_c5_row, theory["approximation"]),
+    ]
+    if theory.get("holm"):
+        lines += ["", _holm_line(theory["holm"])]
+    check = theory["zero_distance_check"]
+    return lines + [
+        "",
+        f"Zero distance where the maths says so: with q = p, W = 1 and no truncation the single beam is "
+        f"drawn from p itself and every block is accepted for any τ < 1, so MTAD's first γ = {check['gamma']} "
+        f"tokens follow exact MTJD; chi-square over {check['runs']} runs: p = {check['pvalue']:.3g}, "
+        f"TV = {check['tv']:.3f} (**{check['verdict']}** at α = {check['alpha']}){_detects(check)}.",
+    ]
+
+
+def _c5_row(row: dict) -> str:
+    """One C5 point: exact E[log p] of sampling and MTJD, MTAD's and MMTAD's with their intervals,
+    the distances to MTJD, the noise floor and the verdicts."""
+    e, m = row["exact"], row["methods"]
+    star = " (paper's point)" if row["point"]["operating"] else ""
+    return (
+        f"| {row['label']}{star} | {fmt(e['sampling_logp'], 'logprob')} | "
+        f"{fmt(e['mtjd_logp'], 'logprob')} | {fmt_interval(m['mtad']['logp'], 'logprob')} | "
+        f"{fmt_interval(m['mmtad']['logp'], 'logprob')} | {e['tv_sampling_mtjd']:.3f} | "
+        f"{_tv(m['mtad']['tv_mtjd'])} | {_tv(m['mmtad']['tv_mtjd'])} | {e['noise_floor']:.3f} | "
+        f"{_c5_verdict(m['mtad'])} / {_c5_verdict(m['mmtad'])} |"
+    )
+
+
+def _c6_lines(theory: dict) -> list[str]:
+    """C6's section: what is tested, then one chi-square test per lossless method configuration."""
+    return [
+        "",
+        "## C6 — the baselines are exact (tiny model)",
+        "",
+        C6_INTRO,
+        "",
+        C6_HEADER,
+        "|---|---|---|---|---|---|---|---|---|---|",
+        *map(_c6_row, theory["exactness"]),
+    ]
+
+
+def _c6_row(row: dict) -> str:
+    """One C6 test: the method and its settings, the draws, the p-value, TV and what it can detect."""
+    params = ", ".join(f"{k}={v}" for k, v in row["params"].items())
+    processing = ", ".join(f"{k} {v}" for k, v in row["processing"].items())
+    return (
+        f"| {row['method']} | {params} | {processing} | {row['tokens']} | {row['runs']} | "
+        f"{row['pvalue']:.3g} | {row['tv']:.3f} | {_fmt3(row.get('detectable_tv'))} | {row['alpha']} | "
+        f"{row['verdict']} |"
+    )
 
 
 def _fmt3(value) -> str:
