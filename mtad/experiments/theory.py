@@ -202,12 +202,7 @@ def approximation_row(
 ) -> dict:
     """Joint log-likelihoods and distances to exact MTJD at one point (keys in the module doc)."""
     target, other = tiny_pair(point.vocab)
-    if point.draft.startswith("TV "):
-        draft, weight, draft_tv = draft_at_distance(target, other, float(point.draft[3:]), point.gamma)
-    else:
-        draft, weight = (target, 0.0) if point.draft == "q = p" else (other, 1.0)
-        draft_tv = per_token_tv(target, draft, point.gamma)
-    distance = {"mixing_weight": weight, "per_token_tv": draft_tv}
+    draft, distance = _point_draft(point, target, other)
     processing = {"temperature": 1.0, "top_k": settings.top_k, "top_p": settings.top_p}
     _, logp = joint_block_logprobs(target, PROMPT[0], point.gamma)  # [N] raw joint log p of every block
     logp = logp.double()
@@ -239,29 +234,61 @@ def approximation_row(
         "replacement": point.replacement,
         **processing,
     }
+    exact = Enumerated(logp_np, mtjd_np, sampling_logp, sampling_draws)
     for method in APPROXIMATORS:
         draws = draws_from_counts(empirical_counts(method, target, draft, params, PROMPT, point.gamma, settings.runs))
-        logp_draws = logp_np[draws]
-        gain = iv.bootstrap_interval(
-            lambda x, axis=-1: np.mean(x, axis=axis) - sampling_logp,
-            [logp_draws],
-            method="percentile",
-            resamples=resamples,
-            confidence=confidence,
-        )
-        row["methods"][method] = {
-            "logp": _interval(iv.mean, [logp_draws], confidence, resamples),
-            "logp_gain": gain.as_dict(),
-            "verdict": iv.verdict(gain, 0.0, +1),
-            "tv_mtjd": _interval(lambda d, axis=-1: tv_of_draws(d, mtjd_np, axis), [draws], confidence, resamples),
-            "tv_gain": _interval(
-                lambda a, b, axis=-1: tv_of_draws(a, mtjd_np, axis) - tv_of_draws(b, mtjd_np, axis),
-                [draws, sampling_draws],
-                confidence,
-                resamples,
-            ),
-        }
+        row["methods"][method] = method_entry(draws, exact, confidence, resamples)
     return row
+
+
+def _point_draft(point: TheoryPoint, target, other) -> tuple[object, dict]:
+    """The point's draft (the target itself for q = p, ``other`` for q ≠ p, or a mixture of the two
+    at the point's per-token TV) and its distance from the target: the mixing weight toward
+    ``other`` and the measured per-token TV (``per_token_tv``)."""
+    if point.draft.startswith("TV "):
+        draft, weight, draft_tv = draft_at_distance(target, other, float(point.draft[3:]), point.gamma)
+    else:
+        draft, weight = (target, 0.0) if point.draft == "q = p" else (other, 1.0)
+        draft_tv = per_token_tv(target, draft, point.gamma)
+    return draft, {"mixing_weight": weight, "per_token_tv": draft_tv}
+
+
+@dataclass(frozen=True)
+class Enumerated:
+    """What one point's enumeration gives every method's entry: the raw joint log p of every block
+    ([N]), exact MTJD's law over them ([N]), sampling's exact E[log p], and as many exact draws of
+    sampling's blocks as the decoders ran ([runs] block indices)."""
+
+    logp: np.ndarray
+    mtjd: np.ndarray
+    sampling_logp: float
+    sampling_draws: np.ndarray
+
+
+def method_entry(draws: np.ndarray, exact: Enumerated, confidence: float, resamples: int) -> dict:
+    """One method's entry at a point from its ``draws`` ([runs] block indices): E[log p] and its gain
+    over sampling's with the verdict on the gain, its TV to exact MTJD, and that TV over sampling's,
+    each with a percentile bootstrap interval."""
+    logp_draws = exact.logp[draws]
+    gain = iv.bootstrap_interval(
+        lambda x, axis=-1: np.mean(x, axis=axis) - exact.sampling_logp,
+        [logp_draws],
+        method="percentile",
+        resamples=resamples,
+        confidence=confidence,
+    )
+    return {
+        "logp": _interval(iv.mean, [logp_draws], confidence, resamples),
+        "logp_gain": gain.as_dict(),
+        "verdict": iv.verdict(gain, 0.0, +1),
+        "tv_mtjd": _interval(lambda d, axis=-1: tv_of_draws(d, exact.mtjd, axis), [draws], confidence, resamples),
+        "tv_gain": _interval(
+            lambda a, b, axis=-1: tv_of_draws(a, exact.mtjd, axis) - tv_of_draws(b, exact.mtjd, axis),
+            [draws, exact.sampling_draws],
+            confidence,
+            resamples,
+        ),
+    }
 
 
 def approximation_rows(
