@@ -263,7 +263,8 @@ def test_ids_that_are_not_token_ids_of_the_target_are_refused(ids, message):
 def test_a_prompt_beyond_the_context_warns():
     target = tiny_llama(0, vocab=VOCAB)
     context = target.config.max_position_embeddings
-    with pytest.warns(UserWarning, match=f"exceed the target's context of {context} positions"):
+    with pytest.warns(UserWarning, match=f"exceed the target's context of {context} positions") as caught:
         get_decoder("sampling", target=target).generate(
             torch.randint(0, VOCAB, (1, context - 1)), max_new_tokens=2, generator=torch.Generator().manual_seed(0)
         )
+    assert caught[0].filename == __file__  # the warning names the caller's line, not the engine's
