@@ -41,8 +41,8 @@ from omegaconf import DictConfig, OmegaConf
 from mtad import configs, provenance
 from mtad.runner.cell import (
     CellIncomplete,
-    CellPlan,
-    CellRun,
+    CellRecords,
+    CellSettings,
     failures_recorded,
     incomplete,
     missing_or_fail,
@@ -53,24 +53,24 @@ from mtad.runner.interrupt import INTERRUPTED, interrupted_line
 from mtad.runner.layout import resolve_cell
 from mtad.runner.lock import cell_lock
 from mtad.runner.offline import settle_hub_access
-from mtad.runner.session import CellSession
+from mtad.runner.session import PairSession
 
 log = logging.getLogger("mtad.run")
 STARTED: list = []  # the folders of the cells this process has begun: what Ctrl-C reports as kept
 
 
-def run_cell(cfg: DictConfig, plan: CellPlan, logger) -> dict:
+def run_cell(cfg: DictConfig, plan: CellSettings, logger) -> dict:
     """Generate, score and record the examples of one cell that are not done yet (the cell is held):
     a session of one cell (``mtad.runner.session``)."""
     from tqdm import tqdm
 
-    run = CellRun(plan, logger=logger)
+    run = CellRecords(plan, logger=logger)
     log.info("%s", run.describe())
     finished = run.finished_metrics()
     if finished is not None:
         log.info("cell %s is complete: nothing to do", plan.cell.name)
         return finished
-    session = CellSession(cfg, {plan.cell.method: run})
+    session = PairSession(cfg, {plan.cell.method: run})
     session.open()
     session.warm_up(run.pending[0] if run.pending else None, [plan.cell.method])
     for example in tqdm(list(run.pending), desc=plan.cell.name, disable=not cfg.progress, dynamic_ncols=True):

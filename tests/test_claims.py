@@ -355,7 +355,7 @@ def test_interleaved_cells_have_the_runner_lifecycle(tmp_path, suite_data, monke
     """The interleaved order shares mtad-run's cell lifecycle: a task whose data is absent is marked
     missing (missing_data=mark) while the others run; a failure writes error.txt into every cell it
     held that is not complete; a rerun resumes and clears it."""
-    from mtad.runner.loop import CellRunner
+    from mtad.runner.loop import ExampleLoop
 
     summary = _interleaved(tmp_path, suite_data, "+per_task.cnndm.file=/nonexistent/cnndm.jsonl", "missing_data=mark")
     assert {key: m["status"] for key, m in summary["metrics"].items()} == {
@@ -368,7 +368,7 @@ def test_interleaved_cells_have_the_runner_lifecycle(tmp_path, suite_data, monke
         missing = json.loads(metrics.read_text())
         assert missing["status"] == "missing" and "/nonexistent/cnndm.jsonl" in missing["missing_reason"]
 
-    real = CellRunner.run_example
+    real = ExampleLoop.run_example
     calls = []
 
     def fail_on_the_third(self, example):
@@ -377,7 +377,7 @@ def test_interleaved_cells_have_the_runner_lifecycle(tmp_path, suite_data, monke
             raise RuntimeError("injected failure")
         return real(self, example)
 
-    monkeypatch.setattr(CellRunner, "run_example", fail_on_the_third)
+    monkeypatch.setattr(ExampleLoop, "run_example", fail_on_the_third)
     with pytest.raises(RuntimeError, match="injected failure"):
         _interleaved(tmp_path / "second", suite_data)
     second = tmp_path / "second" / "runs" / "claims_tiny" / "tiny_llama"
@@ -388,7 +388,7 @@ def test_interleaved_cells_have_the_runner_lifecycle(tmp_path, suite_data, monke
         + len(records(second / "chat" / "sps" / "samples.jsonl"))
         == 2
     )  # the two generations before the failure are kept
-    monkeypatch.setattr(CellRunner, "run_example", real)
+    monkeypatch.setattr(ExampleLoop, "run_example", real)
     resumed = _interleaved(tmp_path / "second", suite_data)
     assert all(m["status"] == "complete" for m in resumed["metrics"].values())
     assert not list(second.rglob("error.txt"))

@@ -18,11 +18,11 @@ from mtad.records import read_records
 SLOWED = """
 import time
 import mtad.runner.session as session
-_run = session.CellSession.run
+_run = session.PairSession.run
 def run(self, key, example):
     _run(self, key, example)
     time.sleep(0.4)
-session.CellSession.run = run
+session.PairSession.run = run
 """
 ENTRIES = {
     "mtad-run": "from mtad.run import main; main()",

@@ -269,9 +269,9 @@ def test_judge_connection_settings_are_not_part_of_a_cells_identity(tmp_path):
     from omegaconf import OmegaConf
     from test_configs import compose_cfg
 
-    from mtad.runner.layout import ENV, Cell, cell_identity, check_identity
+    from mtad.runner.layout import ENV, CellAddress, cell_identity, check_identity
 
-    cell = Cell("e", "tiny_llama", "mtbench", "sampling", "", tmp_path)
+    cell = CellAddress("e", "tiny_llama", "mtbench", "sampling", "", tmp_path)
 
     def identity(*overrides):
         cfg = compose_cfg(["pair=tiny_llama", "task=mtbench", *overrides])

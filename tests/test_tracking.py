@@ -106,10 +106,11 @@ def test_failed_cell_still_finishes_the_logger(monkeypatch, tmp_path):
     import hydra.utils
     from hydra.core.hydra_config import HydraConfig
 
-    from mtad.runner.layout import Cell
+    from mtad.runner.layout import CellAddress
 
     monkeypatch.setattr(HydraConfig, "get", staticmethod(lambda: None))
-    monkeypatch.setattr(run, "resolve_cell", lambda cfg, hydra_config: Cell("e", "p", "t", "m", "", tmp_path / "cell"))
+    address = CellAddress("e", "p", "t", "m", "", tmp_path / "cell")
+    monkeypatch.setattr(run, "resolve_cell", lambda cfg, hydra_config: address)
     monkeypatch.setattr(run, "plan_cell", lambda cfg, cell: None)
     monkeypatch.setattr(run, "run_cell", boom)
     monkeypatch.setattr(hydra.utils, "instantiate", lambda *a, **k: SpyLogger())

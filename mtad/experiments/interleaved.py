@@ -16,7 +16,7 @@ skips every (prompt, method) already in its cell's ``samples.jsonl`` and scores 
 a task could not score before. ``max_minutes`` stops starting new prompts after that long; the
 cells are then ``incomplete`` and a rerun continues them. Each cell's lifecycle (resume, records, metrics,
 env.json, error.txt, ``missing_data``) is ``mtad.runner.cell``'s and the resources every cell
-shares (pair, decoders, devices, energy, warm-up) one ``mtad.runner.session.CellSession``'s, as
+shares (pair, decoders, devices, energy, warm-up) one ``mtad.runner.session.PairSession``'s, as
 for ``mtad-run``, whose single cell is this with one method and one task; no tracker
 run is opened (one per cell cannot be open at once), so ``logger`` is ignored here.
 
@@ -35,10 +35,10 @@ from itertools import zip_longest
 from omegaconf import DictConfig
 
 from mtad.configs import compose
-from mtad.runner.cell import CellPlan, CellRun, failures_recorded, missing_or_fail, plan_cell
-from mtad.runner.layout import Cell, cell_directory, override_dirname
+from mtad.runner.cell import CellRecords, CellSettings, failures_recorded, missing_or_fail, plan_cell
+from mtad.runner.layout import CellAddress, cell_directory, override_dirname
 from mtad.runner.lock import cell_lock
-from mtad.runner.session import CellSession
+from mtad.runner.session import PairSession
 
 log = logging.getLogger("mtad.interleaved")
 
@@ -98,7 +98,7 @@ def rotated(methods: list[str], k: int) -> list[str]:
 
 def plan_cells(
     overrides: list[str], methods: list[str], tasks: list[str], variants: list[Variant] = ()
-) -> dict[tuple[str, str], CellPlan]:
+) -> dict[tuple[str, str], CellSettings]:
     """Every (task, key) cell's checked settings, in the directory ``mtad-run`` would use for its
     method and overrides (a variant's added to the run's)."""
     keys = columns(methods, variants)
@@ -108,7 +108,7 @@ def plan_cells(
         command_line = [*overrides, *extra]
         overrides_dir = override_dirname(command_line)
         directory = cell_directory(cfg.results_root, cfg.experiment_name, cfg.pair.name, t, method, overrides_dir)
-        cell = Cell(cfg.experiment_name, cfg.pair.name, t, method, overrides_dir, directory, tuple(command_line))
+        cell = CellAddress(cfg.experiment_name, cfg.pair.name, t, method, overrides_dir, directory, tuple(command_line))
         plans[(t, k)] = plan_cell(cfg, cell)
     return plans
 
@@ -135,7 +135,7 @@ def run_interleaved(
         return _run_held(plans, keys, tasks, max_minutes, progress)
 
 
-def _open_runs(plans: dict[tuple[str, str], CellPlan], methods, tasks) -> dict[tuple[str, str], CellRun]:
+def _open_runs(plans: dict[tuple[str, str], CellSettings], methods, tasks) -> dict[tuple[str, str], CellRecords]:
     """Every cell's resume state, each task's examples read once; a task whose data is absent is
     marked missing (``missing_data=mark``) and left out, or fails the run."""
     from mtad.data import DataMissingError
@@ -149,7 +149,7 @@ def _open_runs(plans: dict[tuple[str, str], CellPlan], methods, tasks) -> dict[t
             missing_or_fail(task_plans[methods[0]].cfg, [p.cell for p in task_plans.values()], exc)
             continue
         for m, plan in task_plans.items():
-            runs[(t, m)] = CellRun(plan, examples=examples)
+            runs[(t, m)] = CellRecords(plan, examples=examples)
     return runs
 
 
@@ -162,7 +162,7 @@ def _run_held(plans, methods, tasks, max_minutes, progress) -> dict:
     tasks = [t for t in tasks if (t, methods[0]) in runs]
     if not tasks:
         return {"metrics": {}, "stopped_by_time_limit": False, "minutes": 0.0}
-    session = CellSession(first, runs)
+    session = PairSession(first, runs)
     session.open()
 
     prompts = schedule({t: runs[(t, methods[0])].examples for t in tasks})

@@ -2,7 +2,7 @@
 ``mtad.experiments.interleaved`` (several cells, methods alternating within each prompt).
 
     plan = plan_cell(cfg, cell)        # every setting checked: nothing read, nothing written
-    run = CellRun(plan)                # resume state: finished records, pending examples, answers to score again
+    run = CellRecords(plan)                # resume state: finished records, pending examples, answers to score again
     run.finished_metrics()             # metrics.json when the cell is complete and nothing is left to do
     run.start(environment)             # env.json: machine, versions, code state, the cell's identity and config
     run.rescore()                      # answers the task could not score before, scored from their text
@@ -42,7 +42,7 @@ from mtad.runner.checks import (
     explain_os_error,
     task_settings,
 )
-from mtad.runner.layout import ENV, ERROR, METRICS, SAMPLES, Cell, cell_identity, check_identity, is_complete
+from mtad.runner.layout import ENV, ERROR, METRICS, SAMPLES, CellAddress, cell_identity, check_identity, is_complete
 from mtad.runner.lock import CellBusy
 from mtad.runner.loop import needs_rescoring, rescore
 from mtad.runner.progress import announce_cell
@@ -61,11 +61,11 @@ def now() -> str:
 
 
 @dataclass(frozen=True)
-class CellPlan:
+class CellSettings:
     """A cell's checked settings: everything decided before data or models are touched."""
 
     cfg: DictConfig
-    cell: Cell
+    cell: CellAddress
     task: object
     limit: int | None
     method_settings: object  # the method's frozen settings (mtad/decoding/params.py), built once
@@ -77,7 +77,7 @@ class CellPlan:
         return asdict(self.method_settings)
 
 
-def plan_cell(cfg: DictConfig, cell: Cell) -> CellPlan:
+def plan_cell(cfg: DictConfig, cell: CellAddress) -> CellSettings:
     """Check every setting of the cell; nothing is read or written yet."""
     check_run_settings(cfg)
     if cfg.missing_data not in MISSING_DATA_MODES:
@@ -91,17 +91,17 @@ def plan_cell(cfg: DictConfig, cell: Cell) -> CellPlan:
     check_writable(cache_root(), "MTAD_CACHE (the cache of converted models and wheels)")
     identity = cell_identity(cfg, cell, options)
     check_identity(cell.directory, identity)
-    return CellPlan(cfg, cell, task, limit, method_settings, identity)
+    return CellSettings(cfg, cell, task, limit, method_settings, identity)
 
 
-class CellRun:
+class CellRecords:
     """The records of one cell as a run resumes it, and the files it writes.
 
     ``examples`` are the task's examples up to the plan's limit (read here unless given); a
     ``logger`` (conf/logger) receives every finished example and the cell's metrics.
     """
 
-    def __init__(self, plan: CellPlan, examples: list[dict] | None = None, logger=None):
+    def __init__(self, plan: CellSettings, examples: list[dict] | None = None, logger=None):
         from mtad.tracking import NullLogger
 
         announce_cell(plan.cell.name)  # in a multirun: cell k of n, the cells done, the ETA
@@ -270,7 +270,7 @@ def conditions_summary(records: list[dict], example_ids: list[str], runs: list[d
     return {"conditions": "mixed", "tokens_per_s_by_run": per_run}
 
 
-def named(cell: Cell) -> dict:
+def named(cell: CellAddress) -> dict:
     """The cell's name and identity parts, the head of its metrics.json."""
     parts = {"experiment": cell.experiment, "pair": cell.pair, "task": cell.task, "method": cell.method}
     return {"cell": cell.name, **parts, "overrides": cell.overrides}
@@ -284,7 +284,7 @@ def incomplete(metrics: dict) -> CellIncomplete | None:
 
 
 # -- failures -------------------------------------------------------------------------------
-def mark_missing(cell: Cell, exc: Exception) -> dict:
+def mark_missing(cell: CellAddress, exc: Exception) -> dict:
     """``missing_data=mark``: record that the cell's data is absent (why, and the command that
     gets it) instead of failing; a complete cell is left as it is."""
     if is_complete(cell.directory):
@@ -303,7 +303,7 @@ def mark_missing(cell: Cell, exc: Exception) -> dict:
     return metrics
 
 
-def record_failure(cell: Cell) -> None:
+def record_failure(cell: CellAddress) -> None:
     """error.txt (the traceback being handled) into the cell that failed, never into a complete one;
     a cell that failed before it wrote a record (models or data refused) leaves no folder."""
     if is_complete(cell.directory):
@@ -320,12 +320,12 @@ def record_failure(cell: Cell) -> None:
         log.error("cell %s failed; could not write %s (%s)", cell.name, cell.directory / ERROR, exc.strerror)
 
 
-def written(cell: Cell) -> bool:
+def written(cell: CellAddress) -> bool:
     """Whether the cell's folder holds any record (of this run or an earlier one)."""
     return any((cell.directory / name).exists() for name in (SAMPLES, ENV, METRICS, ERROR))
 
 
-def remove_unwritten(cell: Cell) -> None:
+def remove_unwritten(cell: CellAddress) -> None:
     """The folder of a cell that holds nothing but its lock, and its parents that hold nothing else."""
     from mtad.runner.lock import HOLDER, LOCK
 
@@ -340,7 +340,7 @@ def remove_unwritten(cell: Cell) -> None:
         folder = folder.parent
 
 
-def missing_or_fail(cfg: DictConfig, cells: list[Cell], exc: Exception) -> list[dict]:
+def missing_or_fail(cfg: DictConfig, cells: list[CellAddress], exc: Exception) -> list[dict]:
     """Data of ``cells`` is absent: marked missing (``missing_data=mark``; their metrics), else
     recorded as failed and raised as one line."""
     if cfg.missing_data == "mark":
@@ -369,7 +369,7 @@ def folder_settings(cfg: DictConfig) -> dict[str, Path]:
 
 
 @contextmanager
-def failures_recorded(cfg: DictConfig, cells: list[Cell]):
+def failures_recorded(cfg: DictConfig, cells: list[CellAddress]):
     """A failure inside is written to each of ``cells`` (``record_failure``) and raised; one that a
     setting explains (an unusable sandbox, an unwritable folder) is raised as a one-line
     SettingError. Another run holding a cell, or a cell left incomplete, is no failure."""

@@ -44,7 +44,11 @@ NEUTRAL_PREFIXES = ("logger.", "energy.", "hydra.", "hydra/")
 
 
 @dataclass(frozen=True)
-class Cell:
+class CellAddress:
+    """Where a cell lives (`directory`) and the settings that name it; the settings it runs are
+    `cell.CellSettings`, its records `cell.CellRecords`, its loop `loop.ExampleLoop`, and the pair
+    its runs share `session.PairSession`."""
+
     experiment: str
     pair: str
     task: str
@@ -97,7 +101,7 @@ def is_complete(directory: Path) -> bool:
     return read_json(Path(directory) / METRICS).get("status") == "complete"
 
 
-def resolve_cell(cfg, hydra_config) -> Cell:
+def resolve_cell(cfg, hydra_config) -> CellAddress:
     choices = hydra_config.runtime.choices
     names = {group: choices.get(group) for group in ("pair", "task", "method")}
     missing = [g for g, v in names.items() if not v]
@@ -108,14 +112,15 @@ def resolve_cell(cfg, hydra_config) -> Cell:
         cfg.results_root, cfg.experiment_name, names["pair"], names["task"], names["method"], overrides
     )
     command_line = tuple(hydra_config.overrides.task)
-    return Cell(cfg.experiment_name, names["pair"], names["task"], names["method"], overrides, directory, command_line)
+    names = (cfg.experiment_name, names["pair"], names["task"], names["method"])
+    return CellAddress(*names, overrides, directory, command_line)
 
 
 # How a judge is reached changes no answer and no grade: not part of a cell's identity.
 JUDGE_CONNECTION = ("base_url", "api_key_env", "timeout_s", "retries", "backoff_s")
 
 
-def cell_identity(cfg, cell: Cell, task_options: dict) -> dict:
+def cell_identity(cfg, cell: CellAddress, task_options: dict) -> dict:
     """Everything that decides what the cell generates and how it is scored (not how many
     examples, nor how a judge is reached)."""
     from omegaconf import OmegaConf

@@ -13,7 +13,7 @@ from mtad.records import Record, SampleRecord, TurnRecord, derive_seed
 log = logging.getLogger("mtad.run")
 
 
-class CellRunner:
+class ExampleLoop:
     """Generates, scores and records the examples of one cell."""
 
     def __init__(self, cfg, pair, task, decoder, meter, devices):

@@ -12,7 +12,7 @@ one of several methods (and tasks) on the same pair. Either way the session
 4. runs one (cell, example) at a time, as the scheduler orders them;
 5. closes every cell (metrics.json, env.json finish).
 
-    session = CellSession(first_cfg, runs)      # runs: {key: CellRun}
+    session = PairSession(first_cfg, runs)      # runs: {key: CellRecords}
     session.open()
     session.warm_up(example, keys)
     for key, example in order: session.run(key, example)
@@ -31,9 +31,9 @@ from omegaconf import DictConfig, OmegaConf
 from mtad import provenance
 from mtad.decoding.static_kv import kernel_record
 from mtad.devices import model_devices, reset_peak_memory, set_threads
-from mtad.runner.cell import CellRun, now
+from mtad.runner.cell import CellRecords, now
 from mtad.runner.checks import SettingError
-from mtad.runner.loop import CellRunner
+from mtad.runner.loop import ExampleLoop
 
 log = logging.getLogger("mtad.run")
 
@@ -58,13 +58,13 @@ def load_pair_cached(pair_cfg: dict):
     return _PAIR_CACHE[key]
 
 
-class CellSession:
+class PairSession:
     """The pair, devices, energy meter and environment shared by ``runs``, and each run's runner."""
 
-    def __init__(self, cfg: DictConfig, runs: dict[Hashable, CellRun]):
+    def __init__(self, cfg: DictConfig, runs: dict[Hashable, CellRecords]):
         self.cfg, self.runs = cfg, runs  # cfg: the first cell's (threads, pair, energy, warm-up)
         self.pair = self.devices = self.meter = None
-        self.runners: dict[Hashable, CellRunner] = {}
+        self.runners: dict[Hashable, ExampleLoop] = {}
 
     def open(self) -> None:
         from mtad.generation import build_decoder
@@ -95,7 +95,7 @@ class CellSession:
             decoder = build_decoder(
                 run.cell.method, self.pair.target, self.pair.draft, self.pair.decode_path, run.plan.method_settings
             )
-            self.runners[key] = CellRunner(run.cfg, self.pair, run.task, decoder, self.meter, self.devices)
+            self.runners[key] = ExampleLoop(run.cfg, self.pair, run.task, decoder, self.meter, self.devices)
             run.start(environment)
             run.rescore()
 
