@@ -220,47 +220,82 @@ def make_chunk(
     if kind == "real":
         answers = [answer_ids(tokenizer, it.answer, max_new) for it in items]
     elif kind == "target":  # the sampling forwards keep the teacher pass: no second forward
-        from ..models.head import fused_depths
-
-        depths = fused_depths(target.config.num_hidden_layers) if features else ()
-        answers, passes = sample_stream(
-            target,
-            prompts,
-            max_new,
-            setting,
-            eos,
-            seed,
-            slots=slots,
-            keep_top_k=top_k,
-            keep_features=features,
-            depths=depths,
-        )
+        answers, passes = target_answers(target, prompts, max_new, setting, eos, seed, slots, top_k, features)
     elif kind == "draft":
         answers = sample_answers(draft, prompts, max_new, setting, eos, seed, logits_of=draft_logits, slots=slots)
     else:
         raise ValueError(f"unknown chunk kind {kind!r}; valid: real, target, draft")
     t1 = time.perf_counter()
     if kind == "target":
-        records = [
-            {
-                "prompt_ids": torch.tensor(p, dtype=torch.int32),
-                "answer_ids": torch.tensor(a, dtype=torch.int32),
-            }
-            | tp
-            for p, a, tp in zip(prompts, answers, passes)
-        ]
+        records = sampled_records(prompts, answers, passes)
     else:
         records = score(target, prompts, answers, top_k, features)
     for r, it in zip(records, items):
         r.update(family=it.family, kind=kind, setting=setting)
     t2 = time.perf_counter()
-    n = sum(len(a) for a in answers)
-    return records, {
+    return records, chunk_meta(kind, items, prompts, answers, setting, t1 - t0, t2 - t1)
+
+
+def target_answers(
+    target,
+    prompts: list[list[int]],
+    max_new: int,
+    setting: tuple,
+    eos: int,
+    seed: int,
+    slots: int,
+    top_k: int,
+    features: bool,
+) -> tuple[list[list[int]], list[dict]]:
+    """The target's sampled answers to `prompts` and the teacher pass its sampling forwards kept
+    (`sampler.sample_stream`): the top-`top_k` log-probs and, with `features`, the final and the
+    fused depths' hidden states."""
+    from ..models.head import fused_depths
+
+    depths = fused_depths(target.config.num_hidden_layers) if features else ()
+    return sample_stream(
+        target,
+        prompts,
+        max_new,
+        setting,
+        eos,
+        seed,
+        slots=slots,
+        keep_top_k=top_k,
+        keep_features=features,
+        depths=depths,
+    )
+
+
+def sampled_records(prompts: list[list[int]], answers: list[list[int]], passes: list[dict]) -> list[dict]:
+    """Records of sampled answers from the teacher pass their sampling kept (no scoring forward)."""
+    return [
+        {
+            "prompt_ids": torch.tensor(p, dtype=torch.int32),
+            "answer_ids": torch.tensor(a, dtype=torch.int32),
+        }
+        | tp
+        for p, a, tp in zip(prompts, answers, passes)
+    ]
+
+
+def chunk_meta(
+    kind: str,
+    items: list[Item],
+    prompts: list[list[int]],
+    answers: list[list[int]],
+    setting: tuple,
+    sample_s: float,
+    score_s: float,
+) -> dict:
+    """A chunk's record beside its records: kind, answer tokens, positions scored, seconds sampling
+    and scoring, the sampling setting and the families drawn."""
+    return {
         "kind": kind,
-        "tokens": n,
+        "tokens": sum(len(a) for a in answers),
         "positions": sum(len(p) + len(a) for p, a in zip(prompts, answers)),
-        "sample_s": t1 - t0,
-        "score_s": t2 - t1,
+        "sample_s": sample_s,
+        "score_s": score_s,
         "setting": setting,
         "families": sorted({it.family for it in items}),
     }
