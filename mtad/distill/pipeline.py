@@ -113,33 +113,24 @@ def load_heldout(workdir: Path) -> dict[str, list[dict]]:
 
 
 def produce(cfg: DistillConfig, target, tokenizer, name: str = "p0") -> None:
+    """The producer `name`: the machine's roofline, the held-out set, then chunk after chunk of the
+    kinds of `cfg.mix` into `corpus/` (`chunk_<name>_<n>.pt`, numbered on from the chunks it wrote
+    before; each one's rates in `rates.jsonl`) until `max_minutes`, `max_chunks` or SIGTERM."""
     set_threads(cfg.threads)
     workdir = Path(cfg.workdir)
     corpus = Corpus(workdir, load=False)
     stop, t_start = stop_event(), time.time()
-    ceiling = roofline(target, cfg.slots)  # what this machine allows, printed beside every chunk's rates
-    append_jsonl(workdir / "rates.jsonl", {"process": "roofline", "time": time.time()} | ceiling)
-    log.info(
-        "roofline: scoring %.0f positions/s, sampling %.0f tokens/s (%d slots)",
-        ceiling["scored_positions_per_s"],
-        ceiling["sampled_tokens_per_s"],
-        cfg.slots,
-    )
+    ceiling = record_roofline(target, cfg.slots, workdir)
     make_heldout(cfg, target, tokenizer)
     n = len([p for p in corpus.dir.glob(f"chunk_{name}_*.pt")])
-    draft, draft_mtime = None, 0.0
+    latest = LatestDraft(workdir, cfg.init_from, target)
     kinds, weights = zip(*cfg.mix.items())
     while not stop.is_set() and (time.time() - t_start) / 60 < cfg.max_minutes and n < cfg.max_chunks:
         rng = random.Random(cfg.seed * 1_000_003 + n)
-        kind = rng.choices(kinds, weights)[0]
+        kind, draft = rng.choices(kinds, weights)[0], None
         if kind == "draft":
-            draft_file = workdir / "draft.safetensors"
-            source = draft_file if draft_file.exists() else cfg.init_from
-            if source is None:
-                kind = "target"
-            elif draft is None or (draft_file.exists() and draft_file.stat().st_mtime > draft_mtime):
-                draft = load_draft(source, target, dtype=torch.float32).eval()  # the latest trained draft
-                draft_mtime = Path(source).stat().st_mtime
+            draft = latest.get()
+            kind = "draft" if draft is not None else "target"  # no draft yet: the target samples
         kind_weights = REAL_TEXT_KINDS if kind == "real" else dict.fromkeys(TRAINED_KINDS, 1.0)  # sampled: alike
         items = draw_batch(rng, draw, cfg.chunk_seqs, kind_weights, real=kind == "real")
         records, meta = make_chunk(
@@ -156,23 +147,62 @@ def produce(cfg: DistillConfig, target, tokenizer, name: str = "p0") -> None:
         )
         corpus.write(f"{name}_{n:05d}", records, meta)
         n += 1
-        meta.update(chunk=n, time=time.time(), tokens_per_s=meta["tokens"] / (meta["sample_s"] + meta["score_s"]))
-        meta["scored_positions_per_s"] = meta["positions"] / meta["score_s"]
-        append_jsonl(workdir / "rates.jsonl", {"process": "produce"} | meta)
-        log.info(
-            "chunk %d (%s): %d answer tokens, sampled in %.1fs (%.0f tok/s; roofline %.0f), "
-            "scored %d positions in %.1fs (%.0f/s; roofline %.0f)",
-            n,
-            kind,
-            meta["tokens"],
-            meta["sample_s"],
-            meta["tokens"] / max(meta["sample_s"], 1e-9),
-            ceiling["sampled_tokens_per_s"],
-            meta["positions"],
-            meta["score_s"],
-            meta["scored_positions_per_s"],
-            ceiling["scored_positions_per_s"],
-        )
+        record_chunk(workdir, n, meta, ceiling)
+
+
+def record_roofline(target, slots: int, workdir: Path) -> dict:
+    """What this machine allows (`roofline`), appended to `rates.jsonl` and logged: printed beside
+    every chunk's rates."""
+    ceiling = roofline(target, slots)
+    append_jsonl(workdir / "rates.jsonl", {"process": "roofline", "time": time.time()} | ceiling)
+    log.info(
+        "roofline: scoring %.0f positions/s, sampling %.0f tokens/s (%d slots)",
+        ceiling["scored_positions_per_s"],
+        ceiling["sampled_tokens_per_s"],
+        slots,
+    )
+    return ceiling
+
+
+class LatestDraft:
+    """The draft the producer samples on-policy from: the trainer's latest `draft.safetensors`
+    (loaded again whenever the file is newer), else `init_from`."""
+
+    def __init__(self, workdir: Path, init_from: str | None, target):
+        self.file, self.init_from, self.target = workdir / "draft.safetensors", init_from, target
+        self.draft, self.mtime = None, 0.0
+
+    def get(self):
+        """The latest draft, or None where there is none to sample from."""
+        source = self.file if self.file.exists() else self.init_from
+        if source is None:
+            return None
+        if self.draft is None or (self.file.exists() and self.file.stat().st_mtime > self.mtime):
+            self.draft = load_draft(source, self.target, dtype=torch.float32).eval()
+            self.mtime = Path(source).stat().st_mtime
+        return self.draft
+
+
+def record_chunk(workdir: Path, n: int, meta: dict, ceiling: dict) -> None:
+    """Chunk `n`'s rates appended to `rates.jsonl` (its `meta` completed with them) and logged
+    beside the roofline."""
+    meta.update(chunk=n, time=time.time(), tokens_per_s=meta["tokens"] / (meta["sample_s"] + meta["score_s"]))
+    meta["scored_positions_per_s"] = meta["positions"] / meta["score_s"]
+    append_jsonl(workdir / "rates.jsonl", {"process": "produce"} | meta)
+    log.info(
+        "chunk %d (%s): %d answer tokens, sampled in %.1fs (%.0f tok/s; roofline %.0f), "
+        "scored %d positions in %.1fs (%.0f/s; roofline %.0f)",
+        n,
+        meta["kind"],
+        meta["tokens"],
+        meta["sample_s"],
+        meta["tokens"] / max(meta["sample_s"], 1e-9),
+        ceiling["sampled_tokens_per_s"],
+        meta["positions"],
+        meta["score_s"],
+        meta["scored_positions_per_s"],
+        ceiling["scored_positions_per_s"],
+    )
 
 
 # ----------------------------------------------------------------------------- trainer
