@@ -92,120 +92,160 @@ def heads_ab(
     record stream's state, written every `cfg.ckpt_minutes`, at `max_minutes` and on SIGTERM (the
     call then returns None: call again to go on); when done, each arm's head is written beside it
     (`<n>.safetensors`, n its position in `arms`) for the winner to be trained on."""
-    from .draft_measurement import step_ms
-    from .training_loop import stop_event
+    run = SideBySide(cfg, arms, tokens, Path(save_dir) / "ablation.pt" if save_dir is not None else None)
+    if not run.train(corpus, heldout, max_minutes, curve_every):
+        return None
+    return run.report(corpus, heldout, target, save_dir, curve_every)
 
-    optimizers = {n: head_optimizer(a.head, cfg.lr) for n, a in arms.items()}
-    first = next(iter(arms.values())).head
-    device = next(first.parameters()).device
-    index, rng = full_to_head_index(first).to(device), random.Random(cfg.seed)
-    progress = {"trained": 0, "step": 0, "seconds": dict.fromkeys(arms, 0.0), "curve": {n: [] for n in arms}}
-    ckpt = Path(save_dir) / "ablation.pt" if save_dir is not None else None
-    if ckpt is not None and ckpt.exists():
-        saved = torch.load(ckpt, weights_only=False)
-        if (saved["arms"], saved["target_tokens"], saved["head_ids"]) != (list(arms), tokens, first.head_ids):
+
+class SideBySide:
+    """The state of `heads_ab`: the arms and their optimisers, the record stream's random state and
+    the progress (answer tokens per arm and steps trained, each arm's training seconds and held-out
+    curve); `ckpt`, the `ablation.pt` that holds them (None: not resumable), is read back if it exists."""
+
+    def __init__(self, cfg: HeadTrainConfig, arms: dict[str, AblationArm], tokens: int, ckpt: Path | None):
+        self.cfg, self.arms, self.tokens, self.ckpt = cfg, arms, tokens, ckpt
+        self.optimizers = {n: head_optimizer(a.head, cfg.lr) for n, a in arms.items()}
+        self.first = next(iter(arms.values())).head
+        self.device = next(self.first.parameters()).device
+        self.index, self.rng = full_to_head_index(self.first).to(self.device), random.Random(cfg.seed)
+        self.progress = {"trained": 0, "step": 0, "seconds": dict.fromkeys(arms, 0.0), "curve": {n: [] for n in arms}}
+        if ckpt is not None and ckpt.exists():
+            self.resume()
+
+    def resume(self) -> None:
+        """Every arm's head and optimiser, the progress and the random state from `ckpt`; another
+        ablation's file (other arms, tokens or vocabulary) is refused."""
+        saved = torch.load(self.ckpt, weights_only=False)
+        asked = (list(self.arms), self.tokens, self.first.head_ids)
+        if (saved["arms"], saved["target_tokens"], saved["head_ids"]) != asked:
             raise ValueError(
-                f"{ckpt} holds another ablation ({saved['arms']}, {saved['target_tokens']} tokens, or another "
+                f"{self.ckpt} holds another ablation ({saved['arms']}, {saved['target_tokens']} tokens, or another "
                 "vocabulary: the corpus changed); move it away to start this one"
             )
-        for n, arm in arms.items():
+        for n, arm in self.arms.items():
             arm.head.load_state_dict(saved["heads"][n])
-            optimizers[n].load_state_dict(saved["optimizers"][n])
-        progress = {"curve": {n: [] for n in arms}} | saved["progress"]
-        rng.setstate(saved["rng"])
-        log.info("resumed the ablation at %d answer tokens per arm", progress["trained"])
+            self.optimizers[n].load_state_dict(saved["optimizers"][n])
+        self.progress = {"curve": {n: [] for n in self.arms}} | saved["progress"]
+        self.rng.setstate(saved["rng"])
+        log.info("resumed the ablation at %d answer tokens per arm", self.progress["trained"])
 
-    def save() -> None:
-        ckpt.parent.mkdir(parents=True, exist_ok=True)
+    def save(self) -> None:
+        """The state into `ckpt`, written atomically."""
+        self.ckpt.parent.mkdir(parents=True, exist_ok=True)
         state = {
-            "arms": list(arms),
-            "target_tokens": tokens,
-            "head_ids": first.head_ids,
-            "heads": {n: a.head.state_dict() for n, a in arms.items()},
-            "optimizers": {n: o.state_dict() for n, o in optimizers.items()},
-            "progress": progress,
-            "rng": rng.getstate(),
+            "arms": list(self.arms),
+            "target_tokens": self.tokens,
+            "head_ids": self.first.head_ids,
+            "heads": {n: a.head.state_dict() for n, a in self.arms.items()},
+            "optimizers": {n: o.state_dict() for n, o in self.optimizers.items()},
+            "progress": self.progress,
+            "rng": self.rng.getstate(),
         }
-        torch.save(state, ckpt.with_suffix(".tmp"))
-        ckpt.with_suffix(".tmp").replace(ckpt)
+        torch.save(state, self.ckpt.with_suffix(".tmp"))
+        self.ckpt.with_suffix(".tmp").replace(self.ckpt)
 
-    by_family, started, last_save = corpus.by_family(), time.perf_counter(), time.perf_counter()
-    stop = stop_event() if ckpt is not None else None
-    if curve_every and progress["trained"] == 0:  # where each arm starts
-        record_curve(arms, heldout, progress)
-    while progress["trained"] < tokens:
-        records, batches = sample_batch(by_family, cfg.batch_seqs, rng), {}
-        done = progress["trained"] / tokens  # the share of the run behind it, for the learning rate
-        if max_minutes:  # a timed run anneals by the clock when that ends it first
-            done = max(done, (time.perf_counter() - started) / (60 * max_minutes))
-        for n, arm in arms.items():
+    def train(self, corpus: Corpus, heldout: dict, max_minutes: float | None, curve_every: int) -> bool:
+        """Steps until `tokens` answer tokens per arm, or `max_minutes` or SIGTERM: True when the arms
+        are to be reported (done, or stopped without a checkpoint), False when stopped and saved."""
+        from .training_loop import stop_event
+
+        progress = self.progress
+        by_family, started, last_save = corpus.by_family(), time.perf_counter(), time.perf_counter()
+        stop = stop_event() if self.ckpt is not None else None
+        if curve_every and progress["trained"] == 0:  # where each arm starts
+            record_curve(self.arms, heldout, progress)
+        while progress["trained"] < self.tokens:
+            records = sample_batch(by_family, self.cfg.batch_seqs, self.rng)
+            done = progress["trained"] / self.tokens  # the share of the run behind it, for the learning rate
+            if max_minutes:  # a timed run anneals by the clock when that ends it first
+                done = max(done, (time.perf_counter() - started) / (60 * max_minutes))
+            before = progress["trained"]
+            progress["trained"] += self.step(records, done)
+            progress["step"] += 1
+            if curve_every and progress["trained"] // curve_every > before // curve_every:
+                record_curve(self.arms, heldout, progress)
+            if progress["step"] % 20 == 0:
+                log.info("%d answer tokens per arm, %.0f s", progress["trained"], time.perf_counter() - started)
+            out_of_time = max_minutes is not None and time.perf_counter() - started > 60 * max_minutes
+            if progress["trained"] < self.tokens and (out_of_time or (stop is not None and stop.is_set())):
+                if self.ckpt is None:
+                    break  # not resumable: report the arms where they stand
+                self.save()
+                log.info("stopped at %d answer tokens per arm; run again to go on", progress["trained"])
+                return False
+            if self.ckpt is not None and time.perf_counter() - last_save > 60 * self.cfg.ckpt_minutes:
+                self.save()
+                last_save = time.perf_counter()
+        if self.ckpt is not None:
+            self.save()
+        return True
+
+    def step(self, records: list[dict], done: float) -> int:
+        """One optimiser step of every arm on `records` (one collation per kind of features the arms
+        read), each arm's seconds counted; `done`: the share of the run behind it. -> the batch's
+        answer tokens."""
+        batches = {}
+        for n, arm in self.arms.items():
             key = feature_key(arm.head)
             if key not in batches:  # identical records, each arm reading the features it is built for
-                batches[key] = to_device(collate_features(records, cfg.max_len, key), device)
-            arm_cfg = replace(cfg, reg_weight=arm.reg_weight, **(arm.noise or {}))
-            sync(device)  # an accelerator's queued work (the collation) is not this arm's time
+                batches[key] = to_device(collate_features(records, self.cfg.max_len, key), self.device)
+            arm_cfg = replace(self.cfg, reg_weight=arm.reg_weight, **(arm.noise or {}))
+            sync(self.device)  # an accelerator's queued work (the collation) is not this arm's time
             start = time.perf_counter()
-            generator = torch.Generator(device).manual_seed(progress["step"])
-            optimizer_step(
-                arm.head,
-                optimizers[n],
-                batches[key],
-                index,
-                arm_cfg,
-                progress["step"],
-                generator,
-                arm.dtype == torch.bfloat16,
-                done,
-            )
-            sync(device)
-            progress["seconds"][n] += time.perf_counter() - start
-        before = progress["trained"]
-        progress["trained"] += int(next(iter(batches.values()))[3].numel())
-        progress["step"] += 1
-        if curve_every and progress["trained"] // curve_every > before // curve_every:
-            record_curve(arms, heldout, progress)
-        if progress["step"] % 20 == 0:
-            log.info("%d answer tokens per arm, %.0f s", progress["trained"], time.perf_counter() - started)
-        out_of_time = max_minutes is not None and time.perf_counter() - started > 60 * max_minutes
-        if progress["trained"] < tokens and (out_of_time or (stop is not None and stop.is_set())):
-            if ckpt is None:
-                break  # not resumable: report the arms where they stand
-            save()
-            log.info("stopped at %d answer tokens per arm; run again to go on", progress["trained"])
-            return None
-        if ckpt is not None and time.perf_counter() - last_save > 60 * cfg.ckpt_minutes:
-            save()
-            last_save = time.perf_counter()
-    if ckpt is not None:
-        save()
-    trained, seconds = progress["trained"], progress["seconds"]
-    out = {
-        "tokens": trained,
-        "target_tokens": tokens,
-        "corpus_tokens": corpus.answer_tokens,
-        "unroll": cfg.steps,
-        "arms": {},
-    }
-    target_ms = step_ms(target) if target is not None else None
-    for i, (n, arm) in enumerate(arms.items()):
-        stats = evaluate_head(arm.head, heldout)
-        out["arms"][n] = {
-            "design": design_of(arm.head) | {"reg_weight": arm.reg_weight},
-            "noise": {"noise": cfg.noise, "noise_scale": cfg.noise_scale} | (arm.noise or {}),
-            "compute_dtype": str(arm.dtype).replace("torch.", ""),
-            "accept_paper": {s: stats["mean"][f"accept_paper@{s}"] for s in range(1, 5)},
-            "by_family": {f: stats[f]["accept_paper"] for f in stats if f != "mean"},
-            "trained_tokens_per_s": trained / seconds[n],
-            **({"curve": progress["curve"][n]} if curve_every else {}),
+            generator = torch.Generator(self.device).manual_seed(self.progress["step"])
+            bf16 = arm.dtype == torch.bfloat16
+            step = self.progress["step"]
+            optimizer_step(arm.head, self.optimizers[n], batches[key], self.index, arm_cfg, step, generator, bf16, done)
+            sync(self.device)
+            self.progress["seconds"][n] += time.perf_counter() - start
+        return int(next(iter(batches.values()))[3].numel())
+
+    def report(self, corpus: Corpus, heldout: dict, target, save_dir: Path | None, curve_every: int) -> dict:
+        """Each arm's held-out acceptance, design, noise, compute dtype and trained tokens/s (its curve
+        with `curve_every`; its step beside the target's given `target`); each head written into
+        `save_dir` as `<n>.safetensors`."""
+        from .draft_measurement import step_ms
+
+        trained, seconds = self.progress["trained"], self.progress["seconds"]
+        out = {
+            "tokens": trained,
+            "target_tokens": self.tokens,
+            "corpus_tokens": corpus.answer_tokens,
+            "unroll": self.cfg.steps,
+            "arms": {},
         }
-        if save_dir is not None:
-            meta = {"trained_tokens": trained, "ablation_arm": n, "train_config": asdict(cfg) | {"workdir": None}}
-            save_head(arm.head, Path(save_dir) / f"{i}.safetensors", extra_meta=meta)
-        if target is not None:
-            ms = step_ms(target, arm.head.to(target.dtype))
-            out["arms"][n] |= {"step_ms": ms, "target_step_ms": target_ms}
-        log.info("arm %s after %d tokens: %s", n, trained, out["arms"][n])
-    return out
+        target_ms = step_ms(target) if target is not None else None
+        for i, (n, arm) in enumerate(self.arms.items()):
+            out["arms"][n] = arm_result(self.cfg, arm, heldout, trained / seconds[n])
+            if curve_every:
+                out["arms"][n]["curve"] = self.progress["curve"][n]
+            if save_dir is not None:
+                meta = {
+                    "trained_tokens": trained,
+                    "ablation_arm": n,
+                    "train_config": asdict(self.cfg) | {"workdir": None},
+                }
+                save_head(arm.head, Path(save_dir) / f"{i}.safetensors", extra_meta=meta)
+            if target is not None:
+                ms = step_ms(target, arm.head.to(target.dtype))
+                out["arms"][n] |= {"step_ms": ms, "target_step_ms": target_ms}
+            log.info("arm %s after %d tokens: %s", n, trained, out["arms"][n])
+        return out
+
+
+def arm_result(cfg: HeadTrainConfig, arm: AblationArm, heldout: dict, tokens_per_s: float) -> dict:
+    """One arm as `heads_ab` reports it: its design, input noise and compute dtype, its held-out
+    acceptance per draft position (mean and by family) and its trained tokens/s."""
+    stats = evaluate_head(arm.head, heldout)
+    return {
+        "design": design_of(arm.head) | {"reg_weight": arm.reg_weight},
+        "noise": {"noise": cfg.noise, "noise_scale": cfg.noise_scale} | (arm.noise or {}),
+        "compute_dtype": str(arm.dtype).replace("torch.", ""),
+        "accept_paper": {s: stats["mean"][f"accept_paper@{s}"] for s in range(1, 5)},
+        "by_family": {f: stats[f]["accept_paper"] for f in stats if f != "mean"},
+        "trained_tokens_per_s": tokens_per_s,
+    }
 
 
 def record_curve(arms: dict[str, AblationArm], heldout: dict, progress: dict) -> None:
