@@ -220,28 +220,22 @@ def run_round(
     `sample_share` of them, training after `train_tokens` answer tokens per arm or the time left,
     its learning rate annealed to `lr_floor` x the trainer's by then); `scratch`: the designs
     trained from scratch beside the committed head (`ROUND_ARMS` or a part of it); writes into `out`."""
-    from ..provenance import environment_record
     from .head_ablations import heads_ab
     from .head_training import HeadTrainConfig, corpus_mass
     from .training import choose_head_tokens
 
-    started, timings = time.perf_counter(), {}
+    started = time.perf_counter()
     device = next(target.parameters()).device
     out.mkdir(parents=True, exist_ok=True)
     deadline = started + 60 * minutes * sample_share
-    answered = sample_answers(target, bundle["requests"], tokenizer.eos_token_id, max_new, batch_rows, seed, deadline)
-    new_rows = answer_rows(answered, target_name)
-    write_rows(new_rows, out / "answers-round.parquet")
-    timings["sample_s"] = time.perf_counter() - started
-    new_tokens = sum(len(r["answer_ids"]) for r in new_rows)
-    log.info("sampled %d answers, %d tokens in %.0f s", len(new_rows), new_tokens, timings["sample_s"])
-
+    new_rows = round_answers(target, tokenizer, bundle, target_name, max_new, batch_rows, seed, deadline, out)
+    timings = {"sample_s": time.perf_counter() - started}
+    log.info("sampled %d answers, %d tokens in %.0f s", len(new_rows), _tokens(new_rows), timings["sample_s"])
     t0 = time.perf_counter()
     old_rows = read_rows(dataset)
     records = score_rows(target, old_rows + new_rows, max_tokens=score_tokens, store=device)
     heldout_records = score_rows(target, bundle["heldout"], max_tokens=score_tokens, store=device)
-    heldout = Records(heldout_records).by_family()
-    corpus = Records(records)
+    heldout, corpus = Records(heldout_records).by_family(), Records(records)
     timings["score_s"] = time.perf_counter() - t0
     log.info("scored %d records (%d answer tokens) in %.0f s", len(records), corpus.answer_tokens, timings["score_s"])
 
@@ -253,36 +247,73 @@ def run_round(
     t0 = time.perf_counter()
     result = heads_ab(cfg, corpus, heldout, arms, train_tokens, max_minutes=left, curve_every=curve_every)
     timings["train_s"] = time.perf_counter() - t0
+    save_round_heads(arms, result, out, committed, batch_seqs, device_name(device))
+    made = corpus_record(corpus, old_rows, new_rows, bundle, len(heldout_records))
+    report = result | round_record(target, cfg, made, float(mass[ids].sum() / mass.sum()), timings)
+    (out / "round.json").write_text(json.dumps(report, indent=1, default=str))
+    return report
+
+
+def round_record(target, cfg, corpus: dict, coverage: float, timings: dict) -> dict:
+    """A round's report beside its arms: what it trained on (`corpus_record`), the share of the
+    corpus's mass its vocabulary covers, its training settings, timings, machine and device."""
+    from ..provenance import environment_record
+
+    return {
+        "corpus": corpus,
+        "vocabulary_mass_coverage": coverage,
+        "batch_seqs": cfg.batch_seqs,
+        "lr": {"start": cfg.lr, "floor": cfg.lr_floor, "anneal": "cosine over the training time"},
+        "timings": timings,
+        "environment": environment_record([target]),
+        "device": device_name(next(target.parameters()).device),
+    }
+
+
+def round_answers(
+    target, tokenizer, bundle: dict, target_name: str, max_new: int, batch_rows: int, seed: int, deadline: float, out
+) -> list[dict]:
+    """Step 2: the bundle's requests answered by `target` before `deadline` (`sample_answers`), as
+    teacher-answer rows written to `out/answers-round.parquet`."""
+    answered = sample_answers(target, bundle["requests"], tokenizer.eos_token_id, max_new, batch_rows, seed, deadline)
+    new_rows = answer_rows(answered, target_name)
+    write_rows(new_rows, out / "answers-round.parquet")
+    return new_rows
+
+
+def save_round_heads(arms: dict, result: dict, out: Path, committed: Path | None, batch_seqs: int, device: str) -> None:
+    """Each arm's head into `out` as `head_<i>.safetensors` (`head_meta`), its file named in `result`."""
     from ..models.head import save_head
 
     for i, (name, arm) in enumerate(arms.items()):
-        meta = head_meta(name, result["tokens"], committed, batch_seqs, device_name(device))
+        meta = head_meta(name, result["tokens"], committed, batch_seqs, device)
         save_head(arm.head, out / f"head_{i}.safetensors", extra_meta=meta)
         result["arms"][name]["file"] = f"head_{i}.safetensors"
+
+
+def corpus_record(corpus: Records, old_rows: list[dict], new_rows: list[dict], bundle: dict, heldout: int) -> dict:
+    """What a round trained on: the scored corpus, its distinct prompts and answer tokens, the new
+    answers beside the dataset's, the requests and held-out answers, the kinds, and the fingerprint of
+    the text the requests were drawn from."""
     rows = summary(old_rows + new_rows)
-    report = result | {
-        "corpus": {
-            "answers": len(records),
-            "answer_tokens": corpus.answer_tokens,
-            "distinct_prompts": rows["distinct_prompts"],
-            "distinct_answer_tokens": sum(len(r["answer_ids"]) for r in _distinct(old_rows + new_rows)),
-            "new_answers": len(new_rows),
-            "new_answer_tokens": new_tokens,
-            "requests": len(bundle["requests"]),
-            "heldout_answers": len(heldout_records),
-            "dataset_answers": len(old_rows),
-            "kinds": rows["kinds"],
-            "text_sources": bundle.get("meta", {}).get("text_sources"),  # what the requests were drawn from
-        },
-        "vocabulary_mass_coverage": float(mass[ids].sum() / mass.sum()),
-        "batch_seqs": batch_seqs,
-        "lr": {"start": cfg.lr, "floor": lr_floor, "anneal": "cosine over the training time"},
-        "timings": timings,
-        "environment": environment_record([target]),
-        "device": device_name(device),
+    return {
+        "answers": len(corpus.records),
+        "answer_tokens": corpus.answer_tokens,
+        "distinct_prompts": rows["distinct_prompts"],
+        "distinct_answer_tokens": _tokens(_distinct(old_rows + new_rows)),
+        "new_answers": len(new_rows),
+        "new_answer_tokens": _tokens(new_rows),
+        "requests": len(bundle["requests"]),
+        "heldout_answers": heldout,
+        "dataset_answers": len(old_rows),
+        "kinds": rows["kinds"],
+        "text_sources": bundle.get("meta", {}).get("text_sources"),  # what the requests were drawn from
     }
-    (out / "round.json").write_text(json.dumps(report, indent=1, default=str))
-    return report
+
+
+def _tokens(rows: list[dict]) -> int:
+    """Answer tokens of teacher-answer rows."""
+    return sum(len(r["answer_ids"]) for r in rows)
 
 
 def head_meta(arm: str, tokens: int, committed: Path | None, batch_seqs: int, device) -> dict:
