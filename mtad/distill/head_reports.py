@@ -27,7 +27,8 @@ def at_positions(accept: dict) -> list[str]:
 
 
 def design_markdown(design: dict) -> str:
-    """The tables of `head_design.json`: the depth and compute-dtype A/Bs and the vocabulary sweep."""
+    """The tables of `head_design.json`: the depth and compute-dtype A/Bs, the fused design's
+    ablation and its variants, the rounds on one GPU and the vocabulary sweep."""
     lines = [
         "# Feature head: design choices (`scripts/distill_draft.py head-design | head-noise | head-final | head-ab | "
         "head-vocab | dtype-ab`)",
@@ -38,66 +39,77 @@ def design_markdown(design: dict) -> str:
         ("layers_ab", "Depth: from scratch on identical batches", "layers"),
         ("compute_dtype_ab", "Compute dtype: the committed head trained on identical batches", "compute"),
     ):
-        if key not in design:
-            continue
-        ab = design[key]
-        rows = [
-            [n, *at_positions(arm["accept_paper"]), f"{arm['trained_tokens_per_s']:.0f}"]
-            for n, arm in ab["arms"].items()
-        ]
-        lines += [
-            "",
-            f"## {title}, {ab['tokens']} answer tokens each (corpus {ab['corpus_tokens']} tokens)",
-            "",
-            *md_table([column, *POSITIONS, "trained tokens/s"], rows),
-        ]
+        if key in design:
+            lines += ["", *_ab_section(design[key], title, column)]
     if "design_ablation" in design:
-        ab = design["design_ablation"]
-        lines += [
-            "",
-            f"## The fused design, one lever at a time: from scratch on identical records, {ab['tokens']} answer "
-            f"tokens each (corpus {ab['corpus_tokens']} tokens)"
-            + (
-                f"; stopped by its time limit before the {ab['target_tokens']} asked for"
-                if ab.get("target_tokens", 0) > ab["tokens"]
-                else ""
-            ),
-            "",
-            "Fused depths: the target's hidden states after layers "
-            f"{_depths_of(ab)} by one linear map; own output layer: trainable, from the target's rows; "
-            "feature loss: SmoothL1 of the head's output onto the target's final feature, weight 0.1. "
-            + (f"Training-time test over {ab['unroll']} unrolled steps. " if ab.get("unroll") else "")
-            + f"Machine: {ab.get('machine', 'not recorded')}.",
-            "",
-            *md_table(
-                ["arm", "layers", "fused depths", "own output", "feature loss", *POSITIONS, "@4 - @1"]
-                + ["head step (ms)", "/ target step", "trained tokens/s"],
-                (_ablation_row(n, arm) for n, arm in ab["arms"].items()),
-            ),
-        ]
-        lines += ["", _best_line(ab["arms"])]
+        lines += ["", *_ablation_section(design["design_ablation"])]
     for key in VARIANT_SECTIONS:
         if key in design:
             lines += ["", *_variants_section(key, design[key])]
     for number, round_ in enumerate(design.get(ROUNDS_KEY, []), 1):
         lines += ["", *_round_section(round_, number)]
     if "vocabulary" in design:
-        v = design["vocabulary"]
-        lines += [
-            "",
-            f"## Vocabulary: the trained head ({v['head_trained_tokens']} tokens) read through the most "
-            "probable tokens of the corpus",
-            "",
-            *md_table(
-                ["vocabulary", "target mass covered", *POSITIONS, "head step (ms)", "/ target step"],
-                (
-                    [r["vocabulary"], f"{r['mass_coverage']:.3f}", *at_positions(r["accept_paper"])]
-                    + [f"{r['step_ms']:.1f}", fmt_percent(r["step_ms"] / r["target_step_ms"])]
-                    for r in v["rows"]
-                ),
-            ),
-        ]
+        lines += ["", *_vocabulary_section(design["vocabulary"])]
     return "\n".join(lines) + "\n"
+
+
+def _ab_section(ab: dict, title: str, column: str) -> list[str]:
+    """An A/B of heads on identical batches (`column`: what its arms vary): E[accept] per draft
+    position and trained tokens/s per arm."""
+    rows = [
+        [n, *at_positions(arm["accept_paper"]), f"{arm['trained_tokens_per_s']:.0f}"] for n, arm in ab["arms"].items()
+    ]
+    return [
+        f"## {title}, {ab['tokens']} answer tokens each (corpus {ab['corpus_tokens']} tokens)",
+        "",
+        *md_table([column, *POSITIONS, "trained tokens/s"], rows),
+    ]
+
+
+def _ablation_section(ab: dict) -> list[str]:
+    """The fused design's levers one at a time: each arm's design, E[accept], step cost and speed,
+    then the best arm."""
+    stopped = (
+        f"; stopped by its time limit before the {ab['target_tokens']} asked for"
+        if ab.get("target_tokens", 0) > ab["tokens"]
+        else ""
+    )
+    return [
+        f"## The fused design, one lever at a time: from scratch on identical records, {ab['tokens']} answer "
+        f"tokens each (corpus {ab['corpus_tokens']} tokens)" + stopped,
+        "",
+        "Fused depths: the target's hidden states after layers "
+        f"{_depths_of(ab)} by one linear map; own output layer: trainable, from the target's rows; "
+        "feature loss: SmoothL1 of the head's output onto the target's final feature, weight 0.1. "
+        + (f"Training-time test over {ab['unroll']} unrolled steps. " if ab.get("unroll") else "")
+        + f"Machine: {ab.get('machine', 'not recorded')}.",
+        "",
+        *md_table(
+            ["arm", "layers", "fused depths", "own output", "feature loss", *POSITIONS, "@4 - @1"]
+            + ["head step (ms)", "/ target step", "trained tokens/s"],
+            (_ablation_row(n, arm) for n, arm in ab["arms"].items()),
+        ),
+        "",
+        _best_line(ab["arms"]),
+    ]
+
+
+def _vocabulary_section(v: dict) -> list[str]:
+    """The trained head read through vocabularies of the corpus's most probable tokens: the target
+    mass each covers, E[accept] and the head's step cost."""
+    return [
+        f"## Vocabulary: the trained head ({v['head_trained_tokens']} tokens) read through the most "
+        "probable tokens of the corpus",
+        "",
+        *md_table(
+            ["vocabulary", "target mass covered", *POSITIONS, "head step (ms)", "/ target step"],
+            (
+                [r["vocabulary"], f"{r['mass_coverage']:.3f}", *at_positions(r["accept_paper"])]
+                + [f"{r['step_ms']:.1f}", fmt_percent(r["step_ms"] / r["target_step_ms"])]
+                for r in v["rows"]
+            ),
+        ),
+    ]
 
 
 VARIANT_SECTIONS = {  # head_design.json key -> its title and what its arms vary
