@@ -185,12 +185,12 @@ def verification_curve(
     targets: tuple = (),
 ) -> dict:
     """ms per target forward of each width, per dtype: on the eager path at the current thread
-        count, on the fast path at each count in `threads` (the calibration of dtype and threads);
-        beside it, at widths 1, 5, 9, 17, its matrix products alone (`linear_ms`); the draft's 1-token
-        step per dense dtype and thread count; the bandwidth floor of a 1-token step; the products of
-        the float32 fast path requantized to per-row int8 (`int8_products`, a third of the repetitions
-    at least 2). `targets`: targets in
-        dtypes a cast cannot make (the quantized ones), used for those dtypes."""
+    count, on the fast path at each count in `threads` (the calibration of dtype and threads);
+    beside it, at widths 1, 5, 9, 17, its matrix products alone (`linear_ms`); the draft's 1-token
+    step per dense dtype and thread count; the bandwidth floor of a 1-token step; the products of
+    the float32 fast path requantized to per-row int8 (`int8_products`, a third of the repetitions
+    at least 2). `targets`: targets in dtypes a cast cannot make (the quantized ones), used for
+    those dtypes."""
     bandwidth = copy_bandwidth(model_device(target))
     current = torch.get_num_threads()  # the eager path's count
     curves, int8 = [], []
@@ -208,34 +208,44 @@ def verification_curve(
             for n_threads in counts:
                 with torch_threads(n_threads):
                     row = {"model": "target", "dtype": dtype, "path": path, "threads": n_threads}
-                    for _ in range(1 + REMEASURES):  # a row that contradicts itself is timed again
-                        ms = {w: forward_ms(model, path, w, context, reps) for w in _widths(dtype, widths)}
-                        linear = _products_curve(
-                            products,
-                            _widths(dtype, product_widths),
-                            model.dtype,
-                            model_device(model),
-                            reps,
-                            path_kernels(model, path),
-                        )
-                        noise = contradictions(ms, linear)
-                        if not noise:
-                            break
-                        log(f"curve {dtype} {path} {n_threads} threads: {'; '.join(noise)}: timed again")
+                    label = f"curve {dtype} {path} {n_threads} threads"
+                    ms, linear, noise = _timed_target(model, dtype, path, products, widths, context, reps, label, log)
                     curves.append({**row, "ms": ms, "linear_ms": linear, "floor_ms": floor(model), "noise": noise})
-                    log(f"curve {dtype} {path} {n_threads} threads: target {_ms(ms)} (floor {floor(model):.1f} ms)")
-                    log(f"curve {dtype} {path} {n_threads} threads: its products alone {_ms(linear)}")
-                    if as_int8:  # slow at several rows (about 1 s at 9 on 2 cores): fewer repetitions
-                        device = model_device(model)
-                        int8_widths = tuple(w for w in product_widths if w <= QUANTIZED_MAX_WIDTH)  # seconds at 17
-                        int8_ms = _products_curve(as_int8, int8_widths, torch.float32, device, max(2, reps // 3))
-                        int8.append({"path": path, "threads": n_threads, "linear_ms": int8_ms})
-                        log(f"curve int8 per-row products {n_threads} threads: {_ms(int8_ms)}")
+                    log(f"{label}: target {_ms(ms)} (floor {floor(model):.1f} ms)")
+                    log(f"{label}: its products alone {_ms(linear)}")
+                    if as_int8:
+                        int8.append(_int8_row(as_int8, product_widths, model_device(model), path, n_threads, reps, log))
                     if small is not None:
                         draft_ms = {w: forward_ms(small, path, w, context, reps, target=model) for w in (1, 4)}
                         curves.append({**row, "model": "draft", "ms": draft_ms, "floor_ms": floor(small)})
-                        log(f"curve {dtype} {path} {n_threads} threads: draft {_ms(draft_ms)}")
+                        log(f"{label}: draft {_ms(draft_ms)}")
     return {"context": context, "copy_bandwidth_gb_s": bandwidth / 1e9, "curves": curves, "int8_products": int8}
+
+
+def _timed_target(model, dtype: str, path: str, products, widths, context: int, reps: int, label: str, log):
+    """The target's forward of each width and, at `PRODUCT_WIDTHS`, its products alone; a row that
+    contradicts itself is timed again, up to `REMEASURES` times -> (ms, linear ms, what was noisy)."""
+    product_widths = tuple(w for w in PRODUCT_WIDTHS if w in widths)
+    for _ in range(1 + REMEASURES):
+        ms = {w: forward_ms(model, path, w, context, reps) for w in _widths(dtype, widths)}
+        kernels = path_kernels(model, path)
+        linear = _products_curve(
+            products, _widths(dtype, product_widths), model.dtype, model_device(model), reps, kernels
+        )
+        noise = contradictions(ms, linear)
+        if not noise:
+            break
+        log(f"{label}: {'; '.join(noise)}: timed again")
+    return ms, linear, noise
+
+
+def _int8_row(products, product_widths, device, path: str, n_threads: int, reps: int, log) -> dict:
+    """The float32 fast path's products requantized to per-row int8, timed to `QUANTIZED_MAX_WIDTH`
+    rows (seconds at 17) with a third of the repetitions, at least 2 (about 1 s at 9 rows on 2 cores)."""
+    int8_widths = tuple(w for w in product_widths if w <= QUANTIZED_MAX_WIDTH)
+    int8_ms = _products_curve(products, int8_widths, torch.float32, device, max(2, reps // 3))
+    log(f"curve int8 per-row products {n_threads} threads: {_ms(int8_ms)}")
+    return {"path": path, "threads": n_threads, "linear_ms": int8_ms}
 
 
 REMEASURES = 2  # times a self-contradicting row is timed again before it is reported as noisy
