@@ -7,7 +7,8 @@ import torch
 
 from mtad.decoding import get_decoder
 from mtad.methods import specs
-from mtad.models.tiny import BUILDERS, TOKEN_PROMPT, TOKEN_VOCAB, tiny_head
+from mtad.models.check_cases import TOKEN_PROMPT, TOKEN_VOCAB
+from mtad.models.tiny import BUILDERS, tiny_head
 
 TOKEN_PARAMS = {m: dict(s.test_settings) for m, s in specs().items()}  # each method's small settings
 

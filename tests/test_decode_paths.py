@@ -17,8 +17,9 @@ from mtad.decoding.static_kv import (
     resolve_decode_path,
 )
 from mtad.methods import specs
+from mtad.models.check_cases import TOKEN_PROMPT, TOKEN_VOCAB
 from mtad.models.draft import build_draft_from_target
-from mtad.models.tiny import TOKEN_PROMPT, TOKEN_VOCAB, biased_llama, tiny_llama, tiny_opt
+from mtad.models.tiny import biased_llama, tiny_llama, tiny_opt
 
 PROMPT = torch.tensor([TOKEN_PROMPT])
 VOCAB = TOKEN_VOCAB

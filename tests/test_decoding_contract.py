@@ -11,7 +11,8 @@ from mtad.decoding.capabilities import reads_target_features
 from mtad.decoding.mtjd_exact import exact_block_distribution
 from mtad.decoding.static_kv import StaticKV
 from mtad.methods import specs
-from mtad.models.tiny import BUILDERS, TOKEN_PROMPT, TOKEN_VOCAB, tiny_head, tiny_llama
+from mtad.models.check_cases import TOKEN_PROMPT, TOKEN_VOCAB
+from mtad.models.tiny import BUILDERS, tiny_head, tiny_llama
 
 PROMPT = torch.tensor([TOKEN_PROMPT])
 VOCAB = TOKEN_VOCAB

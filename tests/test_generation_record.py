@@ -14,7 +14,8 @@ from mtad.decode_stats import DecodeStats
 from mtad.decoding import get_decoder
 from mtad.methods import specs
 from mtad.metrics.cost_model import COUNT_FIELDS, Counts, GenerationCost
-from mtad.models.tiny import TOKEN_PROMPT, TOKEN_VOCAB, tiny_head, tiny_llama
+from mtad.models.check_cases import TOKEN_PROMPT, TOKEN_VOCAB
+from mtad.models.tiny import tiny_head, tiny_llama
 from mtad.report.cells import load_cells
 from mtad.report.examples import example_frame, paired
 from mtad.report.kind_claims import _modelled_ratio

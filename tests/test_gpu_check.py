@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from mtad.bench import gpu_check
-from mtad.models.tiny import DIST_CASES, FLOAT64_PAIRS
+from mtad.models.check_cases import DIST_CASES, FLOAT64_PAIRS
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "scripts" / "gpu_check.py"

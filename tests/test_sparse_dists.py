@@ -10,7 +10,8 @@ import mtad.decoding.mtad as mtad_module
 from mtad.decoding import METHODS, get_decoder
 from mtad.decoding.logits import Dist, Support, logits_to_dist, logits_to_probs, sample
 from mtad.methods import specs
-from mtad.models.tiny import TOKEN_PROMPT, TOKEN_VOCAB, tiny_head, tiny_llama
+from mtad.models.check_cases import TOKEN_PROMPT, TOKEN_VOCAB
+from mtad.models.tiny import tiny_head, tiny_llama
 
 TOKEN_PARAMS = {m: dict(s.test_settings) for m, s in specs().items()}  # each method's small settings
 

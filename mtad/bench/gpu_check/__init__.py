@@ -5,7 +5,7 @@ the order they run (`CHECKS`, one `Check` record each, in `registry.py`):
 - ``exactness`` (`checks/exactness.py`): tree attention through the public forward, every method's tokens
   on the device against the same decode on the CPU (float64 models, the same CPU generator), and a
   chi-square test of the lossless methods' draws against the target distribution enumerated on the
-  CPU; the exactness tests' cases (`mtad.models.tiny`), which those tests run on the CPU only;
+  CPU; the exactness tests' cases (`mtad.models.check_cases`), which those tests run on the CPU only;
 - ``decode_paths`` (`checks/decode_paths.py`): every method on every decode path of the engine with the
   tiny pairs: tokens/s, block efficiency, the path it resolved to, warm-up (compilation) time, and
   whether its tokens are the eager path's;

@@ -2,7 +2,7 @@
 the public forward (every node's logits against its path run alone), every method's tokens against
 the same decode on the CPU (greedy, and seeded with the same CPU generator), and a chi-square test
 of the lossless methods' draws against the target distribution enumerated on the CPU. Its cases are
-the exactness tests' (`mtad.models.tiny`), which build their models on the CPU."""
+the exactness tests' (`mtad.models.check_cases`), which build their models on the CPU."""
 
 from __future__ import annotations
 
@@ -25,12 +25,12 @@ def plan(options, device_type: str) -> str:
     all_methods = ", ".join(methods())
     paths = " and ".join(UNCOMPILED_PATHS)
     try:
-        from mtad.models.tiny import DIST_CASES, DIST_TOKENS, FLOAT64_PAIRS
+        from mtad.models.check_cases import DIST_CASES, DIST_TOKENS, FLOAT64_PAIRS
     except Exception as err:  # noqa: BLE001 - a python without torch: its dry run still says what runs
         return (
             f"{TREE_PLAN}; {all_methods} on float64 pairs ({paths} paths), greedy and seeded, tokens equal to the "
             f"CPU's; chi-square of the lossless methods' draws (false alarm {FALSE_ALARM}); the cases of "
-            f"mtad.models.tiny ({type(err).__name__}: {err})"
+            f"mtad.models.check_cases ({type(err).__name__}: {err})"
         )
     dist = ", ".join(f"{m} ({pair}, {path})" for pair, path, m, _, _ in DIST_CASES)
     return (
@@ -96,7 +96,8 @@ def tree_attention_cases(ctx: Context) -> list[dict]:
     import torch
 
     from mtad.decoding.static_kv import cached_model, resolve_decode_path
-    from mtad.models.tiny import BUILDERS, TREE_LEVELS, TREE_PREFIX
+    from mtad.models.check_cases import TREE_LEVELS, TREE_PREFIX
+    from mtad.models.tiny import BUILDERS
 
     device, rows = ctx.device, []
     prefix = torch.tensor(TREE_PREFIX)
@@ -139,7 +140,8 @@ def token_agreement(ctx: Context) -> list[dict]:
     from mtad.decoding.static_kv import resolve_decode_path
     from mtad.generation import build_decoder
     from mtad.methods import spec
-    from mtad.models.tiny import FLOAT64_PAIRS, TOKEN_PROMPT, TOKEN_VOCAB, float64_pair
+    from mtad.models.check_cases import FLOAT64_PAIRS, TOKEN_PROMPT, TOKEN_VOCAB
+    from mtad.models.tiny import float64_pair
 
     cpu = torch.device("cpu")
     n_tokens = 16 if ctx.quick else 40
@@ -183,7 +185,8 @@ def first_difference(a: list[int], b: list[int]) -> int | None:
 def distribution_cases(ctx: Context) -> list[dict]:
     """Chi-square of the lossless methods' (and sampling's) draws on the device against the target
     distribution enumerated on the CPU (tests/test_decoding_exact.py's cases, fewer draws)."""
-    from mtad.models.tiny import DIST_CASES, DIST_PROMPT, DIST_TOKENS, DIST_VOCAB, float64_pair
+    from mtad.models.check_cases import DIST_CASES, DIST_PROMPT, DIST_TOKENS, DIST_VOCAB
+    from mtad.models.tiny import float64_pair
 
     if importlib.util.find_spec("scipy") is None:
         return [
