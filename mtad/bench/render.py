@@ -12,7 +12,7 @@ from pathlib import Path
 from mtad.bench.calibrate import calibration
 from mtad.bench.curves import contradictions
 from mtad.bench.goal_checks import _by_width, default_dtype, goals
-from mtad.bench.left import left_lines
+from mtad.bench.goal_shortfall import left_lines
 from mtad.bench.llama_cpp import llama_cpp_unmeasured
 from mtad.bench.modelled import attach_host_profile, modelled_rows
 from mtad.bench.rows import find_row, tokens_per_s
