@@ -8,13 +8,13 @@ import torch
 
 from mtad.distill.draft_measurement import (
     GOALS,
-    alpha_from_accept_lengths,
     decoding_methods,
     goals_met,
     markdown,
     measure,
 )
 from mtad.distill.kinds import ALL_KINDS, UNSEEN_KINDS
+from mtad.metrics.acceptance_terms import per_token_alpha
 from mtad.models import load_pair
 from mtad.models.pairs import load_draft_model, pair_config
 
@@ -72,10 +72,11 @@ def test_goals_follow_the_numbers(result):
 
 
 def test_alpha_inverts_the_mean_accepted_length():
-    for alpha in (0.1, 0.4, 0.75):
-        mean = sum(alpha**i for i in range(1, 5))
-        assert alpha_from_accept_lengths(mean) == pytest.approx(alpha, abs=1e-6)
-    assert alpha_from_accept_lengths(0) == 0.0 and alpha_from_accept_lengths(4) == 1.0
+    for gamma in (2, 4):
+        for alpha in (0.1, 0.4, 0.75):
+            mean = sum(alpha**i for i in range(1, gamma + 1))
+            assert per_token_alpha(mean, gamma) == pytest.approx(alpha, abs=1e-6)
+    assert per_token_alpha(0, 4) == 0.0 and per_token_alpha(4, 4) == 1.0
 
 
 def test_groups_separate_the_kinds_never_trained_and_state_the_gap(result):

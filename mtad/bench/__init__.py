@@ -28,7 +28,7 @@ costs predict; optionally llama.cpp on the same GGUF (`llama_cpp_reference`); th
   (``--q4-tv``), and the rounding of the carry over the GGUF's Q4_1 blocks.
 """
 
-from mtad.bench.calibrate import calibration, measured_alpha, predicted_sps_speedup, predictions
+from mtad.bench.calibrate import calibration, predicted_sps_speedup, predictions
 from mtad.bench.curves import (
     curve_model,
     dtype_name,
@@ -71,7 +71,6 @@ __all__ = [
     "matrix_products",
     "measure_all",
     "measure_pair",
-    "measured_alpha",
     "method_params",
     "other_targets",
     "predicted_sps_speedup",

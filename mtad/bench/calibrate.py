@@ -2,11 +2,12 @@
 fast-path step and verification among the dense dtypes (`calibration`, the candidates for a
 study's default target), and the SpS speed-up over sampling those costs predict
 (`predicted_sps_speedup`, `predictions`) at fixed α and at the α the measured block efficiency
-implies (`measured_alpha`)."""
+implies (the glossary's `per_token_alpha`)."""
 
 from __future__ import annotations
 
 from mtad.bench.rows import find_row
+from mtad.metrics.acceptance_terms import per_token_alpha
 
 DENSE_DTYPES = ("float32", "bfloat16", "float16", "float64")  # a study's default target is one of these
 TREE_COST_TOLERANCE = 1.3  # what a tree's verification may cost over a one-token step
@@ -90,22 +91,11 @@ def predictions(payload: dict, gamma: int, dtype: str) -> dict | None:
     }
     sps = find_row(payload["rows"], "sps")
     if sps and sps.get("acceptance_rate") is not None:
-        alpha = measured_alpha(sps["block_efficiency"], gamma)
+        # a block's accepted tokens: its tokens less the one the target adds to every block
+        alpha = per_token_alpha(sps["block_efficiency"] - 1, gamma)
         out.update(
             measured_alpha=alpha,
             at_measured=predicted_sps_speedup(alpha, gamma, draft_ms, step, verify),
             measured=sps.get("speedup_vs_sampling"),
         )
     return out
-
-
-def measured_alpha(block_efficiency: float, gamma: int) -> float:
-    """The per-token α whose expected block efficiency (1 - α^(γ+1)) / (1 - α) is the measured one (bisection)."""
-    lo, hi = 0.0, 0.999999
-    for _ in range(60):
-        mid = (lo + hi) / 2
-        if (1 - mid ** (gamma + 1)) / (1 - mid) < block_efficiency:
-            lo = mid
-        else:
-            hi = mid
-    return lo

@@ -31,7 +31,7 @@ from ..decoding.sampling import SAMPLING_PARAMS
 from ..generation import build_decoder, seeded, timed_generate
 from ..markdown import fmt_number, fmt_percent, md_row, md_rule, md_table, with_bounds
 from ..methods import specs
-from ..metrics.acceptance_terms import ACCEPTANCE_TERMS, terms_markdown
+from ..metrics.acceptance_terms import ACCEPTANCE_TERMS, per_token_alpha, terms_markdown
 from ..metrics.speed import aggregate_speed
 from ..models.draft import LlamaDraftForCausalLM
 from .corpus import PAPER_SETTING, encode, sample_answers
@@ -99,21 +99,6 @@ def distribution_match(target, drafts: dict, prompts: list[list[int]], answers: 
     }
 
 
-def alpha_from_accept_lengths(mean_accepted: float, gamma: int = 4) -> float:
-    """Per-token acceptance probability alpha with sum_{i=1..gamma} alpha^i = mean accepted length
-    (Leviathan et al.'s i.i.d. model); accepted/drafted alone understates alpha because drafting
-    stops at the first rejection."""
-    if mean_accepted <= 0:
-        return 0.0
-    if mean_accepted >= gamma:
-        return 1.0
-    lo, hi = 0.0, 1.0
-    for _ in range(60):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if sum(mid**i for i in range(1, gamma + 1)) < mean_accepted else (lo, mid)
-    return (lo + hi) / 2
-
-
 def totals(stats: list, method: str) -> dict:
     """The runner's cell totals (`aggregate_speed`) plus, for SpS alone, per-token alpha from its mean
     accepted length at its γ. The i.i.d. model behind alpha is a chain of γ drafted tokens, each
@@ -122,7 +107,7 @@ def totals(stats: list, method: str) -> dict:
     row = aggregate_speed(s if isinstance(s, dict) else s.as_dict() for s in stats)
     mean_accepted = row["mean_accept_length"]
     chain = method == "sps" and mean_accepted is not None
-    return row | {"alpha": alpha_from_accept_lengths(mean_accepted, decoding_methods()["sps"].gamma) if chain else None}
+    return row | {"alpha": per_token_alpha(mean_accepted, decoding_methods()["sps"].gamma) if chain else None}
 
 
 def decode_family(

@@ -51,3 +51,19 @@ def terms_markdown(keys: tuple[str, ...] = tuple(ACCEPTANCE_TERMS)) -> list[str]
         term = ACCEPTANCE_TERMS[key]
         lines.append(f"- **{term.label}** = {term.formula}; {term.reads}.")
     return lines
+
+
+def per_token_alpha(mean_accepted: float, gamma: int) -> float:
+    """The per-token α of the glossary: Σ_{i=1..γ} α^i = `mean_accepted`, the mean accepted length
+    of a block of γ drafted tokens (Leviathan et al.'s i.i.d. model, solved by bisection; the sum
+    rises with α). Accepted / drafted alone understates α, since drafting stops at the first
+    rejection; 0 and γ map to 0 and 1."""
+    if mean_accepted <= 0:
+        return 0.0
+    if mean_accepted >= gamma:
+        return 1.0
+    lo, hi = 0.0, 1.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if sum(mid**i for i in range(1, gamma + 1)) < mean_accepted else (lo, mid)
+    return (lo + hi) / 2
