@@ -217,24 +217,30 @@ verify-reference: install ## (re)create the reproduction reference in results/ve
 	$(PY) scripts/get_data.py --only humaneval
 	$(PY) scripts/verify.py --reference $(VERIFY_ROOT) --reference-only
 
-# --- every committed result, regenerated from one clean code state (resumable: rerun to continue)
-# Each step is its own target; a finished step leaves a stamp (results/.stamps, committed with the
-# results) naming the code it ran: HEAD's files less `mtad.provenance.NOT_CODE` (results/, the drafts'
-# model cards, whose Measured sections measure-draft renders, and the tests and CI, which no step
-# runs), so a step's outputs (or a test) can be committed as it finishes and the next steps, in a
-# later sitting, still count as the same code. A
-# step is skipped while the code stays that state. ALLOW_DIRTY=1 runs from a tree with uncommitted
-# changes (its tables are then refused unless TABLE_ARGS=--allow-mixed-provenance).
-# A regeneration runs on one machine: results/.stamps/regeneration names the code state and machine
-# (`python -m mtad.provenance machine`) it began on, and one under way (a step stamped or results/ changed,
-# a step still to do) goes on only there; RESTART=1 discards it and starts again on this machine.
+# --- every committed result, regenerated step by step (resumable: rerun to continue; mtad/regeneration.py)
+# Each step is its own target; a finished step leaves a stamp (results/.stamps/<step>, JSON, committed
+# with the results) naming the code state it ran, its commit, the machine (`python -m mtad.provenance
+# machine`), the pinned target dtype, the kernels there and when it finished. The code state is HEAD's
+# files less `mtad.provenance.NOT_CODE` (results/, the drafts' model cards, whose Measured sections
+# measure-draft renders, and the tests and CI, which no step runs), so a step's outputs (or a test) can
+# be committed as it finishes and the next steps, in a later sitting, still count as the same code. A
+# step is skipped while the code state and the pin (below) stay the same. ALLOW_DIRTY=1 runs from a
+# tree with uncommitted changes (its tables are then refused unless TABLE_ARGS=--allow-mixed-provenance).
+# Sittings may run on different machines: each step's stamp names its own. Steps that read each other's
+# timings (`mtad.regeneration.GROUPS`: profiles -> bench) run in one sitting on one machine: a group whose
+# earlier step was stamped elsewhere is redone. The target's dtype is pinned for the whole regeneration:
+# when it begins, TARGET_DTYPE (e.g. TARGET_DTYPE=bfloat16), else what `auto` means for EMBEDDED_PAIR on
+# this machine, is recorded in results/.stamps/regeneration, and every step runs with MTAD_TARGET_DTYPE
+# set to it (every pair whose target dtype is `auto` follows it). A regeneration under way goes on only
+# at the code state and pin it began with; RESTART=1 discards it and begins again here. `make -n results`
+# prints each step's commands and stamps nothing. STAMP_MACHINE= names the machine instead of reading it
+# (tests).
 RESULT_STEPS ?= reproduce-table2 sweeps claims figures measure-draft profiles bench q4-tv verify-reference
-STAMPS := results/.stamps
-STEP_OUTPUTS = results $$(git ls-files 'mtad/assets/drafts/*.md')
-MACHINE_KEY = $(PY) -m mtad.provenance machine
+TARGET_DTYPE ?=
+STAMP_MACHINE ?=
 CODE_STATE = $(PY) -m mtad.provenance code-state
 UNCOMMITTED_CODE = $(PY) -m mtad.provenance uncommitted-code
-# `make -n results` runs the loop below (it calls $(MAKE)), so a dry run must not stamp a step done
+# `make -n results` runs the regeneration (its line is marked +) so that it prints the steps' commands
 DRY_RUN = $(findstring n,$(firstword -$(MAKEFLAGS)))
 .PHONY: results code-state uncommitted-code
 code-state: ## the code state `make results` stamps its steps with: HEAD's files that no step writes
@@ -243,24 +249,8 @@ code-state: ## the code state `make results` stamps its steps with: HEAD's files
 uncommitted-code: ## the uncommitted changes `make results` refuses to start over (a step's outputs aside)
 	@$(UNCOMMITTED_CODE) || true
 
-results: install ## regenerate every committed result: Table 2, sweeps, claims, figures, draft measurement, bench, verify reference
-	@code=$$($(CODE_STATE)); \
-	if [ -n "$$($(UNCOMMITTED_CODE))" ] && [ -z "$(ALLOW_DIRTY)" ]; then \
-	  echo "results: the tree has uncommitted changes; commit them first (or ALLOW_DIRTY=1)"; exit 1; fi; \
-	key="$$code on $$($(MACHINE_KEY))"; began="$$(cat $(STAMPS)/regeneration 2>/dev/null)"; done_steps=; todo=; \
-	for step in $(RESULT_STEPS); do \
-	  if [ "$$(cat $(STAMPS)/$$step 2>/dev/null)" = "$$code" ]; then done_steps="$$done_steps $$step"; else todo=1; fi; done; \
-	changed=$$(git status --porcelain --untracked-files=all -- $(STEP_OUTPUTS) | wc -l); \
-	if [ -n "$$todo" ] && { [ -n "$$done_steps" ] || [ "$$changed" -gt 0 ]; } && [ "$$began" != "$$key" ]; then \
-	  if [ -z "$(RESTART)" ]; then \
-	    echo "results: a regeneration is under way (steps done:$${done_steps:- none}; $$changed uncommitted result files), begun at code $${began:-unknown on an unrecorded machine}; this is code $$key. One regeneration runs on one code state and one machine: finish it there, or RESTART=1 to discard its results and start again here"; exit 1; fi; \
-	  echo "results: RESTART=1: $(if $(DRY_RUN),would discard,discarding) the regeneration begun at $${began:-an unrecorded code state}"; \
-	  $(if $(DRY_RUN),true,{ git ls-files -z -- $(STEP_OUTPUTS) | xargs -0 -r git checkout HEAD -- \
-	    && git clean -fdq -- results && rm -rf $(STAMPS); } || exit 1); fi; \
-	if [ -n "$$todo" ]; then $(if $(DRY_RUN),true,mkdir -p $(STAMPS); echo "$$key" > $(STAMPS)/regeneration); fi; \
-	for step in $(RESULT_STEPS); do \
-	  if [ "$$(cat $(STAMPS)/$$step 2>/dev/null)" = "$$code" ]; then echo "results: $$step already done at code $$code"; continue; fi; \
-	  echo "results: $$step"; $(MAKE) --no-print-directory $$step RESULTS=$(REFERENCE) REGENERATE=1 || exit 1; \
-	  $(if $(DRY_RUN),echo "results: would stamp $$step",mkdir -p $(STAMPS); echo "$$code" > $(STAMPS)/$$step); done; \
-	$(MAKE) --no-print-directory results-readme; \
-	echo "results: every step done at code $$code (commit $$(git rev-parse --short HEAD) and any after it that change only results/)"
+results: install ## regenerate every committed result: Table 2, sweeps, claims, figures, draft measurement, bench, verify reference (step by step, resumable on any machine; TARGET_DTYPE=bfloat16 pins the target's dtype)
+	+@$(PY) -m mtad.regeneration --steps "$(RESULT_STEPS)" --pair $(EMBEDDED_PAIR) --make "$(MAKE)" \
+	  --step-args "RESULTS=$(REFERENCE) REGENERATE=1" $(if $(TARGET_DTYPE),--target-dtype "$(TARGET_DTYPE)") \
+	  $(if $(ALLOW_DIRTY),--allow-dirty) $(if $(RESTART),--restart) $(if $(DRY_RUN),--dry-run) \
+	  $(if $(STAMP_MACHINE),--machine "$(STAMP_MACHINE)")

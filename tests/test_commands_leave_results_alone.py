@@ -98,7 +98,8 @@ def test_no_make_target_but_results_deletes_a_committed_run():
     import re
     from pathlib import Path
 
-    from mtad.provenance import code_state
+    from mtad.provenance import code_state, read_stamp
+    from mtad.regeneration import is_done
 
     repo = Path(__file__).resolve().parents[1]
     make = ["make", "--no-print-directory"]  # inside a parent make (the fresh clone's test-fast) too
@@ -124,12 +125,11 @@ def test_no_make_target_but_results_deletes_a_committed_run():
     )
     after = sorted((repo / "results" / ".stamps").glob("*"))
     assert after == stamps and {p: p.read_text() for p in after} == before  # a dry run marks no step done
-    # each step either is stamped at this code state already or would be stamped now
+    # each step either is stamped at this code state and the regeneration's pin already or would be stamped now
     steps = re.search(r"^RESULT_STEPS \?= (.+)$", (repo / "Makefile").read_text(), re.M).group(1).split()
-    code = code_state(repo)
+    code, record = code_state(repo), read_stamp(repo / "results", "regeneration") or {}
     for step in steps:
-        stamp = repo / "results" / ".stamps" / step
-        done = stamp.is_file() and before[stamp].strip() == code
+        done = record.get("code") == code and is_done(read_stamp(repo / "results", step), code, record["target_dtype"])
         expected = f"results: {step} already done at code {code}" if done else f"results: would stamp {step}"
         assert expected in dry.stdout, (step, dry.stdout[-2000:])
     assert "REGENERATE=1" in dry.stdout  # the one target that may

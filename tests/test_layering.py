@@ -12,7 +12,9 @@
 - distillation nothing from the benchmark, the runner, the report or the experiments; the bench
   nothing from the runner's cells, the report or the experiments;
 - the experiments' modules nothing from the report, except the claims command, which runs the
-  claims experiment and then writes its report.
+  claims experiment and then writes its report;
+- the regeneration of every committed result (``regeneration``, `make results`) nothing that a step
+  runs or reports: it runs each step through make.
 
 Every top-level module and subpackage of ``mtad`` has a rule here: a new one fails the test until
 it is given its place."""
@@ -65,6 +67,8 @@ FORBIDDEN = {
     "distill": ("mtad.bench", "mtad.report", *RUNS_CELLS),
     "bench": ("mtad.distill", "mtad.report", *RUNS_CELLS),
     "experiments": ("mtad.report", "mtad.distill", "mtad.bench"),
+    # `make results`: every step runs through make; the pin and the stamps come from the models and provenance
+    "regeneration.py": ("mtad.report", "mtad.distill", "mtad.bench", *RUNS_CELLS),
 }
 # file -> imports its place forbids that it alone may make, and why
 ALLOWED = {

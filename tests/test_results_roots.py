@@ -34,7 +34,7 @@ def test_user_runs_write_under_results_local_and_never_remove_the_reference(targ
 
 def test_only_make_results_writes_the_reference():
     makefile = (REPO / "Makefile").read_text()  # (a dry run of `results` would still run its sub-makes)
-    assert "REFERENCE := results/runs" in makefile and "$$step RESULTS=$(REFERENCE)" in makefile
+    assert "REFERENCE := results/runs" in makefile and '--step-args "RESULTS=$(REFERENCE) REGENERATE=1"' in makefile
     reference = dry_run("reproduce-table2", "RESULTS=results/runs")
     assert "results_root=results/runs" in reference and "--out results/tables" in reference
     assert "agreement" not in reference
@@ -128,49 +128,3 @@ def test_make_results_restarts_a_committed_run_and_resumes_a_regenerated_one(tmp
     assert probe()
     subprocess.run([*git, "checkout", "--", "results"], check=True)
     assert not probe()
-
-
-def test_a_regeneration_goes_on_only_on_the_machine_it_began_on(tmp_path):
-    """A step stamped or results written, a step still to do: `make results` on another machine
-    (MACHINE_KEY stands in for `python -m mtad.provenance machine`) refuses and changes nothing; the first
-    machine goes on; RESTART=1 discards the regeneration and runs every step again here."""
-    steps = (
-        "\nstep-a step-b:\n\techo $@ >> results/ran; echo $@ >> results/table.md\n"
-        "\t$(if $(FAIL_AT),test $@ != $(FAIL_AT))\n"
-        "results-readme:\n\t@true\n"  # (the page's renderer is not in this folder)
-    )
-    (tmp_path / "Makefile").write_text((REPO / "Makefile").read_text() + steps)
-    (tmp_path / ".gitignore").write_text((REPO / ".gitignore").read_text())
-    (tmp_path / "pyproject.toml").write_text("")
-    (tmp_path / "results").mkdir()
-    (tmp_path / "results" / "table.md").write_text("committed\n")
-    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(tmp_path)]
-    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
-    subprocess.run([*git, "add", "-A"], check=True)
-    subprocess.run([*git, "commit", "-q", "-m", "c"], check=True)
-    (tmp_path / ".venv").mkdir()
-    (tmp_path / ".venv" / ".installed").write_text("")  # newer than pyproject.toml: `install` is done
-    outside_make = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
-    ran, began = tmp_path / "results" / "ran", tmp_path / "results" / ".stamps" / "regeneration"
-
-    def results(machine: str, *args: str) -> subprocess.CompletedProcess:
-        steps = ["RESULT_STEPS=step-a step-b", f"MACHINE_KEY=echo {machine}"]
-        command = ["make", "-s", "results", f"PY={sys.executable}", *steps]
-        return subprocess.run([*command, *args], cwd=tmp_path, env=outside_make, capture_output=True, text=True)
-
-    assert results("A", "FAIL_AT=step-b").returncode != 0  # step-a stamped, step-b failed
-    assert ran.read_text().split() == ["step-a", "step-b"] and began.read_text().endswith(" on A\n")
-    refused = results("B")
-    assert refused.returncode != 0 and "one machine" in refused.stdout and "steps done: step-a" in refused.stdout
-    assert ran.read_text().split() == ["step-a", "step-b"] and began.read_text().endswith(" on A\n")
-    assert results("A").returncode == 0 and ran.read_text().split() == ["step-a", "step-b", "step-b"]
-    finished = results("B")  # nothing left to do: the finished regeneration stands, wherever it is read
-    assert finished.returncode == 0 and "every step done" in finished.stdout and began.read_text().endswith(" on A\n")
-    (tmp_path / "code.py").write_text("x = 1\n")  # new code, the finished results still uncommitted
-    subprocess.run([*git, "add", "code.py"], check=True)
-    subprocess.run([*git, "commit", "-q", "-m", "code"], check=True)
-    assert "one code state" in results("A").stdout and ran.read_text().split() == ["step-a", "step-b", "step-b"]
-    restarted = results("B", "RESTART=1")
-    assert restarted.returncode == 0 and "discarding" in restarted.stdout
-    assert ran.read_text().split() == ["step-a", "step-b"] and began.read_text().endswith(" on B\n")
-    assert (tmp_path / "results" / "table.md").read_text().split() == ["committed", "step-a", "step-b"]
