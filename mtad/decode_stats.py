@@ -78,11 +78,18 @@ class DecodeStats:
 
     @property
     def host_seconds(self) -> float:
-        """The rest of the wall time, outside every forward: sampling, acceptance rules, caches, Python."""
-        return self.seconds - self.target_seconds - self.draft_seconds
+        """The rest of the wall time, outside every forward (`host_seconds`)."""
+        return host_seconds(self.seconds, self.target_seconds + self.draft_seconds)
 
     def as_dict(self) -> dict[str, Any]:
         return {**asdict(self), **{name: getattr(self, name) for name in EXACT_RATIOS + TIMED_RATIOS}}
+
+
+def host_seconds(seconds: float, forward_seconds: float) -> float:
+    """Host time, the one definition every report uses: a generation's wall time less the time
+    inside its forwards (target and draft, prefills included): sampling, acceptance rules, drafting
+    bookkeeping, cache moves, Python."""
+    return seconds - forward_seconds
 
 
 def stat_names(*kinds: str) -> tuple[str, ...]:

@@ -24,7 +24,7 @@ from mtad.bench.calibrate import calibration, predictions
 from mtad.bench.curves import dtype_name, verification_curve
 from mtad.bench.llama_cpp import llama_cpp_on_pair
 from mtad.bench.rows import find_row
-from mtad.decode_stats import COUNTS, DecodeStats
+from mtad.decode_stats import COUNTS, DecodeStats, host_seconds
 from mtad.decoding import DecoderParams, SpecInferParams, SpSParams
 from mtad.decoding.capabilities import reads_target_features
 from mtad.decoding.static_kv import kernel_record, resolve_decode_path
@@ -279,7 +279,8 @@ def summarise(configs: list[Config], results: dict[str, list[Repetition]]) -> li
             row.update(
                 target_frac=m["target_seconds"] / m["decode_seconds"],
                 draft_frac=m["draft_seconds"] / m["decode_seconds"],
-                other_frac=1 - (m["target_seconds"] + m["draft_seconds"]) / m["decode_seconds"],
+                other_frac=host_seconds(m["decode_seconds"], m["target_seconds"] + m["draft_seconds"])
+                / m["decode_seconds"],
                 block_efficiency=every["block_efficiency"],
                 acceptance_rate=every["acceptance_rate"],
                 ms_per_token=1000 * m["decode_seconds"] / m["new_tokens"],

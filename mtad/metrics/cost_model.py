@@ -38,7 +38,7 @@ from typing import Callable
 import numpy as np
 from scipy.optimize import nnls
 
-from mtad.decode_stats import DecodeStats
+from mtad.decode_stats import DecodeStats, host_seconds
 
 
 # --------------------------------------------------------------------------- published figures
@@ -332,8 +332,8 @@ class GenerationCost:
 
     @property
     def host_seconds(self) -> float:
-        """Everything outside the forwards: sampling, acceptance rules, cache moves, Python."""
-        return self.seconds - self.prefill_seconds - self.target_seconds - self.draft_seconds
+        """Everything outside the forwards (`decode_stats.host_seconds`)."""
+        return host_seconds(self.seconds, self.prefill_seconds + self.target_seconds + self.draft_seconds)
 
     @classmethod
     def of(cls, method: str, record: Mapping, params: Mapping | None = None) -> "GenerationCost":
