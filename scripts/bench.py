@@ -22,13 +22,36 @@ from pathlib import Path
 
 from mtad import provenance
 from mtad.bench import measure_pair, rendered, write_report
+from mtad.bench.curves import BENCH_THREADS
 from mtad.bench.timings import CURVE_DTYPES, SAMPLING_TARGETS
 from mtad.decoding import SpSParams
 from mtad.devices import torch_threads
 
 
-def main() -> None:
+def main(argv=None) -> None:
+    """Parse the options, record the code state, then rebuild a stored report, measure the reduced
+    targets' distance, or run the whole bench."""
+    args = parser().parse_args(argv)
+    provenance.capture()  # the code this run starts from, whatever the checkout becomes while it runs
+    if args.render:
+        render(args)
+    elif args.q4_tv:
+        reduced_targets_tv(args)
+    else:
+        bench(args)
+
+
+def parser() -> argparse.ArgumentParser:
+    """The command line, each option with its one default."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_run_options(ap)
+    add_curve_options(ap)
+    add_output_options(ap)
+    return ap
+
+
+def add_run_options(ap: argparse.ArgumentParser) -> None:
+    """The pair, its prompts and generations, the thread count, the dtypes and the rows run."""
     ap.add_argument("--pair", default="smollm2_135m_head")
     ap.add_argument(
         "--prompts",
@@ -39,7 +62,7 @@ def main() -> None:
     ap.add_argument("--max-new-tokens", type=int, default=40)
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--gamma", type=int, default=SpSParams().gamma, help="draft length of every chain method")
-    ap.add_argument("--threads", type=int, default=2, help="torch threads (0: torch's default)")
+    ap.add_argument("--threads", type=int, default=BENCH_THREADS, help="torch threads (0: torch's default)")
     ap.add_argument("--target-dtype", default=None, help="override the pair's target dtype")
     ap.add_argument("--draft-dtype", default=None)
     ap.add_argument(
@@ -50,6 +73,10 @@ def main() -> None:
         action="store_true",
         help="add our compiled path for sampling and sps (about 2 min of compilation per shape on a 2-core CPU)",
     )
+
+
+def add_curve_options(ap: argparse.ArgumentParser) -> None:
+    """The verification-cost curve, the other targets sampled with, and the llama.cpp reference."""
     ap.add_argument(
         "--curve-dtypes",
         default=",".join(CURVE_DTYPES),
@@ -72,6 +99,10 @@ def main() -> None:
         action="store_true",
         help="skip the llama.cpp reference (run only when llama-cpp-python is importable, on a GGUF target)",
     )
+
+
+def add_output_options(ap: argparse.ArgumentParser) -> None:
+    """The other modes (reduced targets' distance, rendering), the output folder, the long prompts and notes."""
     ap.add_argument(
         "--q4-tv",
         type=int,
@@ -95,18 +126,24 @@ def main() -> None:
         help="CNN/DailyMail articles (400-1,000-token prompts) our fast-path rows run on again at one thread (0: none)",
     )
     ap.add_argument("--note", action="append", default=[], help="a line for the Notes section")
-    args = ap.parse_args()
-    provenance.capture()  # the code this run starts from, whatever the checkout becomes while it runs
-    if args.render:
-        write_report(Path(args.out), rendered(json.loads(Path(args.render).read_text())))
-        print((Path(args.out) / "bench.md").read_text())
-        return
-    if args.q4_tv:
-        from mtad.bench.target_distance import q4_tv, write_q4_tv
 
-        with torch_threads(args.threads):
-            print(write_q4_tv(q4_tv(args.pair, args.q4_tv, args.max_new_tokens), args.out))
-        return
+
+def render(args: argparse.Namespace) -> None:
+    """`--render`: the report rebuilt under `--out` from a stored bench.json, and printed."""
+    write_report(Path(args.out), rendered(json.loads(Path(args.render).read_text())))
+    print((Path(args.out) / "bench.md").read_text())
+
+
+def reduced_targets_tv(args: argparse.Namespace) -> None:
+    """`--q4-tv`: each reduced target's distance from the float32 one on `--q4-tv` held-out prompts."""
+    from mtad.bench.target_distance import q4_tv, write_q4_tv
+
+    with torch_threads(args.threads):
+        print(write_q4_tv(q4_tv(args.pair, args.q4_tv, args.max_new_tokens), args.out))
+
+
+def bench(args: argparse.Namespace) -> None:
+    """The whole bench of `--pair` (`measure_pair`), its report written under `--out` and printed."""
     # the bench runs on a quiet machine: the bf16 product kernels are timed anew there, and the
     # choice replaces one a busier moment stored (mtad/decoding/kernels.py); MTAD_KERNELS overrides
     os.environ.setdefault("MTAD_KERNELS", "calibrate")

@@ -455,6 +455,24 @@ def test_render_rebuilds_the_report_and_calibration_from_a_stored_payload(tmp_pa
     assert (tmp_path / "out" / "bench.md").read_text() == (tmp_path / "measured" / "bench.md").read_text()
 
 
+def test_the_bench_thread_count_is_one_constant_the_script_curve_and_readme_read():
+    """`BENCH_THREADS` is the bench's one thread default: `--threads`, the curve's counts beside one
+    thread, and the setting the bench README states."""
+    import importlib.util
+    import inspect
+
+    from mtad.bench.curves import BENCH_THREADS
+
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("bench_script", root / "scripts" / "bench.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    assert script.parser().get_default("threads") == BENCH_THREADS
+    assert inspect.signature(verification_curve).parameters["threads"].default == (1, BENCH_THREADS)
+    readme = (root / "mtad" / "bench" / "README.md").read_text()
+    assert f"`BENCH_THREADS` = {BENCH_THREADS} torch threads" in " ".join(readme.split())
+
+
 def test_a_forward_cost_row_that_contradicts_itself_is_named():
     from mtad.bench.curves import contradictions
 
