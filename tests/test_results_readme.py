@@ -55,3 +55,19 @@ def test_the_sweeps_section_names_the_code_its_cells_ran():
     headers = [line for line in sweeps_section(ROOT / "results") if line.startswith("**gamma** (pair")]
     assert len(headers) == 1 and commits
     assert any(f"commit {c}" in headers[0] for c in commits), headers
+
+
+def test_each_section_names_the_stamp_of_the_step_that_wrote_it(tmp_path):
+    """The `make results` step that wrote a section is named at its head: machine, pinned dtype, commit."""
+    results = tmp_path / "results"
+    shutil.copytree(ROOT / "results" / "bench", results / "bench")
+    assert "Written by `make results`" not in page(results)  # no stamp: nothing said
+    (results / ".stamps").mkdir()
+    stamp = {"step": "bench", "machine": "Fixture CPU (2 CPUs, avx2)", "target_dtype": "bfloat16", "code": "c0de51a7e"}
+    stamp |= {"commit": "abcdef0123", "finished": "2026-01-02T03:04:05+00:00"}
+    (results / ".stamps" / "bench").write_text(json.dumps(stamp))
+    speed = page(results).split("## Speed\n")[1].split("\n## ")[0]
+    assert speed.startswith(
+        "\nWritten by `make results`, step `bench` on Fixture CPU (2 CPUs, avx2), target bfloat16, commit abcdef01 "
+        "(code state c0de51a7), finished 2026-01-02.\n\nFrom [`bench/bench.md`]"
+    )

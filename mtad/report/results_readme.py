@@ -2,7 +2,8 @@
 
 The prose of the project's READMEs quotes no measured figure (``tests/test_quoted_figures.py``);
 this page is where a reader finds them, one section per committed result, each naming the file
-it reads and the machine that measured it. ``make results-readme`` (``scripts/results_readme.py``)
+it reads and the machine that measured it, and the stamp of the `make results` step that wrote it
+(machine, pinned target dtype, commit). ``make results-readme`` (``scripts/results_readme.py``)
 writes it and ``make results`` ends with it; ``tests/test_results_readme.py`` fails when a committed
 result changed without it. The draft measurement's summary is rendered by the distillation package
 (``mtad.distill.draft_measurement.readme_block``), which the report may not import: the caller passes it in.
@@ -18,6 +19,7 @@ import pandas as pd
 from mtad.markdown import fmt_count_range, fmt_ratio, md_table, with_bounds
 from mtad.methods import study_methods
 from mtad.metrics.acceptance_terms import ACCEPTANCE_TERMS, terms_markdown
+from mtad.provenance import read_stamp, stamp_label
 from mtad.records import read_json
 from mtad.report.claims_markdown import claims_table
 from mtad.report.tables import TASK_ORDER
@@ -350,18 +352,29 @@ def reproduction_section(results: Path) -> list[str]:
     ]
 
 
+# ----------------------------------------------------------------------------- the steps that wrote them
+def stamp_lines(results: Path, steps: tuple[str, ...]) -> list[str]:
+    """Where, in what and at which commit the `make results` steps that wrote a section ran, read from
+    their stamps (`mtad.provenance.read_stamp`); nothing where none is stamped."""
+    stamped = [(step, stamp) for step in steps if (stamp := read_stamp(results, step))]
+    if not stamped:
+        return []
+    ran = "; ".join(f"`{step}` on {stamp_label(stamp)}" for step, stamp in stamped)
+    return [f"Written by `make results`, step {ran}.", ""]
+
+
 def render(results: Path, draft_measurement: str | None) -> str:
     """The page; `draft_measurement`: `mtad.distill.draft_measurement.readme_block` of the committed measure.json."""
-    sections = (
-        ("Claims", claims_section(results)),
-        ("Table 2", table2_section(results)),
-        ("Sweeps", sweeps_section(results)),
-        ("The draft", draft_section(results, draft_measurement)),
-        ("Speed", speed_section(results)),
-        ("Reduced targets", reduced_targets_section(results)),
-        ("Reproduction", reproduction_section(results)),
+    sections = (  # title, the steps of `make results` that write it, its body
+        ("Claims", ("claims",), claims_section(results)),
+        ("Table 2", ("reproduce-table2",), table2_section(results)),
+        ("Sweeps", ("sweeps",), sweeps_section(results)),
+        ("The draft", ("measure-draft",), draft_section(results, draft_measurement)),
+        ("Speed", ("profiles", "bench"), speed_section(results)),
+        ("Reduced targets", ("q4-tv",), reduced_targets_section(results)),
+        ("Reproduction", ("verify-reference",), reproduction_section(results)),
     )
     lines = [TITLE, "", INTRO, "", *terms_markdown()]
-    for title, body in sections:
-        lines += ["", f"## {title}", "", *body]
+    for title, steps, body in sections:
+        lines += ["", f"## {title}", "", *stamp_lines(results, steps), *body]
     return "\n".join(lines).rstrip() + "\n"
