@@ -447,7 +447,7 @@ def test_c5_verdicts_stand_only_after_holm_and_the_definitional_row_gets_none():
     theory = with_holm(
         {
             "approximation": rows,
-            "zero_distance_check": {"pvalue": 0.5, "runs": 10, "verdict": "reproduced"},
+            "zero_distance_check": {"pvalue": 0.5, "runs": 10, "verdict": "reproduced", "detectable_tv": None},
             "exactness": [],
         }
     )

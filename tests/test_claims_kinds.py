@@ -191,9 +191,6 @@ def test_the_modelled_ratio_records_the_cost_models_assumption():
         f"modelled from the counts (block efficiency, draft rows) on an {device.name} roofline with "
         f"{1e3 * device.layer_overhead_ms:g} µs per layer per forward (assumed): 1.07×; not measured"
     )
-    # a report written before the assumption was recorded keeps its words
-    older = {"accelerator": device.name, "ratio": 1.07}
-    assert _modelled(older) == f"modelled on {device.name}: 1.07× (from the counts; not measured)"
 
 
 def test_each_kind_agrees_with_the_papers_claims_of_it():

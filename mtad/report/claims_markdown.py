@@ -77,10 +77,8 @@ def fmt_effect(effect, unit: str) -> str:
 def _modelled(modelled: dict) -> str:
     """The modelled speed ratio, named for what it rests on: the counts (block efficiency, the draft's
     calls and rows) and the per-layer overhead the roofline assumes (``cost_model.Accelerator``),
-    which the report records beside the ratio. Reports that predate that record keep their words."""
+    which the report records beside the ratio."""
     ratio = fmt_ratio(modelled["ratio"])
-    if "layer_overhead_ms" not in modelled:
-        return f"modelled on {modelled['accelerator']}: {ratio} (from the counts; not measured)"
     overhead = fmt_number(1e3 * modelled["layer_overhead_ms"], "{:g} µs")  # stored in ms
     return (
         f"modelled from the counts (block efficiency, draft rows) on an {modelled['accelerator']} roofline "
@@ -106,15 +104,13 @@ def _beside(claim: dict) -> str:
     return "; ".join(parts)
 
 
-def _coverage_lines(coverage: dict | None) -> list[str]:
+def _coverage_lines(coverage: dict) -> list[str]:
     """The cells planned, present and missing (a partial report says what it lacks), and the methods
     some rows need that no module registers here."""
-    if not coverage:
-        return []
     missing = coverage["missing"]
     line = f"- cells: {coverage['planned']} planned, {coverage['present']} present, {len(missing)} missing"
     lines = [line + (f" from `{coverage['root']}`: {', '.join(missing)}" if missing else "")]
-    unregistered = coverage.get("unregistered") or []  # reports written before it was recorded have none
+    unregistered = coverage["unregistered"]
     if unregistered:
         lines.append(
             f"- not registered here: {', '.join(unregistered)}; the rows that compare "
@@ -205,7 +201,7 @@ def _design_lines(report: dict) -> list[str]:
         f"torch threads: {', '.join(design['threads']) or '?'}; seed: {', '.join(design['seed']) or '?'}; "
         f"commit(s): {', '.join(c[:10] for c in design['commits']) or 'unknown'}",
         *[_prompts_line(task, t) for task, t in design["tasks"].items()],
-        *_coverage_lines(report.get("coverage")),
+        *_coverage_lines(report["coverage"]),
         f"- built {report['built']} from `{report['results_root']}/{report['experiment']}`",
     ]
 
@@ -251,10 +247,10 @@ def _c5_lines(theory: dict) -> list[str]:
         "|---|---|---|---|---|---|---|---|---|---|",
         *map(_c5_row, theory["approximation"]),
     ]
-    if theory.get("holm"):
-        lines += ["", _holm_line(theory["holm"])]
     check = theory["zero_distance_check"]
     return lines + [
+        "",
+        _holm_line(theory["holm"]),
         "",
         f"Zero distance where the maths says so: with q = p, W = 1 and no truncation the single beam is "
         f"drawn from p itself and every block is accepted for any τ < 1, so MTAD's first γ = {check['gamma']} "
@@ -297,7 +293,7 @@ def _c6_row(row: dict) -> str:
     processing = ", ".join(f"{k} {v}" for k, v in row["processing"].items())
     return (
         f"| {row['method']} | {params} | {processing} | {row['tokens']} | {row['runs']} | "
-        f"{row['pvalue']:.3g} | {row['tv']:.3f} | {_fmt3(row.get('detectable_tv'))} | {row['alpha']} | "
+        f"{row['pvalue']:.3g} | {row['tv']:.3f} | {_fmt3(row['detectable_tv'])} | {row['alpha']} | "
         f"{row['verdict']} |"
     )
 
@@ -307,7 +303,7 @@ def _fmt3(value) -> str:
 
 
 def _detects(test: dict) -> str:
-    if test.get("detectable_tv") is None:
+    if test["detectable_tv"] is None:
         return ""
     return f"; the test detects TV ≥ {test['detectable_tv']:.3f} with {test['power']:.0%} power"
 

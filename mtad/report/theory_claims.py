@@ -37,7 +37,7 @@ DEFINITIONAL = (
 
 def _power(test: dict) -> str:
     """What a test that does not reject can vouch for: the smallest TV it detects at its power."""
-    if test.get("detectable_tv") is None:
+    if test["detectable_tv"] is None:
         return ""
     return f"; detects TV ≥ {test['detectable_tv']:.3f} with {test['power']:.0%} power"
 
