@@ -76,8 +76,7 @@ def table2_section(results: Path) -> list[str]:
     if not path.is_file():
         return _absent(path, "make reproduce-table2")
     df = pd.read_csv(path)
-    if "variant" in df:  # the fixed rows: Table 2's adaptive rows stay in tables/table2.md
-        df = df[df["variant"].isna() | (df["variant"] == "")]
+    df = df[df["variant"].isna() | (df["variant"] == "")]  # the fixed rows: the adaptive ones stay in table2.md
     tasks = [t for t in TASK_ORDER if t in set(df["task"])]
     methods = [m for m in study_methods() if m in set(df["method"])]
     rows = []
@@ -259,7 +258,7 @@ def speed_section(results: Path) -> list[str]:
         return _absent(path, "make bench")
     env, setup = payload["environment"], payload["setup"]
     target = str(env["target_dtype"]).replace("torch.", "")
-    ours = [r for r in payload["rows"] if r["impl"] == "ours" and r["path"] == "fast" and not r.get("target_dtype")]
+    ours = [r for r in payload["rows"] if r["impl"] == "ours" and r["path"] == "fast" and not r["target_dtype"]]
     table = [
         [
             r["method"] + _variant_suffix(r),
@@ -275,12 +274,10 @@ def speed_section(results: Path) -> list[str]:
         f"{r['label']} {r['tokens_per_s']:.1f}"
         for r in payload["rows"]
         if r["method"] == "sampling"
-        and (r["impl"] == "hf" or r["path"] != "fast" and not (r.get("variant") or r.get("target_dtype")))
+        and (r["impl"] == "hf" or r["path"] != "fast" and not (r["variant"] or r["target_dtype"]))
     ]
     reduced = [
-        f"{r['label']} {r['tokens_per_s']:.1f}"
-        for r in payload["rows"]
-        if r["impl"] == "ours" and r.get("target_dtype")
+        f"{r['label']} {r['tokens_per_s']:.1f}" for r in payload["rows"] if r["impl"] == "ours" and r["target_dtype"]
     ]
     llama = payload.get("llama_cpp") or {}
     lines = [
@@ -306,9 +303,9 @@ def speed_section(results: Path) -> list[str]:
 
 def _variant_suffix(row: dict) -> str:
     """How a variant row differs from its fixed method: adaptive drafting, or a node budget."""
-    if row.get("variant") == "adaptive":
+    if row["variant"] == "adaptive":
         return " (adaptive)"
-    if row.get("variant") == "budget":
+    if row["variant"] == "budget":
         return f" (node budget {row['params']['node_budget']})"
     return ""
 
