@@ -65,7 +65,7 @@ def test_committed_reference_reproduces(wheel_data, kernels):
 def write_cell(root: Path, dtype: str, logprob: float, tokens: list[int]) -> Path:
     cell = root / "verify" / "pair" / "humaneval" / "sampling"
     cell.mkdir(parents=True)
-    (cell / "env.json").write_text(json.dumps({"dtype": dtype}))
+    (cell / "env.json").write_text(json.dumps({"dtype": dtype, "kernels": {"target": None}}))
     (cell / "metrics.json").write_text(
         json.dumps(
             {"status": "complete", "perplexity": 2**-logprob, "mean_logprob": logprob, "new_tokens": len(tokens)}
@@ -138,9 +138,9 @@ def test_a_partial_cell_is_compared_on_the_examples_both_roots_hold(tmp_path):
     assert exact_summary(tmp_path / "a", tmp_path / "b").startswith("0 of 1 cells")
 
 
-def test_a_count_the_reference_predates_is_not_compared_but_one_it_holds_is(tmp_path):
-    """A reference written before the decoders counted draft rows and prompt tokens reproduces in a
-    rerun that counts them; a count the reference holds must be equal, per turn and per cell."""
+def test_every_count_of_the_reference_must_be_equal_in_the_rerun(tmp_path):
+    """Draft rows and prompt tokens are compared like every count, per turn and per cell: a rerun
+    that counts one the reference does not hold differs, and so does one that counts it otherwise."""
     reference = write_cell(tmp_path / "a", "float64", -0.5, [1, 2, 3])
     rerun = write_cell(tmp_path / "b", "float64", -0.5, [1, 2, 3])
 
@@ -152,7 +152,13 @@ def test_a_count_the_reference_predates_is_not_compared_but_one_it_holds_is(tmp_
         (cell / "metrics.json").write_text(json.dumps(metrics | {"draft_rows": draft_rows, "prompt_tokens": 5}))
 
     add_counts(rerun, 7)
-    assert compare_runs(tmp_path / "a", tmp_path / "b") == []
+    differences = compare_runs(tmp_path / "a", tmp_path / "b")
+    assert sorted(d.split(": ")[-1] for d in differences) == [
+        "draft_rows None -> 7",
+        "prompt_tokens None -> 5",
+        "stats.draft_rows None -> 7",
+        "stats.prompt_tokens None -> 5",
+    ]
     add_counts(reference, 6)
     differences = compare_runs(tmp_path / "a", tmp_path / "b")
     assert sorted(d.split(": ")[-1] for d in differences) == ["draft_rows 6 -> 7", "stats.draft_rows 6 -> 7"]

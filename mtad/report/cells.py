@@ -23,8 +23,7 @@ perplexity     perplexity, mean_logprob (target log-prob per generated token, ra
 speed          tokens_per_s, decode_seconds (target_seconds, draft_seconds of it: inside the
                models' forwards), new_tokens, new_tokens_per_generation
 acceptance     block_efficiency, acceptance_rate, mean_accept_length, target_calls,
-               draft_calls, drafted, accepted, tree_nodes, draft_rows, prompt_tokens (the last
-               two absent from cells written before the decoders counted them),
+               draft_calls, drafted, accepted, tree_nodes, draft_rows, prompt_tokens,
                target_calls_per_generation, draft_calls_per_generation
 energy         energy_meter, energy_j, energy_j_per_token, energy_missing_reason
 memory         peak_memory_mb, peak_memory_kind
@@ -74,8 +73,7 @@ def find_cells(root: str | Path) -> list[Path]:
 def cell_provenance(env: dict) -> str | None:
     """The code state(s) that wrote the cell's records, one key each (``provenance_key``),
     joined by " + " when a resumed cell was written by several; None without env.json."""
-    runs = env.get("git_runs") or ([env["git"]] if env.get("git") else [])
-    keys = list(dict.fromkeys(provenance_key(g) for g in runs))
+    keys = list(dict.fromkeys(provenance_key(g) for g in env.get("git_runs", [])))
     return " + ".join(keys) if keys else None
 
 

@@ -11,7 +11,7 @@ mean_logprob   mean over samples of each sample's mean target log-prob per token
 score          mean over samples of the task's headline score of one sample (``score_name``)
 seconds and every count of the decoders' records (``decode_stats.COUNTS``: new_tokens, target_calls,
                draft_calls, drafted, accepted, tree_nodes, draft_rows, prompt_tokens)   summed over
-               samples and turns (0 for a count that records written before it lack)
+               samples and turns
 generations    its generations (one per sample and turn)
 energy_j       summed joules, None when any window had no reading
 samples        samples of the example
@@ -65,7 +65,7 @@ def example_row(record: dict, score_name: str | None) -> dict:
     joules = [(t.get("energy") or {}).get("joules") for t in turns]
 
     def total(key):
-        return sum(t["stats"].get(key, 0) for t in turns)
+        return sum(t["stats"][key] for t in turns)
 
     return {
         "id": str(record["id"]),

@@ -10,9 +10,7 @@ reference reproduces its tokens on another x86 CPU; in float32 the same change (
 over an answer, measured between kernels) can flip a sampling or acceptance decision, and the
 tokens diverge after it. A
 token difference is reported with its first position. Not compared:
-wall-clock figures (tokens/s, seconds, speed-ups), energy and peak memory; nor a decoders' count
-the reference does not hold (a reference written before the decoders counted it, e.g.
-``draft_rows``): a count the reference holds must be in the rerun and equal.
+wall-clock figures (tokens/s, seconds, speed-ups), energy and peak memory.
 
     from mtad.report.reproduce import compare_runs
     differences = compare_runs("results/verify", "/tmp/rerun")   # [] when everything matches
@@ -71,12 +69,6 @@ def other_cpu(reference: Path, candidate: Path) -> bool:
     return len(cpus - {None}) > 1 or len(isas) > 1
 
 
-def recorded(keys: tuple[str, ...], reference: dict) -> tuple[str, ...]:
-    """The `keys` to compare with the reference's record: all but a decoders' statistic it lacks
-    (one the decoders began to count after the reference was written has nothing to be compared with)."""
-    return tuple(key for key in keys if key in reference or key not in EXACT_STATS)
-
-
 def close(a, b, rtol: float) -> bool:
     if a is None or b is None:
         return a is b
@@ -101,7 +93,7 @@ def compare_cell(reference: Path, candidate: Path, name: str, shared_only: bool 
     across = other_cpu(reference, candidate)
     rtol = max(tolerance(reference, across), tolerance(candidate, across))
     ref_metrics, new_metrics = read_json(reference / METRICS), read_json(candidate / METRICS)
-    for key in () if shared_only else recorded(EXACT_METRICS, ref_metrics):
+    for key in () if shared_only else EXACT_METRICS:
         if ref_metrics.get(key) != new_metrics.get(key):
             out.append(f"{name}: {key} {ref_metrics.get(key)!r} -> {new_metrics.get(key)!r}")
     for key in () if shared_only else CLOSE_METRICS:
@@ -131,7 +123,7 @@ def compare_cell(reference: Path, candidate: Path, name: str, shared_only: bool 
                             f"{where}: {key} differs beyond rtol {rtol:g} ({ref_turn.get(key)!r} -> "
                             f"{new_turn.get(key)!r})"
                         )
-                for key in recorded(EXACT_STATS, ref_turn["stats"]):
+                for key in EXACT_STATS:
                     if ref_turn["stats"].get(key) != new_turn["stats"].get(key):
                         out.append(
                             f"{where}: stats.{key} {ref_turn['stats'].get(key)!r} -> {new_turn['stats'].get(key)!r}"
@@ -171,7 +163,7 @@ def record_facts(env: dict) -> dict[str, str]:
         "draft dtype": dtypes[1] or ran,
         "CPU instruction sets": isa_label(env.get("cpu_isa")),
         **{name: str(version) for name, version in (env.get("versions") or {}).items()},
-        "kernels": json.dumps(env["kernels"], sort_keys=True) if "kernels" in env else NOT_RECORDED,
+        "kernels": json.dumps(env["kernels"], sort_keys=True),
         "torch threads": str(env.get("torch_threads", NOT_RECORDED)),
         "machine": cpu + "".join(f" + {gpu}" for gpu in env.get("gpus") or []),
     }
@@ -179,16 +171,14 @@ def record_facts(env: dict) -> dict[str, str]:
 
 def record_differences(env_a: dict, env_b: dict, names: tuple[str, str] = ("A", "B")) -> list[str]:
     """Why two cells' tokens may differ, from their env.json records: each ``record_facts`` fact
-    that differs, named with both values (`target dtype: A float32, B bfloat16`); instruction sets
-    recorded by neither are named too (nothing rules them out). [] when the records agree on all."""
+    that differs, named with both values (`target dtype: A float32, B bfloat16`). [] when the
+    records agree on all."""
     facts = record_facts(env_a), record_facts(env_b)
     out = []
     for key in dict.fromkeys([*facts[0], *facts[1]]):
         values = [f.get(key, NOT_RECORDED) for f in facts]
         if values[0] != values[1]:
             out.append(f"{key}: {names[0]} {values[0]}, {names[1]} {values[1]}")
-        elif key == "CPU instruction sets" and values[0] == isa_label(None):
-            out.append(f"{key}: recorded by neither {names[0]} nor {names[1]}")
     return out
 
 
