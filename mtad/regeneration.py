@@ -185,12 +185,12 @@ def group_redo(req: Request, stamps: dict, code: str, pin: str | None, machine: 
     for group, why in GROUPS.items():
         members = [step for step in group if step in req.steps]
         done = [step for step in members if is_done(stamps[step], code, pin)]
-        if len(done) == len(members) and len({stamps[step]["machine"] for step in done}) <= 1:
+        if len(done) == len(members) and len({stamps[step].get("machine") for step in done}) <= 1:
             continue
-        kept = list(takewhile(lambda step: step in done and stamps[step]["machine"] == machine, members))
+        kept = list(takewhile(lambda step: step in done and stamps[step].get("machine") == machine, members))
         again = [step for step in members[len(kept) :] if step in done]
         if again:
-            stamped = ", ".join(f"{step} stamped on {stamps[step]['machine']}" for step in again)
+            stamped = ", ".join(f"{step} stamped on {stamps[step].get('machine')}" for step in again)
             say(f"{' -> '.join(members)} run in one sitting on one machine ({why}): {stamped}; redone here")
         redo |= set(again)
     return redo
@@ -249,7 +249,7 @@ def regenerate(req: Request) -> None:
     redo = group_redo(req, stamps, code, pin, machine)
     for step in req.steps:
         if is_done(stamps[step], code, pin) and step not in redo:
-            say(f"{step} already done at code {code} on {stamps[step]['machine']}, target {pin}")
+            say(f"{step} already done at code {code} on {stamps[step].get('machine')}, target {pin}")
             continue
         commit = head_commit(req.root)
         run_step(req, step, pin)
