@@ -31,9 +31,9 @@ DRAFTS = ("none", "chain", "chains", "tree", "beams")
 class MethodSpec:
     """One decoding method's facts, declared once beside its class.
 
-    ``bench_settings`` are overrides of the settings class's defaults for ``make bench``; the bench
-    sets γ itself on every method whose settings have ``gamma`` (`bench_params`). ``test_settings``
-    are the small settings the tiny-model tests (and the GPU check) run the method at.
+    ``make bench`` runs a method at its defaults, its config's, setting γ itself on every method
+    whose settings have ``gamma`` (`bench_params`). ``test_settings`` are the small settings the
+    tiny-model tests (and the GPU check) run the method at.
     ``adaptive_stop`` is the method's ``stop_below`` for adaptive drafting on the embedded pair
     (Table 2's adaptive rows, the bench's adaptive rows, the claims' variants), None where it
     has none. ``study``: one of the study's methods (Table 2, the figures, the bench); false for
@@ -51,7 +51,6 @@ class MethodSpec:
     lossless: bool  # its output is the target's distribution
     drafts: str  # one of DRAFTS
     test_settings: Mapping[str, Any] = field(default_factory=dict, hash=False)
-    bench_settings: Mapping[str, Any] = field(default_factory=dict, hash=False)
     adaptive_stop: float | None = None
     study: bool = True
     # the method whose drafts it verifies by a rule of its own (block verification: SpS's chain
@@ -62,23 +61,20 @@ class MethodSpec:
         if self.drafts not in DRAFTS:
             raise ValueError(f"{self.name}: drafts must be one of {', '.join(DRAFTS)}, got {self.drafts!r}")
         names = self.settings.names()
-        if "gamma" in self.bench_settings:
-            raise ValueError(f"{self.name}: bench_settings may not set gamma (the bench sets it)")
         if self.verifies_drafts_of == self.name:
             raise ValueError(f"{self.name}: verifies_drafts_of names another method, not itself")
         if self.adaptive_stop is not None and "stop_below" not in names:
             raise ValueError(f"{self.name}: adaptive_stop needs a stop_below setting in {self.settings.__name__}")
-        for kind in ("test_settings", "bench_settings"):
-            object.__setattr__(self, kind, MappingProxyType(dict(getattr(self, kind))))
-            self.settings(**getattr(self, kind))  # a bad key or value fails where the method is declared
+        object.__setattr__(self, "test_settings", MappingProxyType(dict(self.test_settings)))
+        self.settings(**self.test_settings)  # a bad key or value fails where the method is declared
         if self.adaptive_stop is not None:
             self.settings(stop_below=self.adaptive_stop)
 
     def bench_params(self, gamma: int):
-        """The settings ``make bench`` runs: the defaults with ``bench_settings``, and draft length γ
-        where the method has one."""
+        """The settings ``make bench`` and the GPU check run: the method's defaults (its config's),
+        with draft length γ where the method has one."""
         with_gamma = {"gamma": gamma} if "gamma" in self.settings.names() else {}
-        return replace(self.settings(), **self.bench_settings, **with_gamma)
+        return replace(self.settings(), **with_gamma)
 
     @property
     def adaptive_override(self) -> str | None:

@@ -63,7 +63,9 @@ def test_assisted_generation_only_with_a_model_draft():
 def test_benchmark_runs_each_method_with_its_settings_class():
     params = method_params(3)
     assert all(type(params[m]) is DECODERS[m].params_type for m in params)
-    assert params["mmtad"] == MMTADParams(gamma=3) and params["spectr"] == SpecTrParams(gamma=3, num_drafts=2)
+    assert params["mmtad"] == MMTADParams(gamma=3) and params["spectr"] == SpecTrParams(
+        gamma=3
+    )  # the configs' defaults
     assert {c.label: c.params for c in default_configs(3)}["HF assisted"].gamma == 3
 
 
@@ -532,13 +534,14 @@ def test_the_report_names_the_product_kernel_of_each_width_when_the_run_recorded
 
 def test_the_tree_methods_run_at_the_calibrated_node_budget_only_where_it_cuts_their_tree():
     params = method_params(4)
-    assert tree_nodes(params["specinfer"]) == 2 + 4 + 4 + 4 and tree_nodes(params["mmtad"]) == 4 * 4
-    assert budget_configs(4, 16) == []  # holds both whole trees: the rows would be their fixed selves
+    assert tree_nodes(params["specinfer"]) == 4 + 4 * 2 + 4 * 2 * 2 and tree_nodes(params["mmtad"]) == 4 * 4
+    assert budget_configs(4, 28) == []  # holds both whole trees: the rows would be their fixed selves
+    assert [c.method for c in budget_configs(4, 16)] == ["specinfer"]  # MMTAD's 16 nodes fit
     assert [(c.label, c.params.node_budget) for c in budget_configs(4, 9)] == [
         ("specinfer budget fast", 9),
         ("mmtad budget fast", 9),
     ]
-    assert [c.method for c in budget_configs(4, 1)] == ["mmtad"]  # below SpecInfer's first level of 2
+    assert [c.method for c in budget_configs(4, 3)] == ["mmtad"]  # below SpecInfer's first level of 4
     # the synthetic curve: 1.3 x the 11 ms step holds the 5-token forward (13.2 ms), not the 9-token one
     assert synthetic_payload()["calibration"]["node_budget"]["nodes"] == 4
 

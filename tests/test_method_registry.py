@@ -120,8 +120,6 @@ def test_a_spec_is_checked_where_it_is_declared():
     assert MethodSpec(**good).bench_params(3) == SpSParams(gamma=3)
     with pytest.raises(ValueError, match="drafts must be one of none, chain, chains, tree, beams"):
         MethodSpec(**good | {"drafts": "trees"})
-    with pytest.raises(ValueError, match="may not set gamma"):
-        MethodSpec(**good | {"bench_settings": {"gamma": 2}})
     with pytest.raises(TypeError, match="beam_width"):
         MethodSpec(**good | {"test_settings": {"beam_width": 2}})
     with pytest.raises(ValueError, match="stop_below must be in"):

@@ -7,6 +7,7 @@ rendering again."""
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from pathlib import Path
 
 from mtad.bench.calibrate import calibration
@@ -72,12 +73,17 @@ def _products_row(c: dict, widths: list[int]) -> list:
 
 
 def _method_settings(rows: list[dict]) -> str:
-    """The settings beyond γ and the defaults that the methods ran with (each method's
-    `MethodSpec.bench_settings`), read from their rows."""
+    """The settings beyond γ in which the methods' rows differ from their defaults (the configs'),
+    read from their rows."""
     parts = []
     for method, spec in specs().items():
         params = (find_row(rows, method) or {}).get("params") or {}
-        shown = [f"{key} = {_setting(params[key])}" for key in spec.bench_settings if key in params]
+        defaults = asdict(spec.settings())
+        shown = [
+            f"{key} = {_setting(value)}"
+            for key, value in params.items()
+            if key != "gamma" and key in defaults and _setting(value) != _setting(defaults[key])
+        ]
         if shown:
             parts.append(f"{spec.label} {', '.join(shown)}")
     return "".join(f", {p}" for p in parts) + ", the other settings at their defaults"

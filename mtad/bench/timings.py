@@ -60,9 +60,8 @@ PATHS = ("eager", "fast")
 
 
 def method_params(gamma: int) -> dict[str, DecoderParams]:
-    """Each study method at its bench settings (`MethodSpec.bench_params`: its defaults with its
-    `bench_settings`, e.g. SpecTr with 2 drafts and SpecInfer with the tree (2, 2, 1, 1), lighter than
-    their defaults) and draft length γ, in table order."""
+    """Each study method at its defaults, the settings its config runs (`MethodSpec.bench_params`),
+    with draft length γ, in table order."""
     return {name: spec.bench_params(gamma) for name, spec in specs().items()}
 
 

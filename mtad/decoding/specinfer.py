@@ -32,7 +32,6 @@ class SpecInfer(Decoder):
         lossless=True,
         drafts="tree",
         test_settings={"k_config": (3, 2, 1)},
-        bench_settings={"k_config": (2, 2, 1, 1)},  # lighter than the default (4, 2, 2)
         adaptive_stop=0.3,
     )
     params: SpecInferParams

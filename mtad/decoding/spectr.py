@@ -29,7 +29,6 @@ class SpecTr(Decoder):
         lossless=True,
         drafts="chains",
         test_settings={"gamma": 3, "num_drafts": 3},
-        bench_settings={"num_drafts": 2},  # lighter than the default 4 drafts
         adaptive_stop=0.2,
     )
     params: SpecTrParams
