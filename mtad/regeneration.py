@@ -138,7 +138,8 @@ def check_may_go_on(req: Request, code: str, record: dict | None, stamps: dict[s
         why = f"TARGET_DTYPE={req.target_dtype} would mix dtypes. One regeneration runs the target in one dtype"
     else:
         return True
-    began = f"code {record.get('code')}, target {record.get('target_dtype')}" if record else "an unrecorded state"
+    record = record or {}
+    began = f"code {record.get('code', 'unrecorded')}, target {record.get('target_dtype') or 'not pinned'}"
     raise Refused(
         f"a regeneration is under way (steps stamped at this code: {' '.join(stamped) or 'none'}; {changed} "
         f"uncommitted result files), begun at {began}; {why}: finish it, or RESTART=1 to discard its results "
