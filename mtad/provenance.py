@@ -198,6 +198,18 @@ def kernels_label(record: dict) -> str | None:
     return ", ".join(f"{a if a == b else f'{a}-{b}'} {kernel}" for a, b, kernel in spans)
 
 
+def dtype_name(model_or_dtype) -> str:
+    """A dtype as every record spells it: a quantized model's format (its `mtad_dtype`, e.g.
+    "q4_1"), else torch's name without its module ("bfloat16", not "torch.bfloat16"); a model is
+    read through its first parameter, a string is taken as a dtype's name."""
+    named = getattr(model_or_dtype, "mtad_dtype", None)
+    if named:
+        return named
+    if hasattr(model_or_dtype, "parameters"):
+        model_or_dtype = next(model_or_dtype.parameters()).dtype
+    return str(model_or_dtype).removeprefix("torch.")
+
+
 def environment_record(models=(), devices=None) -> dict:
     """Machine, devices, dtypes, threads, library versions and the code state; the one record
     written by the runner (env.json), the benchmark and the draft measurement."""
@@ -211,11 +223,7 @@ def environment_record(models=(), devices=None) -> dict:
     gpus = [torch.cuda.get_device_name(d) for d in devices if d.type == "cuda"]
     cpu = cpu_model()
     # a quantized model names its format (mtad_dtype, e.g. "q4_1"): its parameters hold only the float parts
-    named = [
-        getattr(m, "mtad_dtype", None) or str(p.dtype).replace("torch.", "")
-        for m in models
-        for p in list(m.parameters())[:1]
-    ]
+    named = [dtype_name(m) for m in models if list(m.parameters())[:1]]
     dtypes = sorted(set(named))
     try:
         import hydra

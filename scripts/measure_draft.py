@@ -123,12 +123,12 @@ def main(argv=None) -> int:
     )
     for name, cfg in configs.items():
         result["drafts"][name]["file"], result["drafts"][name]["meta"] = draft_file_meta(cfg)
-        result["drafts"][name]["dtype"] = str(drafts[name].dtype)
+        result["drafts"][name]["dtype"] = provenance.dtype_name(drafts[name])
     result |= {
         "pair": pair.name,
         "environment": environment_record([pair.target, *drafts.values()]),
         "threads": args.threads,
-        "target_dtype": str(pair.target.dtype),
+        "target_dtype": provenance.dtype_name(pair.target),
         "wall_seconds": round(time.time() - t0, 1),
         "load_average_1_5_15min_at_end": [round(x, 2) for x in os.getloadavg()],
     }

@@ -19,7 +19,7 @@ from mtad.bench.block_profile import long_prompt_ids, profile_methods, render_pr
 from mtad.bench.timings import method_params
 from mtad.methods import specs
 from mtad.models.pairs import load_pair
-from mtad.provenance import capture, environment_record
+from mtad.provenance import capture, dtype_name, environment_record
 from mtad.tasks.prompts import chat_ids, make_prompts
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -62,8 +62,8 @@ def main(argv=None) -> int:
                 m: {k: (list(v) if isinstance(v, tuple) else v) for k, v in p.items()} for m, p in methods.items()
             },
             "machine": f"{env['machine']}, {'/'.join(env.get('cpu_isa') or []) or 'no AVX2'}",
-            "target_dtype": str(pair.target.dtype).removeprefix("torch."),
-            "draft_dtype": str(next(pair.draft.parameters()).dtype).removeprefix("torch."),
+            "target_dtype": dtype_name(pair.target),
+            "draft_dtype": dtype_name(pair.draft),
             "wall_minutes": (time.perf_counter() - started) / 60,
         },
         "rows": rows,

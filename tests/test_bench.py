@@ -293,7 +293,7 @@ def test_llama_cpp_reference_is_none_without_llama_cpp_and_measures_with_it(monk
 # ---------------------------------------------------------------- report and goals on synthetic numbers
 
 
-def synthetic_payload(fwd_over_mm: float = 1.1, hf_tps: float = 10.0, llama=None, target_dtype="torch.float32"):
+def synthetic_payload(fwd_over_mm: float = 1.1, hf_tps: float = 10.0, llama=None, target_dtype="float32"):
     """A bench payload whose measured numbers are chosen: forward = fwd_over_mm x its products
     (products 10 ms at 1 token, 12 at 5, 14 at 9), sampling 20 tok/s (q4_1: 25, q4_1_bf16: 28), HF
     generate `hf_tps` on the pair's target, and on the float32 one (when the pair's is another) 8."""
@@ -319,7 +319,7 @@ def synthetic_payload(fwd_over_mm: float = 1.1, hf_tps: float = 10.0, llama=None
     for c in curves:
         c["floor_ms"] = 5.0
     env = {"platform": "test", "threads": 2, "device": "cpu", "cpu_capability": "AVX2", "amx": False, "torch": "x"}
-    env.update(transformers="y", target_dtype=target_dtype, draft_dtype="torch.float32")
+    env.update(transformers="y", target_dtype=target_dtype, draft_dtype="float32")
     curve = {"context": 200, "copy_bandwidth_gb_s": 10.0, "curves": curves}
     curve["int8_products"] = [{"path": "fast", "threads": 2, "linear_ms": {1: 3.0, 5: 4.0, 9: 5.0}}]
     payload = {
@@ -435,7 +435,7 @@ def test_the_step_goals_read_the_target_dtype_curve_against_its_floor_and_produc
 def test_a_bf16_pair_is_measured_against_hf_on_the_float32_target(tmp_path):
     # HF generate on the pair's bf16 target runs at 12 tok/s, on the float32 target at 8: goal (c)
     # compares sampling (20) with the float32 one, 2.5x, and the 12 tok/s row alone would not meet it
-    payload = synthetic_payload(hf_tps=12.0, target_dtype="torch.bfloat16")
+    payload = synthetic_payload(hf_tps=12.0, target_dtype="bfloat16")
     (c,) = [g for g in goals(payload) if g["key"] == "c"]
     assert c["met"] and c["measured"].startswith("2.50x") and "on the float32 target" in c["goal"]
     rows = {r["label"]: r for r in payload["rows"]}

@@ -135,7 +135,7 @@ def _payload(slower_sps: float = 1.0) -> dict:
         r["speedup_vs_sampling"] = r["tokens_per_s"] / rows[0]["tokens_per_s"]
     return {
         "setup": {"pair": "smollm2_135m_head", "threads": 1},
-        "environment": {"target_dtype": "torch.bfloat16", "threads": 1, "machine": "test"},
+        "environment": {"target_dtype": "bfloat16", "threads": 1, "machine": "test"},
         "curve": None,
         "rows": rows,
     }

@@ -52,3 +52,28 @@ def test_the_builder_count_sees_every_form(tmp_path):
         assert _builds_a_decoder(tmp_path / f"m{i}.py"), form
     (tmp_path / "no.py").write_text("DECODERS['sps'].settings(gamma=2)\n")
     assert not _builds_a_decoder(tmp_path / "no.py")
+
+
+def test_every_result_file_spells_a_dtype_one_way():
+    """Records spell a dtype as `provenance.dtype_name` does ("bfloat16"), never torch's repr
+    ("torch.bfloat16"), so that no reader strips a prefix of its own."""
+    import re
+
+    torch_repr = re.compile(r'"torch\.(float16|bfloat16|float32|float64)"')
+    found = [
+        str(p.relative_to(ROOT))
+        for p in (ROOT / "results").rglob("*")
+        if p.suffix in (".json", ".jsonl") and torch_repr.search(p.read_text())
+    ]
+    assert found == []
+
+
+def test_dtype_name_spells_models_dtypes_and_formats():
+    import torch
+
+    from mtad.provenance import dtype_name
+
+    model = torch.nn.Linear(2, 2).to(torch.bfloat16)
+    assert dtype_name(model) == dtype_name(torch.bfloat16) == dtype_name("torch.bfloat16") == "bfloat16"
+    model.mtad_dtype = "q4_1"  # a quantized target names its format
+    assert dtype_name(model) == "q4_1"

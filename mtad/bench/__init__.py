@@ -31,7 +31,6 @@ costs predict; optionally llama.cpp on the same GGUF (`llama_cpp_reference`); th
 from mtad.bench.calibrate import calibration, predicted_sps_speedup, predictions
 from mtad.bench.curves import (
     curve_model,
-    dtype_name,
     int8_products,
     linear_only_ms,
     matrix_products,
@@ -60,7 +59,6 @@ __all__ = [
     "calibration",
     "curve_model",
     "default_configs",
-    "dtype_name",
     "environment",
     "forward_ms",
     "goals",

@@ -70,7 +70,7 @@ def predictions(payload: dict, gamma: int, dtype: str) -> dict | None:
     if not curve:
         return None
     threads = payload["environment"]["threads"]
-    draft_dtype = payload["environment"]["draft_dtype"].removeprefix("torch.")
+    draft_dtype = payload["environment"]["draft_dtype"]
 
     def chosen(model: str, dt: str) -> dict | None:
         fast = [c for c in curve["curves"] if c["path"] == "fast" and c["threads"] == threads]

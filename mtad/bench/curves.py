@@ -27,6 +27,7 @@ from mtad.devices import model_device, sync, torch_threads
 from mtad.metrics.forward_time import forward_ms
 from mtad.models.pairs import QUANTIZED_DTYPES
 from mtad.models.quantized import per_row_int8
+from mtad.provenance import dtype_name
 
 # the bench's torch threads (`scripts/bench.py --threads`): every core of the 2-core CPU the committed
 # bench ran on, which it has to itself (a quiet machine); the studies' Hydra default is 1 (conf/config.yaml)
@@ -58,11 +59,6 @@ def copy_bandwidth(device: torch.device, megabytes: int = 256, reps: int = 5) ->
 # ------------------------------------------------------------------ matrix products alone
 
 PRODUCT_WIDTHS = (1, 5, 9, 17)  # widths at which a forward is set beside its matrix products
-
-
-def dtype_name(model) -> str:
-    """A model's dtype as the pairs name it: "q4_1" for a quantized target, else e.g. "float32"."""
-    return getattr(model, "mtad_dtype", None) or str(model.dtype).removeprefix("torch.")
 
 
 @dataclass(frozen=True)

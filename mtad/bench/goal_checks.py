@@ -50,7 +50,7 @@ def fast_target_curves(payload: dict) -> dict[str, dict]:
 
 
 def default_dtype(payload: dict) -> str:
-    return payload["environment"]["target_dtype"].removeprefix("torch.")
+    return payload["environment"]["target_dtype"]
 
 
 def _goal(key: str, goal: str, measured: str, met: bool | None) -> dict:

@@ -116,7 +116,7 @@ def isolated_profile(payload: dict, path: str) -> DeviceProfile | None:
         return None
     curves = [c for c in payload["curve"]["curves"] if c["path"] != "fast" or c.get("threads") == env.get("threads")]
     try:
-        dtype = str(env["target_dtype"]).removeprefix("torch.")  # the run records torch's name of it
+        dtype = env["target_dtype"]
         profile = from_bench({**payload, "curve": {**payload["curve"], "curves": curves}}, dtype, path)
     except KeyError:
         return None

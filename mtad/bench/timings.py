@@ -21,7 +21,7 @@ import torch
 
 from mtad.bench.block_profile import long_prompt_ids
 from mtad.bench.calibrate import calibration, predictions
-from mtad.bench.curves import dtype_name, verification_curve
+from mtad.bench.curves import verification_curve
 from mtad.bench.llama_cpp import llama_cpp_on_pair
 from mtad.bench.rows import find_row
 from mtad.decode_stats import COUNTS, DecodeStats, host_seconds
@@ -34,6 +34,7 @@ from mtad.methods import specs
 from mtad.metrics.speed import aggregate_speed
 from mtad.models import load_pair
 from mtad.models.pairs import QUANTIZED_DTYPES, auto_dtype, auto_meaning, cpu_flags, load_target_and_tokenizer
+from mtad.provenance import dtype_name
 from mtad.records import derive_seed
 from mtad.tasks.prompts import chat_ids, make_prompts
 
@@ -318,8 +319,8 @@ def environment(target, draft, pair_cfg: dict | None = None) -> dict:
         "threads": env["torch_threads"],
         "torch": env["versions"]["torch"],
         "transformers": env["versions"]["transformers"],
-        "target_dtype": getattr(target, "mtad_dtype", None) or str(target.dtype),  # q4_1 names its format
-        "draft_dtype": str(draft.dtype),
+        "target_dtype": dtype_name(target),  # q4_1 names its format
+        "draft_dtype": dtype_name(draft),
         "device": str(next(target.parameters()).device),
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "amx": "amx_bf16" in flags,

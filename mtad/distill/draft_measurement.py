@@ -469,7 +469,7 @@ def readme_block(result: dict, name: str | None = None) -> str:
         f"{r['meta'].get('trained_tokens', '?')} trained tokens; {result['per_family']} held-out requests of each "
         f"of the {len(r['families'])} kinds, ≤ {result['max_new_tokens']} new tokens, the paper's setting, "
         f"γ = {p['sps'].gamma}, W = {p['mtad'].beam_width}, τ = {p['mtad'].threshold}, {result['threads']} torch "
-        f"thread(s), {result['target_dtype'].replace('torch.', '')} target, {result['decode_path']} decode path; "
+        f"thread(s), {result['target_dtype']} target, {result['decode_path']} decode path; "
         f"{env['machine']}, {isa}; E[accept] teacher-forced on target answers, α from SpS's accepted "
         "lengths, BE = block efficiency):",
         "",

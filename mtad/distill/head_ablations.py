@@ -16,6 +16,7 @@ import torch
 
 from ..devices import sync
 from ..models.head import FeatureHead, build_head, save_head
+from ..provenance import dtype_name
 from .corpus import Corpus
 from .head_training import (
     HeadTrainConfig,
@@ -241,7 +242,7 @@ def arm_result(cfg: HeadTrainConfig, arm: AblationArm, heldout: dict, tokens_per
     return {
         "design": design_of(arm.head) | {"reg_weight": arm.reg_weight},
         "noise": {"noise": cfg.noise, "noise_scale": cfg.noise_scale} | (arm.noise or {}),
-        "compute_dtype": str(arm.dtype).replace("torch.", ""),
+        "compute_dtype": dtype_name(arm.dtype),
         "accept_paper": {s: stats["mean"][f"accept_paper@{s}"] for s in range(1, 5)},
         "by_family": {f: stats[f]["accept_paper"] for f in stats if f != "mean"},
         "trained_tokens_per_s": tokens_per_s,

@@ -13,6 +13,7 @@ import time
 
 import torch
 
+from ..provenance import dtype_name
 from .sampler import cache_argument, slot_cache
 
 
@@ -63,6 +64,6 @@ def roofline(target, slots: int = 32) -> dict:
         "sampled_tokens_per_s": sampling_rate(target, slots),
         "sampling_slots": slots,
         "sampling_context": 256,
-        "dtype": str(next(target.parameters()).dtype),
+        "dtype": dtype_name(target),
         "threads": torch.get_num_threads(),
     }

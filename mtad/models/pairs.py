@@ -13,6 +13,8 @@ from typing import Any, Mapping
 
 import torch
 
+from mtad.provenance import dtype_name
+
 PACKAGE_DIR = Path(__file__).resolve().parents[1]  # mtad/
 ASSETS_DIR = PACKAGE_DIR / "assets"
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -145,7 +147,7 @@ def auto_meaning(cfg: Mapping) -> str | None:
 
 def activation_dtype(target_dtype: str | None) -> str:
     """The dense dtype a target of `target_dtype` computes in (a 4-bit target's activations')."""
-    return str(_dtype(target_dtype, QUANTIZED_DTYPES)).removeprefix("torch.")
+    return dtype_name(_dtype(target_dtype, QUANTIZED_DTYPES))
 
 
 def resolve_device(device: str | None) -> torch.device:

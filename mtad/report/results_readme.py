@@ -257,7 +257,7 @@ def speed_section(results: Path) -> list[str]:
     if not payload:
         return _absent(path, "make bench")
     env, setup = payload["environment"], payload["setup"]
-    target = str(env["target_dtype"]).replace("torch.", "")
+    target = env["target_dtype"]
     ours = [r for r in payload["rows"] if r["impl"] == "ours" and r["path"] == "fast" and not r["target_dtype"]]
     table = [
         [

@@ -88,6 +88,7 @@ def run(ctx: Context) -> dict:
 
     from mtad.bench.curves import copy_bandwidth, weight_bytes
     from mtad.metrics.forward_time import forward_ms
+    from mtad.provenance import dtype_name
 
     name = chosen_model(ctx.options, ctx.device.type)
     model, build_s = curve_model(name, ctx.device)
@@ -101,7 +102,7 @@ def run(ctx: Context) -> dict:
     data = {
         "model": name,
         "config": CURVE_MODELS[name]["config"],
-        "dtype": str(model.dtype).removeprefix("torch."),
+        "dtype": dtype_name(model),
         "parameters": sum(p.numel() for p in model.parameters()),
         "parameter_bytes": param_bytes,
         "kv_cache_bytes": kv_bytes,

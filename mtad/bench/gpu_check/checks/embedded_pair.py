@@ -71,6 +71,7 @@ def run(ctx: Context) -> dict:
     """A row per method, with its speed-up over sampling; Skipped when the pair's files are not here."""
     from mtad.decoding import SpSParams
     from mtad.models import load_pair
+    from mtad.provenance import dtype_name
     from mtad.tasks.prompts import chat_ids, make_prompts
 
     name = ctx.options.embedded_pair
@@ -86,8 +87,8 @@ def run(ctx: Context) -> dict:
     data = {
         "pair": name,
         "path": pair.decode_path,
-        "target_dtype": str(pair.target.dtype).removeprefix("torch."),
-        "draft_dtype": str(pair.draft.dtype).removeprefix("torch."),
+        "target_dtype": dtype_name(pair.target),
+        "draft_dtype": dtype_name(pair.draft),
         "load_s": round(load_s, 2),
         "prompt_tokens": int(prompt.shape[1]),
         "max_new_tokens": n_tokens,
