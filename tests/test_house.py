@@ -1,5 +1,10 @@
-"""House rules read from the source (nothing imported): a module's file name says what it holds, so
-no two modules of the package share one (package markers and the per-family `base`/`task` aside)."""
+"""House rules read from the source and the committed results:
+
+- a module's file name says what it holds, so no two modules of the package share one (package
+  markers and the per-family `base`/`task` aside);
+- one module outside the engine builds decoders (`mtad.generation`);
+- records spell a dtype one way (`provenance.dtype_name`);
+- no function in the package or the scripts is over sixty lines."""
 
 from collections import defaultdict
 from pathlib import Path
@@ -77,3 +82,21 @@ def test_dtype_name_spells_models_dtypes_and_formats():
     assert dtype_name(model) == dtype_name(torch.bfloat16) == dtype_name("torch.bfloat16") == "bfloat16"
     model.mtad_dtype = "q4_1"  # a quantized target names its format
     assert dtype_name(model) == "q4_1"
+
+
+MAX_FUNCTION_LINES = 60
+
+
+def test_no_function_is_over_sixty_lines():
+    """Small functions (decorators and docstring counted) in the package and the scripts."""
+    import ast
+
+    long = [
+        f"{p.relative_to(ROOT)}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1} lines)"
+        for folder in ("mtad", "scripts")
+        for p in (ROOT / folder).rglob("*.py")
+        for node in ast.walk(ast.parse(p.read_text()))
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES
+    ]
+    assert long == []

@@ -21,7 +21,7 @@ import torch
 
 from mtad.bench.block_profile import long_prompt_ids
 from mtad.bench.calibrate import calibration, predictions
-from mtad.bench.curves import verification_curve
+from mtad.bench.curves import BENCH_THREADS, verification_curve
 from mtad.bench.llama_cpp import llama_cpp_on_pair
 from mtad.bench.rows import find_row
 from mtad.decode_stats import COUNTS, DecodeStats, host_seconds
@@ -369,6 +369,40 @@ def measure_long(
     }
 
 
+def kept_configs(configs: list[Config], only: str | None) -> list[Config]:
+    """The configs whose label holds one of `only`'s comma-separated substrings (None: all)."""
+    return [c for c in configs if not only or any(s in c.label for s in only.split(","))]
+
+
+def curve_and_calibration(pair, curve_dtypes, curve_reps: int, targets: dict, gamma: int, log=print):
+    """The verification-cost curve over `curve_dtypes` at 1 thread and the current count, and the
+    calibration read from it (both None without dtypes)."""
+    if not curve_dtypes:
+        return None, None
+    curve = verification_curve(
+        pair.target,
+        pair.draft,
+        curve_dtypes,
+        threads=tuple(sorted({1, torch.get_num_threads()})),
+        reps=curve_reps,
+        log=log,
+        targets=tuple(targets.values()),
+    )
+    calibrated = calibration(curve, gamma)
+    if calibrated:
+        log(f"calibration picked: {calibrated}")
+    return curve, calibrated
+
+
+def long_rows(configs: list[Config], pair, long_prompts: int, max_new_tokens: int, reps: int, log=print):
+    """Our fast-path rows again on `long_prompts` CNN/DailyMail prompts (None for 0)."""
+    if not long_prompts:
+        return None
+    ours = [c for c in configs if c.impl == "ours" and c.path == "fast" and not c.target_dtype]
+    long_ids = long_prompt_ids(pair.tokenizer, long_prompts)
+    return measure_long(ours, pair.target, pair.draft, long_ids, max_new_tokens, reps, log=log)
+
+
 def measure_pair(
     pair_name: str,
     *,
@@ -376,7 +410,7 @@ def measure_pair(
     max_new_tokens: int = 40,
     reps: int = 5,
     gamma: int = SpSParams().gamma,
-    threads: int = 2,
+    threads: int = BENCH_THREADS,
     target_dtype: str | None = None,
     draft_dtype: str | None = None,
     only: str | None = None,
@@ -389,16 +423,13 @@ def measure_pair(
     notes: list[str] | None = None,
     log=print,
 ) -> dict:
-    """The whole benchmark of pair `pair_name` -> the payload `write_report` renders: the
-    verification-cost curve over `curve_dtypes` ('()': none) at 1 thread and the current count, and
-    the calibration read from it; then `prompts` held-out chat prompts x `max_new_tokens`, `reps`
-    alternating repetitions of every config (`default_configs`, and `budget_configs` at the
-    calibrated node budget; `only`: comma-separated substrings of the labels to keep, llama.cpp
-    included), sampling with each of `sampling_targets` other than the pair's own, llama.cpp on the
-    pair's GGUF (`llama_cpp`); our fast-path rows again on `long_prompts` CNN/DailyMail prompts at
-    one thread (`measure_long`; 0: none); the predicted speed-ups and the wall time. `threads` is
-    the thread count asked for (0: torch's default), applied for the whole run
-    (`devices.torch_threads`) and recorded in the setup; `target_dtype`, `draft_dtype` override the pair's."""
+    """The whole benchmark of pair `pair_name` -> the payload `write_report` renders: the curve
+    over `curve_dtypes` and its calibration (`curve_and_calibration`); `prompts` held-out chat
+    prompts x `max_new_tokens`, `reps` alternating repetitions of every config (`default_configs`,
+    `budget_configs` at the calibrated node budget, sampling on each of `sampling_targets`; `only`:
+    label substrings to keep), llama.cpp on the pair's GGUF, the fast-path rows on `long_prompts`
+    CNN/DailyMail prompts (`long_rows`), the predicted speed-ups and the wall time. `threads` (0:
+    torch's default) holds for the whole run; `target_dtype`, `draft_dtype` override the pair's."""
     with torch_threads(threads):
         started = time.perf_counter()
         overrides = {k: v for k, v in (("target_dtype", target_dtype), ("draft_dtype", draft_dtype)) if v}
@@ -406,66 +437,34 @@ def measure_pair(
         prompt_ids = [chat_ids(pair.tokenizer, text) for text in make_prompts(prompts, seed=7, held_out=True)]
         own = dtype_name(pair.target)
         sampling_targets = tuple(d for d in sampling_targets if d != own)
-
-        def kept(configs: list[Config]) -> list[Config]:
-            return [c for c in configs if not only or any(s in c.label for s in only.split(","))]
-
-        configs = kept(
-            default_configs(
-                gamma,
-                compiled=compiled,
-                assisted=not reads_target_features(pair.draft),
-                target_dtypes=sampling_targets,
-                pair_dtype=own,
-            )
+        assisted = not reads_target_features(pair.draft)
+        configs = kept_configs(
+            default_configs(gamma, compiled, assisted, target_dtypes=sampling_targets, pair_dtype=own), only
         )
         targets = other_targets(pair, {*curve_dtypes, *(c.target_dtype for c in configs if c.target_dtype)})
-        curve = None
-        if curve_dtypes:
-            curve = verification_curve(
-                pair.target,
-                pair.draft,
-                curve_dtypes,
-                threads=tuple(sorted({1, torch.get_num_threads()})),
-                reps=curve_reps,
-                log=log,
-                targets=tuple(targets.values()),
-            )
-        calibrated = calibration(curve, gamma) if curve else None
-        if calibrated:
-            log(f"calibration picked: {calibrated}")
+        curve, calibrated = curve_and_calibration(pair, curve_dtypes, curve_reps, targets, gamma, log)
         if calibrated and calibrated.get("node_budget"):
-            configs += kept(budget_configs(gamma, calibrated["node_budget"]["nodes"]))
+            configs += kept_configs(budget_configs(gamma, calibrated["node_budget"]["nodes"]), only)
         warm = warm_up(configs, pair.target, pair.draft, prompt_ids, 8, max_new_tokens, log=log, targets=targets)
         results = measure_all(
             configs, pair.target, pair.draft, prompt_ids, max_new_tokens, reps, log=log, targets=targets
         )
-        rows = summarise(configs, results)
-        llama = llama_cpp_on_pair(pair, prompt_ids, max_new_tokens, reps, skip=not llama_cpp, only=only)
-        long = None
-        if long_prompts:
-            ours = [c for c in configs if c.impl == "ours" and c.path == "fast" and not c.target_dtype]
-            long_ids = long_prompt_ids(pair.tokenizer, long_prompts)
-            long = measure_long(ours, pair.target, pair.draft, long_ids, max_new_tokens, reps, log=log)
+        setup = {"pair": pair_name, "prompts": len(prompt_ids), "max_new_tokens": max_new_tokens, "reps": reps}
+        setup |= {"gamma": gamma, "threads": threads, "default_path": pair_path(pair)}
         payload = {
-            "setup": {
-                "pair": pair_name,
-                "prompts": len(prompt_ids),
-                "max_new_tokens": max_new_tokens,
-                "reps": reps,
-                "gamma": gamma,
-                "threads": threads,
-                "default_path": resolve_decode_path(pair.decode_path, pair.target),
-            },
+            "setup": setup,
             "environment": environment(pair.target, pair.draft, pair.config),
-            "rows": rows,
+            "rows": summarise(configs, results),
             "warm_up": warm,
             "curve": curve,
-            "llama_cpp": llama,
-            "long": long,
+            "llama_cpp": llama_cpp_on_pair(pair, prompt_ids, max_new_tokens, reps, skip=not llama_cpp, only=only),
+            "long": long_rows(configs, pair, long_prompts, max_new_tokens, reps, log),
             "notes": list(notes or []),
+            "calibration": calibrated,
         }
-        payload["calibration"] = calibrated
-        payload["predicted"] = predictions(payload, gamma, own)
-        payload["wall_s"] = time.perf_counter() - started
-        return payload
+        return payload | {"predicted": predictions(payload, gamma, own), "wall_s": time.perf_counter() - started}
+
+
+def pair_path(pair) -> str:
+    """The decode path the pair's methods resolve to on its target."""
+    return resolve_decode_path(pair.decode_path, pair.target)
