@@ -198,7 +198,7 @@ def run_command(argv: list[str]) -> None:
 def launch_all(conf, argv: list[str], beside: list[list[str]]) -> int:
     """The command's Hydra run, then one per launch ``beside`` its grid (the command's flags kept),
     the progress line counting across them; the worst exit status of them."""
-    from mtad.runner.multirun import grid_jobs
+    from mtad.runner.grid import grid_jobs
     from mtad.runner.progress import command_cells
 
     flags = [a for a in argv if a.startswith("-")]

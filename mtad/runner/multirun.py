@@ -16,33 +16,9 @@ the grid, and its first job is checked with the grid's.
 
 from __future__ import annotations
 
-from itertools import product
+from mtad.runner.grid import grid_jobs, sweep_grid
 
 BESIDE = "beside_grid"  # the experiment's key of the cells beside its grid (conf/config.yaml)
-
-
-def sweep_grid(overrides: list[str]) -> tuple[list[str], dict[str, list[str]]]:
-    """(the overrides every job shares, {swept key: ["key=value", ...]}) of a multirun: the
-    experiment's grid, a command-line sweep replacing a key's values, a command-line value
-    taking the key out of the grid."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    from mtad.configs import compose
-
-    parser = OverridesParser.create()
-    given = parser.parse_overrides(overrides)
-    fixed = [o.input_line for o in given if not o.is_sweep_override()]
-    params = compose(fixed, hydra=True).hydra.sweeper.get("params") or {}
-    grid = {}
-    for o in [*parser.parse_overrides([f"{k}={v}" for k, v in params.items()]), *given]:
-        key = o.get_key_element()
-        if o.is_sweep_override():
-            grid[key] = [f"{key}={v}" for v in o.sweep_string_iterator()]
-        elif o in given:
-            grid.pop(key, None)
-        else:
-            grid[key] = [f"{key}={o.get_value_element_as_str()}"]
-    return fixed, grid
 
 
 def jobs_to_check(overrides: list[str]) -> list[list[str]]:
@@ -64,12 +40,6 @@ def grid_checks(overrides: list[str]) -> list[list[str]]:
 def all_jobs(overrides: list[str]) -> list[list[str]]:
     """Every job the command runs: its grid's (``grid_jobs``), then those of each launch beside it."""
     return grid_jobs(overrides) + [job for launch in beside_launches(overrides) for job in grid_jobs(launch)]
-
-
-def grid_jobs(overrides: list[str]) -> list[list[str]]:
-    """Every job of the multirun's grid, in the basic sweeper's order."""
-    shared, swept = sweep_grid(overrides)
-    return [shared + list(combo) for combo in product(*swept.values())]
 
 
 def beside_launches(overrides: list[str]) -> list[list[str]]:

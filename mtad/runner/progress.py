@@ -5,7 +5,7 @@ grid should be done, e.g.
 
 The position is Hydra's job number; the grid's size is counted from the multirun's own config, which
 Hydra's sweeper saves as ``multirun.yaml`` in the sweep folder before the first job
-(``mtad.runner.multirun.grid_jobs``); a command that runs cells beside its experiment's grid
+(``mtad.runner.grid.grid_jobs``); a command that runs cells beside its experiment's grid
 counts the grid and those launches as one (``command_cells``). The ETA is the mean wall time of the
 cells this process has started so far times the cells left, this one included ("ETA unknown"
 before the first is done).
@@ -73,7 +73,7 @@ def grid_size(sweep_dir: str) -> int | None:
     cannot be read."""
     from omegaconf import OmegaConf
 
-    from mtad.runner.multirun import grid_jobs
+    from mtad.runner.grid import grid_jobs
 
     try:
         given = OmegaConf.load(Path(sweep_dir) / "multirun.yaml").hydra.overrides
