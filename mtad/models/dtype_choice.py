@@ -31,6 +31,8 @@ import torch
 
 log = logging.getLogger(__name__)
 
+# the dense dtypes a model may be loaded in, by the name configs and records give them
+DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16, "float16": torch.float16}
 CANDIDATES = ("float32", "bfloat16")
 STEP_WIDTH, VERIFY_WIDTH = 1, 5  # a sampling step; a γ = 4 verification (the pending token and 4 drafts)
 CONTEXT, REPS, ROUNDS = 128, 8, 3  # cached positions; forwards per timing (median); rounds the dtypes alternate
@@ -93,8 +95,6 @@ def _read() -> dict:
 def check_pin(value: str, name: str = PIN_VARIABLE) -> DtypeChoice:
     """`value` as the dtype `auto` is pinned to; a value that is not a dense dtype is refused with
     the valid ones (`name`: the setting that gave it)."""
-    from .pairs import DTYPES
-
     if value not in DTYPES:
         raise ValueError(f"{name}={value!r} is not a target dtype; valid: {', '.join(DTYPES)}")
     return DtypeChoice(value, "pinned", {})

@@ -15,9 +15,10 @@ import torch
 
 from mtad.provenance import dtype_name
 
+from .dtype_choice import DTYPES, measure, pinned_choice, stored_choice
+
 PACKAGE_DIR = Path(__file__).resolve().parents[1]  # mtad/
 ASSETS_DIR = PACKAGE_DIR / "assets"
-DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16, "float16": torch.float16}
 SOURCES = ("hub", "gguf_package", "tiny_random", "distilled", "head", "lookup")
 # targets only, in CPU weight-only kernels with float32 or bf16 activations (models/quantized.py): the GGUF's
 # 4-bit weights in the int4 kernel (q4_1), every Linear of the dense target requantized per row to int8 (int8)
@@ -122,8 +123,6 @@ def resolve_auto_dtypes(cfg: dict) -> None:
     dtype (a 4-bit target's activations' dtype), once that is known."""
     device = resolve_device(cfg.get("device"))
     if cfg.get("target_dtype") == AUTO_DTYPE:
-        from .dtype_choice import pinned_choice, stored_choice
-
         choice = pinned_choice()
         if choice is None and device.type == "cpu":
             choice = stored_choice(cfg["target"], cfg.get("decode_path"))
@@ -211,8 +210,6 @@ def load_target_and_tokenizer(cfg: dict, device: str | None = None, dtype: str |
     cfg = dict(cfg, device=device or cfg.get("device"))
     dtype_name = dtype or cfg.get("target_dtype")
     if dtype_name == AUTO_DTYPE:  # a CPU target not measured on this machine yet: float32, then timed
-        from .dtype_choice import measure
-
         model, tokenizer = load_target_and_tokenizer(cfg, dtype="float32")
         model, choice = measure(model, cfg["target"], cfg.get("decode_path"))
         model.mtad_dtype_choice = choice.as_dict()  # what load_pair records
