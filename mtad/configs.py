@@ -69,7 +69,7 @@ def methods_value(which: str = "study") -> str:
     """``${methods:<which>}`` in a config: the registry's study methods (``study``), those that
     draft (``drafting``) or the lossless ones (``lossless``), in table order, as a sweep's
     comma-separated value, so that Table 2 and the sweeps run a newly registered method unasked."""
-    from mtad.methods import specs
+    from mtad.decoding.registry import specs
 
     if which not in METHOD_SETS:
         raise ValueError(f"${{methods:{which}}}: unknown set; valid: {', '.join(METHOD_SETS)}")
@@ -80,7 +80,7 @@ def adaptive_cells() -> list[list[str]]:
     """``${adaptive_cells:}``: each lossless study method with an adaptive threshold at it
     (``[method=<name>, method.stop_below=<t>]``, the registry's), the cells Table 2 runs beside its
     grid."""
-    from mtad.methods import specs
+    from mtad.decoding.registry import specs
 
     return [[f"method={n}", s.adaptive_override] for n, s in specs().items() if s.lossless and s.adaptive_override]
 

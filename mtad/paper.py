@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mtad.methods import MethodsWhere
+from mtad.decoding.registry import MethodsWhere
 
 CITATION = (
     'Qin et al., "Optimized Multi-Token Joint Decoding with Auxiliary Model for LLM Inference", '

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from mtad.bench.block_profile import long_prompt_ids, profile_methods, render_profile
 from mtad.bench.timings import method_params
-from mtad.methods import specs
+from mtad.decoding.registry import specs
 from mtad.models.pairs import load_pair
 from mtad.provenance import capture, dtype_name, environment_record
 from mtad.tasks.prompts import chat_ids, make_prompts

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from mtad.decoding import get_decoder
-from mtad.methods import specs
+from mtad.decoding.registry import specs
 from mtad.models.check_cases import TOKEN_PROMPT, TOKEN_VOCAB
 from mtad.models.tiny import BUILDERS, tiny_head
 

@@ -6,7 +6,7 @@ import torch
 
 from mtad.bench.block_profile import COLUMNS, profile_generation, profile_methods, render_profile
 from mtad.decoding import get_decoder
-from mtad.methods import study_methods
+from mtad.decoding.registry import study_methods
 from mtad.models.tiny import tiny_head, tiny_llama
 
 PROMPT = torch.tensor([[5, 1, 9, 2, 7, 3, 3, 8]])

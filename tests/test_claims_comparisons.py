@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from claims_cells import copy_cells
 
-from mtad import methods
+from mtad.decoding import registry as methods
 
 REPO = Path(__file__).resolve().parents[1]
 PAIR = "smollm2_135m_head"

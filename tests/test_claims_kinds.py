@@ -209,7 +209,7 @@ def test_each_kind_agrees_with_the_papers_claims_of_it():
 
 
 def test_the_adaptive_variants_run_at_the_registrys_thresholds():
-    from mtad.methods import spec
+    from mtad.decoding.registry import spec
 
     adaptive = [v for v in _settings().variants if v.name == "adaptive"]
     assert adaptive and all(v.overrides == (spec(v.method).adaptive_override,) for v in adaptive)

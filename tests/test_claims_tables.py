@@ -88,7 +88,7 @@ def test_no_interval_without_examples():
 def test_table2_counts_planned_present_and_missing_cells(cells, tmp_path):
     import shutil
 
-    from mtad.methods import study_methods
+    from mtad.decoding.registry import study_methods
     from mtad.report.tables import build_table2
 
     planned = 4 * len(study_methods())  # the committed run holds the 24 cells of the first six methods

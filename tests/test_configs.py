@@ -314,7 +314,7 @@ def test_a_task_setting_on_the_command_line_wins_over_the_experiments_per_task(
 
 def test_table2_and_the_sweeps_run_every_method_the_registry_holds():
     from mtad.configs import methods_value, planned_grid
-    from mtad.methods import specs, study_methods
+    from mtad.decoding.registry import specs, study_methods
 
     assert planned_grid("table2")["method"] == list(study_methods())
     assert planned_grid("sweeps", "temperature")["method"] == list(study_methods())

@@ -35,8 +35,8 @@ def test_seconds_add_target_calls_at_their_width_host_work_and_draft_steps():
     tree = Counts(new_tokens=30, target_calls=10, draft_calls=40, drafted=40, tree_nodes=160, draft_rows_per_call=4)
     # 10 calls x (T(1 + 16) + 1) + 40 x D(4) = 10 x 35 + 40 x 2 = 430 ms
     assert modelled_seconds(tree, profile) == pytest.approx(0.430)
-    chain = Counts.of({"new_tokens": 30, "target_calls": 10, "draft_calls": 40, "drafted": 40}, {"beam_width": 4})
-    assert (chain.verified_per_call, chain.draft_rows_per_call) == (4.0, 4.0)
+    beam = Counts.of({"new_tokens": 30, "target_calls": 10, "draft_calls": 40, "drafted": 40, "draft_rows": 160})
+    assert (beam.verified_per_call, beam.draft_rows_per_call) == (4.0, 4.0)
     # two prompts of 50 tokens on average, each prefilled at F(P) = 0.5 ms per token: + 50 ms, sampling's too
     prefilled = DeviceProfile("linear", lambda w: 2.0 * w, lambda r: 0.5 * r, 1.0, {}, lambda p: 0.5 * p)
     with_prompts = Counts(30, 10, 40, 40, 160, 4, prompt_tokens=100, generations=2)
@@ -47,26 +47,12 @@ def test_seconds_add_target_calls_at_their_width_host_work_and_draft_steps():
 def test_draft_rows_per_call_are_the_rows_the_draft_forwards_read():
     # SpecInfer's (4, 2, 2) tree: 3 draft forwards of 1, 4 and 8 rows score 28 nodes
     record = {"new_tokens": 4, "target_calls": 1, "draft_calls": 3, "drafted": 3, "tree_nodes": 28, "draft_rows": 13}
-    assert Counts.of(record, {"k_config": (4, 2, 2)}).draft_rows_per_call == pytest.approx(13 / 3)
-    # a record written before draft rows were counted: nodes per draft call, the rule it was modelled with
-    old = {k: v for k, v in record.items() if k != "draft_rows"}
-    assert Counts.of(old).draft_rows_per_call == pytest.approx(28 / 3)
-    # a beam's rows as read, else (an old record) its width; a cell frame's empty column is absent
+    assert Counts.of(record).draft_rows_per_call == pytest.approx(13 / 3)
+    # a beam's rows as read (more than its width where a block's first forward catches up)
     beam = {"new_tokens": 8, "target_calls": 2, "draft_calls": 8, "drafted": 8, "draft_rows": 36}
-    assert Counts.of(beam, {"beam_width": 4}).draft_rows_per_call == 4.5
-    assert Counts.of({**beam, "draft_rows": float("nan")}, {"beam_width": 4}).draft_rows_per_call == 4.0
-
-
-def test_a_prefill_is_modelled_only_where_every_side_of_a_ratio_holds_its_prompts():
-    prefilled = DeviceProfile("linear", lambda w: 2.0 * w, lambda r: 0.5 * r, 0.0, {}, lambda p: 0.5 * p)
-    method = Counts(30, 10, 40, 40, 160, 4, prompt_tokens=100, generations=2)
-    old_sampling = Counts(30, 30, generations=2)  # a cell written before prompt tokens were counted
-    assert modelled_seconds(old_sampling, prefilled) == pytest.approx(0.030 * 2)  # no prefill of 0 tokens
-    without = Counts(30, 10, 40, 40, 160, 4, generations=2)
-    assert modelled_speedup(method, prefilled, old_sampling) == pytest.approx(
-        modelled_speedup(without, prefilled, old_sampling)
-    )
-    assert modelled_speedup(method, prefilled) != modelled_speedup(without, prefilled)  # sampling's own: prefilled
+    assert Counts.of(beam).draft_rows_per_call == 4.5
+    # sampling: no draft calls, so 1 row per call, times 0 calls
+    assert Counts.of({"new_tokens": 8, "target_calls": 8, "draft_rows": float("nan")}).draft_rows_per_call == 1.0
 
 
 def test_a_large_target_is_memory_bound_until_hundreds_of_tokens():
@@ -96,7 +82,8 @@ COST = {"a": 10.0, "b": 2.0, "c": 0.5, "d": 0.25, "prefill": 1.0, "host": {"samp
 
 def _generation(method: str, rep: int, prompt: int, calls: int, prompt_tokens: int, slower: float = 1.0) -> dict:
     """A generation timed on a machine whose costs are `COST` exactly (ms), except that its target forwards
-    take `slower` times theirs: 40 tokens, γ = 4 per call for SpS, 2 for MTAD's beam of 4."""
+    take `slower` times theirs: 40 tokens, γ = 4 per call for SpS, 2 for MTAD's beam of 4. The prefill is
+    the target's, part of its target seconds, as a `DecodeStats` record holds it."""
     gamma, beam = {"sampling": (0, 1), "sps": (4, 1), "mtad": (2, 4)}[method]
     drafts = gamma * calls
     target = slower * calls * (COST["a"] + COST["b"] * (1 + gamma))
@@ -104,9 +91,10 @@ def _generation(method: str, rep: int, prompt: int, calls: int, prompt_tokens: i
     prefill, host = COST["prefill"] * prompt_tokens, COST["host"][method] * calls
     return {
         "rep": rep, "prompt": prompt, "new_tokens": 40, "target_calls": calls, "draft_calls": drafts,
-        "drafted": drafts, "accepted": 0, "tree_nodes": 0, "prompt_tokens": prompt_tokens, "generations": 1,
-        "seconds": (target + draft + prefill + host) / 1e3, "prefill_seconds": prefill / 1e3,
-        "target_seconds": target / 1e3, "draft_seconds": draft / 1e3,
+        "drafted": drafts, "accepted": 0, "tree_nodes": 0, "draft_rows": drafts * beam,
+        "prompt_tokens": prompt_tokens, "generations": 1, "seconds": (target + draft + prefill + host) / 1e3,
+        "target_seconds": (target + prefill) / 1e3, "target_prefill_seconds": prefill / 1e3,
+        "draft_seconds": draft / 1e3, "draft_prefill_seconds": 0.0,
     }  # fmt: skip
 
 
@@ -235,11 +223,9 @@ def test_a_curve_the_bench_lacks_is_named_with_those_it_has():
 
 def test_one_mtad_cell_gives_the_same_counts_to_table2_the_claims_and_the_bench():
     from mtad.metrics.cost_model import Counts
-    from mtad.report.tables import _counts, method_params
+    from mtad.report.tables import _counts
 
-    totals = {"new_tokens": 60, "target_calls": 30, "draft_calls": 120, "drafted": 120, "tree_nodes": 0}
-    row = {**totals, "param.gamma": 4, "param.beam_width": 4, "param.threshold": 0.5}
-    table2 = _counts(row)  # Table 2 and the sweeps
-    claims = Counts.of(totals, method_params(row))  # the claims report, from the same cell's settings
-    bench = Counts.of(totals, {"gamma": 4, "beam_width": 4})  # a bench row's params
-    assert table2 == claims == bench and table2.draft_rows_per_call == 4.0
+    totals = {"new_tokens": 60, "target_calls": 30, "draft_calls": 120, "drafted": 120, "draft_rows": 480}
+    table2 = _counts({**totals, "param.gamma": 4, "param.beam_width": 4})  # a cell row: settings beside counts
+    # the claims report (per-example sums) and the bench (a row's counts) read the totals alone
+    assert table2 == Counts.of(totals) and table2.draft_rows_per_call == 4.0

@@ -7,6 +7,7 @@ import torch
 from mtad.decoding import METHODS, get_decoder
 from mtad.decoding.capabilities import has_lean_forward
 from mtad.decoding.kv import CachedModel
+from mtad.decoding.registry import specs
 from mtad.decoding.static_kv import (
     BUCKETS,
     CAPACITY_STEP,
@@ -16,7 +17,6 @@ from mtad.decoding.static_kv import (
     fast_unsupported,
     resolve_decode_path,
 )
-from mtad.methods import specs
 from mtad.models.check_cases import TOKEN_PROMPT, TOKEN_VOCAB
 from mtad.models.draft import build_draft_from_target
 from mtad.models.tiny import biased_llama, tiny_llama, tiny_opt

@@ -9,8 +9,8 @@ import torch
 from mtad.decoding import DECODERS, METHODS, get_decoder
 from mtad.decoding.capabilities import reads_target_features
 from mtad.decoding.mtjd_exact import exact_block_distribution
+from mtad.decoding.registry import specs
 from mtad.decoding.static_kv import StaticKV
-from mtad.methods import specs
 from mtad.models.check_cases import TOKEN_PROMPT, TOKEN_VOCAB
 from mtad.models.tiny import BUILDERS, tiny_head, tiny_llama
 

@@ -13,7 +13,7 @@ import pytest
 from matplotlib.figure import Figure
 
 from mtad.configs import planned_grid
-from mtad.methods import spec, study_methods
+from mtad.decoding.registry import spec, study_methods
 from mtad.report import figures
 from mtad.report.cells import load_cells
 from mtad.report.sweeps import caption, sweep_frame, table2_frame

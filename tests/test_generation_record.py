@@ -12,14 +12,14 @@ from mtad.bench.modelled import modelled_rows
 from mtad.bench.timings import Config, summarise
 from mtad.decode_stats import DecodeStats
 from mtad.decoding import get_decoder
-from mtad.methods import specs
+from mtad.decoding.registry import specs
 from mtad.metrics.cost_model import COUNT_FIELDS, Counts, GenerationCost
 from mtad.models.check_cases import TOKEN_PROMPT, TOKEN_VOCAB
 from mtad.models.tiny import tiny_head, tiny_llama
 from mtad.report.cells import load_cells
 from mtad.report.examples import example_frame, paired
 from mtad.report.kind_claims import _modelled_ratio
-from mtad.report.tables import _counts, add_modelled_speedups, method_params
+from mtad.report.tables import _counts, add_modelled_speedups
 from mtad.runner.aggregate import cell_metrics
 
 TOKEN_PARAMS = {m: dict(s.test_settings) for m, s in specs().items()}  # each method's small settings
@@ -57,8 +57,8 @@ def test_a_decode_fills_the_split_of_its_time_and_the_counts_the_cost_model_read
         assert stats.draft_calls == stats.draft_rows == stats.draft_seconds == 0
     else:  # every draft forward after the prefill reads a row at least
         assert stats.draft_calls > 0 and stats.draft_rows >= stats.draft_calls and stats.draft_prefill_seconds > 0
-    counts = Counts.of(stats, TOKEN_PARAMS[method])
-    assert counts == Counts.of(stats.as_dict(), TOKEN_PARAMS[method])  # the record and its stored form
+    counts = Counts.of(stats)
+    assert counts == Counts.of(stats.as_dict())  # the record and its stored form
     assert (counts.new_tokens, counts.target_calls, counts.draft_calls, counts.drafted, counts.tree_nodes) == (
         stats.new_tokens,
         stats.target_calls,
@@ -70,7 +70,7 @@ def test_a_decode_fills_the_split_of_its_time_and_the_counts_the_cost_model_read
     if stats.draft_calls:
         assert counts.draft_rows_per_call == stats.draft_rows / stats.draft_calls
     # the cost model's split: the prefills out of the forwards' seconds, host the rest
-    cost = GenerationCost.of(method, stats.as_dict(), TOKEN_PARAMS[method])
+    cost = GenerationCost.of(method, stats.as_dict())
     assert cost.prefill_seconds == pytest.approx(stats.prefill_seconds)
     assert cost.target_seconds == pytest.approx(stats.target_seconds - stats.target_prefill_seconds)
     assert cost.host_seconds == pytest.approx(stats.host_seconds)
@@ -146,8 +146,7 @@ def test_one_cell_gives_the_same_modelled_ratio_in_the_claims_table2_and_the_ben
     # the claims report: the per-example sums of the paired prompts
     frame = example_frame(cells)
     wide = paired(frame, list(methods), ["seconds", *COUNT_FIELDS])
-    params = {row["method"]: method_params(row) for row in cells.to_dict("records")}
-    claims = _modelled_ratio(wide, list(methods), PAIR, params)["ratio"]
+    claims = _modelled_ratio(wide, list(methods), PAIR)["ratio"]
     # the bench: the same records summed as one repetition of the two prompts
     rows = summarise(list(configs.values()), {c.label: [generations[m]] for m, c in configs.items()})
     payload = {"setup": {"pair": PAIR}, "environment": {"threads": 1}, "rows": rows, "curve": None}
@@ -158,19 +157,10 @@ def test_one_cell_gives_the_same_modelled_ratio_in_the_claims_table2_and_the_ben
     by_method = cells.set_index("method")
     table_counts = _counts(by_method.loc["mtad"].to_dict())
     (bench_row,) = [r for r in rows if r["method"] == "mtad"]
-    assert table_counts == Counts.of(bench_row["counts"], bench_row["params"])
+    assert table_counts == Counts.of(bench_row["counts"])
     assert table_counts.prompt_tokens == sum(map(len, PROMPTS)) and table_counts.generations == 2
     drafted = generations["mtad"]
     assert table_counts.draft_rows_per_call == sum(g.draft_rows for g in drafted) / sum(g.draft_calls for g in drafted)
-
-
-def test_a_cell_written_before_the_new_counts_is_modelled_as_it_was(models, tmp_path):
-    """Records without draft rows and prompt tokens (the committed results): the tree's nodes per
-    draft call and no prefill, on either side of the ratio."""
-    stats = decode(models, "specinfer", TOKEN_PROMPT)
-    old = {k: v for k, v in stats.as_dict().items() if k not in ("draft_rows", "prompt_tokens")}
-    counts = Counts.of(old)
-    assert counts.draft_rows_per_call == stats.tree_nodes / stats.draft_calls and counts.prompt_tokens == 0
 
 
 def test_the_record_names_what_made_it_and_a_cell_refuses_a_decoder_that_ran_other_settings(models):

@@ -170,8 +170,8 @@ def test_an_error_is_its_checks_result_and_the_others_still_run(tmp_path, monkey
 
 def test_the_checks_names_are_the_engines():
     from mtad.bench.gpu_check import engine
+    from mtad.decoding.registry import METHODS
     from mtad.decoding.static_kv import DECODE_PATHS
-    from mtad.methods import METHODS
 
     assert gpu_check.decode_paths() == tuple(DECODE_PATHS) and gpu_check.methods() == tuple(METHODS)
     # what a python without torch reads: the engine's source

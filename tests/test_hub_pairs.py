@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from mtad.methods import METHODS
+from mtad.decoding.registry import METHODS
 from mtad.models.pairs import DTYPES, SOURCES, list_pairs, load_pair, pair_config, resolve_device
 from mtad.models.tiny import tiny_model, tiny_tokenizer
 

@@ -1,4 +1,4 @@
-"""The method registry (mtad/methods.py): one MethodSpec per method, declared beside its class, read
+"""The method registry (mtad/decoding/registry.py): one MethodSpec per method, declared beside its class, read
 by everything that lists methods. A method registered from a module of its own reaches DECODERS,
 Table 2's order, the figures' styles, the bench's configs and the draft measurement with no other
 file touched, and no module under mtad/ keeps a table of the study's methods of its own."""
@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from mtad import methods
+from mtad.decoding import registry as methods
 from mtad.decoding.params import SpSParams
-from mtad.methods import MethodSpec, spec, specs, study_methods
+from mtad.decoding.registry import MethodSpec, spec, specs, study_methods
 
 PACKAGE = Path(__file__).resolve().parents[1] / "mtad"
 
@@ -33,7 +33,7 @@ ALLOWED_TABLES = {
 TOY_MODULE = '''
 from mtad.decoding.params import SpSParams
 from mtad.decoding.sps import SpeculativeSampling
-from mtad.methods import MethodSpec
+from mtad.decoding.registry import MethodSpec
 
 
 class Toy(SpeculativeSampling):
@@ -70,7 +70,7 @@ def method_tables(root: Path, names: set[str]) -> list[tuple[str, int, tuple[str
     """(file, line, names) of every dict, tuple, list or set literal under `root` that spells two or
     more of `names` as string constants (a dict: its keys), outside the registry and the modules
     that declare a method."""
-    skip = method_modules(root) | {root / "methods.py"}
+    skip = method_modules(root) | {root / "decoding" / "registry.py"}
     found = []
     for path in sorted(set(root.rglob("*.py")) - skip):
         for node in ast.walk(ast.parse(path.read_text())):
@@ -93,7 +93,7 @@ def test_no_module_keeps_a_table_of_the_methods():
         for path, line, named in found
         if (path, named) not in ALLOWED_TABLES
     ]
-    assert unexplained == [], "read these from the registry (mtad.methods) instead"
+    assert unexplained == [], "read these from the registry (mtad.decoding.registry) instead"
     stale = set(ALLOWED_TABLES) - {(path, named) for path, _, named in found}
     assert stale == set(), "allowed tables that no longer exist"
 
@@ -101,7 +101,7 @@ def test_no_module_keeps_a_table_of_the_methods():
 def test_the_table_check_finds_a_table_and_skips_the_method_modules(tmp_path):
     root = tmp_path / "mtad"
     (root / "decoding").mkdir(parents=True)
-    (root / "methods.py").write_text('ORDER = ("a", "b")\n')
+    (root / "decoding" / "registry.py").write_text('ORDER = ("a", "b")\n')
     (root / "decoding" / "a.py").write_text('spec = MethodSpec(name="a")\nOTHER = ["a", "b"]\n')
     (root / "report.py").write_text('STYLE = {"a": 1, "b": 2}\nONE = ("a", "x")\nCOLUMNS = {"x": "a", "y": "b"}\n')
     (root / "bench.py").write_text('def f(m):\n    return m in ["b", "a"]\n')

@@ -9,7 +9,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import OmegaConf
 
 from mtad import configs
-from mtad.methods import study_methods
+from mtad.decoding.registry import study_methods
 from mtad.runner import progress
 
 NAME = "table2/smollm2_135m_head/cnndm/mtad"

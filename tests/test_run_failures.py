@@ -13,7 +13,7 @@ import pytest
 from judge_stub import Endpoint, endpoint  # noqa: F401  (a fixture)
 from test_run import TASK_ARGS, cell_dirs, lines, mtad_run
 
-from mtad.methods import specs
+from mtad.decoding.registry import specs
 
 TINY = ["pair=tiny_llama", "logger=none"]
 

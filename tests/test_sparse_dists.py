@@ -9,7 +9,7 @@ import mtad.decoding.base as base
 import mtad.decoding.mtad as mtad_module
 from mtad.decoding import METHODS, get_decoder
 from mtad.decoding.logits import Dist, Support, logits_to_dist, logits_to_probs, sample
-from mtad.methods import specs
+from mtad.decoding.registry import specs
 from mtad.models.check_cases import TOKEN_PROMPT, TOKEN_VOCAB
 from mtad.models.tiny import tiny_head, tiny_llama
 

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 from mtad.configs import planned_beside_grid
-from mtad.methods import specs, study_methods
+from mtad.decoding.registry import specs, study_methods
 from mtad.report.tables import build_table2
 from mtad.runner.multirun import all_jobs, beside_launches
 

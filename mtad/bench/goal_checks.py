@@ -18,7 +18,7 @@ from mtad.bench.llama_cpp import llama_cpp_unmeasured
 from mtad.bench.modelled import AGREEMENT, modelled_rows
 from mtad.bench.rows import find_row, tokens_per_s
 from mtad.bench.timings import HF_REFERENCE_DTYPE
-from mtad.methods import MethodsWhere
+from mtad.decoding.registry import MethodsWhere
 from mtad.models.quantized import Q4_1_DTYPES
 
 OVERHEAD_GOAL = 1.25  # whole forward / its matrix products, at 1 and 5 tokens (fast path, each dtype)

@@ -39,10 +39,7 @@ AGREEMENT = 0.10  # |modelled / measured − 1| at most this, for every method o
 
 def generation_costs(row: dict) -> list[tuple[int, int, GenerationCost]]:
     """(repetition, prompt, cost) of each timed generation a bench row recorded."""
-    return [
-        (g["rep"], g["prompt"], GenerationCost.of(row["method"], g, row.get("params")))
-        for g in row.get("generations") or []
-    ]
+    return [(g["rep"], g["prompt"], GenerationCost.of(row["method"], g)) for g in row.get("generations") or []]
 
 
 HOST_TERMS = ("measured", "fitted", "shared")  # a block profile's per method; fitted per method; one for all
@@ -144,11 +141,11 @@ def modelled_rows(payload: dict, accelerator: str = DEFAULT_ACCELERATOR) -> list
         speeds = held_out_speeds(rows, host_ms)  # the folds fitted once for every host term
         model = "measured" if speeds["measured"] else "fitted"
         isolated = isolated_profile(payload, path)
-        baseline = Counts.of(base["counts"], base.get("params"))
+        baseline = Counts.of(base["counts"])
         for r in rows:
             if r["method"] == "sampling" or not r.get("counts"):
                 continue
-            counts = Counts.of(r["counts"], r.get("params"))
+            counts = Counts.of(r["counts"])
             measured = r.get("speedup_vs_sampling")
             # the ratio repetition by repetition (beside sampling in the same minute): its spread is the
             # measurement's resolution

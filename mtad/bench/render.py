@@ -18,8 +18,8 @@ from mtad.bench.llama_cpp import llama_cpp_unmeasured
 from mtad.bench.modelled import attach_host_profile, modelled_rows
 from mtad.bench.rows import find_row, tokens_per_s
 from mtad.decoding import SamplingParams
+from mtad.decoding.registry import specs
 from mtad.markdown import fmt_number, md_row, md_rule, md_table
-from mtad.methods import specs
 from mtad.metrics.acceptance_terms import terms_markdown
 
 BLANK = ""  # what the bench's tables show where a figure is absent

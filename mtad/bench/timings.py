@@ -27,10 +27,10 @@ from mtad.bench.rows import find_row
 from mtad.decode_stats import COUNTS, DecodeStats, host_seconds
 from mtad.decoding import DecoderParams, SpecInferParams, SpSParams
 from mtad.decoding.capabilities import reads_target_features
+from mtad.decoding.registry import specs
 from mtad.decoding.static_kv import kernel_record, resolve_decode_path
 from mtad.devices import model_device, sync, torch_threads
 from mtad.generation import build_decoder, timed_generate
-from mtad.methods import specs
 from mtad.metrics.speed import aggregate_speed
 from mtad.models import load_pair
 from mtad.models.pairs import QUANTIZED_DTYPES, auto_dtype, auto_meaning, cpu_flags, load_target_and_tokenizer

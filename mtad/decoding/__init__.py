@@ -5,7 +5,7 @@ out = dec.generate(input_ids, max_new_tokens=N, eos_token_id=None, generator=g)
 out.tokens, out.stats
 
 The contract in ``base`` (its statistics declared in ``mtad.decode_stats``), settings
-classes in ``params``, one module per method (each declares its ``mtad.methods.MethodSpec`` beside
+classes in ``params``, one module per method (each declares its ``mtad.decoding.registry.MethodSpec`` beside
 its class; importing this package imports every module, which registers them), the acceptance
 rules in ``acceptance``, p/q processing in ``logits``, caches and fast paths in ``kv``, ``static_kv``
 and ``head_kv``, attention masks in ``masks``, trees and beams in ``tree`` and ``beam``.
@@ -33,7 +33,7 @@ from mtad.decoding.params import (
     SpecTrParams,
     SpSParams,
 )
-from mtad.methods import implementations, study_methods
+from mtad.decoding.registry import implementations, study_methods
 
 # every module of the package is imported: a method module's class registers its spec as it is made
 # (Decoder.__init_subclass__), so a new method needs no line here
@@ -43,7 +43,7 @@ for _module in pkgutil.iter_modules(__path__):
 
 class Registered(Mapping):
     """Name -> decoder class of every registered method (the study's and the tools', such as
-    mtjd_exact), in table order; read from the registry at each use (``mtad.methods``), so a method
+    mtjd_exact), in table order; read from the registry at each use (``mtad.decoding.registry``), so a method
     registered later is in it."""
 
     def __getitem__(self, name: str) -> type[Decoder]:
@@ -60,7 +60,7 @@ class Registered(Mapping):
 
 
 DECODERS: Mapping[str, type[Decoder]] = Registered()
-METHODS = study_methods()  # the study's methods in table order (mtad.methods)
+METHODS = study_methods()  # the study's methods in table order (mtad.decoding.registry)
 
 
 def get_decoder(name: str, target: PreTrainedModel, draft: PreTrainedModel | None = None, **params: Any) -> Decoder:

@@ -19,9 +19,9 @@ from mtad.decoding.kv import CachedModel
 from mtad.decoding.logits import Dist, Support, logits_to_dist
 from mtad.decoding.lookup import PromptLookup
 from mtad.decoding.params import SamplingFields
+from mtad.decoding.registry import MethodSpec, implementations, register
 from mtad.decoding.static_kv import cached_model, resolve_decode_path
 from mtad.devices import model_device, sync
-from mtad.methods import MethodSpec, implementations, register
 
 
 def check_prompt_ids(input_ids: torch.Tensor, max_new_tokens: int, target) -> None:
@@ -84,7 +84,7 @@ def check_generate_args(input_ids: torch.Tensor, max_new_tokens: int, stop_rule:
 class Decoder:
     """Base class: settings, cache set-up, the stop rules and the statistics.
 
-    A method declares `spec` (its `mtad.methods.MethodSpec`: name, label, settings class, ...),
+    A method declares `spec` (its `mtad.decoding.registry.MethodSpec`: name, label, settings class, ...),
     which registers the class and sets `name` and `params_type` (its frozen settings class,
     mtad/decoding/params.py) from it; it sets `needs_draft` and implements `step()`, which runs one
     target forward and returns a Step; it reads its settings from `self.params`. A class without a

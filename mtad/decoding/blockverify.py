@@ -23,8 +23,8 @@ import torch
 from mtad.decoding.acceptance import block_verify
 from mtad.decoding.logits import Dist
 from mtad.decoding.params import SpSParams
+from mtad.decoding.registry import MethodSpec
 from mtad.decoding.sps import SpeculativeSampling
-from mtad.methods import MethodSpec
 
 
 @dataclass(frozen=True)

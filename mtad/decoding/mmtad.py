@@ -26,8 +26,8 @@ from mtad.decoding.base import Step
 from mtad.decoding.mtad import MultiTokenDecoder
 from mtad.decoding.params import MMTADParams
 from mtad.decoding.phases import phase
+from mtad.decoding.registry import MethodSpec
 from mtad.decoding.tree import path_sums, within_budget
-from mtad.methods import MethodSpec
 
 
 class MMTAD(MultiTokenDecoder):

@@ -14,7 +14,7 @@ from mtad.decoding.base import Decoder, Step
 from mtad.decoding.beam import beam_sample
 from mtad.decoding.logits import Dist, Support, logits_to_dist, sample
 from mtad.decoding.params import MTADParams
-from mtad.methods import MethodSpec
+from mtad.decoding.registry import MethodSpec
 
 
 class MultiTokenDecoder(Decoder):

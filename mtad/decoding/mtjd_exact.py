@@ -15,8 +15,8 @@ from transformers import PreTrainedModel
 from mtad.decoding.base import Decoder, Step
 from mtad.decoding.logits import logits_to_probs, sample
 from mtad.decoding.params import MTJDExactParams
+from mtad.decoding.registry import MethodSpec
 from mtad.devices import model_device
-from mtad.methods import MethodSpec
 
 MAX_BLOCKS = 1 << 16
 

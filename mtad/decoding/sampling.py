@@ -5,7 +5,7 @@ from __future__ import annotations
 from mtad.decoding.base import Decoder, Step
 from mtad.decoding.logits import sample
 from mtad.decoding.params import SamplingParams
-from mtad.methods import MethodSpec
+from mtad.decoding.registry import MethodSpec
 
 # The paper's sampling setting, the default of every method, as a plain dict (keyword arguments
 # for logits_to_probs, a record's "setting"): temperature 1, then top-k 10, then top-p 0.9.

@@ -16,9 +16,9 @@ from mtad.decoding.logits import Dist, sample
 from mtad.decoding.lookup import lookup_chain, point_masses
 from mtad.decoding.params import SpecInferParams
 from mtad.decoding.phases import phased
+from mtad.decoding.registry import MethodSpec
 from mtad.decoding.sampling import Sampling
 from mtad.decoding.tree import DraftTree, ends_branch, most_probable, sample_children, target_node_probs
-from mtad.methods import MethodSpec
 
 
 class SpecInfer(Decoder):

@@ -14,8 +14,8 @@ from mtad.decoding.base import Decoder, Step
 from mtad.decoding.logits import Dist, sample
 from mtad.decoding.params import SpecTrParams
 from mtad.decoding.phases import phased
+from mtad.decoding.registry import MethodSpec
 from mtad.decoding.tree import DraftTree, ends_branch, target_node_probs
-from mtad.methods import MethodSpec
 
 
 class SpecTr(Decoder):

@@ -12,9 +12,9 @@ from mtad.decoding.logits import Dist, sample
 from mtad.decoding.lookup import PromptLookup, lookup_chain, point_masses
 from mtad.decoding.params import SpSParams
 from mtad.decoding.phases import phased
+from mtad.decoding.registry import MethodSpec
 from mtad.decoding.sampling import Sampling
 from mtad.decoding.tree import ends_branch
-from mtad.methods import MethodSpec
 
 
 @phased("drafting")

@@ -27,10 +27,10 @@ from dataclasses import asdict
 import torch
 
 from ..decoding.capabilities import reads_target_features
+from ..decoding.registry import specs
 from ..decoding.sampling import SAMPLING_PARAMS
 from ..generation import build_decoder, seeded, timed_generate
 from ..markdown import fmt_number, fmt_percent, md_row, md_rule, md_table, with_bounds
-from ..methods import specs
 from ..metrics.acceptance_terms import ACCEPTANCE_TERMS, per_token_alpha, terms_markdown
 from ..metrics.speed import aggregate_speed
 from ..models.draft import LlamaDraftForCausalLM
@@ -40,7 +40,7 @@ from .objectives import pair_stats
 
 
 def decoding_methods() -> dict:
-    """Every study method (the registry, `mtad.methods`) at its defaults, the paper's setting
+    """Every study method (the registry, `mtad.decoding.registry`) at its defaults, the paper's setting
     (decoding/params.py), in table order: what the measurement decodes with."""
     return {m: spec.settings() for m, spec in specs().items()}
 

@@ -9,8 +9,7 @@ device profile says what one call costs there:
 - ``D(r)``: one draft step over ``r`` rows (the tokens it runs: 1 for a chain's step, the beam width or
   tree level otherwise, more where it catches up on accepted tokens; counted per generation);
 - ``h``: host work per target call (sampling, acceptance rules, caches) beyond the forwards;
-- ``F(P)``: a generation's prefill of its ``P``-token prompt (target and draft), where counts carry the
-  prompt's tokens (records written before they did leave it out).
+- ``F(P)``: a generation's prefill of its ``P``-token prompt (target and draft).
 
 Then, for ``n`` new tokens from ``C`` target calls and ``C_d`` draft calls over ``G`` prompts,
 
@@ -32,7 +31,7 @@ parameter counts (``PAIR_SIZES``).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
@@ -229,17 +228,11 @@ def _count(totals: Mapping, name: str) -> int:
     return 0 if value is None or value != value else int(value)
 
 
-def draft_rows_per_call(totals: Mapping, params: Mapping | None = None) -> float:
-    """Rows one draft forward read on average: the record's ``draft_rows`` over its draft calls.
-    Records written before ``draft_rows`` was counted lack it (every committed result of this
-    version); for them, the rule those results were first modelled with: a tree's nodes per draft
-    call (more than a forward reads: the first level is one row), else the beam width of `params`
-    (a chain's 1)."""
-    draft_calls, rows = _count(totals, "draft_calls"), _count(totals, "draft_rows")
-    if draft_calls and rows:
-        return rows / draft_calls
-    nodes = _count(totals, "tree_nodes")
-    return nodes / draft_calls if nodes and draft_calls else float((params or {}).get("beam_width") or 1)
+def draft_rows_per_call(totals: Mapping) -> float:
+    """Rows one draft forward read on average: the record's ``draft_rows`` over its draft calls;
+    1.0 where there are none (sampling), a value the model multiplies by those 0 draft calls."""
+    draft_calls = _count(totals, "draft_calls")
+    return _count(totals, "draft_rows") / draft_calls if draft_calls else 1.0
 
 
 @dataclass(frozen=True)
@@ -252,17 +245,16 @@ class Counts:
     drafted: int = 0  # γ per iteration for chains, the depth for trees
     tree_nodes: int = 0  # draft tokens a tree method's target calls scored
     draft_rows_per_call: float = 1.0  # rows one draft forward reads, on average (`draft_rows_per_call`)
-    prompt_tokens: int = 0  # prompt tokens prefilled, over `generations` prompts (0: prefill left out)
+    prompt_tokens: int = 0  # prompt tokens prefilled, over `generations` prompts
     generations: int = 0
 
     @classmethod
-    def of(cls, stats: Mapping | DecodeStats, params: Mapping | None = None) -> "Counts":
+    def of(cls, stats: Mapping | DecodeStats) -> "Counts":
         """The one reading of counts: from one generation's record (a ``DecodeStats`` or its
         ``as_dict()``, a bench generation) or from totals with the same names and ``generations``
         (a cell's metrics.json or ``aggregate_speed``, the per-example sums of the claims report, a
-        bench row's counts), with the method's settings (`params`, for records without
-        ``draft_rows``: a beam method's draft step reads ``beam_width`` rows). A mapping without
-        ``generations`` is one generation; a count absent, None or NaN is 0."""
+        bench row's counts). A mapping without ``generations`` is one generation; a count absent,
+        None or NaN is 0."""
         totals = stats.as_dict() if isinstance(stats, DecodeStats) else stats
         return cls(
             _count(totals, "new_tokens"),
@@ -270,7 +262,7 @@ class Counts:
             _count(totals, "draft_calls"),
             _count(totals, "drafted"),
             _count(totals, "tree_nodes"),
-            draft_rows_per_call(totals, params),
+            draft_rows_per_call(totals),
             _count(totals, "prompt_tokens"),
             _count(totals, "generations") if "generations" in totals else 1,
         )
@@ -290,7 +282,7 @@ class Counts:
 
 def modelled_seconds(counts: Counts, profile: DeviceProfile) -> float:
     """G · F(P̄) + C · (T(1 + verified per call) + h) + C_d · D(draft rows per call), in seconds; the
-    prefill term only where the counts hold the prompts' tokens."""
+    prefill term where the profile models one (``prefill_ms``) and the counts hold prompts."""
     target = counts.target_calls * (profile.target_ms(1.0 + counts.verified_per_call) + profile.host_ms)
     draft = counts.draft_calls * profile.draft_ms(counts.draft_rows_per_call) if counts.draft_calls else 0.0
     prefill = 0.0
@@ -303,18 +295,9 @@ def modelled_tokens_per_s(counts: Counts, profile: DeviceProfile) -> float:
     return counts.new_tokens / modelled_seconds(counts, profile)
 
 
-def comparable(*counts: Counts) -> tuple[Counts, ...]:
-    """The counts as one comparison models them: with the prefill left out of every one where one
-    lacks its prompts' tokens (a record written before they were counted), so that no ratio sets a
-    prefill against none."""
-    if all(c.prompt_tokens for c in counts):
-        return counts
-    return tuple(replace(c, prompt_tokens=0) for c in counts)
-
-
 def modelled_speedup(counts: Counts, profile: DeviceProfile, baseline: Counts | None = None) -> float:
     """Modelled tokens/s over the baseline's (default: sampling, one width-1 call per token)."""
-    counts, baseline = comparable(counts, baseline or counts.baseline)
+    baseline = baseline or counts.baseline
     return modelled_tokens_per_s(counts, profile) / modelled_tokens_per_s(baseline, profile)
 
 
@@ -336,18 +319,12 @@ class GenerationCost:
         return host_seconds(self.seconds, self.prefill_seconds + self.target_seconds + self.draft_seconds)
 
     @classmethod
-    def of(cls, method: str, record: Mapping, params: Mapping | None = None) -> "GenerationCost":
+    def of(cls, method: str, record: Mapping) -> "GenerationCost":
         """One generation's cost from its record, a ``DecodeStats.as_dict()``: its counts
-        (``Counts.of``) and its forwards' seconds with their prefills taken out. Bench generations
-        written before the record held the prefill seconds (``target_prefill_seconds`` absent)
-        stored ``prefill_seconds`` beside target and draft seconds that already excluded it."""
-        if "target_prefill_seconds" in record:
-            target_prefill, draft_prefill = record["target_prefill_seconds"], record.get("draft_prefill_seconds", 0.0)
-            prefill = target_prefill + draft_prefill
-            target, draft = record["target_seconds"] - target_prefill, record["draft_seconds"] - draft_prefill
-        else:
-            prefill, target, draft = record["prefill_seconds"], record["target_seconds"], record["draft_seconds"]
-        return cls(method, Counts.of(record, params), record["seconds"], prefill, target, draft)
+        (``Counts.of``) and its forwards' seconds with their prefills taken out."""
+        target_prefill, draft_prefill = record["target_prefill_seconds"], record["draft_prefill_seconds"]
+        target, draft = record["target_seconds"] - target_prefill, record["draft_seconds"] - draft_prefill
+        return cls(method, Counts.of(record), record["seconds"], target_prefill + draft_prefill, target, draft)
 
 
 def _non_negative_fit(columns: list[list[float]], seconds: list[float]) -> tuple[float, ...]:

@@ -6,7 +6,7 @@ they run on are `tiny.float64_pair`'s, each method's small settings its `MethodS
 from __future__ import annotations
 
 # every method's tokens: float64 pairs over 24 tokens, each method at its small settings
-# (`mtad.methods.spec(method).test_settings`)
+# (`mtad.decoding.registry.spec(method).test_settings`)
 TOKEN_VOCAB = 24
 TOKEN_PROMPT = [5, 1, 9, 2, 7]
 FLOAT64_PAIRS = ("llama", "opt", "llama+head")  # the kinds of `float64_pair`

@@ -55,7 +55,6 @@ from mtad.report.kind_claims import (
     kind_claims,
     with_variants,
 )
-from mtad.report.tables import method_params
 from mtad.report.theory_claims import theory_claims, theory_not_run, with_holm
 from mtad.report.values import in_order, is_missing, present
 from mtad.runner.layout import REFERENCE_ROOT, theory_path
@@ -88,8 +87,7 @@ def build_report(results_root, experiment: str, pair: str, settings: ReportSetti
         if "timing" in cells and cells["timing"].notna().any()
         else "one cell after another (not interleaved)"
     )
-    params = {row["method"]: method_params(row) for row in cells.to_dict("records")}  # one cell per method here
-    measured = Measured.of(cells, settings, experiment, pair, timing=timing, params=params)
+    measured = Measured.of(cells, settings, experiment, pair, timing=timing)
     measured.labels |= {v.key: v.label for v in settings.variants}
     claims = []
     for kind in KINDS:

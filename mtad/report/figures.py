@@ -38,8 +38,8 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.transforms import ScaledTranslation, blended_transform_factory
 
+from mtad.decoding.registry import label, specs
 from mtad.markdown import fmt_number, fmt_value
-from mtad.methods import label, specs
 from mtad.report.cells import load_cells
 from mtad.report.sweeps import SWEEP_PARAMS, baseline_cells, caption, sweep_frame, swept_baseline, table2_frame
 from mtad.report.values import present

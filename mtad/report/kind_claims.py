@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from mtad.methods import labels as method_labels
+from mtad.decoding.registry import labels as method_labels
 from mtad.metrics.cost_model import COUNT_FIELDS, Counts
 from mtad.paper import PaperClaim, claims_of, methods_needed
 from mtad.report.cells import load_cells
@@ -105,8 +105,8 @@ def _columns(wide: pd.DataFrame, methods, columns) -> list:
 @dataclass
 class Measured:
     """One experiment's cells as C1 to C4 read them: the per-example rows (``frame``), the cells,
-    the report's settings, how the cells were timed, each method's settings (for the cost model)
-    and the report's name of each method, variants included (``Variant.key``)."""
+    the report's settings, how the cells were timed and the report's name of each method, variants
+    included (``Variant.key``)."""
 
     frame: pd.DataFrame
     cells: pd.DataFrame
@@ -114,7 +114,6 @@ class Measured:
     source: str  # the experiment
     pair: str
     timing: str = ""
-    params: dict = field(default_factory=dict)  # method -> its settings
     labels: dict = field(default_factory=method_labels)
 
     @classmethod
@@ -210,11 +209,11 @@ def _speed_beside(measured: Measured, wide: pd.DataFrame, methods: list[str], in
         ),
         "timing": measured.timing,
     }
-    modelled = _modelled_ratio(wide, methods, measured.pair, measured.params)
+    modelled = _modelled_ratio(wide, methods, measured.pair)
     return beside if modelled is None else beside | {"modelled": modelled}
 
 
-def _modelled_ratio(wide: pd.DataFrame, methods: list[str], pair: str, params: dict) -> dict | None:
+def _modelled_ratio(wide: pd.DataFrame, methods: list[str], pair: str) -> dict | None:
     """The speed ratio the paired prompts' counts give on a memory-bound accelerator (the method over
     its fastest baseline there; ``mtad.metrics.cost_model``): modelled, never a verdict. Beside the
     ratio it records the fixed cost per layer of a forward that the roofline assumes: memory-bound,
@@ -224,7 +223,7 @@ def _modelled_ratio(wide: pd.DataFrame, methods: list[str], pair: str, params: d
 
     def counts(method: str) -> Counts:
         totals = {c: wide[f"{method}.{c}"].sum() for c in COUNT_FIELDS}  # the paired prompts' totals
-        return Counts.of(totals, params.get(method))
+        return Counts.of(totals)
 
     ratio = modelled_ratio(pair, *map(counts, methods))
     if ratio is None:

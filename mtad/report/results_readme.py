@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from mtad.decoding.registry import study_methods
 from mtad.markdown import fmt_count_range, fmt_ratio, md_table, with_bounds
-from mtad.methods import study_methods
 from mtad.metrics.acceptance_terms import ACCEPTANCE_TERMS, terms_markdown
 from mtad.provenance import read_stamp, stamp_label
 from mtad.records import read_json

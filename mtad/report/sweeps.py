@@ -23,8 +23,8 @@ import pandas as pd
 
 from mtad.configs import planned_grid
 from mtad.decode_stats import EXACT_RATIOS
+from mtad.decoding.registry import BASELINES, study_methods
 from mtad.markdown import fmt_count_range, fmt_set
-from mtad.methods import BASELINES, study_methods
 from mtad.report.cells import check_override_set
 from mtad.report.roots import default_runs, require_cells
 from mtad.report.tables import TASK_ORDER, matching_values, table2

@@ -24,8 +24,8 @@ import pandas as pd
 
 from mtad.configs import planned_beside_grid, planned_grid
 from mtad.decode_stats import EXACT_RATIOS
+from mtad.decoding.registry import BASELINES, spec, specs, study_methods
 from mtad.markdown import MISSING, fmt_count_range, fmt_number, fmt_ratio, fmt_set, is_absent, md_table, with_bounds
-from mtad.methods import BASELINES, spec, specs, study_methods
 from mtad.metrics.acceptance_terms import ACCEPTANCE_TERMS, terms_markdown
 from mtad.metrics.cost_model import (
     ACCELERATORS,
@@ -34,13 +34,12 @@ from mtad.metrics.cost_model import (
     PAIR_SIZES,
     Counts,
     accelerator_profile,
-    comparable,
     modelled_tokens_per_s,
 )
 from mtad.records import write_if_changed
 from mtad.report.cells import load_cells
 from mtad.report.reproduce import recorded_machine
-from mtad.report.values import in_order, is_missing
+from mtad.report.values import in_order
 from mtad.runner.layout import override_dirname
 from mtad.tasks import TASKS
 
@@ -127,26 +126,20 @@ def fixed_rows(df: pd.DataFrame) -> pd.Series:
     return df["variant"].fillna("").eq("")
 
 
-def method_params(row: dict) -> dict:
-    """A cell row's method settings (its `param.<name>` columns that the cell has) as a dict."""
-    return {k.removeprefix("param."): v for k, v in row.items() if k.startswith("param.") and not is_missing(v)}
-
-
 def _counts(row: dict) -> Counts | None:
     """The cost model's counts of a cell row (its metrics.json totals), None without target calls."""
     if any(pd.isna(row.get(c)) for c in ("new_tokens", "target_calls")) or not row.get("target_calls"):
         return None
-    return Counts.of(row, method_params(row))
+    return Counts.of(row)
 
 
 def modelled_ratio(pair: str, mine: Counts, *baselines: Counts, accelerator: str = DEFAULT_ACCELERATOR) -> float | None:
     """Modelled tokens/s of ``mine`` over the fastest of ``baselines`` on a memory-bound ``accelerator``
-    (``mtad.metrics.cost_model``), the counts compared alike (``comparable``); None for a pair
-    without parameter counts. Modelled, never measured."""
+    (``mtad.metrics.cost_model``); None for a pair without parameter counts. Modelled, never measured."""
     if pair not in PAIR_SIZES:
         return None
     profile = accelerator_profile(pair, accelerator)
-    first, *others = (modelled_tokens_per_s(c, profile) for c in comparable(mine, *baselines))
+    first, *others = (modelled_tokens_per_s(c, profile) for c in (mine, *baselines))
     return first / max(others)
 
 
@@ -156,7 +149,7 @@ def add_modelled_speedups(cells: pd.DataFrame, accelerator: str = DEFAULT_ACCELE
     without counts)."""
     df = cells.copy()
     keys = ["experiment", "pair", "task", "machine", "overrides"]
-    columns = [c for c in (*COUNT_FIELDS, "param.beam_width") if c in df]
+    columns = [c for c in COUNT_FIELDS if c in df]
     for baseline in BASELINES:
         base = df[(df["method"] == baseline) & fixed_rows(df)]
         matched = {c: matching_values(df, base, keys, c) for c in columns if c in base}

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mtad.methods import label as method_label
+from mtad.decoding.registry import label as method_label
 from mtad.paper import APPROXIMATORS, NO_BOUND
 from mtad.report.claim_row import Claim
 from mtad.stats import intervals as iv

@@ -1,6 +1,6 @@
 """`make gpu-check`: the GPU paths checked in one prepared run (at most 8 minutes on one GPU) on tiny
 random-weight models built from configs, with nothing downloaded (HF_HUB_OFFLINE=1). The checks, in
-the order they run (`CHECKS`, one `Check` record each, in `registry.py`):
+the order they run (`CHECKS`, one `Check` record each, in `check_records.py`):
 
 - ``exactness`` (`checks/exactness.py`): tree attention through the public forward, every method's tokens
   on the device against the same decode on the CPU (float64 models, the same CPU generator), and a
@@ -27,13 +27,13 @@ python that has no torch (scripts/gpu_check.py then loads it by its folder; the 
 paths are then read from the engine's source, `engine.py`).
 """
 
+from .check_records import CHECKS, Check
 from .checks.cost_curve import CURVE_CONTEXT, CURVE_MODELS, CURVE_PATHS, CURVE_WIDTHS
 from .checks.embedded_pair import EMBEDDED_PAIR, embedded_pair_problem
 from .context import Context, Failed, Skipped
 from .engine import COMPILING_PATHS, UNCOMPILED_PATHS, decode_paths, methods
 from .machine import NO_CUDA, cuda_problem, machine_record
 from .options import DEFAULT_MINUTES, DEFAULT_OUT, Options
-from .registry import CHECKS, Check
 from .report import markdown, write_report
 from .runner import exit_code, run
 

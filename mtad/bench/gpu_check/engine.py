@@ -1,5 +1,5 @@
 """The decoding engine's names that the checks run over: its methods (the study's, from the method
-registry `mtad.methods`) and its decode paths (`mtad.decoding.static_kv.DECODE_PATHS`), each read
+registry `mtad.decoding.registry`) and its decode paths (`mtad.decoding.static_kv.DECODE_PATHS`), each read
 from the engine's source when the engine cannot be imported (a python without torch still names
 them in its dry run), and the subsets of those paths that some checks keep to."""
 
@@ -22,7 +22,7 @@ COMPILING_PATHS = ("compiled", "fast")
 def methods() -> tuple[str, ...]:
     """Every method of the study, in table order."""
     try:
-        from mtad.methods import study_methods
+        from mtad.decoding.registry import study_methods
 
         return study_methods()
     except Exception:  # noqa: BLE001 - the registry loads the engine, which needs torch; its source does not

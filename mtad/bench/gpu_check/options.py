@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .check_records import CHECKS
 from .checks.cost_curve import CURVE_MODELS
 from .checks.embedded_pair import EMBEDDED_PAIR
 from .engine import decode_paths
-from .registry import CHECKS
 
 DEFAULT_MINUTES = 8.0
 DEFAULT_OUT = "results/local/gpu_check"

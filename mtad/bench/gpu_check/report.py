@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from .check_records import CHECKS
 from .markdown_cells import cell, table
-from .registry import CHECKS
 
 
 def write_report(payload: dict, out: Path) -> tuple[Path, Path]:

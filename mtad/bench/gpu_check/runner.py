@@ -13,10 +13,10 @@ from typing import Callable
 
 from mtad.devices import torch_threads
 
+from .check_records import CHECKS, Check
 from .context import Context, Failed, Skipped
 from .machine import NO_CUDA, cuda_problem, machine_record
 from .options import DEFAULT_OUT, Options
-from .registry import CHECKS, Check
 from .report import write_report
 
 

@@ -13,8 +13,8 @@ def generate(method: str, target, draft, path: str, prompt, max_new_tokens: int,
     import torch
 
     from mtad.decoding.params import ChainFields
+    from mtad.decoding.registry import spec
     from mtad.generation import build_decoder, timed_generate
-    from mtad.methods import spec
 
     decoder = build_decoder(method, target, draft, path, spec(method).bench_params(ChainFields().gamma))
     return timed_generate(decoder, prompt, max_new_tokens, torch.Generator().manual_seed(seed))[0]

@@ -137,9 +137,9 @@ def token_agreement(ctx: Context) -> list[dict]:
     generator is a CPU one on both sides, so the draws are the same)."""
     import torch
 
+    from mtad.decoding.registry import spec
     from mtad.decoding.static_kv import resolve_decode_path
     from mtad.generation import build_decoder
-    from mtad.methods import spec
     from mtad.models.check_cases import FLOAT64_PAIRS, TOKEN_PROMPT, TOKEN_VOCAB
     from mtad.models.tiny import float64_pair
 

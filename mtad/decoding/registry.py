@@ -8,15 +8,15 @@ method is its module, its ``conf/method/<name>.yaml`` and its tests (``mtad/deco
 Table 2's order, the figures' styles, the tests' small settings, the bench's settings and
 adaptive thresholds, the draft measurement, the GPU check.
 
-This module imports neither torch nor the engine: the records are plain data, and the first read
-of the registry (`specs`, `study_methods`, `labels`, ...) imports ``mtad.decoding`` to load them,
-so a light reader (the report) pays for the engine's import only when it asks for a method.
-``METHODS`` and ``LABELS`` are read the same way, on first use.
+The records are plain data and this module imports nothing of the engine; it lives in the
+engine's package, so importing it imports ``mtad.decoding`` first, which imports every method
+module: every record is registered before anyone reads the registry. A reader above the engine
+(the report, the paper's claims, the configs) reads method facts here and nothing else of it.
+``METHODS`` and ``LABELS`` are read on first use.
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
@@ -104,7 +104,6 @@ def register(implementation: type) -> None:
 
 def implementations() -> dict[str, type]:
     """Every registered method's class, by name, in table order (study methods and tools alike)."""
-    importlib.import_module("mtad.decoding")  # importing the engine registers its methods
     ordered = sorted(_REGISTERED.items(), key=lambda item: (item[1].spec.order, item[0]))
     return dict(ordered)
 
