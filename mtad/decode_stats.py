@@ -13,9 +13,8 @@ and the derived ratios: ``EXACT_RATIOS`` of counts, ``TIMED_RATIOS`` of seconds.
 every fact of a generation that a report reads: the counts the cost model reads
 (``cost_model.Counts.of``: calls, tokens verified, draft rows, prompt tokens) and the split of its
 wall time (target and draft forwards, each with its prefill apart, and the host work left). The
-bench sums the same records (``mtad.bench.timings``). Records written before ``draft_rows``,
-``prompt_tokens`` and the prefill seconds were counted lack them; their readers say what they fall
-back to. Torch-free, so the report reads it without loading the decoding engine.
+bench sums the same records (``mtad.bench.timings``). Torch-free, so the report reads it without
+loading the decoding engine.
 """
 
 from __future__ import annotations
