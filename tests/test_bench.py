@@ -40,8 +40,8 @@ from mtad.decode_stats import DecodeStats
 from mtad.decoding import DECODERS, MMTADParams, SpecTrParams
 from mtad.decoding.kv import CachedModel
 from mtad.decoding.static_kv import cached_model
+from mtad.generation import forward_ms
 from mtad.metrics.cost_model import GenerationCost
-from mtad.metrics.forward_time import forward_ms
 from mtad.models.quantized import quantize, quantize_q4_1
 from mtad.models.tiny import tiny_head, tiny_llama
 

@@ -45,8 +45,8 @@ from block_laws import (
 from mtad.decoding import acceptance
 from mtad.decoding.acceptance import block_acceptance, block_residual, block_verify, block_weights
 from mtad.decoding.logits import Dist, as_dist, sample
-from mtad.metrics.exact_enumeration import chisquare_exactness, chisquare_power, tv
 from mtad.models.tiny import tiny_llama
+from mtad.stats.goodness_of_fit import chisquare_exactness, chisquare_power, tv
 
 FALSE_ALARM = 1e-3
 SAMPLED_SEED, SAMPLED_RUNS = 4, 2000  # the sampled test's chain (γ = 3, 4 tokens) and its draws

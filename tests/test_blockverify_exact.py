@@ -39,8 +39,9 @@ from block_laws import ModelChain, lookup_drafts, model_drafts, output_law, targ
 
 from mtad.decoding.blockverify import BlockVerification
 from mtad.decoding.lookup import PromptLookup
-from mtad.metrics.exact_enumeration import chisquare_exactness, chisquare_power, empirical_counts, sequence_probs
+from mtad.metrics.exact_enumeration import empirical_counts, sequence_probs
 from mtad.models.tiny import biased_llama, tiny_head, tiny_llama, tiny_opt
+from mtad.stats.goodness_of_fit import chisquare_exactness, chisquare_power
 
 pytestmark = pytest.mark.slow
 

@@ -211,8 +211,9 @@ def test_report_from_a_grid_without_claims_section_names_the_missing_cells(tmp_p
 def _mtad_vs_exact_mtjd(draft_seed: int | None, runs: int = 300):
     from mtad.decoding.mtjd_exact import exact_block_distribution
     from mtad.experiments.theory import NO_TRUNCATION, PROMPT
-    from mtad.metrics.exact_enumeration import chisquare_exactness, empirical_counts
+    from mtad.metrics.exact_enumeration import empirical_counts
     from mtad.models.tiny import tiny_model
+    from mtad.stats.goodness_of_fit import chisquare_exactness
 
     target = tiny_model("llama", 4, seed=0)
     draft = target if draft_seed is None else tiny_model("llama", 4, seed=draft_seed)
@@ -235,7 +236,7 @@ def test_c5_rows_and_noise_floor():
     import numpy as np
 
     from mtad.experiments.theory import TheorySettings, approximation_rows
-    from mtad.metrics.exact_enumeration import noise_floor
+    from mtad.stats.goodness_of_fit import noise_floor
 
     settings = TheorySettings(
         runs=40,
@@ -282,7 +283,7 @@ def test_a_draft_at_a_controlled_distance_lies_between_the_target_and_the_other_
 
 
 def test_the_chi_square_test_states_the_distance_it_detects():
-    from mtad.metrics.exact_enumeration import detectable_tv
+    from mtad.stats.goodness_of_fit import detectable_tv
 
     small, large = detectable_tv(500, 16, 0.01), detectable_tv(2000, 16, 0.01)
     assert large == pytest.approx(small / 2, rel=1e-6)  # δ* ∝ 1 / √runs

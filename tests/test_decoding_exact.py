@@ -27,8 +27,9 @@ import pytest
 import torch
 
 from mtad.decoding.logits import logits_to_probs
-from mtad.metrics.exact_enumeration import chisquare_exactness, empirical_counts, sequence_probs
+from mtad.metrics.exact_enumeration import empirical_counts, sequence_probs
 from mtad.models.tiny import biased_llama, tiny_head, tiny_llama, tiny_opt
+from mtad.stats.goodness_of_fit import chisquare_exactness
 
 pytestmark = pytest.mark.slow
 

@@ -206,7 +206,8 @@ def test_drafts_build_on_a_quantized_target(dtype):
 def test_mtad_with_draft_equal_to_a_q4_1_target_follows_its_exact_mtjd():
     """As test_claims' C5 check, on a q4_1 target: q = p, one beam, no truncation, τ → 0."""
     from mtad.decoding.mtjd_exact import exact_block_distribution
-    from mtad.metrics.exact_enumeration import chisquare_exactness, empirical_counts
+    from mtad.metrics.exact_enumeration import empirical_counts
+    from mtad.stats.goodness_of_fit import chisquare_exactness
 
     target, prompt = q4_target(0, vocab=4, sharpness=3.0), torch.tensor([[1, 3, 2]])
     flat = {"temperature": 1.0, "top_k": 0, "top_p": 1.0}

@@ -14,7 +14,7 @@ costs predict; optionally llama.cpp on the same GGUF (`llama_cpp_reference`); th
   summary, the machine's record, and the whole benchmark of one pair (`measure_pair`);
 - ``curves``: the verification-cost curve, the bandwidth floor, a forward's matrix products timed
   alone (and requantized to per-row int8); one forward is timed by
-  `mtad.metrics.forward_time.forward_ms`, which the draft measurement uses too;
+  `mtad.generation.forward_ms`, which the draft measurement uses too;
 - ``calibrate``: the cheapest dense dtype and thread count per model and work, and the SpS
   speed-ups the measured costs predict;
 - ``llama_cpp``: llama.cpp on the same GGUF, the optional reference;
@@ -51,7 +51,7 @@ from mtad.bench.timings import (
     summarise,
     warm_up,
 )
-from mtad.metrics.forward_time import forward_ms
+from mtad.generation import forward_ms
 
 __all__ = [
     "LLAMA_CPP_MISSING",

@@ -1,6 +1,6 @@
 """What one forward costs, per dtype, path and thread count: the verification-cost curve
 (`verification_curve`: ms of a forward of 1, 2, 3, 5, 9, 17 tokens (to 9 for a 4-bit target) on a
-cached context, timed by `mtad.metrics.forward_time.forward_ms`), the floor of a decode step (`weight_bytes` /
+cached context, timed by `mtad.generation.forward_ms`), the floor of a decode step (`weight_bytes` /
 `copy_bandwidth`), the matrix products a forward runs (`matrix_products`) timed alone
 (`products_ms`, `linear_only_ms`) and requantized to per-row int8 (`int8_products`), and the
 models of each dtype a curve runs (`curve_model`). The quantized targets (q4_1, int8) are dtypes
@@ -24,7 +24,7 @@ from mtad.decoding.kernels import choose as choose_kernels
 from mtad.decoding.layer_math import fused_weights
 from mtad.decoding.static_kv import resolve_decode_path
 from mtad.devices import model_device, sync, torch_threads
-from mtad.metrics.forward_time import forward_ms
+from mtad.generation import forward_ms
 from mtad.models.pairs import QUANTIZED_DTYPES
 from mtad.models.quantized import per_row_int8
 from mtad.provenance import dtype_name

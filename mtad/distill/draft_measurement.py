@@ -146,7 +146,7 @@ def rows_of(by_method: dict) -> dict:
 def step_ms(target, draft=None, context: int = 200, repeats: int = 15) -> float:
     """Median wall time of a one-token forward of `draft` (None: the target) on the fast decode
     path after a `context`-token prefix, as decoding runs it (a head over the target's features)."""
-    from ..metrics.forward_time import forward_ms
+    from ..generation import forward_ms
 
     return forward_ms(target if draft is None else draft, "fast", 1, context, repeats, target=target)
 

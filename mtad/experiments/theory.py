@@ -45,18 +45,17 @@ import torch
 from mtad.decoding.logits import logits_to_probs
 from mtad.decoding.mtjd_exact import exact_block_distribution, joint_block_logprobs
 from mtad.decoding.sampling import SAMPLING_PARAMS
-from mtad.metrics.exact_enumeration import (
+from mtad.metrics.exact_enumeration import empirical_counts, sequence_probs
+from mtad.paper import APPROXIMATORS
+from mtad.stats import intervals as iv
+from mtad.stats.goodness_of_fit import (
     chisquare_exactness,
     detectable_tv,
     draws_from_counts,
-    empirical_counts,
     noise_floor,
-    sequence_probs,
     tv,
     tv_of_draws,
 )
-from mtad.paper import APPROXIMATORS
-from mtad.stats import intervals as iv
 
 PROMPT = torch.tensor([[1, 3, 2]])  # [1, L]
 NO_TRUNCATION = {"temperature": 1.0, "top_k": 0, "top_p": 1.0}

@@ -3,7 +3,7 @@ measured once per machine and kept.
 
 A decoding block pays one 1-token target step (sampling) or one (γ+1)-token verification
 (speculative methods), so the target's dtype is chosen by the sum of both, timed on the fast path
-over a cached context (`mtad.metrics.forward_time.forward_ms`), float32 against its bf16 rounding:
+over a cached context (`mtad.generation.forward_ms`), float32 against its bf16 rounding:
 bf16 halves the bytes a memory-bound step reads, but whether its products beat float32's depends on
 the CPU (native bf16 or converted on the fly), the thread count and the kernels installed
 (``zentorch``), which is why it is timed and not read off the CPU's flags. The bf16 forward runs
@@ -129,7 +129,7 @@ def _store(key: str, choice: DtypeChoice) -> None:
 def time_dtypes(models: dict[str, torch.nn.Module], decode_path: str | None) -> dict[str, dict[int, float]]:
     """Median ms of a 1-token step and a verification per model ({dtype: model}), the dtypes taking
     turns every round so that a burst of other work cannot land on one of them alone."""
-    from mtad.metrics.forward_time import forward_ms
+    from mtad.generation import forward_ms
 
     path = decode_path or "fast"
     times: dict[str, dict[int, list[float]]] = {d: {STEP_WIDTH: [], VERIFY_WIDTH: []} for d in models}

@@ -87,7 +87,7 @@ def run(ctx: Context) -> dict:
     import torch
 
     from mtad.bench.curves import copy_bandwidth, weight_bytes
-    from mtad.metrics.forward_time import forward_ms
+    from mtad.generation import forward_ms
     from mtad.provenance import dtype_name
 
     name = chosen_model(ctx.options, ctx.device.type)

@@ -194,7 +194,8 @@ def distribution_cases(ctx: Context) -> list[dict]:
         ]
     import torch
 
-    from mtad.metrics.exact_enumeration import chisquare_exactness, empirical_counts, sequence_probs
+    from mtad.metrics.exact_enumeration import empirical_counts, sequence_probs
+    from mtad.stats.goodness_of_fit import chisquare_exactness
 
     runs = 40 if ctx.quick else 1000
     prompt = torch.tensor([DIST_PROMPT])
