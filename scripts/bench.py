@@ -142,29 +142,33 @@ def reduced_targets_tv(args: argparse.Namespace) -> None:
         print(write_q4_tv(q4_tv(args.pair, args.q4_tv, args.max_new_tokens), args.out))
 
 
+def measure_settings(args: argparse.Namespace) -> dict:
+    """`measure_pair`'s settings from the options: every one given, so each default lives here alone."""
+    return {
+        "prompts": args.prompts,
+        "max_new_tokens": args.max_new_tokens,
+        "reps": args.reps,
+        "gamma": args.gamma,
+        "threads": args.threads,
+        "target_dtype": args.target_dtype,
+        "draft_dtype": args.draft_dtype,
+        "only": args.only,
+        "compiled": args.compiled,
+        "curve_dtypes": tuple(filter(None, args.curve_dtypes.split(","))),
+        "curve_reps": args.curve_reps,
+        "sampling_targets": tuple(filter(None, args.sampling_targets.split(","))),
+        "llama_cpp": not args.no_llama_cpp,
+        "long_prompts": args.long_prompts,
+        "notes": args.note,
+    }
+
+
 def bench(args: argparse.Namespace) -> None:
     """The whole bench of `--pair` (`measure_pair`), its report written under `--out` and printed."""
     # the bench runs on a quiet machine: the bf16 product kernels are timed anew there, and the
     # choice replaces one a busier moment stored (mtad/decoding/kernels.py); MTAD_KERNELS overrides
     os.environ.setdefault("MTAD_KERNELS", "calibrate")
-    payload = measure_pair(
-        args.pair,
-        prompts=args.prompts,
-        max_new_tokens=args.max_new_tokens,
-        reps=args.reps,
-        gamma=args.gamma,
-        threads=args.threads,
-        target_dtype=args.target_dtype,
-        draft_dtype=args.draft_dtype,
-        only=args.only,
-        compiled=args.compiled,
-        curve_dtypes=tuple(filter(None, args.curve_dtypes.split(","))),
-        curve_reps=args.curve_reps,
-        sampling_targets=tuple(filter(None, args.sampling_targets.split(","))),
-        llama_cpp=not args.no_llama_cpp,
-        long_prompts=args.long_prompts,
-        notes=args.note,
-    )
+    payload = measure_pair(args.pair, **measure_settings(args))
     write_report(Path(args.out), payload)
     print((Path(args.out) / "bench.md").read_text())
 

@@ -65,11 +65,28 @@ JOBS = (  # in the order --help lists them
 HEAD_DESIGN_JOBS = ("head-ab", "head-vocab", "dtype-ab", "head-design", "head-noise", "head-final", "head-calibration")
 FUSED_JOBS = ("head-design", "head-noise", "head-final")  # the fused head's ablations (`fused_ablation`)
 DECODING_DTYPE_JOBS = ("produce", "featurize", "round")  # the target's teacher work, in the decoding dtype
+DISTILL_CONFIG = "mtad.distill.pipeline:DistillConfig"
+HEAD_CONFIG = "mtad.distill.head_training:HeadTrainConfig"
+# the options whose one default is the library's (option -> (module:object, its field or parameter)):
+# argparse leaves them None and `fill_library_defaults` reads each after parsing, so --help loads no torch
+LIBRARY_DEFAULTS = {
+    "losses": (DISTILL_CONFIG, "losses"),
+    "ab_tokens": (DISTILL_CONFIG, "ab_tokens"),
+    "lr": (DISTILL_CONFIG, "lr"),
+    "max_minutes": (DISTILL_CONFIG, "max_minutes"),
+    "threads": (DISTILL_CONFIG, "threads"),
+    "slots": (DISTILL_CONFIG, "slots"),
+    "seed": (DISTILL_CONFIG, "seed"),
+    "name": ("mtad.distill.pipeline:produce", "name"),
+    "head_lr": (HEAD_CONFIG, "lr"),
+    "unroll": (HEAD_CONFIG, "steps"),
+    "head_layers": (HEAD_CONFIG, "num_layers"),
+}
 
 
 def main(argv=None) -> int:
     """Run one job on one pair's draft: parse the options, record the code state, then the job."""
-    args = parser().parse_args(argv)
+    args = fill_library_defaults(parser().parse_args(argv))
     from mtad import provenance
 
     provenance.capture()  # the code this run starts from, whatever the checkout becomes while it runs
@@ -96,6 +113,42 @@ def parser() -> argparse.ArgumentParser:
     return ap
 
 
+def library_default(owner, name: str):
+    """The default of field or parameter `name` of `owner` (a dataclass or a function);
+    `inspect.Parameter.empty` where it has none."""
+    import dataclasses
+    import inspect
+
+    if not dataclasses.is_dataclass(owner):
+        return inspect.signature(owner).parameters[name].default
+    field = {f.name: f for f in dataclasses.fields(owner)}[name]
+    if field.default is not dataclasses.MISSING:
+        return field.default
+    return inspect.Parameter.empty if field.default_factory is dataclasses.MISSING else field.default_factory()
+
+
+def fill_library_defaults(args: argparse.Namespace) -> argparse.Namespace:
+    """Each option of `LIBRARY_DEFAULTS` not given set to the library's default."""
+    import importlib
+
+    for dest, (source, name) in LIBRARY_DEFAULTS.items():
+        if getattr(args, dest) is None:
+            module, attribute = source.split(":")
+            setattr(args, dest, library_default(getattr(importlib.import_module(module), attribute), name))
+    return args
+
+
+def default_of(dest: str) -> str:
+    """The --help words naming where option `dest`'s default lives."""
+    source, name = LIBRARY_DEFAULTS[dest]
+    return f"(default: {source.split(':')[1]}'s {name})"
+
+
+def names(text: str) -> list[str]:
+    """A comma-separated option as its list of names."""
+    return text.split(",")
+
+
 def usage_error(message: str):
     """Exit as argparse does on a bad command line: the usage, then `message` (status 2)."""
     parser().error(message)
@@ -111,28 +164,40 @@ def add_training_options(ap: argparse.ArgumentParser) -> None:
         help="draft file to start from when the work dir has no "
         "checkpoint: 'pair' = the pair's committed draft, 'none' = the target's layers",
     )
-    ap.add_argument("--losses", default="kl_raw,kl_paper,tv_paper", help="A/B arms (one name = no A/B)")
-    ap.add_argument("--ab-tokens", type=int, default=40_000)
-    ap.add_argument("--lr", type=float, default=3e-4)
-    ap.add_argument("--max-minutes", type=float, default=60.0)
-    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument(
+        "--losses", type=names, help=f"A/B arms, comma-separated (one name = no A/B) {default_of('losses')}"
+    )
+    ap.add_argument("--ab-tokens", type=int, help=f"trained tokens per A/B arm {default_of('ab_tokens')}")
+    ap.add_argument("--lr", type=float, help=f"layer draft: learning rate {default_of('lr')}")
+    ap.add_argument("--max-minutes", type=float, help=f"the job's time limit {default_of('max_minutes')}")
+    ap.add_argument("--threads", type=int, help=f"torch threads {default_of('threads')}")
     ap.add_argument("--device", default=None, help="cpu or cuda (default: cuda when this torch sees a GPU)")
-    ap.add_argument("--slots", type=int, default=32, help="producer: rows sampling at once, refilled as answers end")
+    ap.add_argument(
+        "--slots", type=int, help=f"producer: rows sampling at once, refilled as answers end {default_of('slots')}"
+    )
     ap.add_argument(
         "--mix",
         default=None,
         help="share of producer chunks per kind: real text, target-sampled, draft-sampled (on-policy); "
-        "default real=0.3,target=0.2,draft=0.5 for a layer draft, real=0.35,target=0.65 for a feature head",
+        "default: DistillConfig's mix for a layer draft, real=0.35,target=0.65 for a feature head",
     )
-    ap.add_argument("--name", default="p0", help="producer name (several producers may share a work dir)")
-    ap.add_argument("--seed", type=int, default=0, help="a producer's stream of items (give each producer its own)")
+    ap.add_argument("--name", help=f"producer name (several producers may share a work dir) {default_of('name')}")
+    ap.add_argument(
+        "--seed", type=int, help=f"a producer's stream of items (give each producer its own) {default_of('seed')}"
+    )
 
 
 def add_head_options(ap: argparse.ArgumentParser) -> None:
     """The feature head's training and its A/Bs, the teacher-answers dataset and the model card's command."""
-    ap.add_argument("--head-lr", type=float, default=1e-3, help="feature head: learning rate (AdamW, betas 0.9/0.95)")
-    ap.add_argument("--unroll", type=int, default=3, help="feature head: training-time-test steps on its own features")
-    ap.add_argument("--head-layers", type=int, default=1, help="feature head: decoder layers (a new head only)")
+    ap.add_argument(
+        "--head-lr", type=float, help=f"feature head: learning rate (AdamW, betas 0.9/0.95) {default_of('head_lr')}"
+    )
+    ap.add_argument(
+        "--unroll", type=int, help=f"feature head: training-time-test steps on its own features {default_of('unroll')}"
+    )
+    ap.add_argument(
+        "--head-layers", type=int, help=f"feature head: decoder layers (a new head only) {default_of('head_layers')}"
+    )
     ap.add_argument(
         "--design",
         choices=["one_depth", "fused", "fused_final"],
@@ -288,8 +353,8 @@ def distill_config(args: argparse.Namespace, pair: PairDraft, init_from: str | N
     default per draft kind), a draft-sampled share for a feature head a usage error."""
     from mtad.distill import DistillConfig
 
-    mix_spec = args.mix or ("real=0.35,target=0.65" if pair.head else "real=0.3,target=0.2,draft=0.5")
-    mix = {kind: float(share) for kind, share in (kv.split("=") for kv in mix_spec.split(","))}
+    mix_spec = args.mix or ("real=0.35,target=0.65" if pair.head else None)  # None: DistillConfig's own mix
+    mix = {kind: float(share) for kind, share in (kv.split("=") for kv in mix_spec.split(","))} if mix_spec else {}
     if pair.head and mix.get("draft"):
         usage_error(
             "--mix: a feature head does not sample answers on its own (draft-sampled chunks are for layer drafts)"
@@ -297,8 +362,8 @@ def distill_config(args: argparse.Namespace, pair: PairDraft, init_from: str | N
     return DistillConfig(
         workdir=str(pair.workdir),
         init_from=init_from,
-        losses=args.losses.split(","),
-        mix=mix,
+        losses=args.losses,
+        **({"mix": mix} if mix else {}),
         ab_tokens=args.ab_tokens,
         lr=args.lr,
         max_minutes=args.max_minutes,
@@ -323,7 +388,7 @@ def head_config(args: argparse.Namespace, pair: PairDraft, init_from: str | None
         fused=args.design != "one_depth",
         own_output=args.design != "one_depth",
         final_depth=args.design == "fused_final",
-        reg_weight=0.0 if args.design != "one_depth" else 0.1,
+        **({} if args.design == "one_depth" else {"reg_weight": 0.0}),  # one_depth: the config's feature loss
         revocabulary=args.head_size is not None and init_from is not None,
         **({} if args.head_size is None else {"head_size": args.head_size}),
         max_minutes=args.max_minutes,

@@ -15,21 +15,34 @@
 from __future__ import annotations
 
 import argparse
+import inspect
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
-def main(argv=None) -> int:
+def parser() -> argparse.ArgumentParser:
+    """The command line; --sweep-experiment defaults to `build_all`'s own."""
     from mtad.report.figures import build_all
-    from mtad.report.roots import NoResults, add_report_options, report_options
+    from mtad.report.roots import add_report_options
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_report_options(ap, "figures")
     ap.add_argument("--table-experiment", dest="experiment", help="the same as --experiment")
-    ap.add_argument("--sweep-experiment", default="sweeps", help="experiment of the gamma/W/tau sweeps")
-    args = ap.parse_args(argv)
+    ap.add_argument(
+        "--sweep-experiment",
+        default=inspect.signature(build_all).parameters["sweep_experiment"].default,  # the one default
+        help="experiment of the gamma/W/tau sweeps",
+    )
+    return ap
+
+
+def main(argv=None) -> int:
+    from mtad.report.figures import build_all
+    from mtad.report.roots import NoResults, report_options
+
+    args = parser().parse_args(argv)
     try:
         options = report_options(args, "figures")
         print(options.describe())

@@ -15,6 +15,7 @@ from several commits or from a tree with uncommitted changes are refused unless
 from __future__ import annotations
 
 import argparse
+import inspect
 import sys
 from pathlib import Path
 
@@ -24,18 +25,25 @@ from mtad.report.roots import NoResults, add_report_options, report_options  # n
 from mtad.report.tables import build_table2  # noqa: E402
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_report_options(parser, "tables")
-    parser.add_argument("--pair", default=None, help="pair, when the experiment holds several")
-    parser.add_argument("--name", default=None, help="file stem (default table2, or table2_<experiment>)")
-    parser.add_argument(
+def parser() -> argparse.ArgumentParser:
+    """The command line; --pair, --name and --allow-mixed-provenance default to `build_table2`'s own."""
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_report_options(ap, "tables")
+    table = inspect.signature(build_table2).parameters  # build_table2's defaults are the options' one defaults
+    ap.add_argument("--pair", default=table["pair"].default, help="pair, when the experiment holds several")
+    ap.add_argument("--name", default=table["name"].default, help="file stem (default table2, or table2_<experiment>)")
+    ap.add_argument(
         "--allow-mixed-provenance",
         action="store_true",
+        default=table["allow_mixed_provenance"].default,
         help="build the table even when its cells come from several commits or a dirty tree "
         "(the header then lists every code state); refused otherwise",
     )
-    args = parser.parse_args(argv)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
     try:
         options = report_options(args, "tables")
         print(options.describe())

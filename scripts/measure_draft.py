@@ -75,12 +75,8 @@ def write_outputs(result: dict, out: Path) -> None:
                 refresh_measured(card, out / "measure.json", files.get(draft_file.resolve()))
 
 
-def main(argv=None) -> int:
-    from mtad.devices import set_threads
-    from mtad.distill.draft_measurement import measure
-    from mtad.models.pairs import load_draft_model, load_pair, pair_config
-    from mtad.provenance import environment_record
-
+def parser() -> argparse.ArgumentParser:
+    """The command line, each option with its one default (`measure` takes every setting from it)."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--pair", default="smollm2_135m_head")
     ap.add_argument(
@@ -95,8 +91,16 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=int(os.environ.get("MTAD_THREADS", "1")))
     ap.add_argument("--out", default=str(ROOT / "results" / "draft"))
     ap.add_argument("--render", default=None, help="only render this stored measure.json into --out (no measuring)")
-    args = ap.parse_args(argv)
+    return ap
+
+
+def main(argv=None) -> int:
+    args = parser().parse_args(argv)  # before the imports below, which load torch: --help stays fast
     from mtad import provenance
+    from mtad.devices import set_threads
+    from mtad.distill.draft_measurement import measure
+    from mtad.models.pairs import load_draft_model, load_pair, pair_config
+    from mtad.provenance import environment_record
 
     provenance.capture()  # the code this run starts from, whatever the checkout becomes while it runs
     if args.render:

@@ -37,9 +37,10 @@ KERNELS = {
     "avx2": {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"},
     "default": {"ATEN_CPU_CAPABILITY": "default", "MKL_ENABLE_INSTRUCTIONS": "SSE4_2"},
 }
+NATIVE = "native"  # this CPU's best kernels: what the reference is written with and --kernels' default
 
 
-def run_cells(results_root: Path, data_root: str | None, extra: list[str], kernels: str = "native") -> int:
+def run_cells(results_root: Path, data_root: str | None, extra: list[str], kernels: str) -> int:
     """The verify experiment in a fresh process (nothing cached from this one)."""
     command = [
         sys.executable,
@@ -61,24 +62,29 @@ def run_cells(results_root: Path, data_root: str | None, extra: list[str], kerne
     return subprocess.run(command + extra, cwd=ROOT, env=env).returncode
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--reference", default=str(ROOT / "results" / "verify"), help="reference results root")
-    parser.add_argument("--data-root", default=None, help="data root (default $MTAD_DATA or ~/.cache/mtad/data)")
-    parser.add_argument("--keep", default=None, help="write the rerun here and keep it (default: a temporary folder)")
-    parser.add_argument("--reference-only", action="store_true", help="(re)create the reference and stop")
-    parser.add_argument(
+def parser() -> argparse.ArgumentParser:
+    """The command line, each option with its one default."""
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--reference", default=str(ROOT / "results" / "verify"), help="reference results root")
+    ap.add_argument("--data-root", default=None, help="data root (default $MTAD_DATA or ~/.cache/mtad/data)")
+    ap.add_argument("--keep", default=None, help="write the rerun here and keep it (default: a temporary folder)")
+    ap.add_argument("--reference-only", action="store_true", help="(re)create the reference and stop")
+    ap.add_argument(
         "--kernels",
         choices=sorted(KERNELS),
-        default="native",
+        default=NATIVE,
         help="rerun with torch/MKL kernels of another instruction set (default: this CPU's best)",
     )
-    parser.add_argument("overrides", nargs="*", help="extra mtad-run overrides (tests: a tiny pair)")
-    args = parser.parse_args(argv)
+    ap.add_argument("overrides", nargs="*", help="extra mtad-run overrides (tests: a tiny pair)")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
     reference = Path(args.reference)
     if args.reference_only:
         shutil.rmtree(reference, ignore_errors=True)
-        status = run_cells(reference, args.data_root, args.overrides)
+        status = run_cells(reference, args.data_root, args.overrides, NATIVE)
         shutil.rmtree(reference / ".hydra", ignore_errors=True)
         print(f"verify: reference written to {reference}" if status == 0 else "verify: the reference run failed")
         return status
@@ -112,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"verify: OK, {cells} cell(s) reproduce (tokens, block efficiency, acceptance and scores exactly; "
         "log-probabilities and perplexity within the dtype's tolerance); timing, energy and memory are not "
-        f"compared{'' if args.kernels == 'native' else f'; kernels: {args.kernels}'}"
+        f"compared{'' if args.kernels == NATIVE else f'; kernels: {args.kernels}'}"
     )
     for line in machine:
         print(f"  differs from the reference's machine: {line}")

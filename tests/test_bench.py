@@ -457,19 +457,33 @@ def test_render_rebuilds_the_report_and_calibration_from_a_stored_payload(tmp_pa
     assert (tmp_path / "out" / "bench.md").read_text() == (tmp_path / "measured" / "bench.md").read_text()
 
 
+def bench_script():
+    """scripts/bench.py as a module."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "bench_script", Path(__file__).resolve().parents[1] / "scripts" / "bench.py"
+    )
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    return script
+
+
+def bench_settings(*argv: str) -> dict:
+    """`measure_pair`'s settings as the bench's command line `argv` gives them."""
+    script = bench_script()
+    return script.measure_settings(script.parser().parse_args(list(argv)))
+
+
 def test_the_bench_thread_count_is_one_constant_the_script_curve_and_readme_read():
     """`BENCH_THREADS` is the bench's one thread default: `--threads`, the curve's counts beside one
     thread, and the setting the bench README states."""
-    import importlib.util
     import inspect
 
     from mtad.bench.curves import BENCH_THREADS
 
     root = Path(__file__).resolve().parents[1]
-    spec = importlib.util.spec_from_file_location("bench_script", root / "scripts" / "bench.py")
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
-    assert script.parser().get_default("threads") == BENCH_THREADS
+    assert bench_script().parser().get_default("threads") == BENCH_THREADS
     assert inspect.signature(verification_curve).parameters["threads"].default == (1, BENCH_THREADS)
     readme = (root / "mtad" / "bench" / "README.md").read_text()
     assert f"`BENCH_THREADS` = {BENCH_THREADS} torch threads" in " ".join(readme.split())
@@ -682,5 +696,5 @@ def test_measure_pair_runs_under_the_thread_count_it_records(monkeypatch):
     monkeypatch.setattr(M, "torch_threads", threads_recorded)
     monkeypatch.setattr(M, "load_pair", load_pair)
     with pytest.raises(Loaded):
-        M.measure_pair("smollm2_135m_head", threads=3)
+        M.measure_pair("smollm2_135m_head", **bench_settings("--threads", "3"))
     assert seen == [("threads", 3), "load", ("restored", 3)]  # the whole run, the pair's loading included

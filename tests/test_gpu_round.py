@@ -89,6 +89,9 @@ def test_a_round_writes_its_answers_every_arms_head_and_curve(tiny, tmp_path):
         curve_every=20,
         train_tokens=40,
         special_ids=[eos],
+        seed=0,
+        scratch=R.ROUND_ARMS,
+        lr_floor=1.0,
     )
     rows = read_rows(out / "answers-round.parquet")
     assert [r["prompt_ids"] for r in rows] and len(rows) == len(requests)  # before the deadline: all answered

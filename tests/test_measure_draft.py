@@ -25,7 +25,9 @@ torch.set_num_threads(1)
 def result():
     pair = load_pair("tiny_llama")
     head, _ = load_draft_model(pair_config("tiny_llama_head"), pair.target)
-    return measure(pair.target, pair.tokenizer, {"layers": pair.draft, "head": head}, per_family=1, max_new=6, seed=0)
+    return measure(
+        pair.target, pair.tokenizer, {"layers": pair.draft, "head": head}, "fast", per_family=1, max_new=6, seed=0
+    )
 
 
 def test_every_family_method_and_draft_is_measured(result):

@@ -68,7 +68,7 @@ def distribution_distance(reference, other, sequences: list[torch.Tensor], start
 COMPARED = ("q4_1", "q4_1_bf16", "int8", "int8_bf16", "bfloat16")  # the targets measured against float32
 
 
-def q4_tv(pair: str = "smollm2_135m_head", prompts: int = 20, new_tokens: int = 32, seed: int = 11) -> dict:
+def q4_tv(pair: str, prompts: int, new_tokens: int, seed: int = 11) -> dict:
     """Each target of COMPARED against the float32 target on held-out chat prompts: each prompt plus
     the float32 target's greedy continuation of `new_tokens`; q4_1 also with the LM head
     requantized per row (the lossy single-call layout); the rounding of the carry over the file's blocks."""

@@ -21,11 +21,11 @@ import torch
 
 from mtad.bench.block_profile import long_prompt_ids
 from mtad.bench.calibrate import calibration, predictions
-from mtad.bench.curves import BENCH_THREADS, verification_curve
+from mtad.bench.curves import verification_curve
 from mtad.bench.llama_cpp import llama_cpp_on_pair
 from mtad.bench.rows import find_row
 from mtad.decode_stats import COUNTS, DecodeStats, host_seconds
-from mtad.decoding import DecoderParams, SpecInferParams, SpSParams
+from mtad.decoding import DecoderParams, SpecInferParams
 from mtad.decoding.capabilities import reads_target_features
 from mtad.decoding.registry import specs
 from mtad.decoding.static_kv import kernel_record, resolve_decode_path
@@ -406,30 +406,30 @@ def long_rows(configs: list[Config], pair, long_prompts: int, max_new_tokens: in
 def measure_pair(
     pair_name: str,
     *,
-    prompts: int = 4,
-    max_new_tokens: int = 40,
-    reps: int = 5,
-    gamma: int = SpSParams().gamma,
-    threads: int = BENCH_THREADS,
-    target_dtype: str | None = None,
-    draft_dtype: str | None = None,
-    only: str | None = None,
-    compiled: bool = False,
-    curve_dtypes: tuple[str, ...] = CURVE_DTYPES,
-    curve_reps: int = 10,
-    sampling_targets: tuple[str, ...] = SAMPLING_TARGETS,
-    llama_cpp: bool = True,
-    long_prompts: int = 0,
-    notes: list[str] | None = None,
+    prompts: int,
+    max_new_tokens: int,
+    reps: int,
+    gamma: int,
+    threads: int,
+    target_dtype: str | None,
+    draft_dtype: str | None,
+    only: str | None,
+    compiled: bool,
+    curve_dtypes: tuple[str, ...],
+    curve_reps: int,
+    sampling_targets: tuple[str, ...],
+    llama_cpp: bool,
+    long_prompts: int,
+    notes: list[str],
     log=print,
 ) -> dict:
-    """The whole benchmark of pair `pair_name` -> the payload `write_report` renders: the curve
-    over `curve_dtypes` and its calibration (`curve_and_calibration`); `prompts` held-out chat
-    prompts x `max_new_tokens`, `reps` alternating repetitions of every config (`default_configs`,
-    `budget_configs` at the calibrated node budget, sampling on each of `sampling_targets`; `only`:
-    label substrings to keep), llama.cpp on the pair's GGUF, the fast-path rows on `long_prompts`
-    CNN/DailyMail prompts (`long_rows`), the predicted speed-ups and the wall time. `threads` (0:
-    torch's default) holds for the whole run; `target_dtype`, `draft_dtype` override the pair's."""
+    """The whole benchmark of pair `pair_name` -> the payload `write_report` renders: the curve over
+    `curve_dtypes` and its calibration (`curve_and_calibration`); `prompts` held-out chat prompts x
+    `max_new_tokens`, `reps` alternating repetitions of every config (`default_configs`, `budget_configs`
+    at the calibrated node budget, sampling on each of `sampling_targets`; `only`: label substrings to
+    keep), llama.cpp on the pair's GGUF, the fast-path rows on `long_prompts` CNN/DailyMail prompts
+    (`long_rows`), the predicted speed-ups and the wall time. `threads` (0: torch's default) holds for
+    the whole run; `target_dtype`, `draft_dtype` override the pair's. Defaults: scripts/bench.py's."""
     with torch_threads(threads):
         started = time.perf_counter()
         overrides = {k: v for k, v in (("target_dtype", target_dtype), ("draft_dtype", draft_dtype)) if v}
@@ -459,7 +459,7 @@ def measure_pair(
             "curve": curve,
             "llama_cpp": llama_cpp_on_pair(pair, prompt_ids, max_new_tokens, reps, skip=not llama_cpp, only=only),
             "long": long_rows(configs, pair, long_prompts, max_new_tokens, reps, log),
-            "notes": list(notes or []),
+            "notes": list(notes),
             "calibration": calibrated,
         }
         return payload | {"predicted": predictions(payload, gamma, own), "wall_s": time.perf_counter() - started}

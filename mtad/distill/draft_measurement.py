@@ -259,12 +259,11 @@ def goals_met(result: dict) -> dict[str, bool]:
     }
 
 
-def measure(
-    target, tokenizer, drafts: dict, decode_path: str = "fast", per_family: int = 4, max_new: int = 48, seed: int = 1234
-) -> dict:
-    """Every draft in `drafts` (name -> model) against `target` on the same held-out prompts.
-    Returns {"drafts": {name: {"kind", "families": {f: {"distribution", "decoding"}}, "cost",
-    "goals"}}, settings...}."""
+def measure(target, tokenizer, drafts: dict, decode_path: str, per_family: int, max_new: int, seed: int) -> dict:
+    """Every draft in `drafts` (name -> model) against `target` on the same held-out prompts, `per_family`
+    of each kind, `max_new` tokens each. Returns {"drafts": {name: {"kind", "families": {f: {"distribution",
+    "decoding"}}, "cost", "goals"}}, settings...}. The settings' one default is the command line's
+    (scripts/measure_draft.py)."""
     eos = tokenizer.eos_token_id
     prompts = heldout_prompts(tokenizer, per_family, seed)
     per_draft = {name: {"kind": draft_kind(d), "families": {}} for name, d in drafts.items()}

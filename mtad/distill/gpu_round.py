@@ -204,22 +204,24 @@ def run_round(
     out: Path,
     target_name: str,
     minutes: float,
+    *,
+    batch_seqs: int,
+    curve_every: int,
+    special_ids: list[int],
+    seed: int,
+    scratch: dict,
+    lr_floor: float,
     batch_rows: int = 1024,
     max_new: int = 192,
     score_tokens: int = 65536,
-    batch_seqs: int = 32,
-    curve_every: int = 2_000_000,
     sample_share: float = 0.35,
     train_tokens: int = 10**12,
-    special_ids: list[int] = (),
-    seed: int = 0,
-    scratch: dict = ROUND_ARMS,
-    lr_floor: float = 1.0,
 ) -> dict:
     """Steps 2-4 of a round on `target`'s device within `minutes` (sampling stops after
     `sample_share` of them, training after `train_tokens` answer tokens per arm or the time left,
     its learning rate annealed to `lr_floor` x the trainer's by then); `scratch`: the designs
-    trained from scratch beside the committed head (`ROUND_ARMS` or a part of it); writes into `out`."""
+    trained from scratch beside the committed head (`ROUND_ARMS` or a part of it); writes into `out`.
+    The settings the round's command line sets (scripts/distill_draft.py) have their one default there."""
     from .head_ablations import heads_ab
     from .head_training import HeadTrainConfig, corpus_mass
     from .training import choose_head_tokens
