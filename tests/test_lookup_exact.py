@@ -83,8 +83,8 @@ def gate_counter(lookup: PromptLookup) -> dict:
     """Counts the lookup's choices between the copy and the model (its `prefers_model` wrapped)."""
     seen, choose = {True: 0, False: 0}, lookup.prefers_model
 
-    def counted(decoder, logits):
-        model = choose(decoder, logits)
+    def counted(decoder, logits, support=None):
+        model = choose(decoder, logits, support)
         seen[model] += 1
         return model
 
