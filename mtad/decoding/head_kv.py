@@ -39,9 +39,8 @@ class HeadCachedModel(StaticCachedModel):
     ):
         if source.features is None:
             raise ValueError("a feature head needs the target's features: build the target's cache with features=True")
-        CachedModel.__init__(self, head, out_device, features=False)
         capacity = max(CAPACITY_STEP, -(-(min_capacity + BUCKETS[-1]) // CAPACITY_STEP) * CAPACITY_STEP)
-        self.cache = StaticKV(head, capacity)
+        CachedModel.__init__(self, head, out_device, features=False, cache=StaticKV(head, capacity))
         self.features = FeatureStore(head.config.hidden_size, head.dtype, self.device)  # its own predictions
         self.compiled = None
         self.kernels = choose_kernels(head)

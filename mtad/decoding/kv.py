@@ -14,6 +14,7 @@ whatever its storage slot). Llama-family models and OPT (whose learned positions
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import time
 
@@ -56,6 +57,15 @@ class FeatureStore:
             self.buf[start : start + tail.numel()] = self.buf[start + tail.to(self.buf.device)]
 
 
+@functools.lru_cache(maxsize=32)
+def forward_keywords(model_class: type) -> tuple[bool, str]:
+    """Whether a model class's forward takes `logits_to_keep`, and the name of its cache argument
+    (transformers >= 5.2x names it `cache`, older releases `past_key_values`); read once per class,
+    not per generation (`inspect.signature` costs tens of microseconds)."""
+    accepted = inspect.signature(model_class.forward).parameters
+    return "logits_to_keep" in accepted, "cache" if "cache" in accepted else "past_key_values"
+
+
 class CachedModel:
     """One causal LM plus its DynamicCache, with tree-aware extension and rollback.
 
@@ -69,11 +79,12 @@ class CachedModel:
         model: PreTrainedModel,
         out_device: torch.device | None = None,
         features: bool | tuple[int, ...] | None = None,
+        cache=None,
     ):
         self.model = model
         self.device = model_device(model)
         self.out_device = out_device or self.device
-        self.cache = DynamicCache(config=model.config)
+        self.cache = cache if cache is not None else DynamicCache(config=model.config)  # `cache`: a static path's
         self.committed = 0  # cache slots [0, committed) hold committed tokens
         self.node_parents: list[int] = []  # for each cached tree node: parent node index, -1 = committed end
         self.node_depths: list[int] = []
@@ -87,10 +98,7 @@ class CachedModel:
         self.kernels = None  # the fast path's product kernel per width (kernels.KernelChoice); None: oneDNN
         # the tokens its logits cover where not the whole vocabulary (logits.Support; a restricted head's)
         self.support: Support | None = None
-        accepted = inspect.signature(model.forward).parameters
-        self._keep_kw = "logits_to_keep" in accepted
-        # transformers >= 5.2x names the cache argument `cache`; older releases `past_key_values`
-        self._cache_kw = "cache" if "cache" in accepted else "past_key_values"
+        self._keep_kw, self._cache_kw = forward_keywords(type(model))
         self.feature_depths = feature_depths(features)
         width = model.config.hidden_size * len(self.feature_depths or ())
         self.features = FeatureStore(width, model.dtype, self.device) if self.feature_depths else None

@@ -319,9 +319,8 @@ class StaticCachedModel(CachedModel):
         reason = fast_unsupported(model)
         if reason:
             raise ValueError(f"decode_path static/compiled: {reason}; use decode_path=eager")
-        super().__init__(model, out_device, features)
         capacity = max(CAPACITY_STEP, -(-(min_capacity + BUCKETS[-1]) // CAPACITY_STEP) * CAPACITY_STEP)
-        self.cache = StaticKV(model, capacity)
+        super().__init__(model, out_device, features, cache=StaticKV(model, capacity))
         self.restricted = isinstance(model, RestrictedHead)  # a Protocol check costs microseconds: once
         self.kernels = choose_kernels(model)
         self.compiled = compiled_body(model, self.feature_depths) if compiled else None
