@@ -37,16 +37,12 @@ def build_decoder(
     draft=None,
     decode_path: str | None = None,
     settings: Any = None,
-    **fields: Any,
 ) -> Decoder:
     """`method`'s decoder; `settings`: its settings object (`DECODERS[method].params_type`) or a dict
-    of its fields (None: its defaults); `fields`: single settings on top of a dict's. Unknown methods
-    and settings are refused with the valid names."""
+    of its fields (None: its defaults). Unknown methods and settings are refused with the valid names."""
     path = {} if decode_path is None else {"decode_path": decode_path}
     if settings is None or isinstance(settings, dict):
-        return get_decoder(method, target=target, draft=draft, **path, **{**(settings or {}), **fields})
-    if fields:
-        raise TypeError(f"pass {method}'s settings as one object or as fields, not both: {sorted(fields)}")
+        return get_decoder(method, target=target, draft=draft, **path, **(settings or {}))
     return get_decoder(method, target=target, draft=draft, **path, params=settings)
 
 

@@ -28,7 +28,6 @@ python -m mtad.regeneration --steps "reproduce-table2 sweeps ..." --pair smollm2
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shlex
 import subprocess
@@ -39,6 +38,7 @@ from itertools import takewhile
 from pathlib import Path
 
 from mtad.provenance import STAMPS, STEP_OUTPUTS, code_state, machine_key, read_stamp, run_git, uncommitted_code
+from mtad.records import write_json
 
 # steps that read each other's timings, in the order they run, and why: one sitting on one machine
 GROUPS = {("profiles", "bench"): "the bench's cost model reads the profiles' host timings"}
@@ -100,11 +100,10 @@ def changed_outputs(root: Path) -> int:
 
 
 def write_stamp(root: Path, name: str, record: dict) -> None:
+    """A stamp written atomically (`records.write_json`): an interrupted write leaves the old one."""
     path = root / "results" / STAMPS / name
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{name}.tmp")
-    tmp.write_text(json.dumps(record, indent=1) + "\n")
-    tmp.replace(path)  # atomic: an interrupted write leaves the old stamp
+    write_json(path, record)
 
 
 def discard(root: Path) -> None:
