@@ -2,7 +2,8 @@
 
 The cells (``<results_root>/runs``: ``samples.jsonl``, ``metrics.json``, ``env.json``; read by
 ``mtad.records`` and ``mtad.runner.layout``) hold what a generation produced. What is measured
-beside them goes into one file per kind and output folder, ``<folder>/<kind>.json``:
+beside them goes into one file per kind and output folder, ``<folder>/<kind>.json`` (or under another
+stem where a folder holds several of a kind, e.g. the claims of another pair, ``claims_<pair>.json``):
 
     {"kind": "bench", "sections": {"timings": {...}, "profile": {...}, ...}}
 
@@ -29,8 +30,8 @@ class ResultKind:
     name: str
     sections: dict[str, str]
 
-    def path(self, folder: Path) -> Path:
-        return Path(folder) / f"{self.name}.json"
+    def path(self, folder: Path, stem: str | None = None) -> Path:
+        return Path(folder) / f"{stem or self.name}.json"
 
     def check(self, section: str) -> None:
         if section not in self.sections:
@@ -64,9 +65,9 @@ class ResultFileError(ValueError):
     """A result file that is not one of `KINDS` as this code writes it: the message says which and why."""
 
 
-def read_file(kind: ResultKind, folder: Path) -> dict[str, dict]:
-    """Every section in ``<folder>/<kind>.json`` ({} when the file is absent)."""
-    path = kind.path(folder)
+def read_file(kind: ResultKind, folder: Path, stem: str | None = None) -> dict[str, dict]:
+    """Every section in ``<folder>/<stem or kind>.json`` ({} when the file is absent)."""
+    path = kind.path(folder, stem)
     if not path.exists():
         return {}
     try:
@@ -82,20 +83,20 @@ def read_file(kind: ResultKind, folder: Path) -> dict[str, dict]:
     return data["sections"]
 
 
-def read_section(kind: ResultKind, folder: Path, section: str) -> dict | None:
-    """Section `section` of ``<folder>/<kind>.json``, or None when the file or the section is absent."""
+def read_section(kind: ResultKind, folder: Path, section: str, stem: str | None = None) -> dict | None:
+    """Section `section` of ``<folder>/<stem or kind>.json``, or None when the file or the section is absent."""
     kind.check(section)
-    return read_file(kind, folder).get(section)
+    return read_file(kind, folder, stem).get(section)
 
 
-def write_section(kind: ResultKind, folder: Path, section: str, payload: dict) -> Path:
-    """`payload` as section `section` of ``<folder>/<kind>.json`` (atomically; other sections kept)."""
+def write_section(kind: ResultKind, folder: Path, section: str, payload: dict, stem: str | None = None) -> Path:
+    """`payload` as section `section` of ``<folder>/<stem or kind>.json`` (atomically; other sections kept)."""
     kind.check(section)
     if not isinstance(payload, dict):
         raise TypeError(f"a {kind.name} section is an object, not {type(payload).__name__}")
-    sections = {**read_file(kind, folder), section: payload}
+    sections = {**read_file(kind, folder, stem), section: payload}
     ordered = {name: sections[name] for name in kind.sections if name in sections}  # a stable file
-    path = kind.path(folder)
+    path = kind.path(folder, stem)
     path.parent.mkdir(parents=True, exist_ok=True)
     write_json(path, {"kind": kind.name, "sections": ordered})
     return path

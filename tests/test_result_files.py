@@ -17,6 +17,9 @@ def test_sections_are_written_beside_each_other_in_declared_order(tmp_path):
     assert read_section(BENCH, tmp_path, "profile") == {"rows": [3]}
     assert read_section(BENCH, tmp_path, "target_distance") is None
     assert read_file(DRAFT, tmp_path) == {}  # absent file
+    write_section(CLAIMS, tmp_path, "claims", {"pair": "other"}, stem="claims_other")  # a second of a kind
+    assert read_section(CLAIMS, tmp_path, "claims", stem="claims_other") == {"pair": "other"}
+    assert read_section(CLAIMS, tmp_path, "claims") is None
 
 
 def test_unknown_sections_list_the_valid_ones(tmp_path):
