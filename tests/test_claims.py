@@ -11,6 +11,7 @@ import torch
 
 from mtad.experiments.interleaved import rotated, schedule
 from mtad.paper import VERSIONS
+from mtad.report.claims_report import read_report
 from mtad.report.kind_claims import EXTENSION
 
 REPO = Path(__file__).resolve().parents[1]
@@ -48,7 +49,7 @@ def records(path: Path) -> list[dict]:
 def test_claims_end_to_end_on_a_tiny_pair(tmp_path, suite_data, pair):
     claims(["experiment=claims_tiny", f"pair={pair}", f"data_root={suite_data}"], tmp_path)
     name = "claims_tiny" if pair == "tiny_llama" else f"claims_tiny_{pair}"  # the experiment's own pair: no suffix
-    report = json.loads((tmp_path / "claims" / f"{name}.json").read_text())
+    report = read_report(tmp_path / "claims" / f"{name}.json")
     md = (tmp_path / "claims" / f"{name}.md").read_text()
     assert "**Verdict rule.**" in md and "reproduced" in md and f"pair `{pair}`" in md
     by_claim, variants, compared = {}, [], []

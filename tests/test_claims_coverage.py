@@ -2,11 +2,12 @@
 cells are absent says "not run" and names them, and the header counts planned, present and missing
 cells (from the committed claims cells: one cell copied into a fresh root)."""
 
-import json
 from pathlib import Path
 
 import pytest
 from claims_cells import copy_cells
+
+from mtad.report.claims_report import read_report
 
 REPO = Path(__file__).resolve().parents[1]
 CLAIMS = REPO / "results" / "runs" / "claims"
@@ -33,7 +34,7 @@ def test_every_measured_claim_row_appears_and_absent_cells_say_not_run(partial):
     from mtad.stats.intervals import NOT_MEASURABLE, NOT_RUN
 
     report, root = partial
-    committed = json.loads((REPO / "results" / "claims" / "claims.json").read_text())
+    committed = read_report(REPO / "results" / "claims" / "claims.json")
 
     def measured(rows):
         return [(c["claim"], c["comparison"].split(":")[0], c["task"]) for c in rows if c["task"] != "tiny model"]

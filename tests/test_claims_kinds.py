@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 from claims_cells import copy_cells
 
+from mtad.report.claims_report import read_report
+
 REPO = Path(__file__).resolve().parents[1]
 RUNS = REPO / "results" / "runs"
 COMMITTED = REPO / "results" / "claims" / "claims.json"
@@ -58,7 +60,7 @@ def rebuilt():
 
     if not COMMITTED.is_file() or not CELLS.is_dir():
         pytest.skip("no committed claims cells or report")
-    committed = json.loads(COMMITTED.read_text())
+    committed = read_report(COMMITTED)
     settings = _settings(resamples=committed["resamples"], confidence=committed["confidence"])
     report = _as_stored(build_report(RUNS, "claims", PAIR, settings, theory=False))
     # a "not run" row names the root read, which the committed report read as `results/runs`

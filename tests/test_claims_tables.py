@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from mtad.report.cells import load_cells
+from mtad.report.claims_report import read_report
 from mtad.report.tables import INTERVAL_COLUMNS, table2, to_markdown
 
 RUNS = Path(__file__).resolve().parents[1] / "results" / "runs"
@@ -115,13 +116,12 @@ def test_a_ratio_without_an_interval_shows_the_counts_it_came_from():
 
 
 def test_the_results_page_and_the_claims_report_show_the_same_table():
-    import json
     from pathlib import Path
 
     from mtad.report.claims_markdown import claims_table
 
     results = Path(__file__).resolve().parents[1] / "results"
-    table = "\n".join(claims_table(json.loads((results / "claims" / "claims.json").read_text())))
+    table = "\n".join(claims_table(read_report(results / "claims" / "claims.json")))
     assert table in (results / "claims" / "claims.md").read_text() and table in (results / "README.md").read_text()
 
 

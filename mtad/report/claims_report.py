@@ -35,7 +35,6 @@ is written at the top of the report. Output: ``results/claims/<name>.md`` and ``
 
 from __future__ import annotations
 
-import json
 import logging
 import sys
 from datetime import datetime, timezone
@@ -57,6 +56,7 @@ from mtad.report.kind_claims import (
 )
 from mtad.report.theory_claims import theory_claims, theory_not_run, with_holm
 from mtad.report.values import in_order, is_missing, present
+from mtad.result_files import CLAIMS, read_section, write_section
 from mtad.runner.layout import REFERENCE_ROOT, theory_path
 from mtad.stats import intervals as iv
 
@@ -205,14 +205,20 @@ def report_name(experiment: str, pair: str, default_pair: str | None) -> str:
 
 
 def write_report(report: dict, out_dir: str | Path, name: str) -> tuple[Path, Path]:
+    """The report as ``<out_dir>/<name>.md`` and as the claims result file ``<name>.json`` (`mtad.result_files`)."""
     from mtad.report.claims_markdown import to_markdown
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    md, js = out_dir / f"{name}.md", out_dir / f"{name}.json"
+    md = out_dir / f"{name}.md"
     write_if_changed(md, to_markdown(report))
-    write_if_changed(js, json.dumps(report, indent=2, ensure_ascii=False, default=str) + "\n")
-    return md, js
+    return md, write_section(CLAIMS, out_dir, "claims", report, stem=name)
+
+
+def read_report(path: str | Path) -> dict | None:
+    """The report stored at `path` (a claims result file, e.g. ``results/claims/claims.json``); None when absent."""
+    path = Path(path)
+    return read_section(CLAIMS, path.parent, "claims", stem=path.stem)
 
 
 def publish(cfg, settings: ReportSettings, name: str, args, note: str = "") -> int:

@@ -43,6 +43,7 @@ import pandas as pd
 
 from mtad.markdown import MISSING, fmt_bounds, fmt_number, md_table
 from mtad.report.cells import find_cells, load_cells
+from mtad.report.claims_report import read_report
 from mtad.report.examples import example_frame, paired
 from mtad.stats import intervals as iv
 from mtad.stats.agreement import ALPHA, bonferroni_confidence, bonferroni_z, estimates_agree
@@ -299,6 +300,13 @@ def _cells(r: Agreement) -> list:
     ]
 
 
+def _claims_report(path: str) -> dict:
+    report = read_report(path)
+    if report is None:
+        raise FileNotFoundError(f"no claims report at {path} (`make claims` writes results/local/claims/claims.json)")
+    return report
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("kind", choices=["cells", "claims"], help="two results roots, or two claims .json files")
@@ -316,7 +324,7 @@ def main(argv: list[str] | None = None) -> int:
             labels = tuple(f"`{root}` ({root_machine(root, args.experiment)})" for root in (args.a, args.b))
             print(exact.summary())
         else:
-            rows = compare_claims(*(json.loads(Path(p).read_text()) for p in (args.a, args.b)), alpha=args.alpha)
+            rows = compare_claims(*(_claims_report(p) for p in (args.a, args.b)), alpha=args.alpha)
     except (FileNotFoundError, KeyError, ValueError) as err:
         print(f"agreement: {err}", file=sys.stderr)
         return 2

@@ -22,6 +22,7 @@ from mtad.metrics.acceptance_terms import ACCEPTANCE_TERMS, terms_markdown
 from mtad.provenance import read_stamp, stamp_label
 from mtad.records import read_json
 from mtad.report.claims_markdown import claims_table
+from mtad.report.claims_report import read_report
 from mtad.report.tables import TASK_ORDER
 
 TITLE = "# What the committed results show"
@@ -40,7 +41,7 @@ def _absent(path: Path, command: str) -> list[str]:
 # ----------------------------------------------------------------------------- claims
 def claims_section(results: Path) -> list[str]:
     path = results / "claims" / "claims.json"
-    report = read_json(path)
+    report = read_report(path)
     if not report:
         return _absent(path, "make claims")
     design = report["design"]
