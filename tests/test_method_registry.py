@@ -126,6 +126,25 @@ def test_a_spec_is_checked_where_it_is_declared():
         MethodSpec(**good | {"adaptive_stop": 1.5})
     with pytest.raises(KeyError, match="unknown decoding method 'spx'; valid: sampling, sps, blockverify, spectr"):
         spec("spx")
+    with pytest.raises(TypeError, match="beam_width"):
+        MethodSpec(**good | {"exactness_settings": ({"beam_width": 2},)})
+    with pytest.raises(ValueError, match="exactness_settings are for lossless methods"):
+        MethodSpec(**good | {"lossless": False, "exactness_settings": ({"gamma": 2},)})
+
+
+def test_every_lossless_method_is_checked_for_exactness():
+    """C6, the distribution tests and the GPU check run every lossless method, each settings at a draft
+    depth of 2, so that 3 tokens observe the bonus token of a fully accepted block."""
+    from mtad.experiments.theory import ExactnessSettings
+    from mtad.models.check_cases import dist_cases
+
+    lossless = {name for name, s in specs().items() if s.lossless}
+    assert {name for name, _ in methods.exactness_cases()} == lossless
+    assert {method for _, _, method, _, _ in dist_cases()} == lossless
+    assert [name for name, _ in ExactnessSettings().cases] == [name for name, _ in methods.exactness_cases()]
+    for name, settings in methods.exactness_cases():
+        depth = settings.get("gamma", len(settings.get("k_config", ())))
+        assert depth in (0, 2), (name, settings)  # sampling has none
 
 
 def test_a_name_is_declared_once(monkeypatch):

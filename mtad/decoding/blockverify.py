@@ -43,6 +43,7 @@ class BlockVerification(SpeculativeSampling):
         lossless=True,
         drafts="chain",
         test_settings={"gamma": 3},
+        exactness_settings=({"gamma": 2},),
         adaptive_stop=0.3,  # SpS's: the same drafts, so the same point where a further token stops paying
         verifies_drafts_of="sps",  # SpS's chain, verified as one block (mtad.paper.CONVENTIONAL leaves it out)
     )

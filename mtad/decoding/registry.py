@@ -34,6 +34,9 @@ class MethodSpec:
     ``make bench`` runs a method at its defaults, its config's, setting γ itself on every method
     whose settings have ``gamma`` (`bench_params`). ``test_settings`` are the small settings the
     tiny-model tests (and the GPU check) run the method at.
+    ``exactness_settings`` are the settings the exactness checks run a lossless method at (C6's
+    chi-square tests, the tests' and the GPU check's distribution cases): each draws the bonus token a
+    fully accepted block earns within 3 tokens (a draft depth of 2).
     ``adaptive_stop`` is the method's ``stop_below`` for adaptive drafting on the embedded pair
     (Table 2's adaptive rows, the bench's adaptive rows, the claims' variants), None where it
     has none. ``study``: one of the study's methods (Table 2, the figures, the bench); false for
@@ -51,6 +54,7 @@ class MethodSpec:
     lossless: bool  # its output is the target's distribution
     drafts: str  # one of DRAFTS
     test_settings: Mapping[str, Any] = field(default_factory=dict, hash=False)
+    exactness_settings: tuple[Mapping[str, Any], ...] = field(default=(), hash=False)
     adaptive_stop: float | None = None
     study: bool = True
     # the method whose drafts it verifies by a rule of its own (block verification: SpS's chain
@@ -65,8 +69,14 @@ class MethodSpec:
             raise ValueError(f"{self.name}: verifies_drafts_of names another method, not itself")
         if self.adaptive_stop is not None and "stop_below" not in names:
             raise ValueError(f"{self.name}: adaptive_stop needs a stop_below setting in {self.settings.__name__}")
+        if self.exactness_settings and not self.lossless:
+            raise ValueError(f"{self.name}: exactness_settings are for lossless methods")
         object.__setattr__(self, "test_settings", MappingProxyType(dict(self.test_settings)))
-        self.settings(**self.test_settings)  # a bad key or value fails where the method is declared
+        object.__setattr__(
+            self, "exactness_settings", tuple(MappingProxyType(dict(s)) for s in self.exactness_settings)
+        )
+        for settings in (self.test_settings, *self.exactness_settings):
+            self.settings(**settings)  # a bad key or value fails where the method is declared
         if self.adaptive_stop is not None:
             self.settings(stop_below=self.adaptive_stop)
 
@@ -119,6 +129,12 @@ def spec(name: str) -> MethodSpec:
     if name not in known:
         raise KeyError(f"unknown decoding method {name!r}; valid: {', '.join(known)}")
     return known[name]
+
+
+def exactness_cases() -> list[tuple[str, dict]]:
+    """(method, settings) of every exactness check, in table order: each lossless method at each of its
+    ``exactness_settings``."""
+    return [(name, dict(s)) for name, spec_ in specs().items() for s in spec_.exactness_settings]
 
 
 def study_methods() -> tuple[str, ...]:

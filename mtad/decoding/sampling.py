@@ -22,6 +22,7 @@ class Sampling(Decoder):
         settings=SamplingParams,
         lossless=True,
         drafts="none",
+        exactness_settings=({},),  # the reference's own draws against the target's distribution
     )
     needs_draft = False
     params: SamplingParams

@@ -32,6 +32,7 @@ class SpecInfer(Decoder):
         lossless=True,
         drafts="tree",
         test_settings={"k_config": (3, 2, 1)},
+        exactness_settings=({"k_config": (3, 2), "replacement": True}, {"k_config": (3, 2), "replacement": False}),
         adaptive_stop=0.3,
     )
     params: SpecInferParams

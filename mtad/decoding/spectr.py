@@ -29,6 +29,7 @@ class SpecTr(Decoder):
         lossless=True,
         drafts="chains",
         test_settings={"gamma": 3, "num_drafts": 3},
+        exactness_settings=({"gamma": 2, "num_drafts": 3},),
         adaptive_stop=0.2,
     )
     params: SpecTrParams

@@ -85,6 +85,7 @@ class SpeculativeSampling(Decoder):
         lossless=True,
         drafts="chain",
         test_settings={"gamma": 3},
+        exactness_settings=({"gamma": 2},),
         adaptive_stop=0.3,
     )
     params: SpSParams

@@ -44,6 +44,7 @@ import torch
 
 from mtad.decoding.logits import logits_to_probs
 from mtad.decoding.mtjd_exact import exact_block_distribution, joint_block_logprobs
+from mtad.decoding.registry import exactness_cases
 from mtad.decoding.sampling import SAMPLING_PARAMS
 from mtad.metrics.exact_enumeration import empirical_counts, sequence_probs
 from mtad.paper import APPROXIMATORS
@@ -132,12 +133,8 @@ class ExactnessSettings:
     vocab: int = 4
     tokens: int = 3
     processing: dict = field(default_factory=lambda: {"temperature": 1.0, "top_k": 3, "top_p": 0.9})
-    cases: tuple = (
-        ("sps", {"gamma": 2}),
-        ("spectr", {"gamma": 2, "num_drafts": 3}),
-        ("specinfer", {"k_config": (3, 2), "replacement": True}),
-        ("specinfer", {"k_config": (3, 2), "replacement": False}),
-    )
+    # (method, settings): every lossless method at its registered exactness settings
+    cases: tuple = field(default_factory=lambda: tuple(exactness_cases()))
 
 
 def tiny_pair(vocab: int):

@@ -16,15 +16,29 @@ FLOAT64_PAIRS = ("llama", "opt", "llama+head")  # the kinds of `float64_pair`
 DIST_VOCAB, DIST_TOKENS, DIST_PROMPT = 4, 3, [1, 3, 2]
 NO_TRUNCATION = {"temperature": 1.0, "top_k": 0, "top_p": 1.0}
 PAPER = {"temperature": 1.0, "top_k": 3, "top_p": 0.9}
-DIST_CASES = (  # (float64 pair, decode path, method, settings, processing)
-    ("llama", "static", "sampling", {}, NO_TRUNCATION),
-    ("llama", "static", "sps", {"gamma": 2}, NO_TRUNCATION),
-    ("opt", "eager", "blockverify", {"gamma": 2}, PAPER),
-    ("llama", "eager", "spectr", {"gamma": 2, "num_drafts": 3}, NO_TRUNCATION),
-    ("opt", "eager", "specinfer", {"k_config": (3, 2), "replacement": True}, PAPER),
-    ("llama+head", "static", "specinfer", {"k_config": (3, 2), "replacement": False}, NO_TRUNCATION),
-    ("llama+head", "static", "sps", {"gamma": 2}, NO_TRUNCATION),
+# each lossless method at each of its exactness settings (`mtad.decoding.registry.exactness_cases`), the
+# float64 pairs, decode paths and processings taken in turn so that every one meets several methods
+DIST_SETUPS = (  # (float64 pair, decode path, processing)
+    ("llama", "static", NO_TRUNCATION),
+    ("opt", "eager", PAPER),
+    ("llama+head", "static", NO_TRUNCATION),
+    ("llama", "eager", PAPER),
+    ("opt", "static", NO_TRUNCATION),
+    ("llama+head", "eager", PAPER),
 )
+
+
+def dist_cases() -> tuple[tuple[str, str, str, dict, dict], ...]:
+    """(float64 pair, decode path, method, settings, processing) of every distribution case."""
+    from mtad.decoding.registry import exactness_cases
+
+    cases = exactness_cases()
+    setups = DIST_SETUPS * (len(cases) // len(DIST_SETUPS) + 1)
+    return tuple(
+        (pair, path, method, settings, processing)
+        for (method, settings), (pair, path, processing) in zip(cases, setups)
+    )
+
 
 # tree attention: a two-level token tree after a prefix, each level (tokens, parent node of each;
 # -1: the prefix's last token)

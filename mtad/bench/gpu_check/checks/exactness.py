@@ -25,14 +25,14 @@ def plan(options, device_type: str) -> str:
     all_methods = ", ".join(methods())
     paths = " and ".join(UNCOMPILED_PATHS)
     try:
-        from mtad.models.check_cases import DIST_CASES, DIST_TOKENS, FLOAT64_PAIRS
+        from mtad.models.check_cases import DIST_TOKENS, FLOAT64_PAIRS, dist_cases
     except Exception as err:  # noqa: BLE001 - a python without torch: its dry run still says what runs
         return (
             f"{TREE_PLAN}; {all_methods} on float64 pairs ({paths} paths), greedy and seeded, tokens equal to the "
             f"CPU's; chi-square of the lossless methods' draws (false alarm {FALSE_ALARM}); the cases of "
             f"mtad.models.check_cases ({type(err).__name__}: {err})"
         )
-    dist = ", ".join(f"{m} ({pair}, {path})" for pair, path, m, _, _ in DIST_CASES)
+    dist = ", ".join(f"{m} ({pair}, {path})" for pair, path, m, _, _ in dist_cases())
     return (
         f"{TREE_PLAN}; {all_methods} on the float64 pairs {', '.join(FLOAT64_PAIRS)} ({paths} paths), greedy and "
         f"seeded, tokens equal to the CPU's; chi-square of {DIST_TOKENS}-token draws (false alarm {FALSE_ALARM}) "
@@ -185,12 +185,12 @@ def first_difference(a: list[int], b: list[int]) -> int | None:
 def distribution_cases(ctx: Context) -> list[dict]:
     """Chi-square of the lossless methods' (and sampling's) draws on the device against the target
     distribution enumerated on the CPU (tests/test_decoding_exact.py's cases, fewer draws)."""
-    from mtad.models.check_cases import DIST_CASES, DIST_PROMPT, DIST_TOKENS, DIST_VOCAB
+    from mtad.models.check_cases import DIST_PROMPT, DIST_TOKENS, DIST_VOCAB, dist_cases
     from mtad.models.tiny import float64_pair
 
     if importlib.util.find_spec("scipy") is None:
         return [
-            {"method": m, "skipped": "scipy is not importable (the chi-square test)"} for _, _, m, _, _ in DIST_CASES
+            {"method": m, "skipped": "scipy is not importable (the chi-square test)"} for _, _, m, _, _ in dist_cases()
         ]
     import torch
 
@@ -200,7 +200,7 @@ def distribution_cases(ctx: Context) -> list[dict]:
     runs = 40 if ctx.quick else 1000
     prompt = torch.tensor([DIST_PROMPT])
     rows = []
-    for kind, path, method, params, processing in DIST_CASES:
+    for kind, path, method, params, processing in dist_cases():
         row = {
             "pair": kind,
             "path": path,
