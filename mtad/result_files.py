@@ -54,7 +54,7 @@ DRAFT = ResultKind(
         "calibration": "mtad.distill.head_reports: the head's confidence against the target's acceptance",
         "head_design": "mtad.distill.head_reports: the head's design A/Bs and accelerator rounds",
         "pipeline_rates": "mtad.distill.card_training: the distillation pipeline's rates on a quiet machine",
-        "training_ab": "mtad.distill: the training A/B of the committed draft",
+        "training_ab": "mtad.distill.card: each draft kind's training A/B, under its kind (a key of card.CARDS)",
     },
 )
 CLAIMS = ResultKind("claims", {"claims": "mtad.report.claims_report: every claim's rows, intervals and verdicts"})

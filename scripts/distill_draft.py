@@ -15,7 +15,7 @@
     python scripts/distill_draft.py head-final --pair smollm2_135m_head --ab-tokens 300000  # the fused head's
         high depth, layer L-3 or the final feature, beside the one-depth head; from scratch, same records
     python scripts/distill_draft.py head-calibration --pair smollm2_135m_head  # the head's confidence against
-        the target's acceptance of what it drafts, per drafted position -> results/draft/calibration.{json,md}
+        the target's acceptance of what it drafts, per drafted position -> results/draft/ (draft.json, calibration.md)
     python scripts/distill_draft.py snapshot  --pair smollm2_135m_head  # the work dir's sampled answers into
         the committed teacher-answers dataset (mtad/assets/drafts/teacher_answers/)
     python scripts/distill_draft.py featurize --pair smollm2_135m_head  # that dataset scored into the work dir's
@@ -26,7 +26,8 @@
         a GPU: answers sampled, corpus scored and held there, heads trained side by side (mtad/distill/gpu_round.py)
     python scripts/distill_draft.py round-export --pair smollm2_135m_head --out DIR  # the round's continued head
         (or --arm NAME) into mtad/assets/drafts/, its model card, the round's table in results/draft/head_design.md
-(head-design, head-noise, head-final, head-ab, head-vocab and dtype-ab write results/draft/head_design.{json,md};
+(head-design, head-noise, head-final, head-ab, head-vocab and dtype-ab write the head_design section of
+results/draft/draft.json and results/draft/head_design.md;
 time them on a quiet machine.)
 """
 
@@ -514,7 +515,7 @@ def round_export(args, dest: Path) -> int:
     kept["environment"] = {k: report["environment"].get(k) for k in ("machine", "gpus", "versions", "dtype")}
     add_round(RESULTS, kept)
     command = "scripts/distill_draft.py round-requests, then round on a GPU, then round-export"
-    card = write_round_card(report, arm, dest, dest.with_suffix(".md"), command, RESULTS / "measure.json")
+    card = write_round_card(report, arm, dest, dest.with_suffix(".md"), command, RESULTS)
     print(f"exported {arm!r} -> {dest} (+ model card {card.name}, results/draft/head_design.md)")
     return 0
 
@@ -568,7 +569,7 @@ def trainer_vocabulary(args, workdir: Path, mass, special_ids: list[int]):
 
 def head_calibration(workdir: Path, head_file: Path, target, heldout: dict) -> int:
     """`head-calibration`: the committed head's (else the work dir's) confidence against the target's
-    acceptance on the held-out answers -> results/draft/calibration.{json,md}."""
+    acceptance on the held-out answers -> the calibration section of results/draft/draft.json, calibration.md."""
     import torch
 
     from mtad.distill.head_reports import write_calibration

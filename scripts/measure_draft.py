@@ -3,15 +3,15 @@
 of every task family (see mtad/distill/draft_measurement.py).
 
     python scripts/measure_draft.py --pair smollm2_135m_head --compare smollm2_135m --per-family 10
-Writes results/draft/measure.json and measure.md; when writing the committed results/draft, also
-the results page that quotes it (results/README.md) and every shipped draft's model card's "Measured"
-section (`card.refresh_measured`: the measured drafts' figures; any other card says it is not measured).
+Writes the measurement section of results/draft/draft.json and measure.md; when writing the committed
+results/draft, also the results page that quotes it (results/README.md) and every shipped draft's model
+card's "Measured" section (`card.refresh_measured`: the measured drafts' figures; any other card says it is
+not measured).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -41,12 +41,12 @@ def draft_file_meta(cfg: dict) -> tuple[str | None, dict]:
 
 
 def write_outputs(result: dict, out: Path) -> None:
-    """measure.json and measure.md in `out`; for the committed results/draft also the results page
-    (`results/README.md`) and each measured draft's model card (their Measured sections)."""
+    """The measurement section of draft.json and measure.md in `out`; for the committed results/draft also
+    the results page (`results/README.md`) and each measured draft's model card (their Measured sections)."""
     from results_readme import page  # the results page quotes this measurement
 
     from mtad.distill.card import refresh_measured
-    from mtad.distill.draft_measurement import markdown
+    from mtad.distill.draft_measurement import markdown, write_measurement
     from mtad.models.pairs import ASSETS_DIR
 
     described = "; ".join(
@@ -63,8 +63,7 @@ def write_outputs(result: dict, out: Path) -> None:
         f"decode path {result['decode_path']}, torch threads {result['threads']}, target {result['target_dtype']}; "
         f"load average at the end {result['load_average_1_5_15min_at_end']}.",
     ]
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "measure.json").write_text(json.dumps(result, indent=1) + "\n")
+    write_measurement(out, result)
     (out / "measure.md").write_text(markdown(result, header))
     if out.resolve() == (ROOT / "results" / "draft").resolve():
         (ROOT / "results" / "README.md").write_text(page(ROOT / "results"))
@@ -72,7 +71,7 @@ def write_outputs(result: dict, out: Path) -> None:
         for card in sorted((ASSETS_DIR / "drafts").glob("*.md")):  # every shipped draft's card: measured, or saying not
             draft_file = card.with_suffix(".safetensors")
             if draft_file.exists():
-                refresh_measured(card, out / "measure.json", files.get(draft_file.resolve()))
+                refresh_measured(card, out, files.get(draft_file.resolve()))
 
 
 def parser() -> argparse.ArgumentParser:
@@ -90,7 +89,9 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--threads", type=int, default=int(os.environ.get("MTAD_THREADS", "1")))
     ap.add_argument("--out", default=str(ROOT / "results" / "draft"))
-    ap.add_argument("--render", default=None, help="only render this stored measure.json into --out (no measuring)")
+    ap.add_argument(
+        "--render", default=None, help="only render the measurement stored in this folder's draft.json into --out"
+    )
     return ap
 
 
@@ -98,13 +99,18 @@ def main(argv=None) -> int:
     args = parser().parse_args(argv)  # before the imports below, which load torch: --help stays fast
     from mtad import provenance
     from mtad.devices import set_threads
-    from mtad.distill.draft_measurement import measure
+    from mtad.distill.draft_measurement import measure, read_measurement
     from mtad.models.pairs import load_draft_model, load_pair, pair_config
     from mtad.provenance import environment_record
 
     provenance.capture()  # the code this run starts from, whatever the checkout becomes while it runs
     if args.render:
-        write_outputs(json.loads(Path(args.render).read_text()), Path(args.out))
+        stored = read_measurement(Path(args.render))
+        if stored is None:
+            raise SystemExit(
+                f"--render {args.render}: no measurement in its draft.json (make measure-draft writes one)"
+            )
+        write_outputs(stored, Path(args.out))
         print((Path(args.out) / "measure.md").read_text())
         return 0
     set_threads(args.threads)

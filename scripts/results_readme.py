@@ -6,17 +6,23 @@ python scripts/results_readme.py [--results results] [--check]
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
-from mtad.distill.draft_measurement import readme_block
+from mtad.bench.render import readme_speed_lines
+from mtad.bench.target_distance import readme_distance_lines
+from mtad.distill.draft_measurement import readme_summary
+from mtad.distill.head_reports import readme_lines
 from mtad.report.results_readme import render
 
 
 def page(results: Path) -> str:
-    measure = results / "draft" / "measure.json"
-    return render(results, readme_block(json.loads(measure.read_text())) if measure.is_file() else None)
+    """The page of the results under `results`, the draft's and the bench's parts rendered by the packages
+    that own them."""
+    draft, bench = results / "draft", results / "bench"
+    return render(
+        results, readme_summary(draft), readme_lines(draft), readme_speed_lines(bench), readme_distance_lines(bench)
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

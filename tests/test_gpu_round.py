@@ -118,6 +118,7 @@ def test_a_round_writes_its_answers_every_arms_head_and_curve(tiny, tmp_path):
     assert set(trained.values()) == {report["tokens"]}
     # exported again, a round takes its own place among the rounds; another round comes after it
     from mtad.distill.head_reports import ROUNDS_KEY, add_round
+    from mtad.result_files import DRAFT, read_section
 
     kept = json.loads((out / "round.json").read_text())
     add_round(tmp_path / "results", kept)
@@ -125,7 +126,7 @@ def test_a_round_writes_its_answers_every_arms_head_and_curve(tiny, tmp_path):
     assert "## Round 1 on one GPU" in table and "## Round 2" not in table
     table = add_round(tmp_path / "results", kept | {"timings": {"sample_s": -1.0}})
     assert "## Round 2 on one GPU" in table
-    assert len(json.loads((tmp_path / "results" / "head_design.json").read_text())[ROUNDS_KEY]) == 2
+    assert len(read_section(DRAFT, tmp_path / "results", "head_design")[ROUNDS_KEY]) == 2
 
 
 def test_round_arms_are_picked_by_name_and_an_unknown_one_lists_the_valid():

@@ -93,15 +93,15 @@ def test_groups_separate_the_kinds_never_trained_and_state_the_gap(result):
 
 
 def test_the_results_page_quotes_the_committed_draft_measurement():
-    """The results page's draft figures are the rendering of results/draft/measure.json: a figure
+    """The results page's draft figures are the rendering of results/draft/draft.json's measurement: a figure
     edited by hand, or a measurement committed without its page, fails here."""
     import json
     from pathlib import Path
 
-    from mtad.distill.draft_measurement import readme_block
+    from mtad.distill.draft_measurement import read_measurement, readme_block
 
     root = Path(__file__).resolve().parents[1]
-    result = json.loads((root / "results" / "draft" / "measure.json").read_text())
+    result = read_measurement(root / "results" / "draft")
     page = (root / "results" / "README.md").read_text()
     assert readme_block(result) in page
     other = json.loads(json.dumps(result))
@@ -149,26 +149,27 @@ def test_group_intervals_resample_requests_within_kinds():
 
 
 def test_the_model_card_quotes_the_committed_draft_measurement(tmp_path):
-    """The committed head's card carries the "Measured" section that the committed measure.json renders."""
+    """The committed head's card carries the "Measured" section that the committed measurement renders."""
     import json
     import shutil
     from pathlib import Path
 
     from mtad.distill.card import refresh_measured
+    from mtad.distill.draft_measurement import read_measurement, write_measurement
 
     root = Path(__file__).resolve().parents[1]
-    result = json.loads((root / "results" / "draft" / "measure.json").read_text())
+    result = read_measurement(root / "results" / "draft")
     r = result["drafts"][result["pair"]]
     card = (root / r["file"]).with_suffix(".md")
     copy = tmp_path / card.name
     shutil.copy(card, copy)
     shutil.copy(card.with_suffix(".safetensors"), copy.with_suffix(".safetensors"))
-    assert refresh_measured(copy, root / "results" / "draft" / "measure.json", r["kind"])
+    assert refresh_measured(copy, root / "results" / "draft", r["kind"])
     assert copy.read_text() == card.read_text()
     other = json.loads(json.dumps(result))
     other["drafts"][result["pair"]]["families"]["chat"]["decoding"]["sps"]["alpha"] += 0.01
-    (tmp_path / "measure.json").write_text(json.dumps(other))
-    refresh_measured(copy, tmp_path / "measure.json", r["kind"])
+    write_measurement(tmp_path, other)
+    refresh_measured(copy, tmp_path, r["kind"])
     assert copy.read_text() != card.read_text()  # the section follows the figures
 
 

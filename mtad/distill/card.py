@@ -1,8 +1,9 @@
 """Model card and training curve for an exported draft, written from the distillation work dir
 (`checkpoint.pt`, `curve.jsonl`, `ab.json`, `rates.jsonl`, the corpus: `card_training`) and the
-measurement (`results/draft/measure.json`: `card_measured`; `pipeline_rates.json`). It states what
-was measured against the goals, whatever that is. One writer for every draft kind (`CARDS`: what
-each kind's card says); the training records copied beside the curve's figure (`publish`)."""
+draft kind's file (`results/draft/draft.json`: its measurement, `card_measured`; its pipeline rates).
+It states what was measured against the goals, whatever that is. One writer for every draft kind
+(`CARDS`: what each kind's card says); the training records published beside the curve's figure
+(`publish`: the A/B as the `training_ab` section, one entry per draft kind)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import torch
 from ..metrics.acceptance_terms import ACCEPTANCE_TERMS
 from ..models.draft import read_draft_meta
 from ..models.head import read_head_meta
+from ..result_files import DRAFT, read_section, write_section
 from .card_measured import NOT_MEASURED, measured_lines
 from .card_training import CardInputs, family_cells, head_made_lines, layer_made_lines, read_jsonl
 from .kinds import UNSEEN_KINDS
@@ -130,7 +132,7 @@ def _head_curve_row(c: dict) -> str:
 ACCEPT = f"{ACCEPTANCE_TERMS['e_accept'].label} = {ACCEPTANCE_TERMS['e_accept'].formula}, on held-out prompts"
 LICENCE = "Licence: Apache-2.0 (a derivative of SmolLM2-135M-Instruct)."
 
-# per draft kind, under its name in measure.json
+# per draft kind, under its name in the measurement's drafts and in the training_ab section
 CARDS = {
     "layers": CardKind(
         title="draft",
@@ -213,20 +215,20 @@ def write_card(
     draft_file: Path,
     card: Path,
     command: str,
-    measure_json: Path | None = None,
-    pipeline_rates: Path | None = None,
+    results: Path | None = None,
 ) -> None:
-    """The model card of an exported draft of `kind` (a key of `CARDS`) trained in `workdir`."""
+    """The model card of an exported draft of `kind` (a key of `CARDS`) trained in `workdir`; `results`:
+    the draft kind's folder whose measurement and pipeline rates it quotes (None: neither)."""
     spec = CARDS[kind]
     state = torch.load(workdir / "checkpoint.pt", weights_only=False)["state"]
-    inputs = CardInputs(workdir, command, state, spec.read_meta(draft_file), pipeline_rates)
+    inputs = CardInputs(workdir, command, state, spec.read_meta(draft_file), results)
     made = [*spec.made(inputs), *_curve_lines(spec.curve, inputs)]
-    card.write_text("\n".join(card_lines(kind, draft_file, inputs.meta, made, measure_json)) + "\n")
+    card.write_text("\n".join(card_lines(kind, draft_file, inputs.meta, made, results)) + "\n")
 
 
-def card_lines(kind: str, draft_file: Path, meta: dict, made: list[str], measure_json: Path | None) -> list[str]:
+def card_lines(kind: str, draft_file: Path, meta: dict, made: list[str], results: Path | None) -> list[str]:
     """A card of a draft of `kind`: what it is (from its file), `made` (how it was made, up to its
-    held-out curve), and the committed measurement of this very file."""
+    held-out curve), and the measurement in `results` (the draft kind's folder) of this very file."""
     spec = CARDS[kind]
     label, restricted, full = spec.vocabulary
     ids = meta["head_token_ids"]
@@ -245,22 +247,22 @@ def card_lines(kind: str, draft_file: Path, meta: dict, made: list[str], measure
         "## How it was made",
         "",
         *made,
-        *measured_lines(measure_json, kind, meta.get("trained_tokens")),
+        *measured_lines(results, kind, meta.get("trained_tokens")),
         "",
         LICENCE,
     ]
 
 
-def refresh_measured(card: Path, measure_json: Path, kind: str | None) -> bool:
-    """The card's "Measured" section rendered again from `measure_json` (the rest of the card, which
-    needs the training run's work dir, kept as it is); False when the measurement is not of this file
-    (of this `kind`; None: of no kind), and the section then says so."""
+def refresh_measured(card: Path, results: Path, kind: str | None) -> bool:
+    """The card's "Measured" section rendered again from the measurement in `results` (the draft kind's
+    folder; the rest of the card, which needs the training run's work dir, kept as it is); False when the
+    measurement is not of this file (of this `kind`; None: of no kind), and the section then says so."""
     from safetensors import safe_open
 
     draft_file = card.with_suffix(".safetensors")
     with safe_open(str(draft_file), framework="pt") as f:
         trained_tokens = json.loads((f.metadata() or {}).get("mtad", "{}")).get("trained_tokens")
-    section = measured_lines(measure_json, kind, trained_tokens)
+    section = measured_lines(results, kind, trained_tokens)
     text = card.read_text()
     start, end = text.find("## Measured"), text.rfind(LICENCE)
     before = text[:start] if start >= 0 else text[:end]
@@ -269,14 +271,31 @@ def refresh_measured(card: Path, measure_json: Path, kind: str | None) -> bool:
 
 
 def publish(kind: str, workdir: Path, draft_file: Path, results: Path, command: str) -> Path:
-    """The work dir's training records (curve, A/B, rates) copied into `results` under the kind's prefix, the
-    curve plotted beside them, and the model card written beside `draft_file`; the card's path."""
+    """The work dir's training records published into `results`: curve and rates copied under the kind's
+    prefix, the A/B (`ab.json`) as the kind's entry of the `training_ab` section; the curve plotted
+    beside them, and the model card written beside `draft_file`; the card's path."""
     results.mkdir(parents=True, exist_ok=True)
     prefix = CARDS[kind].records_prefix  # one set of training records per draft kind
-    for name in ("curve.jsonl", "ab.json", "rates.jsonl"):
+    for name in ("curve.jsonl", "rates.jsonl"):
         if (workdir / name).exists():
             shutil.copyfile(workdir / name, results / (prefix + name))
+    if (workdir / "ab.json").exists():
+        write_training_ab(results, kind, json.loads((workdir / "ab.json").read_text()))
     plot_curves(read_jsonl(workdir / "curve.jsonl"), results / f"{prefix}curve.png", draft_file.stem)
     card = draft_file.with_suffix(".md")
-    write_card(kind, workdir, draft_file, card, command, results / "measure.json", results / "pipeline_rates.json")
+    write_card(kind, workdir, draft_file, card, command, results)
     return card
+
+
+def write_training_ab(results: Path, kind: str, ab: dict) -> Path:
+    """`ab` (a training work dir's `ab.json`) as the entry of draft kind `kind` (a key of `CARDS`) in the
+    `training_ab` section of `results`' draft kind's file, the other kinds' entries kept; the file's path."""
+    if kind not in CARDS:
+        raise ValueError(f"unknown draft kind {kind!r}; valid: {', '.join(CARDS)}")
+    published = read_section(DRAFT, results, "training_ab") or {}
+    return write_section(DRAFT, results, "training_ab", {**published, kind: ab})
+
+
+def training_ab(results: Path, kind: str) -> dict | None:
+    """The training A/B published for draft kind `kind` in `results` (`write_training_ab`; None: none)."""
+    return (read_section(DRAFT, results, "training_ab") or {}).get(kind)

@@ -1,15 +1,15 @@
 """The "Measured" section of a draft's model card (``mtad.distill.card``), from the committed
-measurement (``results/draft/measure.json``, ``make measure-draft``): each kind of request's and
+measurement (``results/draft/draft.json``, ``make measure-draft``): each kind of request's and
 each group's acceptance, block efficiency and speed-up, the gap between the kinds trained on and
 those never trained on, the draft's cost and the goals."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from ..markdown import fmt_percent, md_table
 from ..metrics.acceptance_terms import ACCEPTANCE_TERMS, terms_markdown
+from .draft_measurement import read_measurement
 
 E_ACCEPT, ALPHA = (ACCEPTANCE_TERMS[k].label for k in ("e_accept", "alpha"))
 
@@ -17,16 +17,16 @@ E_ACCEPT, ALPHA = (ACCEPTANCE_TERMS[k].label for k in ("e_accept", "alpha"))
 NOT_MEASURED = [
     "## Measured",
     "",
-    "Not in the committed measurement (`results/draft/measure.json`, `make measure-draft`), which measures "
+    "Not in the committed measurement (`results/draft/draft.json`, `make measure-draft`), which measures "
     "the embedded pair's draft: `make measure-draft OTHER_DRAFT_PAIRS=<this draft's pair>` measures this file "
     "beside it and renders this section.",
 ]
 
 
-def measured_lines(measure_json: Path | None, kind: str | None, trained_tokens) -> list[str]:
-    """The committed measurement of the draft of this kind if it measured this very file, else a
-    section saying it did not (a card never keeps figures of an earlier measurement)."""
-    m = json.loads(measure_json.read_text()) if measure_json and measure_json.exists() else {}
+def measured_lines(results: Path | None, kind: str | None, trained_tokens) -> list[str]:
+    """The measurement in `results` (the draft kind's folder) of the draft of this kind if it measured
+    this very file, else a section saying it did not (a card never keeps figures of an earlier measurement)."""
+    m = read_measurement(results) or {}
     mine = [
         (name, r)
         for name, r in m.get("drafts", {}).items()

@@ -76,10 +76,11 @@ def _sources(text_sources: dict | None) -> str:
 
 
 def write_round_card(
-    report: dict, arm: str, draft_file: Path, card: Path, command: str, measure_json: Path | None = None
+    report: dict, arm: str, draft_file: Path, card: Path, command: str, results: Path | None = None
 ) -> Path:
-    """The card of the head a round trained as `arm`, exported to `draft_file`, written to `card`."""
+    """The card of the head a round trained as `arm`, exported to `draft_file`, written to `card`; `results`:
+    the draft kind's folder whose measurement it quotes (None: not measured)."""
     meta = CARDS["head"].read_meta(draft_file)
     made = round_made_lines(report, arm, meta, command)
-    card.write_text("\n".join(card_lines("head", draft_file, meta, made, measure_json)) + "\n")
+    card.write_text("\n".join(card_lines("head", draft_file, meta, made, results)) + "\n")
     return card

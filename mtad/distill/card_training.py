@@ -1,7 +1,8 @@
 """The sections of a draft's model card (``mtad.distill.card``) written from its training work dir:
 the corpus it was trained on (``corpus/``), how training started and ran (``checkpoint.pt``), the
 layer draft's objective A/B (``ab.json``), and the producer's and trainer's rates
-(``rates.jsonl``; on a quiet machine, ``pipeline_rates.json``) beside what the machine allows."""
+(``rates.jsonl``; on a quiet machine, the ``pipeline_rates`` section of ``results/draft/draft.json``)
+beside what the machine allows."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import torch
 
 from .. import data
 from ..metrics.acceptance_terms import ACCEPTANCE_TERMS
+from ..result_files import DRAFT, read_section
 from .kinds import UNSEEN_KINDS
 
 
@@ -24,13 +26,14 @@ def read_jsonl(path: Path) -> list[dict]:
 
 @dataclass(frozen=True)
 class CardInputs:
-    """What a model card is written from besides the file itself: the work dir and the training command."""
+    """What a model card is written from besides the file itself: the work dir, the training command and
+    the draft kind's folder (`results/draft`: its pipeline rates; None: not quoted)."""
 
     workdir: Path
     command: str
     state: dict  # the trainer's, from checkpoint.pt
     meta: dict  # the exported file's
-    pipeline_rates: Path | None = None
+    results: Path | None = None
 
     @property
     def cfg(self) -> dict:
@@ -64,7 +67,7 @@ def corpus_table(workdir: Path) -> dict[tuple[str, str], dict]:
     return out
 
 
-def _rates_lines(workdir: Path, pipeline_rates: Path | None) -> list[str]:
+def _rates_lines(workdir: Path, results: Path | None) -> list[str]:
     rates = read_jsonl(workdir / "rates.jsonl")
     produced = [r for r in rates if r["process"] == "produce"]
     trained = [r for r in rates if r["process"] == "train" and r.get("arms") == 1]
@@ -82,11 +85,11 @@ def _rates_lines(workdir: Path, pipeline_rates: Path | None) -> list[str]:
                 else "."
             )
         )
-    if pipeline_rates and pipeline_rates.exists():
-        pr = json.loads(pipeline_rates.read_text())
+    pr = read_section(DRAFT, results, "pipeline_rates") if results is not None else None
+    if pr:
         lines += [
             "",
-            f"Measured on a quiet machine ({pr['machine']}; `results/draft/pipeline_rates.json`):",
+            f"Measured on a quiet machine ({pr['machine']}; `results/draft/draft.json`: `pipeline_rates`):",
             "",
             "| pipeline | corpus tokens/s | trained tokens/s | trained tokens per wall hour |",
             "|---|---|---|---|",
@@ -210,7 +213,7 @@ def layer_made_lines(c: CardInputs) -> list[str]:
         "families, float32, 1 thread.",
         "",
     ]
-    return lines + _ab_lines(c.workdir) + _rates_lines(c.workdir, c.pipeline_rates)
+    return lines + _ab_lines(c.workdir) + _rates_lines(c.workdir, c.results)
 
 
 def head_made_lines(c: CardInputs) -> list[str]:

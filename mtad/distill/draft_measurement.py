@@ -16,13 +16,15 @@ side by side on the same prompts, answers and seeds:
    counts (free of load); tokens/s stands beside them.
 3. Cost: one-token forwards of each draft and of the target on the fast decode path (the
    caches decoding uses) over a 200-token context, median of repeats.
-The goals the drafts are held to are checked here, on these numbers, and written with them.
+The goals the drafts are held to are checked here, on these numbers, and written with them: the
+`measurement` section of the draft kind's file (`write_measurement`, `mtad.result_files.DRAFT`).
 """
 
 from __future__ import annotations
 
 import random
 from dataclasses import asdict
+from pathlib import Path
 
 import torch
 
@@ -34,6 +36,7 @@ from ..markdown import fmt_number, fmt_percent, md_row, md_rule, md_table, with_
 from ..metrics.acceptance_terms import ACCEPTANCE_TERMS, per_token_alpha, terms_markdown
 from ..metrics.speed import aggregate_speed
 from ..models.draft import LlamaDraftForCausalLM
+from ..result_files import DRAFT, read_section, write_section
 from .corpus import PAPER_SETTING, encode, sample_answers
 from .kinds import ALL_KINDS, UNSEEN_KINDS, draw
 from .objectives import pair_stats
@@ -450,13 +453,13 @@ README_GROUPS = {  # the results page's rows: the two groups of kinds
     "trained": "(a) the kinds trained on, held-out subjects",
     "unseen": "(b) kinds never trained on",
 }
-README_BEGIN = "<!-- draft-measurement: rendered from results/draft/measure.json by scripts/measure_draft.py -->"
+README_BEGIN = "<!-- draft-measurement: rendered from results/draft/draft.json by scripts/measure_draft.py -->"
 README_END = "<!-- /draft-measurement -->"
 
 
 def readme_block(result: dict, name: str | None = None) -> str:
     """The results page's summary of a committed draft measurement (`results/README.md`, "The
-    draft"): every figure read from `result` (measure.json), so no prose quotes another run."""
+    draft"): every figure read from `result` (the measurement section), so no prose quotes another run."""
     name = name or result["pair"]
     r = result["drafts"][name]
     env = result["environment"]
@@ -494,3 +497,20 @@ def readme_block(result: dict, name: str | None = None) -> str:
         README_END,
     ]
     return "\n".join(lines)
+
+
+def write_measurement(folder: Path, result: dict) -> Path:
+    """`result` (`measure`'s, with the caller's provenance) as the measurement section of the draft
+    kind's file in `folder` (`mtad.result_files.DRAFT`); the file's path."""
+    return write_section(DRAFT, folder, "measurement", result)
+
+
+def read_measurement(folder: Path | None) -> dict | None:
+    """The measurement committed in `folder`'s draft kind's file (None: no folder, or none measured)."""
+    return read_section(DRAFT, folder, "measurement") if folder is not None else None
+
+
+def readme_summary(folder: Path) -> str | None:
+    """`readme_block` of the measurement in `folder` (None when none is there): the results page's quote."""
+    result = read_measurement(folder)
+    return readme_block(result) if result is not None else None

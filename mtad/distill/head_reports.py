@@ -1,14 +1,16 @@
 """The feature head's reports beside its model card, as Markdown tables: its design choices
-(``head_design.json`` -> ``head_design.md``: the depth and compute-dtype A/Bs, the fused design's
-ablation, its variants (input noise, high depth), a round on one GPU and the vocabulary sweep) and its confidence
-against the target's acceptance (``calibration.json`` -> ``calibration.md``)."""
+(the ``head_design`` section of ``results/draft/draft.json`` -> ``head_design.md``: the depth and
+compute-dtype A/Bs, the fused design's ablation, its variants (input noise, high depth), a round on one
+GPU and the vocabulary sweep) and its confidence against the target's acceptance (the ``calibration``
+section -> ``calibration.md``); and what the results page shows of both (`readme_lines`)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from ..markdown import MISSING, fmt_percent, md_table
+from ..metrics.acceptance_terms import ACCEPTANCE_TERMS
+from ..result_files import DRAFT, read_section, write_section
 from .card import ACCEPT
 
 
@@ -18,7 +20,7 @@ def _at(accept: dict, s: int) -> float:
 
 
 POSITIONS = ["@1", "@2", "@3", "@4"]  # E[accept] at the s-th drafted token
-ROUNDS_KEY = "gpu_rounds"  # head_design.json: the rounds on one accelerator, in the order they ran
+ROUNDS_KEY = "gpu_rounds"  # the head_design section: the rounds on one accelerator, in the order they ran
 
 
 def at_positions(accept: dict) -> list[str]:
@@ -27,7 +29,7 @@ def at_positions(accept: dict) -> list[str]:
 
 
 def design_markdown(design: dict) -> str:
-    """The tables of `head_design.json`: the depth and compute-dtype A/Bs, the fused design's
+    """The tables of the head_design section: the depth and compute-dtype A/Bs, the fused design's
     ablation and its variants, the rounds on one GPU and the vocabulary sweep."""
     lines = [
         "# Feature head: design choices (`scripts/distill_draft.py head-design | head-noise | head-final | head-ab | "
@@ -112,7 +114,7 @@ def _vocabulary_section(v: dict) -> list[str]:
     ]
 
 
-VARIANT_SECTIONS = {  # head_design.json key -> its title and what its arms vary
+VARIANT_SECTIONS = {  # the head_design section's key -> its title and what its arms vary
     "noise_ablation": (
         "Input noise on the fused head",
         "The fused head of the ablation above without feature loss (three depths, own output layer, one "
@@ -243,20 +245,16 @@ def add_round(results: Path, report: dict) -> str:
     """A round's report (`gpu_round.run_round`, its environment cut to what identifies the machine)
     after the earlier rounds under `ROUNDS_KEY`, or in place of the same round exported again (the
     same timings); the Markdown."""
-    path = results / "head_design.json"
-    rounds = (json.loads(path.read_text()) if path.exists() else {}).get(ROUNDS_KEY, [])
+    rounds = (read_section(DRAFT, results, "head_design") or {}).get(ROUNDS_KEY, [])
     kept = [r for r in rounds if r.get("timings") != report.get("timings")]
     return write_design(results, ROUNDS_KEY, kept + [report])
 
 
 def write_design(results: Path, key: str, value: dict) -> str:
-    """`value` under `key` in `results/head_design.json` (beside the choices measured before) and the tables
-    of every choice in `head_design.md`; the Markdown."""
-    results.mkdir(parents=True, exist_ok=True)
-    path = results / "head_design.json"
-    design = json.loads(path.read_text()) if path.exists() else {}
-    design[key] = value
-    path.write_text(json.dumps(design, indent=1) + "\n")
+    """`value` under `key` in the head_design section of `results`' draft kind's file (beside the choices
+    measured before) and the tables of every choice in `head_design.md`; the Markdown."""
+    design = {**(read_section(DRAFT, results, "head_design") or {}), key: value}
+    write_section(DRAFT, results, "head_design", design)
     text = design_markdown(design)
     (results / "head_design.md").write_text(text)
     return text
@@ -295,9 +293,101 @@ def calibration_markdown(table: dict) -> str:
 
 
 def write_calibration(results: Path, table: dict) -> str:
-    """`table` to `results/calibration.json` and its Markdown to `calibration.md`; the Markdown."""
-    results.mkdir(parents=True, exist_ok=True)
-    (results / "calibration.json").write_text(json.dumps(table, indent=1) + "\n")
-    text = calibration_markdown(json.loads((results / "calibration.json").read_text()))
+    """`table` as the calibration section of `results`' draft kind's file and its Markdown to
+    `calibration.md` (rendered from the section as stored: its keys strings); the Markdown."""
+    write_section(DRAFT, results, "calibration", table)
+    text = calibration_markdown(read_section(DRAFT, results, "calibration"))
     (results / "calibration.md").write_text(text)
     return text
+
+
+# ----------------------------------------------------------------------------- the results page
+def readme_lines(results: Path) -> list[str]:
+    """What the results page (`results/README.md`, "The draft") shows of the head's reports in `results`
+    (the draft kind's folder, which the page links as `draft/`): the design ablation, its variants, the
+    rounds on one GPU and the calibration; nothing of a report not there."""
+    design = read_section(DRAFT, results, "head_design") or {}
+    calibration = read_section(DRAFT, results, "calibration")
+    lines = _readme_ablation_lines(design.get("design_ablation"))
+    for key, what in (("noise_ablation", "input-noise rules"), ("high_depth_ablation", "high depths")):
+        lines += _readme_variant_lines(design.get(key), what)
+    rounds = design.get(ROUNDS_KEY, [])  # in the order they ran (`add_round`)
+    for number, round_ in enumerate(rounds, 1):
+        lines += _readme_round_lines(round_, number, last=number == len(rounds))
+    return lines + (_readme_calibration_lines(calibration) if calibration else [])
+
+
+def _readme_ablation_lines(design: dict | None) -> list[str]:
+    """Each lever of the fused design: E[accept] at positions 1-4 and the head's step over the target's."""
+    if not design:
+        return []
+    rows = [
+        [arm, *at_positions(r["accept_paper"]), f"{r['step_ms'] / r['target_step_ms']:.1%}"]
+        for arm, r in design["arms"].items()
+    ]
+    return [
+        f"Each lever of the fused head design from scratch on identical records "
+        f"([`draft/head_design.md`](draft/head_design.md): {design['tokens']} answer tokens per arm, "
+        f"{design['unroll']} unrolled steps, {design['machine']}); held-out "
+        f"{ACCEPTANCE_TERMS['e_accept'].label} at drafted positions 1–4 "
+        "and the head's step over the target's:",
+        "",
+        *md_table(["arm", *POSITIONS, "head step / target step"], rows),
+        "",
+    ]
+
+
+def _readme_variant_lines(variants: dict | None, what: str) -> list[str]:
+    if not variants:
+        return []
+    rows = [[arm, *at_positions(r["accept_paper"])] for arm, r in variants["arms"].items()]
+    return [
+        f"The fused head under other {what}, the same way ({variants['tokens']} answer tokens per arm):",
+        "",
+        *md_table(["arm", *POSITIONS], rows),
+        "",
+    ]
+
+
+def _readme_round_lines(round_: dict, number: int, last: bool) -> list[str]:
+    """A round on one GPU: each arm's E[accept] at positions 1-4; the last round's head is the default."""
+    rows = [[arm, *at_positions(r["accept_paper"])] for arm, r in round_["arms"].items()]
+    corpus = round_["corpus"]
+    return [
+        f"Round {number} on one GPU ({round_['device']}: [`draft/head_design.md`](draft/head_design.md)), "
+        f"the committed head continued beside designs from scratch on identical records, {round_['tokens']} "
+        f"answer tokens per arm over a corpus of {corpus['answer_tokens']} answer tokens and "
+        f"{corpus['distinct_prompts']} distinct prompts" + ("; the continued head is the default:" if last else ":"),
+        "",
+        *md_table(["arm", *POSITIONS], rows),
+        "",
+    ]
+
+
+def _readme_calibration_lines(calibration: dict) -> list[str]:
+    """Per drafted position: how often the head is unsure (confidence < the first edge) and how
+    often what it drafts is then accepted, against its confident drafts (≥ the last edge but one)."""
+    edges = calibration["edges"]
+    rows = []
+    for position, bins in calibration["rows"].items():
+        low = [b for b in bins if b["bin"][1] <= edges[1]]
+        high = [b for b in bins if b["bin"][0] >= edges[-3]]
+        rows.append([position, _share(low), _weighted(low), _share(high), _weighted(high)])
+    header = ["drafted position", f"drafted at confidence < {edges[1]:g}", "accepted there"]
+    header += [f"drafted at confidence ≥ {edges[-3]:g}", "accepted there"]
+    return [
+        f"The head's confidence against the target's acceptance of what it drafts "
+        f"([`draft/calibration.md`](draft/calibration.md), head `{calibration['head']}`):",
+        "",
+        *md_table(header, rows),
+    ]
+
+
+def _share(bins: list[dict]) -> str:
+    return f"{sum(b['drafted_share'] for b in bins):.1%}"
+
+
+def _weighted(bins: list[dict]) -> str:
+    """The acceptance of the drafts in `bins`, weighted by how often each bin is drafted ("–": never)."""
+    share = sum(b["drafted_share"] for b in bins)
+    return "–" if not share else f"{sum(b['drafted_share'] * b['acceptance'] for b in bins) / share:.2f}"

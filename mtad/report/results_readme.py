@@ -5,8 +5,9 @@ this page is where a reader finds them, one section per committed result, each n
 it reads and the machine that measured it, and the stamp of the `make results` step that wrote it
 (machine, pinned target dtype, commit). ``make results-readme`` (``scripts/results_readme.py``)
 writes it and ``make results`` ends with it; ``tests/test_results_readme.py`` fails when a committed
-result changed without it. The draft measurement's summary is rendered by the distillation package
-(``mtad.distill.draft_measurement.readme_block``), which the report may not import: the caller passes it in.
+result changed without it. What the page shows of the draft is rendered by the distillation package, which
+owns the draft kind's file and which the report may not import: the caller passes it in (``render``); so is
+what it shows of the bench, rendered by the bench package.
 """
 
 from __future__ import annotations
@@ -18,12 +19,13 @@ import pandas as pd
 
 from mtad.decoding.registry import study_methods
 from mtad.markdown import fmt_count_range, fmt_ratio, md_table, with_bounds
-from mtad.metrics.acceptance_terms import ACCEPTANCE_TERMS, terms_markdown
+from mtad.metrics.acceptance_terms import terms_markdown
 from mtad.provenance import read_stamp, stamp_label
 from mtad.records import read_json
 from mtad.report.claims_markdown import claims_table
 from mtad.report.claims_report import read_report
 from mtad.report.tables import TASK_ORDER
+from mtad.result_files import BENCH, DRAFT
 
 TITLE = "# What the committed results show"
 INTRO = (
@@ -156,184 +158,24 @@ def sweeps_section(results: Path) -> list[str]:
 
 
 # ----------------------------------------------------------------------------- the draft
-def _mean_accept(row: dict, positions: int = 4) -> list[float]:
-    return [row["accept_paper"][str(s)] for s in range(1, positions + 1)]
-
-
-def draft_section(results: Path, measurement: str | None) -> list[str]:
-    """`measurement`: the draft measurement's summary block (None: not committed)."""
-    lines = _absent(results / "draft" / "measure.json", "make measure-draft") if measurement is None else []
-    if measurement is not None:
-        lines += [measurement, ""]
-    head_design = read_json(results / "draft" / "head_design.json") or {}
-    design = head_design.get("design_ablation")
-    if design:
-        rows = [
-            [arm, *(f"{a:.3f}" for a in _mean_accept(r)), f"{r['step_ms'] / r['target_step_ms']:.1%}"]
-            for arm, r in design["arms"].items()
-        ]
-        lines += [
-            f"Each lever of the fused head design from scratch on identical records "
-            f"([`draft/head_design.md`](draft/head_design.md): {design['tokens']} answer tokens per arm, "
-            f"{design['unroll']} unrolled steps, {design['machine']}); held-out "
-            f"{ACCEPTANCE_TERMS['e_accept'].label} at drafted positions 1–4 "
-            "and the head's step over the target's:",
-            "",
-            *md_table(["arm", "@1", "@2", "@3", "@4", "head step / target step"], rows),
-            "",
-        ]
-    for key, what in (("noise_ablation", "input-noise rules"), ("high_depth_ablation", "high depths")):
-        variants = head_design.get(key)
-        if variants:
-            rows = [[arm, *(f"{a:.3f}" for a in _mean_accept(r))] for arm, r in variants["arms"].items()]
-            lines += [
-                f"The fused head under other {what}, the same way ({variants['tokens']} answer tokens per arm):",
-                "",
-                *md_table(["arm", "@1", "@2", "@3", "@4"], rows),
-                "",
-            ]
-    rounds = head_design.get("gpu_rounds", [])  # in the order they ran (distill.head_reports.add_round)
-    for number, round_ in enumerate(rounds, 1):
-        rows = [[arm, *(f"{a:.3f}" for a in _mean_accept(r))] for arm, r in round_["arms"].items()]
-        corpus = round_["corpus"]
-        lines += [
-            f"Round {number} on one GPU ({round_['device']}: [`draft/head_design.md`](draft/head_design.md)), "
-            f"the committed head continued beside designs from scratch on identical records, {round_['tokens']} "
-            f"answer tokens per arm over a corpus of {corpus['answer_tokens']} answer tokens and "
-            f"{corpus['distinct_prompts']} distinct prompts"
-            + ("; the continued head is the default:" if number == len(rounds) else ":"),
-            "",
-            *md_table(["arm", "@1", "@2", "@3", "@4"], rows),
-            "",
-        ]
-    calibration = read_json(results / "draft" / "calibration.json")
-    if calibration:
-        lines += _calibration_lines(calibration)
-    return lines
-
-
-def _calibration_lines(calibration: dict) -> list[str]:
-    """Per drafted position: how often the head is unsure (confidence < the first edge) and how
-    often what it drafts is then accepted, against its confident drafts (≥ the last edge but one)."""
-    edges = calibration["edges"]
-    rows = []
-    for position, bins in calibration["rows"].items():
-        low = [b for b in bins if b["bin"][1] <= edges[1]]
-        high = [b for b in bins if b["bin"][0] >= edges[-3]]
-        rows.append(
-            [
-                position,
-                f"{sum(b['drafted_share'] for b in low):.1%}",
-                _weighted(low),
-                f"{sum(b['drafted_share'] for b in high):.1%}",
-                _weighted(high),
-            ]
-        )
-    return [
-        f"The head's confidence against the target's acceptance of what it drafts "
-        f"([`draft/calibration.md`](draft/calibration.md), head `{calibration['head']}`):",
-        "",
-        *md_table(
-            [
-                "drafted position",
-                f"drafted at confidence < {edges[1]:g}",
-                "accepted there",
-                f"drafted at confidence ≥ {edges[-3]:g}",
-                "accepted there",
-            ],
-            rows,
-        ),
-    ]
-
-
-def _weighted(bins: list[dict]) -> str:
-    share = sum(b["drafted_share"] for b in bins)
-    return "–" if not share else f"{sum(b['drafted_share'] * b['acceptance'] for b in bins) / share:.2f}"
+def draft_section(results: Path, measurement: str | None, reports: list[str]) -> list[str]:
+    """`measurement`: the draft measurement's summary block (None: not committed); `reports`: what the
+    page shows of the head's reports (`mtad.distill.head_reports.readme_lines`)."""
+    if measurement is None:
+        return _absent(DRAFT.path(results / "draft"), "make measure-draft") + reports
+    return [measurement, "", *reports]
 
 
 # ----------------------------------------------------------------------------- speed
-def speed_section(results: Path) -> list[str]:
-    path = results / "bench" / "bench.json"
-    payload = read_json(path)
-    if not payload:
-        return _absent(path, "make bench")
-    env, setup = payload["environment"], payload["setup"]
-    target = env["target_dtype"]
-    ours = [r for r in payload["rows"] if r["impl"] == "ours" and r["path"] == "fast" and not r["target_dtype"]]
-    table = [
-        [
-            r["method"] + _variant_suffix(r),
-            f"{r['tokens_per_s']:.1f}",
-            fmt_ratio(r.get("speedup_vs_sampling")),
-            f"{r.get('block_efficiency') or 1:.2f}",
-            "–" if not r.get("acceptance_rate") else f"{r['acceptance_rate']:.2f}",
-        ]
-        for r in ours
-    ]
-    # Hugging Face's generate() (every path and target) and our sampling off the fast path, tok/s
-    references = [
-        f"{r['label']} {r['tokens_per_s']:.1f}"
-        for r in payload["rows"]
-        if r["method"] == "sampling"
-        and (r["impl"] == "hf" or r["path"] != "fast" and not (r["variant"] or r["target_dtype"]))
-    ]
-    reduced = [
-        f"{r['label']} {r['tokens_per_s']:.1f}" for r in payload["rows"] if r["impl"] == "ours" and r["target_dtype"]
-    ]
-    llama = payload.get("llama_cpp") or {}
-    lines = [
-        f"From [`bench/bench.md`](bench/bench.md) (pair `{setup['pair']}`, {setup['prompts']} prompts × "
-        f"{setup['max_new_tokens']} new tokens, median of {setup['reps']} alternating repetitions, "
-        f"{env['machine']}, {env['threads']} torch threads, target {target}; the goals, the "
-        "verification-cost curve and the cost model's held-out test are there; where a block's time goes: "
-        "[`bench/profile.md`](bench/profile.md)). Every method on the fast path:",
-        "",
-        *md_table(["method", "tok/s", "vs sampling", "block eff.", ACCEPTANCE_TERMS["acceptance_rate"].label], table),
-        "",
-        "The references, tok/s: " + ", ".join(references) + ".",
-    ]
-    if reduced:
-        lines += ["Sampling with the 4-bit targets (see below), tok/s: " + ", ".join(reduced) + "."]
-    if llama.get("sampled_tokens_per_s"):
-        lines += [
-            f"llama.cpp on the same GGUF, {llama['threads']} threads: sampled {llama['sampled_tokens_per_s']:.1f}, "
-            f"greedy {llama['greedy_tokens_per_s']:.1f} tok/s."
-        ]
-    return lines
-
-
-def _variant_suffix(row: dict) -> str:
-    """How a variant row differs from its fixed method: adaptive drafting, or a node budget."""
-    if row["variant"] == "adaptive":
-        return " (adaptive)"
-    if row["variant"] == "budget":
-        return f" (node budget {row['params']['node_budget']})"
-    return ""
+def speed_section(results: Path, speed: list[str] | None) -> list[str]:
+    """`speed`: what the page shows of the committed bench (None: not committed)."""
+    return _absent(BENCH.path(results / "bench"), "make bench") if speed is None else speed
 
 
 # ----------------------------------------------------------------------------- reduced targets
-def reduced_targets_section(results: Path) -> list[str]:
-    path = results / "bench" / "q4_tv.json"
-    tv = read_json(path)
-    if not tv:
-        return _absent(path, "scripts/bench.py --q4-tv 20")
-    rows = [
-        [
-            dtype,
-            f"{d['all_positions']['mean_tv']:.1e}",
-            f"{d['all_positions']['max_tv']:.1e}",
-            f"{d['all_positions']['argmax_agreement']:.1%}",
-            str(d["all_positions"]["positions"]),
-        ]
-        for dtype, d in tv.items()
-        if isinstance(d, dict) and "all_positions" in d
-    ]
-    return [
-        f"From [`bench/q4_tv.md`](bench/q4_tv.md) ({tv['prompts']} held-out prompts, ≤ {tv['new_tokens']} greedy "
-        f"tokens each): each reduced target's next-token distribution against the float32 target's.",
-        "",
-        *md_table(["target", "mean TV", "max TV", "argmax agreement", "positions"], rows),
-    ]
+def reduced_targets_section(results: Path, distance: list[str] | None) -> list[str]:
+    """`distance`: what the page shows of the reduced targets' committed distance (None: not committed)."""
+    return _absent(BENCH.path(results / "bench"), "make q4-tv") if distance is None else distance
 
 
 # ----------------------------------------------------------------------------- reproduction
@@ -361,15 +203,24 @@ def stamp_lines(results: Path, steps: tuple[str, ...]) -> list[str]:
     return [f"Written by `make results`, step {ran}.", ""]
 
 
-def render(results: Path, draft_measurement: str | None) -> str:
-    """The page; `draft_measurement`: `mtad.distill.draft_measurement.readme_block` of the committed measure.json."""
+def render(
+    results: Path,
+    draft_measurement: str | None,
+    draft_reports: list[str],
+    speed: list[str] | None,
+    distance: list[str] | None,
+) -> str:
+    """The page; `draft_measurement` and `draft_reports`: the distillation package's summaries of the committed
+    draft kind's file (`mtad.distill.draft_measurement.readme_summary`, `mtad.distill.head_reports.readme_lines`);
+    `speed` and `distance`: the bench package's of the committed bench kind's file
+    (`mtad.bench.render.readme_speed_lines`, `mtad.bench.target_distance.readme_distance_lines`)."""
     sections = (  # title, the steps of `make results` that write it, its body
         ("Claims", ("claims",), claims_section(results)),
         ("Table 2", ("reproduce-table2",), table2_section(results)),
         ("Sweeps", ("sweeps",), sweeps_section(results)),
-        ("The draft", ("measure-draft",), draft_section(results, draft_measurement)),
-        ("Speed", ("profiles", "bench"), speed_section(results)),
-        ("Reduced targets", ("q4-tv",), reduced_targets_section(results)),
+        ("The draft", ("measure-draft",), draft_section(results, draft_measurement, draft_reports)),
+        ("Speed", ("profiles", "bench"), speed_section(results, speed)),
+        ("Reduced targets", ("q4-tv",), reduced_targets_section(results, distance)),
         ("Reproduction", ("verify-reference",), reproduction_section(results)),
     )
     lines = [TITLE, "", INTRO, "", *terms_markdown()]
