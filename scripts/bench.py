@@ -7,7 +7,7 @@ the calibration read from it
 (dtype, threads, the tree methods' node budget); adaptive drafting and SpecInfer/MMTAD at that node
 budget beside their fixed selves; our fast-path rows again on long (CNN/DailyMail) prompts at one
 thread; llama.cpp on the same GGUF when llama-cpp-python is importable (an optional install); the
-goals table -> bench.md, bench.json under --out.
+goals table -> bench.md, and the `timings` section of bench.json, under --out.
 
     python scripts/bench.py [--pair smollm2_135m_head] [--prompts 2] [--max-new-tokens 48] [--reps 3]
     python scripts/bench.py --q4-tv 20 --max-new-tokens 32   # only the reduced targets' TV from float32
@@ -16,16 +16,17 @@ goals table -> bench.md, bench.json under --out.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 from pathlib import Path
 
 from mtad import provenance
 from mtad.bench import measure_pair, rendered, write_report
 from mtad.bench.curves import BENCH_THREADS
+from mtad.bench.render import read_timings
 from mtad.bench.timings import CURVE_DTYPES, SAMPLING_TARGETS
 from mtad.decoding import SpSParams
 from mtad.devices import torch_threads
+from mtad.result_files import BENCH
 
 
 def main(argv=None) -> None:
@@ -110,13 +111,14 @@ def add_output_options(ap: argparse.ArgumentParser) -> None:
         metavar="PROMPTS",
         help="only measure the reduced targets' (q4_1, int8, bf16) distance from the float32 one on this many "
         "held-out prompts "
-        "(--max-new-tokens each; writes q4_tv.json and .md under --out)",
+        "(--max-new-tokens each; writes the `target_distance` section of bench.json and q4_tv.md under --out)",
     )
     ap.add_argument(
         "--render",
-        metavar="JSON",
-        help="measure nothing: rebuild the report (bench.md, and bench.json's calibration) under --out from a "
-        "stored bench.json",
+        metavar="FOLDER",
+        type=Path,
+        help="measure nothing: rebuild the report (bench.md, and the timings' calibration) under --out from the "
+        "timings stored in FOLDER's bench.json",
     )
     ap.add_argument("--out", default="results/bench")
     ap.add_argument(
@@ -129,8 +131,11 @@ def add_output_options(ap: argparse.ArgumentParser) -> None:
 
 
 def render(args: argparse.Namespace) -> None:
-    """`--render`: the report rebuilt under `--out` from a stored bench.json, and printed."""
-    write_report(Path(args.out), rendered(json.loads(Path(args.render).read_text())))
+    """`--render`: the report rebuilt under `--out` from the timings stored in `--render`, and printed."""
+    stored = read_timings(args.render)
+    if stored is None:
+        raise SystemExit(f"{BENCH.path(args.render)}: no timings stored (make bench writes them)")
+    write_report(Path(args.out), rendered(stored))
     print((Path(args.out) / "bench.md").read_text())
 
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env python
 """`make profile`: where one decoding block's time goes, for every method on the fast path, at one
 and two threads, on short (held-out chat, ~50 tokens) and long (CNN/DailyMail articles, 400-1,000
-tokens) prompts -> profile.json and profile.md under --out (mtad/bench/block_profile.py).
+tokens) prompts -> the `profile` section of bench.json and profile.md under --out (`profile_adaptive`
+with --adaptive; mtad/bench/block_profile.py).
 Time it on a quiet machine: nothing else running.
 
     python scripts/profile_blocks.py [--pair smollm2_135m_head] [--prompts 3] [--max-new-tokens 40]
@@ -11,11 +12,10 @@ Time it on a quiet machine: nothing else running.
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from pathlib import Path
 
-from mtad.bench.block_profile import long_prompt_ids, profile_methods, render_profile
+from mtad.bench.block_profile import long_prompt_ids, profile_methods, write_profile
 from mtad.bench.timings import method_params
 from mtad.decoding.registry import specs
 from mtad.models.pairs import load_pair
@@ -68,12 +68,7 @@ def main(argv=None) -> int:
         },
         "rows": rows,
     }
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    name = "profile_adaptive" if args.adaptive else "profile"
-    (out / f"{name}.json").write_text(json.dumps(payload, indent=1) + "\n")
-    (out / f"{name}.md").write_text(render_profile(payload))
-    print(f"wrote {out / name}.json and .md")
+    print(f"wrote {write_profile(Path(args.out), payload, args.adaptive)} and its report beside it")
     return 0
 
 

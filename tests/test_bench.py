@@ -3,7 +3,6 @@ the configs per draft kind, the SpS speed-up the costs predict; a forward's matr
 (against the products a forward runs), the curve and sampling with a q4_1 target, the optional
 llama.cpp reference, and the report and goals on synthetic numbers."""
 
-import json
 import subprocess
 import sys
 import time
@@ -34,7 +33,7 @@ from mtad.bench import (
     write_report,
 )
 from mtad.bench.block_profile import HOST
-from mtad.bench.render import _calibration_line
+from mtad.bench.render import _calibration_line, read_timings
 from mtad.bench.timings import budget_configs, tree_nodes
 from mtad.decode_stats import DecodeStats
 from mtad.decoding import DECODERS, MMTADParams, SpecTrParams
@@ -44,6 +43,7 @@ from mtad.generation import forward_ms
 from mtad.metrics.cost_model import GenerationCost
 from mtad.models.quantized import quantize, quantize_q4_1
 from mtad.models.tiny import tiny_head, tiny_llama
+from mtad.result_files import BENCH, read_section, write_section
 
 
 @pytest.mark.parametrize("path", ["eager", "fast"])
@@ -340,7 +340,7 @@ LLAMA["eval_ms"] = {1: 5.0, 5: 6.0, 9: 7.0}
 
 def report(tmp_path, payload) -> str:
     write_report(tmp_path, payload)
-    assert json.loads((tmp_path / "bench.json").read_text())["rows"]
+    assert read_timings(tmp_path)["rows"]
     return (tmp_path / "bench.md").read_text()
 
 
@@ -446,13 +446,27 @@ def test_a_bf16_pair_is_measured_against_hf_on_the_float32_target(tmp_path):
     assert "| HF eager generate(), target float32 | 8.00 |" in text and "ours, fast path, target float32" not in text
 
 
+def test_the_reduced_targets_distance_is_a_section_of_the_bench_file_beside_the_timings(tmp_path):
+    from mtad.bench.target_distance import q4_tv_markdown, readme_distance_lines, write_q4_tv
+
+    committed = read_section(BENCH, Path(__file__).resolve().parents[1] / "results" / "bench", "target_distance")
+    write_section(BENCH, tmp_path, "timings", {"rows": []})
+    assert readme_distance_lines(tmp_path) is None
+    assert write_q4_tv(committed, tmp_path) == tmp_path / "bench.json"
+    stored = read_section(BENCH, tmp_path, "target_distance")
+    assert stored["q4_1"] == committed["q4_1"] and read_timings(tmp_path) == {"rows": []}
+    assert (tmp_path / "q4_tv.md").read_text() == q4_tv_markdown(stored)
+    lines = readme_distance_lines(tmp_path)
+    assert lines[0].startswith("From [`bench/q4_tv.md`]") and any(line.startswith("| q4_1 |") for line in lines)
+
+
 def test_render_rebuilds_the_report_and_calibration_from_a_stored_payload(tmp_path):
     write_report(tmp_path / "measured", synthetic_payload(llama=LLAMA))
-    stored = json.loads((tmp_path / "measured" / "bench.json").read_text())
+    stored = read_timings(tmp_path / "measured")
     stored["calibration"] = None  # derived again from the stored curve
-    (tmp_path / "stored.json").write_text(json.dumps(stored))
+    write_section(BENCH, tmp_path / "stored", "timings", stored)
     script = Path(__file__).resolve().parents[1] / "scripts" / "bench.py"
-    args = [sys.executable, str(script), "--render", str(tmp_path / "stored.json"), "--out", str(tmp_path / "out")]
+    args = [sys.executable, str(script), "--render", str(tmp_path / "stored"), "--out", str(tmp_path / "out")]
     subprocess.run(args, check=True, capture_output=True)
     assert (tmp_path / "out" / "bench.md").read_text() == (tmp_path / "measured" / "bench.md").read_text()
 
@@ -630,13 +644,13 @@ def test_unmet_goals_are_named_with_the_profile_split_against_the_block_each_goa
         profile_row("mmtad", "short", 2.0, {"target": 30.0, "draft": 6.0, "process": 3.0, "drafting": 1.0}),
     ]
     setup = {"machine": "Test CPU (2 CPUs), avx2"}
-    (tmp_path / "profile.json").write_text(json.dumps({"setup": setup, "rows": rows}))
+    write_section(BENCH, tmp_path, "profile", {"setup": setup, "rows": rows})
     text = report(tmp_path, payload)
     assert "Goals not met: (g), (k)." in text  # (k): the synthetic products are 2x their floor
     split = "| 40.0 | 30.0 | 6.0 | 4.0 (process 3.0, drafting 1.0) |"
     assert f"| mmtad | short | 2.00 {split} 1.3x | 31.5 | +8.5 |" in text
     setup["machine"] = "Other CPU (2 CPUs)"  # a profile of another machine names nothing here
-    (tmp_path / "profile.json").write_text(json.dumps({"setup": setup, "rows": rows}))
+    write_section(BENCH, tmp_path, "profile", {"setup": setup, "rows": rows})
     assert "No block profile of this machine" in report(tmp_path, payload)
 
 
@@ -650,7 +664,7 @@ def test_rows_are_found_by_what_they_measured_not_by_their_labels():
     from mtad.bench.modelled import modelled_rows
     from mtad.bench.rows import find_row
 
-    payload = json.loads((Path(__file__).resolve().parents[1] / "results" / "bench" / "bench.json").read_text())
+    payload = read_timings(Path(__file__).resolve().parents[1] / "results" / "bench")
     renamed = json.loads(json.dumps(payload))
     for i, row in enumerate(renamed["rows"]):
         row["label"] = f"<row{i}>"

@@ -4,7 +4,14 @@ wall time, the prompts' forwards are not a block's, and every method, group and 
 import pytest
 import torch
 
-from mtad.bench.block_profile import COLUMNS, profile_generation, profile_methods, render_profile
+from mtad.bench.block_profile import (
+    COLUMNS,
+    profile_generation,
+    profile_methods,
+    read_profile,
+    render_profile,
+    write_profile,
+)
 from mtad.decoding import get_decoder
 from mtad.decoding.registry import study_methods
 from mtad.models.tiny import tiny_head, tiny_llama
@@ -38,9 +45,23 @@ def test_every_method_group_and_thread_count_gets_a_row():
     assert text.count("| sps | 1 |") == 4  # both groups, in both tables and "host %" in text
 
 
+def test_the_profiles_are_sections_of_the_bench_file_beside_the_timings(tmp_path):
+    from mtad.result_files import BENCH, read_file, write_section
+
+    write_section(BENCH, tmp_path, "timings", {"rows": []})
+    setup = {"pair": "tiny", "prompts_per_group": 1, "max_new_tokens": 6, "target_dtype": "float32"}
+    setup |= {"draft_dtype": "float32", "machine": "x", "wall_minutes": 0.1, "methods": {}}
+    assert read_profile(tmp_path) is None and read_profile(tmp_path, adaptive=True) is None
+    fixed, adaptive = {"setup": setup, "rows": []}, {"setup": setup | {"pair": "other"}, "rows": []}
+    assert write_profile(tmp_path, fixed, adaptive=False) == write_profile(tmp_path, adaptive, adaptive=True)
+    assert read_profile(tmp_path) == fixed and read_profile(tmp_path, adaptive=True) == adaptive
+    assert sorted(read_file(BENCH, tmp_path)) == ["profile", "profile_adaptive", "timings"]
+    assert (tmp_path / "profile.md").is_file() and (tmp_path / "profile_adaptive.md").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bench.json", "profile.md", "profile_adaptive.md"]
+
+
 @pytest.mark.slow
 def test_the_profile_command_writes_its_tables(tmp_path):
-    import json
     import subprocess
     import sys
     from pathlib import Path
@@ -50,7 +71,8 @@ def test_the_profile_command_writes_its_tables(tmp_path):
     for extra, name in (([], "profile"), (["--adaptive"], "profile_adaptive")):
         proc = subprocess.run([sys.executable, str(script), *args, *extra], capture_output=True, text=True, timeout=600)
         assert proc.returncode == 0, proc.stderr[-2000:]
-        payload = json.loads((tmp_path / f"{name}.json").read_text())
+        payload = read_profile(tmp_path, adaptive=bool(extra))
         assert {r["method"] for r in payload["rows"]} == set(study_methods())
         assert (payload["setup"]["methods"]["sps"]["stop_below"] > 0) == bool(extra)
         assert "| sps | 1 | long |" in (tmp_path / f"{name}.md").read_text()
+    assert read_profile(tmp_path)["setup"]["methods"]["sps"]["stop_below"] == 0  # kept beside the adaptive one

@@ -1,7 +1,5 @@
 """The cost model: counts x a device profile -> modelled seconds and speed-ups."""
 
-from pathlib import Path
-
 import pytest
 
 from mtad.bench.modelled import AGREEMENT, generation_costs, modelled_rows
@@ -151,16 +149,14 @@ def test_the_bench_holds_the_model_against_its_own_measurements():
     assert not all(r["agrees"] for r in slower)
 
 
-def test_a_measured_host_term_replaces_the_fitted_one_and_the_baselines_stand_beside_it(tmp_path):
-    import json
-
+def test_a_measured_host_term_replaces_the_fitted_one_and_the_baselines_stand_beside_it():
     from mtad.bench.block_profile import HOST
     from mtad.bench.goal_checks import _cost_model_goal
     from mtad.bench.modelled import attach_host_profile
 
     zero = dict.fromkeys(HOST[:-1], 0.0)  # every host phase but the Python between them
 
-    def profile(machine: str, host: dict) -> Path:
+    def profile(machine: str, host: dict) -> dict:
         rows = [
             {
                 "method": m,
@@ -170,9 +166,7 @@ def test_a_measured_host_term_replaces_the_fitted_one_and_the_baselines_stand_be
             }
             for m, h in host.items()
         ]
-        path = tmp_path / f"{machine}.json"
-        path.write_text(json.dumps({"setup": {"machine": f"{machine}, avx2", "decode_path": "fast"}, "rows": rows}))
-        return path
+        return {"setup": {"machine": f"{machine}, avx2", "decode_path": "fast"}, "rows": rows}
 
     # the machine's true host work, measured: the model is exact; one host term for all is not
     exact = attach_host_profile(_payload(), profile("test", COST["host"]))

@@ -7,6 +7,9 @@ import shutil
 import sys
 from pathlib import Path
 
+from mtad.bench.render import read_timings
+from mtad.result_files import BENCH, read_section, write_section
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 
@@ -23,10 +26,10 @@ def test_the_page_follows_a_changed_result(tmp_path):
     for sub in ("bench", "draft", "tables"):
         shutil.copytree(ROOT / "results" / sub, results / sub)
     before = page(results)
-    bench = json.loads((results / "bench" / "bench.json").read_text())
+    bench = read_timings(results / "bench")
     sampling = next(r for r in bench["rows"] if r["label"] == "sampling fast")
     sampling["tokens_per_s"] = 123.456
-    (results / "bench" / "bench.json").write_text(json.dumps(bench))
+    write_section(BENCH, results / "bench", "timings", bench)
     after = page(results)
     assert "| sampling | 123.5 |" in after and "| sampling | 123.5 |" not in before
     assert "Not committed: `" in after  # claims, runs and verify were left out of the copy: said, not skipped
@@ -35,12 +38,12 @@ def test_the_page_follows_a_changed_result(tmp_path):
 def test_the_speed_section_names_variant_rows_and_llama_cpp(tmp_path):
     results = tmp_path / "results"
     shutil.copytree(ROOT / "results" / "bench", results / "bench")
-    bench = json.loads((results / "bench" / "bench.json").read_text())
+    bench = read_timings(results / "bench")
     mmtad = next(r for r in bench["rows"] if r["label"] == "mmtad fast")
     params = {**mmtad["params"], "node_budget": 7}
     bench["rows"].append({**mmtad, "label": "mmtad budget fast", "variant": "budget", "params": params})
     bench["llama_cpp"] = {"threads": 2, "sampled_tokens_per_s": 61.3, "greedy_tokens_per_s": 70.0}
-    (results / "bench" / "bench.json").write_text(json.dumps(bench))
+    write_section(BENCH, results / "bench", "timings", bench)
     text = page(results)
     assert "| mmtad (node budget 7) |" in text
     assert "llama.cpp on the same GGUF, 2 threads: sampled 61.3, greedy 70.0 tok/s." in text
@@ -71,3 +74,21 @@ def test_each_section_names_the_stamp_of_the_step_that_wrote_it(tmp_path):
         "\nWritten by `make results`, step `bench` on Fixture CPU (2 CPUs, avx2), target bfloat16, commit abcdef01 "
         "(code state c0de51a7), finished 2026-01-02.\n\nFrom [`bench/bench.md`]"
     )
+
+
+def test_the_bench_sections_read_their_own_section_of_the_bench_file(tmp_path):
+    """Speed and the reduced targets each show their own section of bench.json, and say when it is absent."""
+    results = tmp_path / "results"
+    committed = ROOT / "results" / "bench"
+
+    def section(title: str) -> str:
+        return page(results).split(f"## {title}\n")[1].split("\n## ")[0]
+
+    absent = "Not committed: `{}` (`{}` writes it)."
+    assert absent.format(results / "bench" / "bench.json", "make bench") in section("Speed")
+    assert absent.format(results / "bench" / "bench.json", "make q4-tv") in section("Reduced targets")
+    write_section(BENCH, results / "bench", "target_distance", read_section(BENCH, committed, "target_distance"))
+    assert absent.format(results / "bench" / "bench.json", "make bench") in section("Speed")
+    assert section("Reduced targets").startswith("\nFrom [`bench/q4_tv.md`]")
+    write_section(BENCH, results / "bench", "timings", read_timings(committed))
+    assert section("Speed").startswith("\nFrom [`bench/bench.md`]")

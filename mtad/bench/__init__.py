@@ -19,7 +19,8 @@ costs predict; optionally llama.cpp on the same GGUF (`llama_cpp_reference`); th
   speed-ups the measured costs predict;
 - ``llama_cpp``: llama.cpp on the same GGUF, the optional reference;
 - ``goal_checks``: the goals (a)-(l), their thresholds and whether a payload meets them;
-- ``render``: bench.json and bench.md from a payload, and a stored payload made ready to render;
+- ``render``: bench.json's timings section and bench.md from a payload, a stored payload made ready to
+  render, and what results/README.md shows of it;
 - ``modelled``: the cost model's speed-ups from each row's counts, held against the measured ones;
 - ``gpu_check``: ``make gpu-check``, the GPU paths in one run on tiny random-weight models (exactness
   against the CPU, every method on every decode path, NVML energy, the target cost curve and copy

@@ -1,4 +1,5 @@
-"""Where a decoding block's time goes, per method: `make profile` -> results/bench/profile.{json,md}.
+"""Where a decoding block's time goes, per method: `make profile` -> the bench result file's ``profile``
+section (``profile_adaptive`` with adaptive drafting; `mtad.result_files`) and ``profile.md`` beside it.
 
 Every method generates from short prompts (held-out chat requests, ~50 tokens) and long ones
 (CNN/DailyMail articles through the task's own prompt, 400-1,000 tokens) at each thread count,
@@ -15,12 +16,14 @@ remove, and the part of a method's cost the cost model has to be told (mtad/metr
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 
 from mtad.decoding.phases import PHASES, profiling
 from mtad.devices import torch_threads
 from mtad.generation import build_decoder, timed_generate
+from mtad.result_files import BENCH, read_section, write_section
 
 FORWARDS = ("target", "draft")
 HOST = (*PHASES, "python")
@@ -71,6 +74,25 @@ class BlockProfile:
                 str(w): {"calls": calls, "ms": 1e3 * s / calls} for w, (calls, s) in sorted(self.target_widths.items())
             },
         }
+
+
+def profile_section(adaptive: bool) -> str:
+    """The bench file's section (and the stem of its Markdown report) of a profile with or without
+    adaptive drafting."""
+    return "profile_adaptive" if adaptive else "profile"
+
+
+def write_profile(folder: Path, payload: dict, adaptive: bool) -> Path:
+    """`payload` as its section of the bench result file in `folder`, and its report beside it."""
+    name = profile_section(adaptive)
+    path = write_section(BENCH, folder, name, payload)
+    (Path(folder) / f"{name}.md").write_text(render_profile(payload))
+    return path
+
+
+def read_profile(folder: Path, adaptive: bool = False) -> dict | None:
+    """The block profile stored in `folder`'s bench result file (None when it holds none)."""
+    return read_section(BENCH, folder, profile_section(adaptive))
 
 
 def machine_rows(profile: dict, machine: str, threads: int) -> list[dict] | None:

@@ -13,7 +13,7 @@ from mtad.bench.block_profile import HOST, host_ms, machine_rows
 from mtad.bench.goal_checks import AT_LEAST, SPEEDUP_GOALS, goals
 from mtad.markdown import md_table
 
-PROFILE_FILE = "profile.md"  # named in the text; the rows come from profile.json beside it
+PROFILE_FILE = "profile.md"  # named in the text; the rows come from the profile section of bench.json beside it
 
 
 def _allowed_speedup(method: str) -> float:

@@ -16,9 +16,6 @@ the run's cost curve (``from_bench``, host work as sampling's), and on a memory-
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 from mtad.bench.rows import find_row
 from mtad.metrics.cost_model import (
     ACCELERATORS,
@@ -84,15 +81,14 @@ def held_out_speeds(rows: list[dict], host_ms: dict | None = None) -> dict[str, 
     return {host: speeds(host) for host in HOST_TERMS}
 
 
-def attach_host_profile(payload: dict, profile_file: Path) -> dict:
-    """The payload with `host_ms` (path -> method -> host work per target call) from the block profile in
-    `profile_file` (`make profile`) where it was made on the payload's machine at its thread count;
+def attach_host_profile(payload: dict, profile: dict | None) -> dict:
+    """The payload with `host_ms` (path -> method -> host work per target call) from the block profile
+    `profile` (`make profile`'s payload) where it was made on the payload's machine at its thread count;
     else as it was (the cost model's host term is then fitted)."""
     from mtad.bench.block_profile import host_ms_per_call
 
     env = payload["environment"]
-    if "host_ms" not in payload and Path(profile_file).exists():
-        profile = json.loads(Path(profile_file).read_text())
+    if "host_ms" not in payload and profile is not None:
         host = host_ms_per_call(profile, env["machine"], env["threads"])
         if host:
             payload["host_ms"] = {profile["setup"].get("decode_path", "fast"): host}

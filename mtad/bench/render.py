@@ -1,15 +1,16 @@
-"""The benchmark's report: `write_report` writes bench.json (the payload) and bench.md (the tables of
-every method on both paths, the references and compiled paths, sampling by target, the forward-cost
-curve, whole forwards beside their matrix products, the predicted speed-up, the goals and the
-calibration), each table from its own line builder; `rendered` prepares a stored bench.json for
-rendering again."""
+"""The benchmark's report: `write_report` writes the payload as the ``timings`` section of the bench
+result file (`mtad.result_files`) and bench.md (the tables of every method on both paths, the
+references and compiled paths, sampling by target, the forward-cost curve, whole forwards beside
+their matrix products, the predicted speed-up, the goals and the calibration), each table from its
+own line builder; `rendered` prepares a stored payload (`read_timings`) for rendering again;
+`readme_speed_lines` is what results/README.md shows of it."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict
 from pathlib import Path
 
+from mtad.bench.block_profile import read_profile
 from mtad.bench.calibrate import calibration
 from mtad.bench.curves import contradictions
 from mtad.bench.goal_checks import _by_width, default_dtype, goals
@@ -19,8 +20,9 @@ from mtad.bench.modelled import attach_host_profile, modelled_rows
 from mtad.bench.rows import find_row, tokens_per_s
 from mtad.decoding import SamplingParams
 from mtad.decoding.registry import specs
-from mtad.markdown import fmt_number, md_row, md_rule, md_table
-from mtad.metrics.acceptance_terms import terms_markdown
+from mtad.markdown import fmt_number, fmt_ratio, md_row, md_rule, md_table
+from mtad.metrics.acceptance_terms import ACCEPTANCE_TERMS, terms_markdown
+from mtad.result_files import BENCH, read_section, write_section
 
 BLANK = ""  # what the bench's tables show where a figure is absent
 
@@ -427,14 +429,11 @@ def _curve_row(c: dict, widths: list[int]) -> list:
     ]
 
 
-def _profile(path: Path) -> dict | None:
-    return json.loads(path.read_text()) if path.exists() else None
-
-
 def write_report(out_dir: Path, payload: dict) -> None:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    attach_host_profile(payload, out_dir / "profile.json")  # the cost model's host term, where measured here
-    (out_dir / "bench.json").write_text(json.dumps(payload, indent=2))
+    """`payload` as the ``timings`` section of the bench result file in `out_dir`, and bench.md beside it."""
+    profile = read_profile(out_dir)
+    attach_host_profile(payload, profile)  # the cost model's host term, where measured here
+    write_section(BENCH, out_dir, "timings", payload)
     env, setup = payload["environment"], payload["setup"]
     sampling = SamplingParams()
     rows = payload["rows"]
@@ -462,10 +461,15 @@ def write_report(out_dir: Path, payload: dict) -> None:
     lines += _predicted_lines(payload)
     lines += _modelled_lines(payload)
     lines += _goals_lines(payload)
-    lines += left_lines(payload, _profile(out_dir / "profile.json"))
+    lines += left_lines(payload, profile)
     if payload.get("notes"):
         lines += ["", "## Notes", "", *payload["notes"]]
     (out_dir / "bench.md").write_text("\n".join(lines) + "\n")
+
+
+def read_timings(folder: Path) -> dict | None:
+    """The bench payload stored in `folder`'s bench result file (None when it holds none)."""
+    return read_section(BENCH, folder, "timings")
 
 
 def rendered(payload: dict) -> dict:
@@ -479,3 +483,67 @@ def rendered(payload: dict) -> dict:
                     row[key] = {int(w): v for w, v in row[key].items()}
         payload["calibration"] = calibration(curve, payload["setup"]["gamma"])
     return payload
+
+
+def readme_speed_lines(folder: Path) -> list[str] | None:
+    """What results/README.md shows of the bench stored in `folder` (links relative to that page): every
+    method on the fast path, the references, the reduced targets' sampling and llama.cpp; None when
+    `folder` holds no bench."""
+    payload = read_timings(folder)
+    if not payload:
+        return None
+    env, setup = payload["environment"], payload["setup"]
+    ours = [r for r in payload["rows"] if r["impl"] == "ours" and r["path"] == "fast" and not r["target_dtype"]]
+    table = [
+        [
+            r["method"] + _variant_suffix(r),
+            f"{r['tokens_per_s']:.1f}",
+            fmt_ratio(r.get("speedup_vs_sampling")),
+            f"{r.get('block_efficiency') or 1:.2f}",
+            "–" if not r.get("acceptance_rate") else f"{r['acceptance_rate']:.2f}",
+        ]
+        for r in ours
+    ]
+    lines = [
+        f"From [`bench/bench.md`](bench/bench.md) (pair `{setup['pair']}`, {setup['prompts']} prompts × "
+        f"{setup['max_new_tokens']} new tokens, median of {setup['reps']} alternating repetitions, "
+        f"{env['machine']}, {env['threads']} torch threads, target {env['target_dtype']}; the goals, the "
+        "verification-cost curve and the cost model's held-out test are there; where a block's time goes: "
+        "[`bench/profile.md`](bench/profile.md)). Every method on the fast path:",
+        "",
+        *md_table(["method", "tok/s", "vs sampling", "block eff.", ACCEPTANCE_TERMS["acceptance_rate"].label], table),
+        "",
+    ]
+    return lines + _readme_reference_lines(payload)
+
+
+def _readme_reference_lines(payload: dict) -> list[str]:
+    """The README's lines on the references (Hugging Face's generate() on every path and target, our
+    sampling off the fast path), sampling with the reduced targets and llama.cpp, tok/s."""
+    rows = payload["rows"]
+    references = [
+        f"{r['label']} {r['tokens_per_s']:.1f}"
+        for r in rows
+        if r["method"] == "sampling"
+        and (r["impl"] == "hf" or r["path"] != "fast" and not (r["variant"] or r["target_dtype"]))
+    ]
+    reduced = [f"{r['label']} {r['tokens_per_s']:.1f}" for r in rows if r["impl"] == "ours" and r["target_dtype"]]
+    lines = ["The references, tok/s: " + ", ".join(references) + "."]
+    if reduced:
+        lines += ["Sampling with the 4-bit targets (see below), tok/s: " + ", ".join(reduced) + "."]
+    llama = payload.get("llama_cpp") or {}
+    if llama.get("sampled_tokens_per_s"):
+        lines += [
+            f"llama.cpp on the same GGUF, {llama['threads']} threads: sampled {llama['sampled_tokens_per_s']:.1f}, "
+            f"greedy {llama['greedy_tokens_per_s']:.1f} tok/s."
+        ]
+    return lines
+
+
+def _variant_suffix(row: dict) -> str:
+    """How a variant row differs from its fixed method: adaptive drafting, or a node budget."""
+    if row["variant"] == "adaptive":
+        return " (adaptive)"
+    if row["variant"] == "budget":
+        return f" (node budget {row['params']['node_budget']})"
+    return ""

@@ -2,18 +2,21 @@
 --q4-tv``): the q4_1 target, the same with the LM head requantized per row (the lossy single-call
 layout), q4_1_bf16, the int8 targets (every Linear requantized per row) and the bfloat16 target;
 per-position total-variation distance and argmax agreement on held-out chat prompts, and the
-rounding of the carry over every Q4_1 block of the file. Written to ``results/bench/q4_tv.{json,md}``."""
+rounding of the carry over every Q4_1 block of the file. Written as the ``target_distance`` section of the
+bench result file (`mtad.result_files`) and ``q4_tv.md`` beside it; `readme_distance_lines` is what
+results/README.md shows of it."""
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from mtad.markdown import md_table
 from mtad.models.quantized import q4_1_fields, zero_rounding
+from mtad.result_files import BENCH, read_section, write_section
 
 
 def carry_rounding(gguf_path: str | Path) -> dict:
@@ -114,19 +117,43 @@ def _weight_error(exact: torch.Tensor, other: torch.Tensor) -> dict:
 
 
 def write_q4_tv(result: dict, out_dir: str | Path = "results/bench") -> Path:
-    """`q4_tv.json` and a short `q4_tv.md` beside it."""
+    """`result` as the ``target_distance`` section of the bench result file in `out_dir`, and a short
+    `q4_tv.md` beside it."""
     from mtad.provenance import cpu_model, git_commit
 
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     result = dict(result, machine=f"{cpu_model()} ({os.cpu_count()} CPUs)", git=git_commit(), torch=torch.__version__)
-    (out / "q4_tv.json").write_text(json.dumps(result, indent=2) + "\n")
-    (out / "q4_tv.md").write_text(q4_tv_markdown(result))
-    return out / "q4_tv.json"
+    path = write_section(BENCH, Path(out_dir), "target_distance", result)
+    (Path(out_dir) / "q4_tv.md").write_text(q4_tv_markdown(result))
+    return path
+
+
+def readme_distance_lines(folder: Path) -> list[str] | None:
+    """What results/README.md shows of the reduced targets' distance stored in `folder` (links relative
+    to that page): each target's TV and argmax agreement over all positions; None when `folder` holds none."""
+    tv = read_section(BENCH, folder, "target_distance")
+    if not tv:
+        return None
+    rows = [
+        [
+            dtype,
+            f"{d['all_positions']['mean_tv']:.1e}",
+            f"{d['all_positions']['max_tv']:.1e}",
+            f"{d['all_positions']['argmax_agreement']:.1%}",
+            str(d["all_positions"]["positions"]),
+        ]
+        for dtype, d in tv.items()
+        if isinstance(d, dict) and "all_positions" in d
+    ]
+    return [
+        f"From [`bench/q4_tv.md`](bench/q4_tv.md) ({tv['prompts']} held-out prompts, ≤ {tv['new_tokens']} greedy "
+        f"tokens each): each reduced target's next-token distribution against the float32 target's.",
+        "",
+        *md_table(["target", "mean TV", "max TV", "argmax agreement", "positions"], rows),
+    ]
 
 
 def q4_tv_markdown(result: dict) -> str:
-    """The short report of a `q4_tv` result (as written to q4_tv.json)."""
+    """The short report of a `q4_tv` result (as `write_q4_tv` stores it)."""
     rows = [
         (f"{label}, {where.replace('_', ' ')}", result[key][where])
         for key, label in (
