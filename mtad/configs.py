@@ -12,8 +12,10 @@ import sys
 from functools import lru_cache
 from pathlib import Path
 
+from mtad import PACKAGE
+
 CHECKOUT_CONF = Path(__file__).resolve().parents[1] / "conf"
-INSTALLED_CONF = Path(sys.prefix) / "share" / "mtad" / "conf"
+INSTALLED_CONF = Path(sys.prefix) / "share" / PACKAGE / "conf"
 
 
 def conf_dir() -> Path:

@@ -27,6 +27,8 @@ from pathlib import Path
 
 from filelock import FileLock
 
+from mtad import PACKAGE
+
 FETCH_COMMAND = "python scripts/get_data.py"  # the one command that gets every dataset
 PACKAGED_ROOT = Path(__file__).resolve().parent / "assets" / "data"
 
@@ -38,7 +40,7 @@ class DataMissingError(FileNotFoundError):
 # ----------------------------------------------------------------------------- locations
 def cache_root() -> Path:
     """`$MTAD_CACHE`, default `~/.cache/mtad`: converted targets, wheels, drafts' work, compiled graphs."""
-    return Path(os.environ.get("MTAD_CACHE", Path.home() / ".cache" / "mtad")).expanduser()
+    return Path(os.environ.get("MTAD_CACHE", Path.home() / ".cache" / PACKAGE)).expanduser()
 
 
 def data_root(data_root: str | os.PathLike | None = None) -> Path:
@@ -46,7 +48,7 @@ def data_root(data_root: str | os.PathLike | None = None) -> Path:
     if data_root is not None:
         return Path(data_root).expanduser()
     env = os.environ.get("MTAD_DATA")
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "mtad" / "data"
+    return Path(env).expanduser() if env else Path.home() / ".cache" / PACKAGE / "data"
 
 
 def packaged(relative: str | os.PathLike) -> Path | None:

@@ -51,7 +51,10 @@ VERSIONS = {
 # another's drafts by a newer rule (block verification of SpS's chain) is not one the paper compares
 # with: the claims report compares it in rows of its own (claims.comparisons)
 CONVENTIONAL = MethodsWhere(lambda spec: spec.lossless and spec.drafts != "none" and not spec.verifies_drafts_of)
-APPROXIMATORS = ("mtad", "mmtad")  # the methods the paper says approximate exact MTJD (C5)
+# the paper's own methods, spelled here and in their modules alone: MTAD (beams verified as one chain,
+# its joint acceptance rule) and MMTAD (every beam verified as a tree)
+MTAD, MMTAD = "mtad", "mmtad"
+APPROXIMATORS = (MTAD, MMTAD)  # the methods the paper says approximate exact MTJD (C5)
 NO_BOUND = "no verdict: the paper's bound could not be sourced"  # C5's distances: the bound's form is unknown
 
 

@@ -1,8 +1,8 @@
 """The package's layers, read from the source (ast, nothing imported). From the ground up:
 
-- the shared facts (``stats``, ``paper``, ``records``, ``split``, ``decode_stats``, ``markdown``, ``provenance``,
-  ``devices``, ``data``, ``tracking``, ``configs``) import nothing that runs a cell, reports, trains
-  or benchmarks;
+- the shared facts (``stats``, ``paper``, ``records``, ``result_files``, ``split``, ``decode_stats``,
+  ``markdown``, ``provenance``, ``devices``, ``data``, ``tracking``, ``configs``) import nothing that
+  runs a cell, reports, trains or benchmarks;
 - the decoding engine and the tasks nothing from the draft architectures or distillation;
 - one generation as every measurement runs it (``generation``: build, seed, time) nothing but the
   engine, the devices and the records' seeding rule;
@@ -37,6 +37,7 @@ FORBIDDEN = {
     "decode_stats.py": ("mtad.decoding", "mtad.tasks", "mtad.metrics", "mtad.stats", *ABOVE_FACTS),
     "markdown.py": ("mtad.decoding", "mtad.tasks", "mtad.metrics", "mtad.stats", *ABOVE_FACTS),
     "records.py": ("mtad.decoding", "mtad.tasks", "mtad.metrics", "mtad.stats", *ABOVE_FACTS),
+    "result_files.py": ("mtad.decoding", "mtad.tasks", "mtad.metrics", "mtad.stats", *ABOVE_FACTS),
     "split.py": ("mtad.decoding", "mtad.tasks", "mtad.metrics", "mtad.stats", *ABOVE_FACTS),
     "data.py": ("mtad.decoding", "mtad.tasks", "mtad.metrics", *ABOVE_FACTS),
     "tracking.py": ("mtad.decoding", "mtad.tasks", "mtad.metrics", *ABOVE_FACTS),

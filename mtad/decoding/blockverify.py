@@ -23,7 +23,7 @@ import torch
 from mtad.decoding.acceptance import block_verify
 from mtad.decoding.logits import Dist
 from mtad.decoding.params import SpSParams
-from mtad.decoding.registry import MethodSpec
+from mtad.decoding.registry import VANILLA, MethodSpec
 from mtad.decoding.sps import SpeculativeSampling
 
 
@@ -45,7 +45,7 @@ class BlockVerification(SpeculativeSampling):
         test_settings={"gamma": 3},
         exactness_settings=({"gamma": 2},),
         adaptive_stop=0.3,  # SpS's: the same drafts, so the same point where a further token stops paying
-        verifies_drafts_of="sps",  # SpS's chain, verified as one block (mtad.paper.CONVENTIONAL leaves it out)
+        verifies_drafts_of=VANILLA,  # SpS's chain, verified as one block (mtad.paper.CONVENTIONAL leaves it out)
     )
     params: BlockVerifyParams
 

@@ -92,9 +92,12 @@ class MethodSpec:
         return None if self.adaptive_stop is None else f"method.stop_below={self.adaptive_stop}"
 
 
-# the methods every speed-up column divides by (`speedup_vs_<name>`): sampling, the reference, and SpS,
-# the paper's "vanilla" speculative decoding
-BASELINES = ("sampling", "sps")
+# The methods every speed-up column divides by (`speedup_vs_<name>`): sampling, the reference, and SpS,
+# the paper's "vanilla" speculative decoding (the token-wise verifier of one chain). Their names are
+# spelled here and nowhere else above the engine: a reader that needs one of them imports it.
+REFERENCE = "sampling"
+VANILLA = "sps"
+BASELINES = (REFERENCE, VANILLA)
 
 _REGISTERED: dict[str, type] = {}  # name -> the class that declares the spec (a Decoder subclass)
 

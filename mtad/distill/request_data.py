@@ -13,7 +13,9 @@ from functools import cache
 from importlib.resources import files
 from typing import Any
 
-DATA_DIR = files("mtad") / "assets" / "requests"
+from mtad import PACKAGE
+
+DATA_DIR = files(PACKAGE) / "assets" / "requests"
 
 
 def _frozen(value: Any) -> Any:

@@ -47,7 +47,7 @@ from mtad.decoding.mtjd_exact import exact_block_distribution, joint_block_logpr
 from mtad.decoding.registry import exactness_cases
 from mtad.decoding.sampling import SAMPLING_PARAMS
 from mtad.metrics.exact_enumeration import empirical_counts, sequence_probs
-from mtad.paper import APPROXIMATORS
+from mtad.paper import APPROXIMATORS, MTAD
 from mtad.stats import intervals as iv
 from mtad.stats.goodness_of_fit import (
     chisquare_exactness,
@@ -300,7 +300,7 @@ def zero_distance_check(settings: TheorySettings, alpha: float, power: float) ->
     target, _ = tiny_pair(settings.vocab)
     gamma = settings.default[0]
     params = {"gamma": gamma, "beam_width": 1, "threshold": 0.01, **NO_TRUNCATION}
-    counts = empirical_counts("mtad", target, target, params, PROMPT, gamma, settings.runs)
+    counts = empirical_counts(MTAD, target, target, params, PROMPT, gamma, settings.runs)
     _, mtjd = exact_block_distribution(target, PROMPT[0], gamma, **NO_TRUNCATION)
     test = chisquare_exactness(counts, mtjd.double())
     return {

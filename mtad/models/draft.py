@@ -22,6 +22,7 @@ from transformers import GenerationMixin, LlamaConfig, LlamaModel
 from transformers.modeling_outputs import CausalLMOutputWithPast
 from transformers.models.llama.modeling_llama import LlamaPreTrainedModel
 
+from mtad import PACKAGE
 from mtad.models.quantized import dense_state_dict
 
 DRAFT_FORMAT = "mtad-draft-v1"
@@ -190,7 +191,7 @@ def write_with_meta(path: Path, tensors: dict[str, torch.Tensor], meta: dict) ->
     from safetensors.torch import save_file
 
     tmp = path.with_suffix(".tmp")
-    save_file(tensors, str(tmp), metadata={"mtad": json.dumps(meta)})
+    save_file(tensors, str(tmp), metadata={PACKAGE: json.dumps(meta)})
     tmp.replace(path)
     return path
 
@@ -200,7 +201,7 @@ def read_meta(path: str | Path, expected_format: str | tuple[str, ...], what: st
     from safetensors import safe_open
 
     with safe_open(str(path), framework="pt") as f:
-        meta = json.loads((f.metadata() or {}).get("mtad", "{}"))
+        meta = json.loads((f.metadata() or {}).get(PACKAGE, "{}"))
     formats = (expected_format,) if isinstance(expected_format, str) else tuple(expected_format)
     if meta.get("format") not in formats:
         raise ValueError(

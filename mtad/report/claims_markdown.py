@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from mtad.markdown import MISSING, fmt_number, fmt_percent, fmt_ratio, fmt_signed, md_table
-from mtad.paper import CITATION, VERSIONS
+from mtad.paper import CITATION, MMTAD, MTAD, VERSIONS
 
 THEORY_STATEMENT = (
     "Both versions state that MTJD, sampling several tokens from their joint distribution, lowers perplexity, "
@@ -264,12 +264,13 @@ def _c5_row(row: dict) -> str:
     the distances to MTJD, the noise floor and the verdicts."""
     e, m = row["exact"], row["methods"]
     star = " (paper's point)" if row["point"]["operating"] else ""
+    one, many = m[MTAD], m[MMTAD]
     return (
         f"| {row['label']}{star} | {fmt(e['sampling_logp'], 'logprob')} | "
-        f"{fmt(e['mtjd_logp'], 'logprob')} | {fmt_interval(m['mtad']['logp'], 'logprob')} | "
-        f"{fmt_interval(m['mmtad']['logp'], 'logprob')} | {e['tv_sampling_mtjd']:.3f} | "
-        f"{_tv(m['mtad']['tv_mtjd'])} | {_tv(m['mmtad']['tv_mtjd'])} | {e['noise_floor']:.3f} | "
-        f"{_c5_verdict(m['mtad'])} / {_c5_verdict(m['mmtad'])} |"
+        f"{fmt(e['mtjd_logp'], 'logprob')} | {fmt_interval(one['logp'], 'logprob')} | "
+        f"{fmt_interval(many['logp'], 'logprob')} | {e['tv_sampling_mtjd']:.3f} | "
+        f"{_tv(one['tv_mtjd'])} | {_tv(many['tv_mtjd'])} | {e['noise_floor']:.3f} | "
+        f"{_c5_verdict(one)} / {_c5_verdict(many)} |"
     )
 
 

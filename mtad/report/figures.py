@@ -38,8 +38,9 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.transforms import ScaledTranslation, blended_transform_factory
 
-from mtad.decoding.registry import label, specs
+from mtad.decoding.registry import BASELINES, REFERENCE, label, specs
 from mtad.markdown import fmt_number, fmt_value
+from mtad.paper import MMTAD, MTAD
 from mtad.report.cells import load_cells
 from mtad.report.sweeps import SWEEP_PARAMS, baseline_cells, caption, sweep_frame, swept_baseline, table2_frame
 from mtad.report.values import present
@@ -231,7 +232,7 @@ def _table2_cells(cells: pd.DataFrame, experiment: str, pair: str | None, overri
     return chosen[chosen["pair"] == pair] if pair is not None else chosen
 
 
-SLOWER_THAN = {"speedup_vs_sampling": "sampling", "speedup_vs_sps": "sps"}  # a speed-up bar's baseline
+SLOWER_THAN = {f"speedup_vs_{b}": b for b in BASELINES}  # a speed-up bar's baseline
 
 
 def slowdown_notes(frame: pd.DataFrame, cells: pd.DataFrame) -> list[str]:
@@ -279,12 +280,12 @@ def _slowdown(method: str, baseline: str, speedups: pd.Series, pairs: list[tuple
     text = f"{_label(method)} below 1× vs {_label(baseline)} on {len(pairs)} task(s) ({_span(speedups)}×): "
     text += (
         f"{tokens} tokens per target call"
-        if baseline == "sampling"
+        if baseline == REFERENCE
         else f"{tokens}× {_label(baseline)}'s tokens per target call"
     )
     block = relative("decode_seconds", "decode_seconds")
     if block != "?":
-        unit = "sampling steps" if baseline == "sampling" else f"{_label(baseline)} blocks"
+        unit = "sampling steps" if baseline == REFERENCE else f"{_label(baseline)} blocks"
         split = [f"{name} {relative(key, 'decode_seconds')}" for name, key in BLOCK_PARTS.items()]
         known = [part for part in split if not part.endswith("?")]
         text += f", but a block takes {block} {unit}" + (f" ({', '.join(known)})" if known else "")
@@ -606,7 +607,7 @@ def _reference_lines(ax, column: str, baselines: pd.DataFrame, per_value: bool =
         ax.axhline(1.0, color="black", linestyle="--", linewidth=0.9)
     if column == "perplexity" and not per_value:
         sampling = (
-            baselines[baselines["method"] == "sampling"]["perplexity"].dropna() if "perplexity" in baselines else []
+            baselines[baselines["method"] == REFERENCE]["perplexity"].dropna() if "perplexity" in baselines else []
         )
         if len(sampling):
             ax.axhline(float(sampling.iloc[0]), color="black", linestyle="--", linewidth=0.9)
@@ -644,13 +645,13 @@ def threshold_sweep(cells: pd.DataFrame, methods: list[str] | None = None, **kwa
         swept = (
             cells[
                 (cells.get("experiment") == experiment)
-                & (cells.get("method") == "mmtad")
+                & (cells.get("method") == MMTAD)
                 & cells.get("overrides", pd.Series(dtype=str)).astype(str).str.startswith("method.threshold=")
             ]
             if len(cells)
             else cells
         )
-        methods = ["mtad"] + (["mmtad"] if len(swept) else [])
+        methods = [MTAD] + ([MMTAD] if len(swept) else [])
     return sweep_figure(
         cells, "threshold", ("mean_accept_length", "speedup_vs_sampling", "perplexity"), methods=methods, **kwargs
     )
@@ -720,15 +721,15 @@ def sweep_intervals(frame: pd.DataFrame, baselines: pd.DataFrame) -> dict:
     }
     by_value = {}  # a swept sampling's cell per value: the speed-ups at that value pair with it
     if swept_baseline(frame):
-        sampling = frame[(frame["method"] == "sampling") & ~frame["missing"]]
+        sampling = frame[(frame["method"] == REFERENCE) & ~frame["missing"]]
         by_value = {v: cell_examples(p) for v, p in zip(sampling["value"], sampling["path"]) if isinstance(p, str)}
     out = {}
     for i, row in frame.iterrows():
         if row.get("missing") or not isinstance(row.get("path"), str):
             continue
-        paired = base | ({"sampling": by_value[row["value"]]} if row["value"] in by_value else {})
+        paired = base | ({REFERENCE: by_value[row["value"]]} if row["value"] in by_value else {})
         if swept_baseline(frame) and row["value"] not in by_value:
-            paired.pop("sampling", None)  # no sampling cell at this value: no speed-up interval
+            paired.pop(REFERENCE, None)  # no sampling cell at this value: no speed-up interval
         found = cell_intervals(cell_examples(row["path"]), {m: e for m, e in paired.items() if m != row["method"]})
         out[i] = {k: v for k, v in found.items() if v.available}
     return out

@@ -23,7 +23,7 @@ import pandas as pd
 
 from mtad.configs import planned_grid
 from mtad.decode_stats import EXACT_RATIOS
-from mtad.decoding.registry import BASELINES, study_methods
+from mtad.decoding.registry import BASELINES, REFERENCE, VANILLA, study_methods
 from mtad.markdown import fmt_count_range, fmt_set
 from mtad.report.cells import check_override_set
 from mtad.report.roots import default_runs, require_cells
@@ -136,9 +136,9 @@ def add_baseline_speedups(df: pd.DataFrame, cells: pd.DataFrame, context: str = 
     keys = ["experiment", "pair", "task", "machine"]
     base_cells = _baselines(cells, context)
     for baseline, column, target in (
-        ("sampling", "tokens_per_s", "sampling_tokens_per_s"),
-        ("sps", "tokens_per_s", "sps_tokens_per_s"),
-        ("sampling", "perplexity", "sampling_perplexity"),
+        (REFERENCE, "tokens_per_s", f"{REFERENCE}_tokens_per_s"),
+        (VANILLA, "tokens_per_s", f"{VANILLA}_tokens_per_s"),
+        (REFERENCE, "perplexity", f"{REFERENCE}_perplexity"),
     ):
         df[target] = matching_values(df, base_cells[base_cells["method"] == baseline], keys, column)
     for baseline in BASELINES:
@@ -218,12 +218,12 @@ def sweep_frame(
 def swept_baseline(frame: pd.DataFrame) -> bool:
     """Whether sampling is among the swept methods: the swept setting (a temperature) changes the
     baseline too, so each value's speed-up is over sampling at that value, not at its default."""
-    return bool((frame["method"] == "sampling").any())
+    return bool((frame["method"] == REFERENCE).any())
 
 
 def same_value_baseline(frame: pd.DataFrame) -> pd.DataFrame:
     """speedup_vs_sampling and sampling_perplexity from the sweep's own sampling row at each value."""
-    sampling = frame[(frame["method"] == "sampling") & ~frame["missing"]].set_index("value")
+    sampling = frame[(frame["method"] == REFERENCE) & ~frame["missing"]].set_index("value")
     tokens_per_s = frame["value"].map(sampling["tokens_per_s"].astype(float))
     return frame.assign(
         speedup_vs_sampling=frame["tokens_per_s"].astype(float) / tokens_per_s,

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from mtad.decoding.registry import label as method_label
-from mtad.paper import APPROXIMATORS, NO_BOUND
+from mtad.paper import APPROXIMATORS, MMTAD, MTAD, NO_BOUND
 from mtad.report.claim_row import Claim
 from mtad.stats import intervals as iv
 
@@ -98,7 +98,7 @@ def _logp_claims(row: dict, theory: dict) -> list[Claim]:
         comparison = f"{method_label(method)} − sampling: E[log p] of the first γ tokens; {row['label']}"
         found = row["methods"][method]
         interval = iv.Interval(**found["logp_gain"])
-        version = "arxiv-v2" if method == "mtad" else "iclr-final"
+        version = "arxiv-v2" if method == MTAD else "iclr-final"
         claim = _tiny(
             "C5", comparison, "lowers perplexity", "logprob", interval, null=0.0, direction=+1, version=version
         ).finish()
@@ -119,7 +119,7 @@ def _tv_claims(row: dict) -> list[Claim]:
     for method in APPROXIMATORS:
         comparison = f"TV({method_label(method)}, MTJD) − TV(sampling, MTJD); {row['label']}"
         interval = iv.Interval(**row["methods"][method]["tv_gain"])
-        version = "iclr-final" if method == "mmtad" else "arxiv-v2"
+        version = "iclr-final" if method == MMTAD else "arxiv-v2"
         claims.append(
             _tiny(
                 "C5",

@@ -106,7 +106,9 @@ def run(ctx: Context) -> dict:
         result = timed_runs(method, pair.target, pair.draft, pair.decode_path, prompt, n_tokens, reps)
         result.pop("tokens")
         row.update(result, status="ran")
-    base = next((r for r in data["rows"] if r["method"] == "sampling" and r["status"] == "ran"), None)
+    from mtad.decoding.registry import REFERENCE
+
+    base = next((r for r in data["rows"] if r["method"] == REFERENCE and r["status"] == "ran"), None)
     for row in data["rows"]:
         if base and row["status"] == "ran":
             row["speedup_vs_sampling"] = row["tokens_per_s"] / base["tokens_per_s"]

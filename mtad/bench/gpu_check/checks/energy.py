@@ -17,23 +17,24 @@ def plan(options, device_type: str) -> str:
 
 def run(ctx: Context) -> dict:
     """The reading and what it covered; Skipped (with the decodes' data) when there is no reading."""
+    from mtad.decoding.registry import VANILLA
     from mtad.devices import sync
     from mtad.metrics.energy_meters import make_energy_meter
 
     found = importlib.util.find_spec("pynvml") is not None
     target, draft = ctx.tiny_pairs()["tiny_llama"]
     # the fast path once the decode-path check has compiled it, else the static one (no compilation here)
-    path = "fast" if ("tiny_llama", "fast", "sps") in ctx.warm_paths else "static"
+    path = "fast" if ("tiny_llama", "fast", VANILLA) in ctx.warm_paths else "static"
     prompt = tiny_prompt()
     n_tokens = 16 if ctx.quick else 64
     window = 0.2 if ctx.device.type != "cuda" else (1.0 if ctx.quick else 3.0)
-    generate("sps", target, draft, path, prompt, n_tokens)  # warm-up
+    generate(VANILLA, target, draft, path, prompt, n_tokens)  # warm-up
     meter, reason = make_energy_meter("nvml", [ctx.device])
     sync(ctx.device)
     meter.start()
     start, tokens, decodes = time.perf_counter(), 0, 0
     while time.perf_counter() - start < window or decodes == 0:
-        tokens += len(generate("sps", target, draft, path, prompt, n_tokens, seed=decodes).tokens)
+        tokens += len(generate(VANILLA, target, draft, path, prompt, n_tokens, seed=decodes).tokens)
         decodes += 1
     sync(ctx.device)
     reading = meter.stop()
