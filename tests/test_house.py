@@ -4,6 +4,8 @@
   markers and the per-family `base`/`task` aside);
 - one module outside the engine builds decoders (`mtad.generation`);
 - records spell a dtype one way (`provenance.dtype_name`);
+- every committed JSON result outside the cells is a file of one of the three kinds of
+  `mtad.result_files`, named for its kind or a stem of it;
 - no function in the package or the scripts is over sixty lines."""
 
 from collections import defaultdict
@@ -100,3 +102,26 @@ def test_no_function_is_over_sixty_lines():
         and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES
     ]
     assert long == []
+
+
+def committed_result_files() -> list[Path]:
+    """The committed JSON files under results/ outside the cells (runs/, verify/) and the local runs."""
+    import subprocess
+
+    listed = subprocess.run(["git", "ls-files", "results"], cwd=ROOT, capture_output=True, text=True).stdout
+    outside = ("results/runs/", "results/verify/", "results/local/")
+    return [ROOT / f for f in listed.split() if f.endswith(".json") and not f.startswith(outside)]
+
+
+def test_every_result_file_outside_the_cells_is_one_of_three_kinds():
+    from mtad.result_files import KINDS, read_file
+
+    files = committed_result_files()
+    assert files, "no committed result file found"
+    kinds = {}
+    for path in files:
+        kind = next((k for k in KINDS.values() if path.stem.startswith(k.name)), None)
+        assert kind is not None, f"{path.relative_to(ROOT)} is not named for a kind of mtad.result_files"
+        assert read_file(kind, path.parent, path.stem), f"{path.relative_to(ROOT)} holds no section"
+        kinds[kind.name] = kinds.get(kind.name, 0) + 1
+    assert len(KINDS) <= 3 and set(kinds) <= set(KINDS)
