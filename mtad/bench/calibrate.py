@@ -7,6 +7,7 @@ implies (the glossary's `per_token_alpha`)."""
 from __future__ import annotations
 
 from mtad.bench.rows import find_row
+from mtad.decoding.registry import VANILLA
 from mtad.metrics.acceptance_terms import per_token_alpha
 
 DENSE_DTYPES = ("float32", "bfloat16", "float16", "float64")  # a study's default target is one of these
@@ -89,7 +90,7 @@ def predictions(payload: dict, gamma: int, dtype: str) -> dict | None:
         "draft_ms": draft_ms,
         "by_alpha": {a: predicted_sps_speedup(a, gamma, draft_ms, step, verify) for a in (0.4, 0.6, 0.8)},
     }
-    sps = find_row(payload["rows"], "sps")
+    sps = find_row(payload["rows"], VANILLA)
     if sps and sps.get("acceptance_rate") is not None:
         # a block's accepted tokens: its tokens less the one the target adds to every block
         alpha = per_token_alpha(sps["block_efficiency"] - 1, gamma)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from mtad.bench.block_profile import HOST, host_ms, machine_rows
 from mtad.bench.goal_checks import AT_LEAST, SPEEDUP_GOALS, goals
+from mtad.decoding.registry import REFERENCE
 from mtad.markdown import md_table
 
 PROFILE_FILE = "profile.md"  # named in the text; the rows come from the profile section of bench.json beside it
@@ -67,9 +68,9 @@ def left_lines(payload: dict, profile: dict | None) -> list[str]:
     table = []
     for group in ("short", "long"):
         in_group = [r for r in rows if r["prompts"] == group]
-        sampling = next((r for r in in_group if r["method"] == "sampling"), None)
+        sampling = next((r for r in in_group if r["method"] == REFERENCE), None)
         if sampling is not None:
-            table += [_row(r, sampling["ms_per_token"]) for r in in_group if r["method"] != "sampling"]
+            table += [_row(r, sampling["ms_per_token"]) for r in in_group if r["method"] != REFERENCE]
     header = ["method", "prompts", "tokens/block", "block", "target", "draft", "host", "goal", "allowed", "over"]
     lines += ["", *md_table(header, table, "llrrrrlrrr")]
     return lines

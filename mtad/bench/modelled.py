@@ -17,6 +17,7 @@ the run's cost curve (``from_bench``, host work as sampling's), and on a memory-
 from __future__ import annotations
 
 from mtad.bench.rows import find_row
+from mtad.decoding.registry import REFERENCE
 from mtad.metrics.cost_model import (
     ACCELERATORS,
     DEFAULT_ACCELERATOR,
@@ -104,7 +105,7 @@ def isolated_profile(payload: dict, path: str) -> DeviceProfile | None:
     """This machine from the run's isolated forwards (its cost curve at the run's thread count), host
     work per call as sampling's time outside the forwards. None when the run has no such curve."""
     env = payload["environment"]
-    sampling = find_row(payload["rows"], "sampling", path)
+    sampling = find_row(payload["rows"], REFERENCE, path)
     if not payload.get("curve") or sampling is None:
         return None
     curves = [c for c in payload["curve"]["curves"] if c["path"] != "fast" or c.get("threads") == env.get("threads")]
@@ -130,7 +131,7 @@ def modelled_rows(payload: dict, accelerator: str = DEFAULT_ACCELERATOR) -> list
     out = []
     for path in ("eager", "fast"):
         rows = [r for r in payload["rows"] if r["impl"] == "ours" and r["path"] == path and not r.get("target_dtype")]
-        base = next((r for r in rows if r["method"] == "sampling" and r.get("counts")), None)
+        base = next((r for r in rows if r["method"] == REFERENCE and r.get("counts")), None)
         if base is None:
             continue
         host_ms = (payload.get("host_ms") or {}).get(path)  # a block profile times one path
@@ -139,7 +140,7 @@ def modelled_rows(payload: dict, accelerator: str = DEFAULT_ACCELERATOR) -> list
         isolated = isolated_profile(payload, path)
         baseline = Counts.of(base["counts"])
         for r in rows:
-            if r["method"] == "sampling" or not r.get("counts"):
+            if r["method"] == REFERENCE or not r.get("counts"):
                 continue
             counts = Counts.of(r["counts"])
             measured = r.get("speedup_vs_sampling")

@@ -19,7 +19,7 @@ from mtad.bench.llama_cpp import llama_cpp_unmeasured
 from mtad.bench.modelled import attach_host_profile, modelled_rows
 from mtad.bench.rows import find_row, tokens_per_s
 from mtad.decoding import SamplingParams
-from mtad.decoding.registry import specs
+from mtad.decoding.registry import REFERENCE, specs
 from mtad.markdown import fmt_number, fmt_ratio, md_row, md_rule, md_table
 from mtad.metrics.acceptance_terms import ACCEPTANCE_TERMS, terms_markdown
 from mtad.result_files import BENCH, read_section, write_section
@@ -190,12 +190,12 @@ def _llama_cpp_line(payload: dict) -> str:
 def _sampling_lines(payload: dict) -> list[str]:
     """Sampling per target beside HF eager generate() and llama.cpp (tokens/s)."""
     rows = payload["rows"]
-    hf = tokens_per_s(rows, "sampling", "eager", impl="hf")
+    hf = tokens_per_s(rows, REFERENCE, "eager", impl="hf")
     other_targets = [r for r in rows if r.get("target_dtype")]
     runs = [
-        (find_row(rows, "sampling"), f"ours, fast path, target {default_dtype(payload)}"),
+        (find_row(rows, REFERENCE), f"ours, fast path, target {default_dtype(payload)}"),
         *((r, f"ours, fast path, target {r['target_dtype']}") for r in other_targets if r["impl"] == "ours"),
-        (find_row(rows, "sampling", "eager", impl="hf"), f"HF eager generate(), target {default_dtype(payload)}"),
+        (find_row(rows, REFERENCE, "eager", impl="hf"), f"HF eager generate(), target {default_dtype(payload)}"),
         *((r, f"HF eager generate(), target {r['target_dtype']}") for r in other_targets if r["impl"] == "hf"),
     ]
     measured = [(text, r["tokens_per_s"]) for r, text in runs if r]
@@ -524,7 +524,7 @@ def _readme_reference_lines(payload: dict) -> list[str]:
     references = [
         f"{r['label']} {r['tokens_per_s']:.1f}"
         for r in rows
-        if r["method"] == "sampling"
+        if r["method"] == REFERENCE
         and (r["impl"] == "hf" or r["path"] != "fast" and not (r["variant"] or r["target_dtype"]))
     ]
     reduced = [f"{r['label']} {r['tokens_per_s']:.1f}" for r in rows if r["impl"] == "ours" and r["target_dtype"]]

@@ -27,7 +27,7 @@ from mtad.bench.rows import find_row
 from mtad.decode_stats import COUNTS, DecodeStats, host_seconds
 from mtad.decoding import DecoderParams, SpecInferParams
 from mtad.decoding.capabilities import reads_target_features
-from mtad.decoding.registry import specs
+from mtad.decoding.registry import REFERENCE, VANILLA, specs
 from mtad.decoding.static_kv import kernel_record, resolve_decode_path
 from mtad.devices import model_device, sync, torch_threads
 from mtad.generation import build_decoder, timed_generate
@@ -108,14 +108,14 @@ def default_configs(
     generate() on the float32 target too when the pair's target (`pair_dtype`) is another."""
     params = method_params(gamma)
     configs = [
-        Config("HF generate", "hf", "sampling", params["sampling"], "eager"),
-        Config("HF generate static+compile", "hf", "sampling", params["sampling"], "static+compile"),
+        Config("HF generate", "hf", REFERENCE, params[REFERENCE], "eager"),
+        Config("HF generate static+compile", "hf", REFERENCE, params[REFERENCE], "static+compile"),
     ]
     if pair_dtype != HF_REFERENCE_DTYPE:
         label = f"HF generate {HF_REFERENCE_DTYPE}"
-        configs.append(Config(label, "hf", "sampling", params["sampling"], "eager", HF_REFERENCE_DTYPE))
+        configs.append(Config(label, "hf", REFERENCE, params[REFERENCE], "eager", HF_REFERENCE_DTYPE))
     if assisted:
-        configs.append(Config("HF assisted", "hf", "sps", params["sps"], "eager"))
+        configs.append(Config("HF assisted", "hf", VANILLA, params[VANILLA], "eager"))
     for method, p in params.items():
         spec = specs()[method]
         configs += [Config(f"{method} {path}", "ours", method, p, path) for path in PATHS]
@@ -125,7 +125,7 @@ def default_configs(
         if compiled and spec.drafts in ("none", "chain"):  # sampling and SpS: one token or a chain per forward
             configs.append(Config(f"{method} compiled", "ours", method, p, "compiled"))
     for dtype in target_dtypes:
-        configs.append(Config(f"sampling fast {dtype}", "ours", "sampling", params["sampling"], "fast", dtype))
+        configs.append(Config(f"{REFERENCE} fast {dtype}", "ours", REFERENCE, params[REFERENCE], "fast", dtype))
     return configs
 
 
@@ -156,7 +156,7 @@ def run_hf(config: Config, target, draft, prompt: torch.Tensor, max_new_tokens: 
         compile_config = CompileConfig(dynamic=False)
         compile_config._compile_all_devices = True  # HF compiles on CUDA only unless told
         kwargs.update(cache_implementation="static", compile_config=compile_config)
-    if config.method == "sps":
+    if config.method == VANILLA:
         kwargs.update(assistant_model=draft)
         draft.generation_config.num_assistant_tokens = p.gamma
         draft.generation_config.num_assistant_tokens_schedule = "constant"  # fixed γ, not the dynamic schedule
@@ -293,7 +293,7 @@ def summarise(configs: list[Config], results: dict[str, list[Repetition]]) -> li
             continue
         variant = r.get("variant")
         eager = None if r.get("target_dtype") or variant else find_row(rows, r["method"], "eager")
-        base = find_row(rows, "sampling", r["path"])
+        base = find_row(rows, REFERENCE, r["path"])
         fixed = find_row(rows, r["method"], r["path"]) if variant else None
         if eager:
             r["vs_eager"] = r["tokens_per_s"] / eager["tokens_per_s"]
