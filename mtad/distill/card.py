@@ -15,6 +15,7 @@ from pathlib import Path
 
 import torch
 
+from .. import PACKAGE
 from ..metrics.acceptance_terms import ACCEPTANCE_TERMS
 from ..models.draft import read_draft_meta
 from ..models.head import read_head_meta
@@ -261,7 +262,7 @@ def refresh_measured(card: Path, results: Path, kind: str | None) -> bool:
 
     draft_file = card.with_suffix(".safetensors")
     with safe_open(str(draft_file), framework="pt") as f:
-        trained_tokens = json.loads((f.metadata() or {}).get("mtad", "{}")).get("trained_tokens")
+        trained_tokens = json.loads((f.metadata() or {}).get(PACKAGE, "{}")).get("trained_tokens")
     section = measured_lines(results, kind, trained_tokens)
     text = card.read_text()
     start, end = text.find("## Measured"), text.rfind(LICENCE)

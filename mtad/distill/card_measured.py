@@ -7,9 +7,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..decoding.registry import VANILLA
+from ..decoding.registry import label as method_label
 from ..markdown import fmt_percent, md_table
 from ..metrics.acceptance_terms import ACCEPTANCE_TERMS, terms_markdown
-from .draft_measurement import read_measurement
+from .draft_measurement import COMPARED, read_measurement
 
 E_ACCEPT, ALPHA = (ACCEPTANCE_TERMS[k].label for k in ("e_accept", "alpha"))
 
@@ -44,7 +46,7 @@ def measured_lines(results: Path | None, kind: str | None, trained_tokens) -> li
         for group, label in MEASURED_GROUPS.items()
         if (g := groups.get(group))
     ]
-    be = [f"{m} block efficiency" for m in BE_METHODS]
+    be = [f"{method_label(m)} block efficiency" for m in COMPARED]
     header = ["kind of request", E_ACCEPT, f"SpS {ALPHA}", *be, "SpS vs sampling"]
     met = r["goals"]["met"]
     return [
@@ -61,21 +63,20 @@ def measured_lines(results: Path | None, kind: str | None, trained_tokens) -> li
     ]
 
 
-BE_METHODS = ("SpS", "MTAD", "MMTAD")
 MEASURED_GROUPS = {"trained": "(a) kinds trained on, held-out subjects", "unseen": "(b) kinds never trained on"}
 
 
 def _measured_row(label: str, accept: float, alpha: float, block_efficiency: dict, speedup: dict) -> list[str]:
     """E[accept], SpS's α, each method's block efficiency and SpS's speed-up over sampling."""
-    be = (f"{block_efficiency[m.lower()]:.2f}" for m in BE_METHODS)
-    return [label, f"{accept:.3f}", f"{alpha:.3f}", *be, f"{speedup['sps']:.2f}x"]
+    be = (f"{block_efficiency[m]:.2f}" for m in COMPARED)
+    return [label, f"{accept:.3f}", f"{alpha:.3f}", *be, f"{speedup[VANILLA]:.2f}x"]
 
 
 def _kind_row(kind: str, fam: dict) -> list[str]:
     """`_measured_row` of one kind of request (its figures stored by method)."""
     d = fam["decoding"]
     be, speedup = ({m: d[m][key] for m in d} for key in ("block_efficiency", "speedup_vs_sampling"))
-    return _measured_row(kind, fam["distribution"]["accept_paper"], d["sps"]["alpha"], be, speedup)
+    return _measured_row(kind, fam["distribution"]["accept_paper"], d[VANILLA]["alpha"], be, speedup)
 
 
 def _gap_lines(groups: dict) -> list[str]:

@@ -29,13 +29,14 @@ from pathlib import Path
 import torch
 
 from ..decoding.capabilities import reads_target_features
-from ..decoding.registry import specs
+from ..decoding.registry import REFERENCE, VANILLA, label, specs
 from ..decoding.sampling import SAMPLING_PARAMS
 from ..generation import build_decoder, seeded, timed_generate
 from ..markdown import fmt_number, fmt_percent, md_row, md_rule, md_table, with_bounds
 from ..metrics.acceptance_terms import ACCEPTANCE_TERMS, per_token_alpha, terms_markdown
 from ..metrics.speed import aggregate_speed
 from ..models.draft import LlamaDraftForCausalLM
+from ..paper import APPROXIMATORS, MMTAD, MTAD
 from ..result_files import DRAFT, read_section, write_section
 from .corpus import PAPER_SETTING, encode, sample_answers
 from .kinds import ALL_KINDS, UNSEEN_KINDS, draw
@@ -50,6 +51,9 @@ def decoding_methods() -> dict:
 
 # the reports' column labels, from the one glossary of acceptance figures
 E_ACCEPT, ALPHA, ACCEPTED = (ACCEPTANCE_TERMS[k].label for k in ("e_accept", "alpha", "acceptance_rate"))
+# the draft report's columns (the groups' tables, the results page, the draft card): the methods the
+# draft card compares, vanilla SpS beside the paper's two
+COMPARED = (VANILLA, MTAD, MMTAD)
 GOALS = {"alpha_chat": 0.6, "alpha_each_trained_kind": 0.5, "alpha_each_unseen_kind": 0.45, "draft_cost_ratio": 0.08}
 
 
@@ -109,8 +113,8 @@ def totals(stats: list, method: str) -> dict:
     of a block are not that model, so the others carry no alpha (— in the tables)."""
     row = aggregate_speed(s if isinstance(s, dict) else s.as_dict() for s in stats)
     mean_accepted = row["mean_accept_length"]
-    chain = method == "sps" and mean_accepted is not None
-    return row | {"alpha": per_token_alpha(mean_accepted, decoding_methods()["sps"].gamma) if chain else None}
+    chain = method == VANILLA and mean_accepted is not None
+    return row | {"alpha": per_token_alpha(mean_accepted, decoding_methods()[VANILLA].gamma) if chain else None}
 
 
 def decode_family(
@@ -124,8 +128,8 @@ def decode_family(
     stats = {name: {m: [] for m in methods} for name in drafts}
     for i, prompt in enumerate(prompts):
         ids = torch.tensor(prompt)[None]
-        runs = [("sampling", None, None)] + [
-            (m, name, d) for name, d in drafts.items() for m in methods if m != "sampling"
+        runs = [(REFERENCE, None, None)] + [
+            (m, name, d) for name, d in drafts.items() for m in methods if m != REFERENCE
         ]
         for method, name, draft in runs:
             dec = build_decoder(method, target, draft, decode_path, methods[method])
@@ -141,7 +145,7 @@ def rows_of(by_method: dict) -> dict:
     as_dicts = {m: [s if isinstance(s, dict) else s.as_dict() for s in runs] for m, runs in by_method.items()}
     rows = {m: totals(runs, m) for m, runs in as_dicts.items()}
     for m, row in rows.items():
-        row["speedup_vs_sampling"] = row["tokens_per_s"] / rows["sampling"]["tokens_per_s"]
+        row["speedup_vs_sampling"] = row["tokens_per_s"] / rows[REFERENCE]["tokens_per_s"]
         row["requests"] = as_dicts[m]
     return rows
 
@@ -171,7 +175,7 @@ def group_means(families: dict) -> dict:
         out[group] = {
             "kinds": kinds,
             "accept_paper": sum(r["distribution"]["accept_paper"] for r in rows) / len(rows),
-            "alpha_sps": sum(r["decoding"]["sps"]["alpha"] or 0.0 for r in rows) / len(rows),
+            "alpha_sps": sum(r["decoding"][VANILLA]["alpha"] or 0.0 for r in rows) / len(rows),
             "block_efficiency": {
                 m: sum(r["decoding"][m]["block_efficiency"] for r in rows) / len(rows) for m in methods
             },
@@ -190,9 +194,9 @@ def kind_figures(family: dict, idx, methods: list[str]) -> list[float]:
     dist = [family["distribution"]["requests"][i] for i in idx]
     accept = sum(r["accept_paper_sum"] for r in dist) / max(sum(r["positions"] for r in dist), 1)
     rows = {m: totals([family["decoding"][m]["requests"][i] for i in idx], m) for m in methods}
-    speed = {m: rows[m]["tokens_per_s"] / rows["sampling"]["tokens_per_s"] for m in methods}
+    speed = {m: rows[m]["tokens_per_s"] / rows[REFERENCE]["tokens_per_s"] for m in methods}
     return (
-        [accept, rows["sps"]["alpha"] or 0.0]
+        [accept, rows[VANILLA]["alpha"] or 0.0]
         + [rows[m]["block_efficiency"] for m in methods]
         + [speed[m] for m in methods]
     )
@@ -248,7 +252,7 @@ def goals_met(result: dict) -> dict[str, bool]:
     fam = result["families"]
 
     def alpha(f: str) -> float:
-        return fam[f]["decoding"]["sps"]["alpha"] or 0.0
+        return fam[f]["decoding"][VANILLA]["alpha"] or 0.0
 
     trained, unseen = [f for f in fam if f not in UNSEEN_KINDS], [f for f in fam if f in UNSEEN_KINDS]
     return {
@@ -256,7 +260,7 @@ def goals_met(result: dict) -> dict[str, bool]:
         "alpha_each_trained_kind": all(alpha(f) >= GOALS["alpha_each_trained_kind"] for f in trained),
         "alpha_each_unseen_kind": all(alpha(f) >= GOALS["alpha_each_unseen_kind"] for f in unseen),
         "mtad_at_least_sps": all(
-            fam[f]["decoding"]["mtad"]["block_efficiency"] >= fam[f]["decoding"]["sps"]["block_efficiency"] for f in fam
+            fam[f]["decoding"][MTAD]["block_efficiency"] >= fam[f]["decoding"][VANILLA]["block_efficiency"] for f in fam
         ),
         "draft_cost_ratio": result["cost"]["draft_over_target"] <= GOALS["draft_cost_ratio"],
     }
@@ -295,11 +299,13 @@ def measure(target, tokenizer, drafts: dict, decode_path: str, per_family: int, 
 
 
 def _setting_heading() -> str:
-    p = decoding_methods()
-    return (
-        f"## Decoding at the paper's setting (gamma {p['sps'].gamma}; SpecTr {p['spectr'].num_drafts} drafts; "
-        f"SpecInfer {p['specinfer'].k_config}; MTAD/MMTAD W {p['mtad'].beam_width}, tau {p['mtad'].threshold})"
-    )
+    """The decoding section's heading: the drafts' shapes at the methods' defaults, SpS's γ, every lossless
+    method's number of chains (SpecTr) or tree (SpecInfer), the paper's methods' beams."""
+    p, s = decoding_methods(), specs()
+    chains = [f"{s[m].label} {p[m].num_drafts} drafts" for m in s if s[m].lossless and s[m].drafts == "chains"]
+    trees = [f"{s[m].label} {p[m].k_config}" for m in s if s[m].lossless and s[m].drafts == "tree"]
+    beams = f"{'/'.join(s[m].label for m in APPROXIMATORS)} W {p[MTAD].beam_width}, tau {p[MTAD].threshold}"
+    return f"## Decoding at the paper's setting ({'; '.join([f'gamma {p[VANILLA].gamma}', *chains, *trees, beams])})"
 
 
 def _ci(value: float, interval: list | None, digits: int = 3, unit: str = "") -> str:
@@ -314,20 +320,19 @@ def group_cells(r: dict, group: str) -> tuple[str, str, str, str]:
     g, ci = r["groups"][group], (r.get("intervals") or {}).get(group, {})
     be, sp = g["block_efficiency"], g["speedup_vs_sampling"]
     be_ci, sp_ci = ci.get("block_efficiency", {}), ci.get("speedup_vs_sampling", {})
-    three = ("sps", "mtad", "mmtad")
     return (
         _ci(g["accept_paper"], ci.get("accept_paper")),
         _ci(g["alpha_sps"], ci.get("alpha_sps")),
-        " / ".join(_ci(be[m], be_ci.get(m), 2) for m in three),
-        " / ".join(_ci(sp[m], sp_ci.get(m), 2, "×") for m in three),
+        " / ".join(_ci(be[m], be_ci.get(m), 2) for m in COMPARED),
+        " / ".join(_ci(sp[m], sp_ci.get(m), 2, "×") for m in COMPARED),
     )
 
 
 def group_table(drafts: dict) -> list[str]:
     """(a) kinds trained on, held-out subjects; (b) kinds never trained on; and the gap; 95%
     bootstrap intervals over requests in brackets."""
-    header = ["draft", "group", "kinds", E_ACCEPT, f"SpS {ALPHA}", "BE sps / mtad / mmtad"]
-    header += ["vs sampling sps / mtad / mmtad"]
+    columns = " / ".join(COMPARED)
+    header = ["draft", "group", "kinds", E_ACCEPT, f"SpS {ALPHA}", f"BE {columns}", f"vs {REFERENCE} {columns}"]
     return [
         "",
         "## Requests of the kinds trained on (held-out subjects) against kinds never trained on",
@@ -397,7 +402,7 @@ def _decoding_lines(drafts: dict) -> list[str]:
         for f in _families(drafts)
         for i, (name, r) in enumerate(drafts.items())
         for m, row in r["families"][f]["decoding"].items()
-        if not (m == "sampling" and i)
+        if not (m == REFERENCE and i)
     ]
     header = ["family", "draft", "method", "block efficiency", ACCEPTED, ALPHA, "tokens/s", "vs sampling"]
     return ["", _setting_heading(), "", *md_table(header, rows)]
@@ -407,7 +412,7 @@ def _decoding_row(family: str, name: str, method: str, row: dict) -> list:
     """A method's block efficiency, acceptance (— where it drafts nothing), speed and speed-up."""
     return [
         family,
-        "—" if method == "sampling" else name,
+        "—" if method == REFERENCE else name,
         method,
         f"{row['block_efficiency']:.2f}",
         fmt_number(row["acceptance_rate"], "{:.3f}", missing="—"),
@@ -465,18 +470,19 @@ def readme_block(result: dict, name: str | None = None) -> str:
     env = result["environment"]
     isa = "/".join(env.get("cpu_isa") or []) or "instruction sets not recorded"
     p = decoding_methods()
+    labels = " / ".join(label(m) for m in COMPARED)
     lines = [
         README_BEGIN,
         f"**Measured** (`make measure-draft`, `results/draft/measure.md`: draft `{r['file']}`, "
         f"{r['meta'].get('trained_tokens', '?')} trained tokens; {result['per_family']} held-out requests of each "
         f"of the {len(r['families'])} kinds, ≤ {result['max_new_tokens']} new tokens, the paper's setting, "
-        f"γ = {p['sps'].gamma}, W = {p['mtad'].beam_width}, τ = {p['mtad'].threshold}, {result['threads']} torch "
+        f"γ = {p[VANILLA].gamma}, W = {p[MTAD].beam_width}, τ = {p[MTAD].threshold}, {result['threads']} torch "
         f"thread(s), {result['target_dtype']} target, {result['decode_path']} decode path; "
         f"{env['machine']}, {isa}; E[accept] teacher-forced on target answers, α from SpS's accepted "
         "lengths, BE = block efficiency):",
         "",
         *md_table(
-            ["requests", E_ACCEPT, f"SpS {ALPHA}", "BE SpS / MTAD / MMTAD", "tokens/s vs sampling, SpS / MTAD / MMTAD"],
+            ["requests", E_ACCEPT, f"SpS {ALPHA}", f"BE {labels}", f"tokens/s vs {REFERENCE}, {labels}"],
             (
                 [f"{label} ({len(r['groups'][group]['kinds'])})", *group_cells(r, group)]
                 for group, label in README_GROUPS.items()
@@ -486,7 +492,7 @@ def readme_block(result: dict, name: str | None = None) -> str:
     ]
     if r.get("intervals"):
         lines += ["", "In brackets: 95% bootstrap intervals, requests resampled within each kind."]
-    alphas = {f: fam["decoding"]["sps"]["alpha"] or 0.0 for f, fam in r["families"].items()}
+    alphas = {f: fam["decoding"][VANILLA]["alpha"] or 0.0 for f, fam in r["families"].items()}
     low, high = min(alphas, key=alphas.get), max(alphas, key=alphas.get)
     met = [k for k, ok in r["goals"]["met"].items() if ok]
     lines += [

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from mtad.decoding.registry import study_methods
+from mtad.decoding.registry import REFERENCE, study_methods
 from mtad.markdown import fmt_count_range, fmt_ratio, md_table, with_bounds
 from mtad.metrics.acceptance_terms import terms_markdown
 from mtad.provenance import read_stamp, stamp_label
@@ -96,7 +96,7 @@ def table2_section(results: Path) -> list[str]:
         *md_table(["method", *tasks], rows),
         "",
     ]
-    drafting = df[df["method"] != "sampling"].dropna(subset=["block_efficiency"])
+    drafting = df[df["method"] != REFERENCE].dropna(subset=["block_efficiency"])
     if len(drafting):
         best_be = drafting.loc[drafting.groupby("task", sort=False)["block_efficiency"].idxmax()]
         timed = df.dropna(subset=["tokens_per_s"])
