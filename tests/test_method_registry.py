@@ -22,11 +22,6 @@ PACKAGE = Path(__file__).resolve().parents[1] / "mtad"
 
 # (file, the study methods a literal names) -> why that file names them itself
 ALLOWED_TABLES = {
-    ("bench/goal_checks.py", ("sps", "mtad")): "the bench's goals, each set for the methods it names",
-    (
-        "distill/draft_measurement.py",
-        ("sps", "mtad", "mmtad"),
-    ): ("the draft report's columns: the methods the draft card compares"),
     ("paper.py", ("mtad", "mmtad")): "the paper's statement of which methods approximate exact MTJD (C5)",
 }
 
@@ -234,3 +229,29 @@ def test_the_readme_example_method_runs_as_a_cell(tmp_path, monkeypatch):
     plan = run_tiny_cell(tmp_path / "runs", "greedy", extra=(f"hydra.searchpath=[file://{tmp_path / 'conf'}]",))
     result = json.loads((plan.cell.directory / "metrics.json").read_text())
     assert result["status"] == "complete" and result["examples"] == 2 and result["block_efficiency"] == 1.0
+
+
+def modules_spelling(root: Path, names: set[str]) -> dict[str, set[str]]:
+    """For each of `names`, the files under `root` holding it as a string constant."""
+    found = {name: set() for name in names}
+    for path in root.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in found:
+                found[node.value].add(path.relative_to(root).as_posix())
+    return found
+
+
+def test_a_method_name_is_spelled_in_its_module_the_registry_and_the_paper_alone():
+    """A method's facts live in its record: other modules take a name from the registry (REFERENCE,
+    VANILLA, the specs) or from the paper's statement (MTAD, MMTAD), so renaming a method is its module,
+    its config and these two."""
+    allowed = {"decoding/registry.py", "paper.py"}
+    found = modules_spelling(PACKAGE, set(specs(study_only=False)))
+    beyond = {name: sorted(files - allowed - {f"decoding/{name}.py"}) for name, files in found.items()}
+    assert {name: files for name, files in beyond.items() if files} == {}
+
+
+def test_the_spelling_check_finds_a_name(tmp_path):
+    (tmp_path / "a.py").write_text('X = "sps"\nY = f"{X}_tokens"\n')
+    (tmp_path / "b.py").write_text("Z = 1\n")
+    assert modules_spelling(tmp_path, {"sps", "mtad"}) == {"sps": {"a.py"}, "mtad": set()}
