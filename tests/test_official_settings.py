@@ -35,22 +35,27 @@ def test_mtad_runs_with_either_weighting_and_refuses_another():
         get_decoder("mtad", target=target, draft=draft, beam_weighting="uniform")
 
 
-def test_the_block_rule_keeps_the_block_an_eos_came_in():
-    model = tiny_llama(0, vocab=8)  # q = p: every block of γ + 1 tokens is accepted
-    differ = 0
-    for seed in range(12):
+def test_the_block_rule_is_the_official_window_over_the_sequence():
+    """The official loop stops after a block once an EOS is among the sequence's last γ tokens, and
+    keeps the block: with q = p every block is γ + 1 tokens, so an EOS opening a block falls outside
+    the window and the generation goes on (until a later window holds it, or the length runs out)."""
+    model, gamma, eos_id, n = tiny_llama(0, vocab=8), 4, 5, 40  # q = p: every block of γ + 1 is accepted
+    missed = 0
+    for seed in range(16):
         runs = {
-            rule: get_decoder("sps", target=model, draft=model, gamma=4)
-            .generate(PROMPT, 40, eos_token_id=5, generator=torch.Generator().manual_seed(seed), stop_rule=rule)
+            rule: get_decoder("sps", target=model, draft=model, gamma=gamma)
+            .generate(PROMPT, n, eos_token_id=eos_id, generator=torch.Generator().manual_seed(seed), stop_rule=rule)
             .tokens
             for rule in ("eos", "block")
         }
         eos, block = runs["eos"], runs["block"]
         assert block[: len(eos)] == eos  # the same draws up to the first EOS
-        if 5 in eos:
-            assert eos[-1] == 5 and len(block) - len(eos) <= 4  # the rest of that block, at most γ tokens
-            differ += len(block) > len(eos)
-    assert differ  # some EOS came before the end of its block
+        sequence = PROMPT[0].tolist() + block
+        ends = [len(PROMPT[0]) + min(k, n) for k in range(gamma + 1, n + gamma + 1, gamma + 1)]  # after each block
+        stops = [end for end in ends if end <= len(sequence) and eos_id in sequence[end - gamma : end]]
+        assert len(sequence) == (stops[0] if stops else len(PROMPT[0]) + n)  # the first block whose window holds one
+        missed += eos_id in eos and len(block) > len(eos) + gamma  # an EOS opened a block, and was missed
+    assert missed  # the window's blind spot is exercised
     with pytest.raises(ValueError, match="stop_rule must be one of"):
         get_decoder("sampling", target=model).generate(PROMPT, 4, stop_rule="never")
 

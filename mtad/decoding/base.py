@@ -181,8 +181,10 @@ class Decoder:
         stop_rule: str = "eos",
     ) -> DecodeOutput:
         """``stop_rule`` (one of ``STOP_RULES``): ``eos`` ends the output at its first EOS, dropping
-        the rest of the block it came in; ``block`` (the official implementation's) stops after the
-        block in which an EOS appears and keeps all of it, EOS and the tokens after it."""
+        the rest of the block it came in; ``block`` is the official implementation's: after each block
+        it stops if an EOS is among the sequence's last ``draft_depth`` tokens (γ; the prompt counts),
+        keeping the whole block. An EOS that opens a block of γ + 1 lies outside that window and is
+        missed, as there."""
         check_generate_args(input_ids, max_new_tokens, stop_rule, self.target)
         eos = {eos_token_id} if isinstance(eos_token_id, int) else set(eos_token_id or ())
         self.generator = generator
@@ -240,6 +242,9 @@ class Decoder:
         if ended and stop_rule == "eos":  # tokens after EOS inside a block are dropped, not counted
             emitted = emitted[: first_eos + 1]
         self._commit(emitted)
+        if stop_rule == "block":  # the official loop's test: an EOS among the sequence's last γ tokens
+            window = self.seq[max(0, self.length - self.params.draft_depth) : self.length].tolist()
+            ended = any(tok in eos for tok in window)
         tokens.extend(emitted)
         kept = min(step.accepted, len(emitted))
         stats.drafted += step.drafted

@@ -47,6 +47,12 @@ class DecoderParams:
         """Each parameter's default value, in field order."""
         return {f.name: f.default for f in fields(cls)}
 
+    @property
+    def draft_depth(self) -> int:
+        """The most tokens a block drafts along one path (γ, a tree's depth); 1 for a method that drafts
+        none (a block is one token): the official stop rule's window (`Decoder.generate`)."""
+        return 1
+
 
 @dataclass(frozen=True)
 class SamplingFields(DecoderParams):
@@ -76,6 +82,10 @@ class ChainFields(DecoderParams):
     def __post_init__(self) -> None:
         check_positive_int("gamma", self.gamma)
         super().__post_init__()
+
+    @property
+    def draft_depth(self) -> int:
+        return self.gamma
 
 
 @dataclass(frozen=True)
@@ -129,6 +139,10 @@ class SpecInferFields(DecoderParams):
                 f"children, got {self.node_budget}"
             )
         super().__post_init__()
+
+    @property
+    def draft_depth(self) -> int:
+        return len(self.k_config)
 
 
 @dataclass(frozen=True)
