@@ -117,6 +117,12 @@ def discard(root: Path) -> None:
         stamp.unlink()
 
 
+def every_stamp(root: Path) -> dict[str, dict]:
+    """The steps' stamps under results/ by step name (the regeneration's own record left out)."""
+    names = [path.name for path in (root / "results" / STAMPS).glob("*") if path.name != RECORD]
+    return {name: stamp for name in names if (stamp := read_stamp(root / "results", name))}
+
+
 def check_may_go_on(req: Request, code: str, record: dict | None, stamps: dict[str, dict | None]) -> bool:
     """Whether the regeneration recorded goes on (True: its steps done stay done) or one begins (False:
     nothing of one at this code state, no step stamped at it and no step output changed); Refused
@@ -127,7 +133,8 @@ def check_may_go_on(req: Request, code: str, record: dict | None, stamps: dict[s
     other_pin = bool(req.target_dtype) and req.target_dtype != pin
     if current and not other_pin and all(is_done(stamps[step], code, pin) for step in req.steps):
         return True
-    stamped = [step for step in req.steps if (stamps[step] or {}).get("code") == code]
+    # every step stamped at this code, not only those asked for: `RESULT_STEPS` may name the rest alone
+    stamped = sorted(name for name, stamp in every_stamp(req.root).items() if stamp.get("code") == code)
     changed = changed_outputs(req.root)
     if not stamped and not changed:
         return False
@@ -196,10 +203,16 @@ def group_redo(req: Request, stamps: dict, code: str, pin: str | None, machine: 
     return redo
 
 
+def make_command(req: Request, target: str) -> list[str]:
+    """`make <target>`; a dry run asked by DRY_RUN=1 (not `make -n`) has no -n in MAKEFLAGS for the
+    sub-make to inherit, so it is given one."""
+    return [req.make, "--no-print-directory", *(["-n"] if req.dry_run else []), target]
+
+
 def run_step(req: Request, step: str, pin: str | None) -> None:
-    """`make <step>` with the step arguments, every process it starts under the pinned dtype; under
-    `make -n` the sub-make inherits the dry run from MAKEFLAGS and only prints its commands."""
-    command = [req.make, "--no-print-directory", step, *req.step_args]
+    """`make <step>` with the step arguments, every process it starts under the pinned dtype; under a
+    dry run (`make -n results` or DRY_RUN=1) the step's make only prints its commands."""
+    command = [*make_command(req, step), *req.step_args]
     say(f"{step} (make {shlex.join(command[2:])}{f', MTAD_TARGET_DTYPE={pin}' if pin else ''})")
     env = os.environ | ({"MTAD_TARGET_DTYPE": pin} if pin else {})
     status = subprocess.run(command, cwd=req.root, env=env).returncode
@@ -254,7 +267,7 @@ def regenerate(req: Request) -> None:
         commit = head_commit(req.root)
         run_step(req, step, pin)
         stamp_step(req, step, code, commit, machine, pin)
-    if subprocess.run([req.make, "--no-print-directory", "results-readme"], cwd=req.root).returncode:
+    if subprocess.run(make_command(req, "results-readme"), cwd=req.root).returncode:
         raise Refused("every step done, but `make results-readme` failed")
     if req.dry_run:
         say("dry run: no step was run or stamped")

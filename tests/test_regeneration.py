@@ -150,6 +150,20 @@ def test_a_regeneration_pins_what_auto_means_here_unless_a_dtype_is_named(repo, 
     assert ran(repo) == ["step-a bfloat16", "step-a bfloat16", "step-a float64"] and len(calls) == 1
 
 
+def test_the_steps_still_to_do_named_alone_go_on_with_the_regeneration_under_way(repo, monkeypatch, tmp_path_factory):
+    monkeypatch.setenv("MTAD_CACHE", str(tmp_path_factory.mktemp("cache")))
+    calls = []
+    monkeypatch.setattr(dtype_choice, "time_dtypes", fake_costs("bfloat16", calls))
+    on(repo, "A", "step-a", target_dtype="float32")
+    began = stamp(repo, "regeneration")
+    commit_all(repo)  # a sitting's results committed: nothing uncommitted tells of the regeneration
+    on(repo, "B", "step-b")  # RESULT_STEPS naming the step still to do alone, on another machine
+    assert ran(repo) == ["step-a float32", "step-b float32"] and calls == []  # its pin, not auto's here
+    assert stamp(repo, "regeneration") == began
+    with pytest.raises(Refused, match="would mix dtypes"):
+        on(repo, "B", "step-b", target_dtype="bfloat16")
+
+
 def test_make_results_runs_the_regeneration_and_make_n_stamps_nothing(repo):
     (repo / "Makefile").write_text((REPO / "Makefile").read_text() + STEPS)
     (repo / "pyproject.toml").write_text("")
@@ -167,6 +181,9 @@ def test_make_results_runs_the_regeneration_and_make_n_stamps_nothing(repo):
     assert (
         dry.returncode == 0 and "would stamp step-b" in dry.stdout and 'echo "step-a $MTAD_TARGET_DTYPE"' in dry.stdout
     )
+    assert not (repo / "results" / ".stamps").exists() and not (repo / "results" / "ran").exists()
+    dry = make("DRY_RUN=1", "TARGET_DTYPE=float32")  # the Makefile's switch: no -n in MAKEFLAGS
+    assert dry.returncode == 0 and "would stamp step-b" in dry.stdout and "dry run: no step was run" in dry.stdout
     assert not (repo / "results" / ".stamps").exists() and not (repo / "results" / "ran").exists()
     assert make("-s", "TARGET_DTYPE=float32").returncode == 0 and ran(repo) == ["step-a float32", "step-b float32"]
     assert stamp(repo, "step-b")["machine"] == "A"
