@@ -2,7 +2,7 @@
 
 A subject (a topic, a table, a passage, a product: whatever a request is about) is held out when
 its key hashes into one fifth of the space. The chat task's evaluation prompts (`tasks.prompts`)
-draw only held-out subjects; the distillation corpus (`distill.requests`, `distill.sources`)
+draw only held-out subjects; the distillation corpus (`tasks.heldout.requests`, `tasks.heldout.sources`)
 draws only the others, so no evaluation prompt can be drawn for training.
 """
 

@@ -466,9 +466,9 @@ def round_requests(args, cfg: dict, workdir: Path) -> int:
 
     from mtad.distill.answers import DATASET_DIR, read_rows
     from mtad.distill.gpu_round import draw_requests, write_bundle
-    from mtad.distill.installed_text import fingerprint
     from mtad.distill.pipeline import heldout_path, load_heldout
     from mtad.models.gguf_cache import ensure_converted
+    from mtad.tasks.heldout.installed_text import fingerprint
 
     if not args.bundle:
         raise SystemExit("round-requests needs --bundle (the file to write)")

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from mtad.decoding.logits import logits_to_probs
-from mtad.distill import DistillConfig, Trainer, pair_stats, produce, sources
+from mtad.distill import DistillConfig, Trainer, pair_stats, produce
 from mtad.distill.corpus import Corpus, make_chunk, sample_answers, score
 from mtad.distill.objectives import LOSSES, get_loss, kl_paper, tv_paper
 from mtad.distill.training import (
@@ -23,6 +23,7 @@ from mtad.distill.training import (
 from mtad.models.draft import build_draft_from_target
 from mtad.models.tiny import tiny_model, tiny_tokenizer
 from mtad.split import held_out
+from mtad.tasks.heldout import sources
 
 torch.set_num_threads(1)
 

@@ -5,8 +5,8 @@ import random
 
 import pytest
 
-from mtad.distill import kinds
-from mtad.distill.sources import FAMILIES
+from mtad.tasks.heldout import kinds
+from mtad.tasks.heldout.sources import FAMILIES
 
 
 def test_the_catalogue_holds_the_task_families_and_keeps_the_unseen_kinds_out_of_training():
@@ -26,7 +26,7 @@ def test_every_kind_draws_items_of_its_own_name_and_unknown_kinds_list_the_valid
 
 
 def test_real_prose_answers_a_request_with_an_installed_passage_on_its_own_side_of_the_split():
-    from mtad.distill.requests import short_passages, split
+    from mtad.tasks.heldout.requests import short_passages, split
 
     rng = random.Random(1)
     train = {p.text for p in split(short_passages, False)}

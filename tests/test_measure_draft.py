@@ -1,37 +1,36 @@
-"""The draft measurement on the tiny target with both draft kinds: every family and method, counts
-that add up, goals judged per draft."""
+"""The draft measurement on the tiny target with both draft kinds, as cells: every kind and method,
+counts that add up, figures read back from the cells, goals judged per draft."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from mtad.distill.draft_measurement import (
-    GOALS,
-    decoding_methods,
-    goals_met,
-    markdown,
-    measure,
-)
-from mtad.distill.kinds import ALL_KINDS, UNSEEN_KINDS
+from mtad.distill.draft_measurement import GOALS, decoding_methods, goals_met, markdown
 from mtad.metrics.acceptance_terms import per_token_alpha
-from mtad.models import load_pair
-from mtad.models.pairs import load_draft_model, pair_config
+from mtad.tasks.heldout.kinds import ALL_KINDS, UNSEEN_KINDS
 
 torch.set_num_threads(1)
+TINY = ["pair=tiny_llama", "task.per_kind=1", "task.max_new_tokens=6", "threads=1", "progress=false"]
 
 
 @pytest.fixture(scope="module")
-def result():
-    pair = load_pair("tiny_llama")
-    head, _ = load_draft_model(pair_config("tiny_llama_head"), pair.target)
-    return measure(
-        pair.target, pair.tokenizer, {"layers": pair.draft, "head": head}, "fast", per_family=1, max_new=6, seed=0
-    )
+def cells(tmp_path_factory):
+    from mtad.experiments.drafts import measure
+
+    root = tmp_path_factory.mktemp("runs")
+    overrides = [*TINY, f"results_root={root}"]
+    return root, overrides, measure(overrides, compare=["tiny_llama_head"], progress=False)
+
+
+@pytest.fixture(scope="module")
+def result(cells):
+    return cells[2]
 
 
 def test_every_family_method_and_draft_is_measured(result):
-    assert set(result["drafts"]) == {"layers", "head"} and result["drafts"]["head"]["kind"] == "head"
+    assert set(result["drafts"]) == {"tiny_llama", "tiny_llama_head"}
+    assert result["drafts"]["tiny_llama_head"]["kind"] == "head" and result["drafts"]["tiny_llama"]["kind"] == "layers"
     for name, r in result["drafts"].items():
         assert set(r["families"]) == set(ALL_KINDS)
         for fam in r["families"].values():
@@ -45,17 +44,38 @@ def test_every_family_method_and_draft_is_measured(result):
             assert 0.0 <= fam["distribution"]["accept_paper"] <= 1.0 and fam["distribution"]["positions"] > 0
         assert r["cost"]["draft_step_ms"] > 0 and r["cost"]["target_step_ms"] > 0
     # one sampling run per prompt, shared: both drafts' tables carry the same tokens
-    layers, head = (result["drafts"][n]["families"]["chat"]["decoding"]["sampling"] for n in ("layers", "head"))
+    layers, head = (result["drafts"][n]["families"]["chat"]["decoding"]["sampling"] for n in LAYERS_HEAD)
     assert layers["new_tokens"] == head["new_tokens"]
     # the drafts differ, so their teacher-forced agreement does too
     assert (
-        result["drafts"]["layers"]["families"]["chat"]["distribution"]["tv"]
-        != result["drafts"]["head"]["families"]["chat"]["distribution"]["tv"]
+        result["drafts"]["tiny_llama"]["families"]["chat"]["distribution"]["tv"]
+        != result["drafts"]["tiny_llama_head"]["families"]["chat"]["distribution"]["tv"]
     )
 
 
+LAYERS_HEAD = ("tiny_llama", "tiny_llama_head")
+
+
+def test_the_figures_are_read_from_ordinary_cells_and_a_rerun_resumes_them(cells):
+    """Each (pair, method) is a cell of experiment=draft on the heldout task; its records hold every
+    request of every kind once, and a second run generates nothing and reads the same figures."""
+    from mtad.experiments.drafts import measure
+    from mtad.records import read_records
+
+    root, overrides, first = cells
+    methods = list(decoding_methods())
+    found = [p.parent.relative_to(root).parts for p in root.rglob("metrics.json")]
+    assert all(f[:1] == ("draft",) and f[2] == "heldout" for f in found)
+    assert sorted(f[1] for f in found) == ["tiny_llama"] * len(methods) + ["tiny_llama_head"] * (len(methods) - 1)
+    records = read_records(next(p for p in root.rglob("samples.jsonl") if "/tiny_llama/heldout/sps" in p.as_posix()))
+    assert sorted(r["id"].split("-")[0] for r in records) == sorted(ALL_KINDS)
+    again = measure(overrides, compare=["tiny_llama_head"], progress=False)
+    for name in LAYERS_HEAD:
+        assert again["drafts"][name]["families"] == first["drafts"][name]["families"]
+
+
 def test_goals_follow_the_numbers(result):
-    r = result["drafts"]["head"]
+    r = result["drafts"]["tiny_llama_head"]
     met = goals_met(r)
     chat_alpha = r["families"]["chat"]["decoding"]["sps"]["alpha"]
     assert met["alpha_chat"] == (chat_alpha >= GOALS["alpha_chat"])
@@ -69,8 +89,8 @@ def test_goals_follow_the_numbers(result):
     assert goals_met(forged)["alpha_chat"] and goals_met(forged)["alpha_each_trained_kind"]
     assert goals_met(forged)["alpha_each_unseen_kind"]
     text = markdown(result, ["# x"])
-    assert "| chat | head | sps |" in text and "| chat | layers | sps |" in text and "| chat | — | sampling |" in text
-    assert "| goal | threshold | layers | head |" in text
+    assert "| chat | tiny_llama_head | sps |" in text and "| chat | tiny_llama | sps |" in text
+    assert "| chat | — | sampling |" in text and "| goal | threshold | tiny_llama | tiny_llama_head |" in text
 
 
 def test_alpha_inverts_the_mean_accepted_length():
@@ -82,14 +102,14 @@ def test_alpha_inverts_the_mean_accepted_length():
 
 
 def test_groups_separate_the_kinds_never_trained_and_state_the_gap(result):
-    groups = result["drafts"]["head"]["groups"]
+    groups = result["drafts"]["tiny_llama_head"]["groups"]
     assert set(groups["unseen"]["kinds"]) == set(UNSEEN_KINDS)
     assert set(groups["trained"]["kinds"]) == set(ALL_KINDS) - set(UNSEEN_KINDS)
-    fam = result["drafts"]["head"]["families"]
+    fam = result["drafts"]["tiny_llama_head"]["families"]
     unseen_alpha = sum(fam[k]["decoding"]["sps"]["alpha"] for k in UNSEEN_KINDS) / len(UNSEEN_KINDS)
     assert groups["unseen"]["alpha_sps"] == pytest.approx(unseen_alpha)
     assert groups["gap"]["alpha_sps"] == pytest.approx(groups["trained"]["alpha_sps"] - unseen_alpha)
-    assert "| head | (b) never trained |" in markdown(result, ["# x"])
+    assert "| tiny_llama_head | (b) never trained |" in markdown(result, ["# x"])
 
 
 def test_the_results_page_quotes_the_committed_draft_measurement():

@@ -153,17 +153,19 @@ def test_missing_cells_carry_no_code_state(tmp_path):
     assert "| spider | sampling | missing |" in text and "data missing" in text and "get_data.py" in text
 
 
-RECORDING_SCRIPTS = ("bench", "measure_draft", "profile_blocks", "distill_draft", "gpu_check")
+RECORDING_COMMANDS = tuple(
+    f"scripts/{name}.py" for name in ("bench", "profile_blocks", "distill_draft", "gpu_check")
+) + ("mtad/experiments/drafts.py", "mtad/experiments/claims.py")
 
 
-@pytest.mark.parametrize("name", RECORDING_SCRIPTS)
+@pytest.mark.parametrize("name", RECORDING_COMMANDS)
 def test_every_script_that_writes_a_record_reads_the_code_state_before_it_runs(name):
     """A record names the code that ran, not the checkout at the moment it was written: a bench
     that runs for an hour while commits land must still name the commit it started from."""
-    source = (Path(__file__).resolve().parents[1] / "scripts" / f"{name}.py").read_text()
+    source = (Path(__file__).resolve().parents[1] / name).read_text()
     main = source[source.index("def main(") :]
-    parsed = main.index("parse_args(")
+    parsed = main.index(".parse_")
     captured = main.find("capture()", parsed)
-    assert captured > parsed, f"scripts/{name}.py records the code state only when it first writes a record"
+    assert captured > parsed, f"{name} records the code state only when it first writes a record"
     work = [main.find(call, parsed) for call in ("measure_pair(", "load_pair(", "run_checks(", "measure(")]
     assert all(at < 0 or captured < at for at in work)

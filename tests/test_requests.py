@@ -1,4 +1,4 @@
-"""The distillation requests (mtad.distill.requests): kinds, the held-out split by subject, scale, limits."""
+"""The distillation requests (mtad.tasks.heldout.requests): kinds, the held-out split by subject, scale, limits."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from mtad.distill import request_data
-from mtad.distill import requests as R
-from mtad.distill.sources import Item
 from mtad.split import held_out
+from mtad.tasks.heldout import request_data
+from mtad.tasks.heldout import requests as R
+from mtad.tasks.heldout.sources import Item
 from mtad.tasks.prompts import TOPICS
 
 EXPECTED_KINDS = (
@@ -258,7 +258,7 @@ def test_no_evaluation_prompt_of_the_chat_task_is_drawable_for_training(training
 
 
 def test_the_installed_sources_fingerprint_follows_every_document_and_sentence(monkeypatch):
-    from mtad.distill import installed_text as T
+    from mtad.tasks.heldout import installed_text as T
 
     docs = (T.Document("a", "python", ("one.", "two.")),)
     sentences = (T.Sentence("k", "Hallo.", "German", "Hello."),)

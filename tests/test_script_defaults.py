@@ -68,18 +68,15 @@ def distill_cases():
 
 def other_cases():
     from mtad.bench import gpu_check
-    from mtad.distill.draft_measurement import measure
     from mtad.report.figures import build_all
     from mtad.report.tables import build_table2
 
-    m = script("measure_draft").parser().parse_args([])
     checks = script("gpu_check")
     options = dataclasses.asdict(checks.options(checks.parser(gpu_check).parse_args([]), gpu_check))
     table = script("make_table").parser().parse_args(["--results", "r"])
     figures = script("make_figures").parser().parse_args([])
     verify = script("verify")
     return [
-        ("measure_draft: measure", {"per_family": m.per_family, "max_new": m.max_new_tokens, "seed": m.seed}, measure),
         ("gpu_check: Options", options, gpu_check.Options),
         ("gpu_check: run", {"out": checks.parser(gpu_check).parse_args([]).out}, gpu_check.run),
         ("make_table: build_table2", {"pair": table.pair, "name": table.name}, build_table2),
@@ -105,16 +102,14 @@ def test_divergent_finds_a_second_default_that_disagrees():
 
 def test_the_settings_every_call_passes_have_no_library_default():
     """Where the script always passes a setting, the library's parameter is required: the script's
-    option is its one default (the bench, the GPU round, the draft measurement, verify's kernels)."""
+    option is its one default (the bench, the GPU round, verify's kernels)."""
     from mtad.bench.timings import measure_pair
-    from mtad.distill.draft_measurement import measure
     from mtad.distill.gpu_round import run_round
 
     bench = script("bench")
     passed = {
         measure_pair: bench.measure_settings(bench.parser().parse_args([])),
         run_round: ("minutes", "batch_seqs", "curve_every", "special_ids", "seed", "scratch", "lr_floor"),
-        measure: ("decode_path", "per_family", "max_new", "seed"),
         script("verify").run_cells: ("kernels",),
     }
     defaulted = {

@@ -1,13 +1,10 @@
 """Distilling a draft from its target (see `pipeline` for the two processes): a layer-subset
 draft (`training`) or a feature head (`head_training`); then measuring it and writing its card.
 
-- `sources`: the text of the four task families, in the tasks' prompt formats;
-- `requests`: requests of many kinds built from text available offline (documentation, package
-  metadata, Debian text, translation catalogues), held out by subject: each kind's builder and
-  pools in one registry, its templates and word lists in `mtad/assets/requests/` (`request_data`);
-  the text sources in `installed_text`, `docstrings`, the subjects in `subjects`, the shared
-  phrasing in `prose`, the word problems in `arithmetic`, code and SQL requests in `code_requests`;
-- `kinds`: the kinds of request trained on and held out of training, and their weights;
+The requests it trains on are drawn from `mtad.tasks.heldout` (the kinds of request and their
+generators) on the training side of the split; the drafts are measured on the other side (the
+`heldout` task).
+
 - `sampler`: slot-refilled batched sampling over one preallocated KV cache;
 - `corpus`: answering (real, target-sampled, draft-sampled) and length-bucketed scoring with the target;
 - `roofline`: the machine's rates for both kinds of teacher work, logged beside the producer's;
@@ -16,7 +13,8 @@ draft (`training`) or a feature head (`head_training`); then measuring it and wr
 - `head_training`: the same for a feature head, unrolled on its own predictions, and its A/B runs;
 - `training_loop`: the one resumable trainer loop (`train(arm)`) both draft kinds plug into;
 - `pipeline`: the producer process and the layer draft's arm of the loop;
-- `measure`: a pair's drafts on held-out requests of every kind (acceptance, block efficiency, cost);
+- `draft_measurement`: the figures of a pair's drafts on held-out requests of every kind, read from the
+  cells `mtad.experiments.drafts` runs (acceptance, block efficiency, cost, goals);
 - `card`: the model card (one writer, a section table per draft kind) and the training curve; its
   sections from the training work dir in `card_training`, from the measurement in `card_measured`;
 - `head_reports`: the feature head's design choices and calibration as Markdown tables.

@@ -213,7 +213,7 @@ never rewritten, so a repository's history holds each row once) and rewrites thi
 
 Columns: `prompt_ids`, `answer_ids` (uint16 token ids of the target's tokenizer; the prompt through
 its chat template, the answer up to and including the end-of-turn token or cut at the length limit),
-`kind` (the kind of request, `mtad.distill.kinds`), `temperature`, `top_k`, `top_p` (0 = off), `chunk`
+`kind` (the kind of request, `mtad.tasks.heldout.kinds`), `temperature`, `top_k`, `top_p` (0 = off), `chunk`
 (the producer chunk), `target` and `target_dtype` (the weights and the dtype that sampled it).
 
 | kind | answers | answer tokens |

@@ -20,9 +20,9 @@ from ..metrics.acceptance_terms import ACCEPTANCE_TERMS
 from ..models.draft import read_draft_meta
 from ..models.head import read_head_meta
 from ..result_files import DRAFT, read_section, write_section
+from ..tasks.heldout.kinds import UNSEEN_KINDS
 from .card_measured import NOT_MEASURED, measured_lines
 from .card_training import CardInputs, family_cells, head_made_lines, layer_made_lines, read_jsonl
-from .kinds import UNSEEN_KINDS
 
 
 def plot_curves(curve: list[dict], out_png: Path, draft: str) -> None:
@@ -44,7 +44,7 @@ def curves_figure(curve: list[dict], draft: str):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from .kinds import TRAINED_KINDS
+    from ..tasks.heldout.kinds import TRAINED_KINDS
 
     arms = sorted({c["arm"] for c in curve})
     kinds = [k for k in curve[-1] if isinstance(curve[-1][k], dict) and "accept_paper" in curve[-1][k] and k != "mean"]

@@ -7,9 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..markdown import md_table
+from ..tasks.heldout.kinds import TRAINED_KINDS
 from .card import ACCEPT, CARDS, card_lines
 from .head_reports import POSITIONS, at_positions
-from .kinds import TRAINED_KINDS
 
 
 def round_made_lines(report: dict, arm: str, meta: dict, command: str) -> list[str]:

@@ -16,7 +16,7 @@ import torch
 from .. import data
 from ..metrics.acceptance_terms import ACCEPTANCE_TERMS
 from ..result_files import DRAFT, read_section
-from .kinds import UNSEEN_KINDS
+from ..tasks.heldout.kinds import UNSEEN_KINDS
 
 
 def read_jsonl(path: Path) -> list[dict]:

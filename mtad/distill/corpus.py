@@ -26,8 +26,8 @@ from pathlib import Path
 import torch
 
 from ..decoding.sampling import SAMPLING_PARAMS
+from ..tasks.heldout.sources import Item
 from .sampler import sample_stream
-from .sources import Item
 
 # (temperature, top_k, top_p) that samplers rotate over: raw, the paper's setting, cooler.
 PAPER_SETTING = tuple(SAMPLING_PARAMS[key] for key in ("temperature", "top_k", "top_p"))

@@ -1,4 +1,5 @@
-"""Measuring a pair's drafts where they are used: held-out requests of every kind (`kinds.py`).
+"""The figures of a pair's drafts measured where they are used: held-out requests of every kind
+(`kinds.py`, the `heldout` task), read from the cells `mtad.experiments.drafts` runs.
 
 (a) the kinds the draft trained on, with subjects it never saw, and (b) the kinds it never trained
 on at all; each draft's results carry both groups' means and the gap (a) - (b) (`group_means`).
@@ -6,12 +7,12 @@ on at all; each draft's results carry both groups' means and the gap (a) - (b) (
 Several drafts of one target (the layer-subset draft and the feature head, say) are measured
 side by side on the same prompts, answers and seeds:
 
-1. Distribution match: the target answers each held-out prompt at the paper's setting; on
-   those answers (teacher-forced, full vocabulary; a head reads the target's features, one
+1. Distribution match (`distribution_by_kind`): on the target's own answers at the paper's setting
+   (the sampling cell's; teacher-forced, full vocabulary; a head reads the target's features, one
    token ahead) we compare p and q: argmax agreement, mean TV(p, q) at temperature 1, and the
    expected SpS acceptance sum_x min(p', q') at temperature 1 and at the paper's setting.
-2. Decoding at the paper's setting (every method at its defaults, ``mtad/decoding/params.py``):
-   sampling and every speculative method with every draft, interleaved
+2. Decoding at the paper's setting (`decoding_by_kind`): the cells of sampling and of every
+   speculative method with every draft (each at its registry defaults), methods interleaved
    prompt by prompt so machine load hits every run alike. Acceptance and block efficiency are
    counts (free of load); tokens/s stands beside them.
 3. Cost: one-token forwards of each draft and of the target on the fast decode path (the
@@ -22,7 +23,6 @@ The goals the drafts are held to are checked here, on these numbers, and written
 
 from __future__ import annotations
 
-import random
 from dataclasses import asdict
 from pathlib import Path
 
@@ -31,15 +31,13 @@ import torch
 from ..decoding.capabilities import reads_target_features
 from ..decoding.registry import REFERENCE, VANILLA, label, specs
 from ..decoding.sampling import SAMPLING_PARAMS
-from ..generation import build_decoder, seeded, timed_generate
 from ..markdown import fmt_number, fmt_percent, md_row, md_rule, md_table, with_bounds
 from ..metrics.acceptance_terms import ACCEPTANCE_TERMS, per_token_alpha, terms_markdown
 from ..metrics.speed import aggregate_speed
 from ..models.draft import LlamaDraftForCausalLM
 from ..paper import APPROXIMATORS, MMTAD, MTAD
 from ..result_files import DRAFT, read_section, write_section
-from .corpus import PAPER_SETTING, encode, sample_answers
-from .kinds import ALL_KINDS, UNSEEN_KINDS, draw
+from ..tasks.heldout.kinds import UNSEEN_KINDS
 from .objectives import pair_stats
 
 
@@ -62,13 +60,6 @@ def draft_kind(draft) -> str:
     if reads_target_features(draft):
         return "head"
     return "layers" if isinstance(draft, LlamaDraftForCausalLM) else type(draft).__name__
-
-
-def heldout_prompts(tokenizer, per_family: int, seed: int) -> dict[str, list[list[int]]]:
-    """Prompt ids of held-out items for every kind of request: held-out subjects of the kinds the
-    draft trained on, and any subject of the kinds it never saw (`kinds.UNSEEN_KINDS`)."""
-    rng = random.Random(seed)
-    return {f: [encode(tokenizer, draw(f, rng, held=True)) for _ in range(per_family)] for f in ALL_KINDS}
 
 
 @torch.no_grad()
@@ -117,26 +108,17 @@ def totals(stats: list, method: str) -> dict:
     return row | {"alpha": per_token_alpha(mean_accepted, decoding_methods()[VANILLA].gamma) if chain else None}
 
 
-def decode_family(
-    target, drafts: dict, eos: int, prompts: list[list[int]], max_new: int, seed: int, decode_path: str = "fast"
-) -> dict:
-    """Sampling, then every other method with every draft, on every prompt, interleaved; totals per
-    draft and method (each draft's table repeats sampling's row). Prompt i of a family is seeded as
-    the runner seeds an example (``derive_seed(seed, str(i), 0)``): every method draws the same
-    stream on it."""
-    methods = decoding_methods()
-    stats = {name: {m: [] for m in methods} for name in drafts}
-    for i, prompt in enumerate(prompts):
-        ids = torch.tensor(prompt)[None]
-        runs = [(REFERENCE, None, None)] + [
-            (m, name, d) for name, d in drafts.items() for m in methods if m != REFERENCE
-        ]
-        for method, name, draft in runs:
-            dec = build_decoder(method, target, draft, decode_path, methods[method])
-            out, _ = timed_generate(dec, ids, max_new, seeded(seed, i), eos_token_id=eos)
-            for key in [name] if name else drafts:
-                stats[key][method].append(out.stats)
-    return {name: rows_of(by_method) for name, by_method in stats.items()}
+def decoding_by_kind(stats: dict[str, dict[str, list[dict]]], kinds: dict[str, str]) -> dict[str, dict]:
+    """Each kind's rows (`rows_of`) from the cells' records: `stats` maps method -> example id -> the
+    example's generation stats (`DecodeStats` dicts), `kinds` example id -> its kind, in the task's order
+    (the requests' order within a kind, which the intervals resample alike for every figure)."""
+    by_kind: dict[str, list[str]] = {}
+    for example_id, kind in kinds.items():
+        by_kind.setdefault(kind, []).append(example_id)
+    return {
+        kind: rows_of({m: [s for i in ids for s in per_example[i]] for m, per_example in stats.items()})
+        for kind, ids in by_kind.items()
+    }
 
 
 def rows_of(by_method: dict) -> dict:
@@ -266,35 +248,42 @@ def goals_met(result: dict) -> dict[str, bool]:
     }
 
 
-def measure(target, tokenizer, drafts: dict, decode_path: str, per_family: int, max_new: int, seed: int) -> dict:
-    """Every draft in `drafts` (name -> model) against `target` on the same held-out prompts, `per_family`
-    of each kind, `max_new` tokens each. Returns {"drafts": {name: {"kind", "families": {f: {"distribution",
-    "decoding"}}, "cost", "goals"}}, settings...}. The settings' one default is the command line's
-    (scripts/measure_draft.py)."""
-    eos = tokenizer.eos_token_id
-    prompts = heldout_prompts(tokenizer, per_family, seed)
-    per_draft = {name: {"kind": draft_kind(d), "families": {}} for name, d in drafts.items()}
-    for f, fam_prompts in prompts.items():
-        answers = sample_answers(target, fam_prompts, max_new, PAPER_SETTING, eos, seed)
-        match = distribution_match(target, drafts, fam_prompts, answers)
-        decoding = decode_family(target, drafts, eos, fam_prompts, max_new, seed, decode_path)
+def distribution_by_kind(
+    target, drafts: dict, prompts: dict[str, list[int]], answers: dict[str, list[int]], kinds: dict[str, str]
+) -> dict[str, dict[str, dict]]:
+    """`distribution_match` of every draft (name -> model) per kind of request: draft name -> kind ->
+    its figures. `prompts`, `answers` (the target's own) and `kinds` are keyed by example id."""
+    by_kind: dict[str, list[str]] = {}
+    for example_id, kind in kinds.items():
+        by_kind.setdefault(kind, []).append(example_id)
+    out = {name: {} for name in drafts}
+    for kind, ids in by_kind.items():
+        match = distribution_match(target, drafts, [prompts[i] for i in ids], [answers[i] for i in ids])
         for name in drafts:
-            per_draft[name]["families"][f] = {"distribution": match[name], "decoding": decoding[name]}
-    t_ms = step_ms(target)
-    for name, draft in drafts.items():
-        d_ms = step_ms(target, draft)
-        per_draft[name]["cost"] = {"target_step_ms": t_ms, "draft_step_ms": d_ms, "draft_over_target": d_ms / t_ms}
-        per_draft[name]["goals"] = {"thresholds": GOALS, "met": goals_met(per_draft[name])}
-        per_draft[name]["groups"] = group_means(per_draft[name]["families"])
-        per_draft[name]["intervals"] = group_intervals(per_draft[name]["families"])
+            out[name][kind] = match[name]
+    return out
+
+
+def draft_result(kind: str, families: dict, cost: dict) -> dict:
+    """One draft's measurement: its kind, per kind of request {"distribution", "decoding"}, its step
+    cost, and what follows from them (the goals, the groups' means and their intervals)."""
+    result = {"kind": kind, "families": families, "cost": cost}
+    result["goals"] = {"thresholds": GOALS, "met": goals_met(result)}
+    result["groups"] = group_means(families)
+    result["intervals"] = group_intervals(families)
+    return result
+
+
+def settings_record(per_kind: int, max_new: int, seed: int, decode_path: str, methods: list[str]) -> dict:
+    """The measurement's settings as its reports state them (every method's settings from the registry)."""
+    settings = decoding_methods()
     return {
-        "per_family": per_family,
+        "per_family": per_kind,
         "max_new_tokens": max_new,
         "seed": seed,
-        "methods": {m: asdict(p) for m, p in decoding_methods().items()},
+        "methods": {m: asdict(settings[m]) for m in methods},
         "setting": SAMPLING_PARAMS,
         "decode_path": decode_path,
-        "drafts": per_draft,
     }
 
 
@@ -458,7 +447,7 @@ README_GROUPS = {  # the results page's rows: the two groups of kinds
     "trained": "(a) the kinds trained on, held-out subjects",
     "unseen": "(b) kinds never trained on",
 }
-README_BEGIN = "<!-- draft-measurement: rendered from results/draft/draft.json by scripts/measure_draft.py -->"
+README_BEGIN = "<!-- draft-measurement: rendered from results/draft/draft.json by mtad.experiments.drafts -->"
 README_END = "<!-- /draft-measurement -->"
 
 

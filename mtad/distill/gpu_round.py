@@ -33,9 +33,9 @@ from pathlib import Path
 
 import torch
 
+from ..tasks.heldout.kinds import TRAINED_KINDS, draw
 from .answers import read_rows, score_rows, summary, write_rows
 from .corpus import SAMPLING_SETTINGS, Records, encode
-from .kinds import TRAINED_KINDS, draw
 
 log = logging.getLogger(__name__)
 

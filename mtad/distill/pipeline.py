@@ -25,8 +25,8 @@ import torch
 
 from ..devices import set_threads
 from ..models.draft import build_draft_from_target, load_draft, save_draft
+from ..tasks.heldout.kinds import ALL_KINDS, REAL_TEXT_KINDS, TRAINED_KINDS, draw
 from .corpus import PAPER_SETTING, Corpus, draw_batch, make_chunk, target_mass
-from .kinds import ALL_KINDS, REAL_TEXT_KINDS, TRAINED_KINDS, draw
 from .roofline import roofline
 from .training import (
     Arm,

@@ -2,18 +2,21 @@
 
 ``spider`` (execution accuracy), ``cnndm`` (ROUGE-L), ``mtbench`` (judge score; ``mtbench.judge``),
 ``humaneval`` (pass@k in a sandbox), ``chat`` (held-out prompts, perplexity only; templates in
-``prompts``)."""
+``prompts``), ``heldout`` (held-out requests of every kind a draft is measured on, perplexity only)."""
 
 from __future__ import annotations
 
 from mtad.tasks.base import Task
 from mtad.tasks.chat import ChatTask
 from mtad.tasks.cnndm import CnnDmTask
+from mtad.tasks.heldout import HeldoutTask
 from mtad.tasks.humaneval import HumanEvalTask
 from mtad.tasks.mtbench import MTBenchTask
 from mtad.tasks.spider import SpiderTask
 
-TASKS: dict[str, type[Task]] = {cls.name: cls for cls in (SpiderTask, CnnDmTask, MTBenchTask, HumanEvalTask, ChatTask)}
+TASKS: dict[str, type[Task]] = {
+    cls.name: cls for cls in (SpiderTask, CnnDmTask, MTBenchTask, HumanEvalTask, ChatTask, HeldoutTask)
+}
 
 
 def list_tasks() -> list[str]:

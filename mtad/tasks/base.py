@@ -21,7 +21,16 @@ class Score:
     bounds: tuple[float, float] = (0.0, 1.0)  # the values it can take (a figure's axis stays inside them)
 
 
-POSITIVE_OPTIONS = {"max_new_tokens", "article_token_budget", "samples_per_example", "timeout_s", "row_cap", "pool"}
+POSITIVE_OPTIONS = {
+    "max_new_tokens",
+    "article_token_budget",
+    "samples_per_example",
+    "timeout_s",
+    "row_cap",
+    "pool",
+    "per_kind",
+    "max_prompt_tokens",
+}
 
 
 def check_option(task: str, name: str, value: Any, default: Any) -> None:

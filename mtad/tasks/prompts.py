@@ -5,7 +5,7 @@ Prompts are built from templates x topics, covering the kinds of text the suite 
 conversation) without touching any evaluation set (Spider, CNN/DailyMail, MT-Bench,
 HumanEval). Topics are split deterministically: a topic is either for training or held
 out, never both, so held-out prompts (the chat task, `mtad.tasks.chat`; draft measurement and
-the bench) share no subject with the training text (`mtad.distill.sources`).
+the bench) share no subject with the training text (`mtad.tasks.heldout.sources`).
 """
 
 from __future__ import annotations

