@@ -105,14 +105,15 @@ def measure(overrides: list[str], compare: list[str] = (), progress: bool = True
     overrides = with_experiment(overrides)
     cfg = compose(overrides)
     methods = study_methods(cfg.draft_measurement.methods)
+    others = {name: compose([*overrides, f"pair={name}"]).pair for name in compare}
+    for name, other in others.items():  # before anything runs
+        if other.target != cfg.pair.target:
+            raise ValueError(f"--compare {name}: its target {other.target} is not {cfg.pair.name}'s {cfg.pair.target}")
     t0 = time.time()
     main_records, plan = run_pair_cells(overrides, methods, progress)
     records = {cfg.pair.name: main_records}
     pairs = {cfg.pair.name: load_pair_cached(OmegaConf.to_container(cfg.pair, resolve=True))}
-    for name in compare:
-        other = compose([*overrides, f"pair={name}"]).pair
-        if other.target != cfg.pair.target:
-            raise ValueError(f"--compare {name}: its target {other.target} is not {cfg.pair.name}'s {cfg.pair.target}")
+    for name, other in others.items():
         drafted, _ = run_pair_cells([*overrides, f"pair={name}"], methods[1:], progress)
         records[name] = {methods[0]: main_records[methods[0]]} | drafted  # one target: one sampling row
         pairs[name] = load_pair_cached(OmegaConf.to_container(other, resolve=True))
