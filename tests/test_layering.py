@@ -12,7 +12,8 @@
 - distillation nothing from the benchmark, the runner, the report or the experiments; the bench
   nothing from the runner's cells, the report or the experiments;
 - the experiments' modules nothing from the report, except the claims command, which runs the
-  claims experiment and then writes its report;
+  claims experiment and then writes its report, and nothing from distillation, except the draft
+  measurement, which runs the draft's cells and then computes the figures distillation defines;
 - the regeneration of every committed result (``regeneration``, `make results`) nothing that a step
   runs or reports: it runs each step through make.
 
@@ -76,6 +77,8 @@ EVERYWHERE = ("mtad.decoding.registry",)
 # file -> imports its place forbids that it alone may make, and why
 ALLOWED = {
     "experiments/claims.py": ("mtad.report",),  # the claims command: run the experiment, then write its report
+    # the draft measurement: run the draft's cells, then the draft's figures (distillation's) from them
+    "experiments/drafts.py": ("mtad.distill",),
 }
 
 
