@@ -99,7 +99,7 @@ def test_pool_sizes_allow_the_scale():
     assert all(subjects * templates >= 100 for subjects, templates in sizes.values())
 
 
-PACKAGE = Path(R.__file__).resolve().parents[1]
+PACKAGE = Path(R.__file__).resolve().parents[2]
 DATA = PACKAGE / "assets" / "requests"
 
 
