@@ -1,9 +1,9 @@
 """One generation as every measurement of the suite runs it: one builder, one seeding rule, one clock.
 
 - `build_decoder`: a method's decoder on a pair's models, from its settings object or a dict of
-  them. Outside the engine it is the only place a decoder is built: the runner's cells, the bench,
-  the block profile, the draft measurement, the exactness enumeration and the GPU check all call it,
-  so a method's settings reach the engine one way.
+  them. Outside the engine it is the only place a decoder is built: the runner's cells (and the
+  experiments made of cells: the claims, the draft measurement), the bench, the block profile, the
+  exactness enumeration and the GPU check all call it, so a method's settings reach the engine one way.
 - `seeded`: the generator of sample `sample` of example `example_id` under run seed `seed`
   (`records.derive_seed`); every method draws the same stream on the same example and sample.
 - `timed_generate`: one call, synchronised on every device the pair spans before and after; its
