@@ -49,15 +49,20 @@ def test_the_speed_section_names_variant_rows_and_llama_cpp(tmp_path):
     assert "llama.cpp on the same GGUF, 2 threads: sampled 61.3, greedy 70.0 tok/s." in text
 
 
-def test_the_sweeps_section_names_the_code_its_cells_ran():
+def test_the_sweeps_section_names_the_code_and_dtypes_its_cells_ran():
     from mtad.report.cells import load_cells
     from mtad.report.results_readme import sweeps_section
 
     cells = load_cells(ROOT / "results" / "runs")
-    commits = {c[:10] for c in cells[cells["experiment"] == "sweeps"]["git_commit"].dropna()}
-    headers = [line for line in sweeps_section(ROOT / "results") if line.startswith("**gamma** (pair")]
+    sweeps = cells[cells["experiment"] == "sweeps"]
+    commits = {c[:10] for c in sweeps["git_commit"].dropna()}
+    section = sweeps_section(ROOT / "results")
+    headers = [line for line in section if line.startswith("**gamma** (pair")]
     assert len(headers) == 1 and commits
     assert any(f"commit {c}" in headers[0] for c in commits), headers
+    # the cells' own dtypes (the sweeps' experiment pins them), not the regeneration's pin
+    assert f"target {'/'.join(sorted(set(sweeps['target_dtype'].dropna())))}, draft " in headers[0]
+    assert not any("nan" in line for line in section)  # sampling drafts nothing: no acceptance is written
 
 
 def test_each_section_names_the_stamp_of_the_step_that_wrote_it(tmp_path):

@@ -25,6 +25,7 @@ from mtad.records import read_json
 from mtad.report.claims_markdown import claims_table
 from mtad.report.claims_report import read_report
 from mtad.report.tables import TASK_ORDER
+from mtad.report.values import is_missing, present
 from mtad.result_files import BENCH, DRAFT
 
 TITLE = "# What the committed results show"
@@ -112,6 +113,13 @@ def table2_section(results: Path) -> list[str]:
 
 
 # ----------------------------------------------------------------------------- sweeps
+def sweep_entry(row: pd.Series) -> str:
+    """One (method, value) entry of a sweep's table: tokens/s over sampling's, block efficiency and, for a
+    method that drafts, its acceptance (sampling drafts nothing: it has none)."""
+    entry = f"{fmt_ratio(row['speedup_vs_sampling'])}, BE {row['block_efficiency']:.2f}"
+    return entry if is_missing(row["acceptance_rate"]) else f"{entry}, acc. {row['acceptance_rate']:.2f}"
+
+
 def sweeps_section(results: Path) -> list[str]:
     from mtad.report.cells import load_cells
     from mtad.report.sweeps import SWEEP_PARAMS, sweep_frame
@@ -135,21 +143,14 @@ def sweeps_section(results: Path) -> list[str]:
         rows = []
         for method in [m for m in study_methods() if m in set(done["method"])]:
             mine = done[done["method"] == method].set_index("value")
-            rows.append(
-                [method]
-                + [
-                    "–"
-                    if v not in mine.index
-                    else f"{fmt_ratio(mine.loc[v, 'speedup_vs_sampling'])}, BE {mine.loc[v, 'block_efficiency']:.2f}, "
-                    f"acc. {mine.loc[v, 'acceptance_rate']:.2f}"
-                    for v in values
-                ]
-            )
+            rows.append([method] + ["–" if v not in mine.index else sweep_entry(mine.loc[v]) for v in values])
         first = done.iloc[0]
         commits = ", ".join(sorted({str(c)[:10] for c in done["git_commit"].fillna("unknown")}))  # cells' code
+        target, draft = ("/".join(present(done[f"{model}_dtype"])) or "?" for model in ("target", "draft"))
+        dtypes = f"target {target}, draft {draft}"  # the cells' own: a sweep's experiment may pin them
         lines += [
             "",
-            f"**{param}** (pair `{first['pair']}`, task `{first['task']}`, {first.get('machine', '?')}, "
+            f"**{param}** (pair `{first['pair']}`, task `{first['task']}`, {first.get('machine', '?')}, {dtypes}, "
             f"commit {commits}):",
             "",
             *md_table([param, *(f"{v:g}" for v in values)], rows),
