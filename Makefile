@@ -65,12 +65,13 @@ draft-round: install ## on a GPU, one process of <= ROUND_MINUTES: ROUND_REQUEST
 	$(PY) scripts/distill_draft.py round --pair $(DRAFT_PAIR) --bundle $(ROUND_DIR)/requests.pt.gz --out $(ROUND_DIR) --max-minutes $(ROUND_MINUTES) --threads 8 $(ROUND_ARGS)
 	$(PY) scripts/distill_draft.py round-export --pair $(DRAFT_PAIR) --out $(ROUND_DIR)
 
-# measure-draft's report goes beside its cells' root (results/local/draft; the committed results/draft from results/runs)
-DRAFT_OUT ?= $(call root_of,$(RESULTS))/draft
+# measure-draft's report goes beside its cells' root (results/local/draft); the committed results/draft is written
+# by `make results` alone (REGENERATE=1 with RESULTS=results/runs)
+DRAFT_OUT ?= $(if $(and $(AT_REFERENCE),$(if $(REGENERATE),,reading)),results/local/draft,$(call root_of,$(RESULTS))/draft)
 measure-draft: install ## the embedded pair's draft on held-out requests of every kind, trained and never trained, as cells (acceptance, block efficiency, tokens/s, cost; about 2 h on 2 cores) -> results/local/draft/ (OTHER_DRAFT_PAIRS=smollm2_135m: the layer draft beside)
 	@$(call reset_if_committed,$(RESULTS)/draft)
 	$(PY) -m mtad.experiments.drafts pair=$(EMBEDDED_PAIR) results_root=$(RESULTS) --compare "$(OTHER_DRAFT_PAIRS)" --out $(DRAFT_OUT) $(OVERRIDES)
-	$(if $(AT_REFERENCE),$(PY) scripts/results_readme.py --results $(call root_of,$(RESULTS)))
+	$(if $(and $(AT_REFERENCE),$(REGENERATE)),$(PY) scripts/results_readme.py --results $(call root_of,$(RESULTS)))
 
 # --- experiments: conf/experiment + conf/sweep -> a results root (resumable) -> tables
 # The committed reference lives under results/runs (tables in results/tables, claims in

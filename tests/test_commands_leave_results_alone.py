@@ -76,6 +76,31 @@ def test_a_report_only_claims_writes_the_committed_report_only_within_make_resul
     assert bool(compared) == (out != "results/claims")  # a report written aside is compared with the committed one
 
 
+@pytest.mark.parametrize(
+    "extra, cells, out",
+    [
+        ([], "results/local/runs", "results/local/draft"),
+        (["RESULTS=results/runs"], "results/runs", "results/local/draft"),  # the committed cells read: report aside
+        (["RESULTS=/tmp/mine/runs"], "/tmp/mine/runs", "/tmp/mine/draft"),
+        (["RESULTS=results/runs", "REGENERATE=1"], "results/runs", "results/draft"),  # `make results`
+    ],
+)
+def test_the_draft_measurement_writes_the_committed_report_only_within_make_results(extra, cells, out):
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    dry = subprocess.run(
+        ["make", "--no-print-directory", "-n", "measure-draft", f"PY={sys.executable}", *extra],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+    )
+    (command,) = [line for line in dry.stdout.splitlines() if "-m mtad.experiments.drafts" in line]
+    assert f" results_root={cells} " in command and f" --out {out} " in command, command
+    rendered = [line for line in dry.stdout.splitlines() if "scripts/results_readme.py" in line]
+    assert bool(rendered) == (out == "results/draft")  # the results page quotes only the committed measurement
+
+
 def test_a_rebuild_that_only_changes_its_build_time_leaves_the_file_alone(tmp_path):
     from mtad.records import write_if_changed
 
