@@ -23,7 +23,6 @@ The goals the drafts are held to are checked here, on these numbers, and written
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from pathlib import Path
 
 import torch
@@ -108,16 +107,21 @@ def totals(stats: list, method: str) -> dict:
     return row | {"alpha": per_token_alpha(mean_accepted, decoding_methods()[VANILLA].gamma) if chain else None}
 
 
-def decoding_by_kind(stats: dict[str, dict[str, list[dict]]], kinds: dict[str, str]) -> dict[str, dict]:
-    """Each kind's rows (`rows_of`) from the cells' records: `stats` maps method -> example id -> the
-    example's generation stats (`DecodeStats` dicts), `kinds` example id -> its kind, in the task's order
-    (the requests' order within a kind, which the intervals resample alike for every figure)."""
+def ids_by_kind(kinds: dict[str, str]) -> dict[str, list[str]]:
+    """Example ids (`kinds`: example id -> its kind, in the task's order) grouped by kind, each kind's in
+    that order: the requests' order within a kind, which the intervals resample alike for every figure."""
     by_kind: dict[str, list[str]] = {}
     for example_id, kind in kinds.items():
         by_kind.setdefault(kind, []).append(example_id)
+    return by_kind
+
+
+def decoding_by_kind(stats: dict[str, dict[str, list[dict]]], kinds: dict[str, str]) -> dict[str, dict]:
+    """Each kind's rows (`rows_of`) from the cells' records: `stats` maps method -> example id -> the
+    example's generation stats (`DecodeStats` dicts), `kinds` example id -> its kind (`ids_by_kind`)."""
     return {
         kind: rows_of({m: [s for i in ids for s in per_example[i]] for m, per_example in stats.items()})
-        for kind, ids in by_kind.items()
+        for kind, ids in ids_by_kind(kinds).items()
     }
 
 
@@ -253,11 +257,8 @@ def distribution_by_kind(
 ) -> dict[str, dict[str, dict]]:
     """`distribution_match` of every draft (name -> model) per kind of request: draft name -> kind ->
     its figures. `prompts`, `answers` (the target's own) and `kinds` are keyed by example id."""
-    by_kind: dict[str, list[str]] = {}
-    for example_id, kind in kinds.items():
-        by_kind.setdefault(kind, []).append(example_id)
     out = {name: {} for name in drafts}
-    for kind, ids in by_kind.items():
+    for kind, ids in ids_by_kind(kinds).items():
         match = distribution_match(target, drafts, [prompts[i] for i in ids], [answers[i] for i in ids])
         for name in drafts:
             out[name][kind] = match[name]
@@ -274,14 +275,14 @@ def draft_result(kind: str, families: dict, cost: dict) -> dict:
     return result
 
 
-def settings_record(per_kind: int, max_new: int, seed: int, decode_path: str, methods: list[str]) -> dict:
-    """The measurement's settings as its reports state them (every method's settings from the registry)."""
-    settings = decoding_methods()
+def settings_record(per_kind: int, max_new: int, seed: int, decode_path: str, methods: dict[str, dict]) -> dict:
+    """The measurement's settings as its reports state them (`methods`: each method's settings as its
+    cells ran them)."""
     return {
         "per_family": per_kind,
         "max_new_tokens": max_new,
         "seed": seed,
-        "methods": {m: asdict(settings[m]) for m in methods},
+        "methods": methods,
         "setting": SAMPLING_PARAMS,
         "decode_path": decode_path,
     }

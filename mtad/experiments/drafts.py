@@ -50,14 +50,14 @@ def generation_stats(records: list[dict]) -> dict[str, list[dict]]:
     return {r["id"]: [t["stats"] for s in r["samples"] for t in s["turns"]] for r in records}
 
 
-def run_pair_cells(overrides: list[str], methods: list[str], progress: bool) -> tuple[dict[str, list[dict]], object]:
-    """Run (or resume) the pair's (heldout, method) cells, methods interleaved; their records by
-    method, and the checked settings of the first cell (its task, its limit)."""
+def run_pair_cells(overrides: list[str], methods: list[str], progress: bool) -> tuple[dict[str, list[dict]], dict]:
+    """Run (or resume) the pair's (heldout, method) cells, methods interleaved; their records and their
+    checked settings (`CellSettings`: config, task, limit, the method's settings), each by method."""
     summary = run_interleaved(overrides, methods, [TASK], progress=progress)
     if summary["stopped_by_time_limit"]:
         raise RuntimeError("the draft measurement stopped before its cells were complete: rerun to continue")
-    plans = plan_cells(overrides, methods, [TASK])
-    return {m: read_records(plans[(TASK, m)].cell.directory / SAMPLES) for m in methods}, plans[(TASK, methods[0])]
+    plans = {m: plan for (_, m), plan in plan_cells(overrides, methods, [TASK]).items()}
+    return {m: read_records(plan.cell.directory / SAMPLES) for m, plan in plans.items()}, plans
 
 
 def study_methods(value) -> list[str]:
@@ -110,22 +110,23 @@ def measure(overrides: list[str], compare: list[str] = (), progress: bool = True
         if other.target != cfg.pair.target:
             raise ValueError(f"--compare {name}: its target {other.target} is not {cfg.pair.name}'s {cfg.pair.target}")
     t0 = time.time()
-    main_records, plan = run_pair_cells(overrides, methods, progress)
+    main_records, plans = run_pair_cells(overrides, methods, progress)
     records = {cfg.pair.name: main_records}
     pairs = {cfg.pair.name: load_pair_cached(OmegaConf.to_container(cfg.pair, resolve=True))}
     for name, other in others.items():
         drafted, _ = run_pair_cells([*overrides, f"pair={name}"], methods[1:], progress)
         records[name] = {methods[0]: main_records[methods[0]]} | drafted  # one target: one sampling row
         pairs[name] = load_pair_cached(OmegaConf.to_container(other, resolve=True))
-    return assemble(plan, records, pairs, t0)
+    return assemble(plans, records, pairs, t0)
 
 
-def assemble(plan, records: dict, pairs: dict, t0: float) -> dict:
+def assemble(plans: dict, records: dict, pairs: dict, t0: float) -> dict:
     """The measurement from every pair's cell records (``records``: pair -> method -> records, sampling
     first) and its loaded models (``pairs``, the first pair's first): decoding by kind, the distribution
-    match, costs, goals, provenance. ``plan``: the first cell's checked settings (config, task)."""
+    match, costs, goals, provenance. ``plans``: the first pair's cells' checked settings, by method."""
     from mtad.distill import draft_measurement as dm
 
+    plan = plans[dm.REFERENCE]
     cfg, task = plan.cfg, plan.task
     main = next(iter(pairs.values()))
     answers = answers_of(records[cfg.pair.name][dm.REFERENCE])
@@ -147,9 +148,9 @@ def assemble(plan, records: dict, pairs: dict, t0: float) -> dict:
         per_draft[name] = dm.draft_result(dm.draft_kind(pair.draft), families, cost)
         per_draft[name]["file"], per_draft[name]["meta"] = draft_file_meta(pair.config)
         per_draft[name]["dtype"] = provenance.dtype_name(pair.draft)
-    methods = list(records[cfg.pair.name])
+    settings = {m: p.method_params for m, p in plans.items()}  # what the cells ran
     return {
-        **dm.settings_record(task.options["per_kind"], task.max_new_tokens, int(cfg.seed), main.decode_path, methods),
+        **dm.settings_record(task.options["per_kind"], task.max_new_tokens, int(cfg.seed), main.decode_path, settings),
         "drafts": per_draft,
         "pair": cfg.pair.name,
         "cells": {name: f"{cfg.results_root}/{cfg.experiment_name}/{name}/{TASK}" for name in pairs},
