@@ -193,17 +193,18 @@ def test_every_task_that_reads_data_can_fetch_it():
     spec = importlib.util.spec_from_file_location("get_data", REPO / "scripts" / "get_data.py")
     get_data = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(get_data)
-    assert get_data.DATASETS == [name for name in TASKS if name != "chat"]
-    assert TASKS["chat"].fetch_data(REPO) == "built in, nothing to fetch"
-    with pytest.raises(SystemExit):
-        get_data.main(["--only", "chat"])  # built-in prompts: nothing to fetch, not offered
+    assert get_data.DATASETS == [name for name in TASKS if name not in ("chat", "heldout")]
+    for built_in in ("chat", "heldout"):
+        assert TASKS[built_in].fetch_data(REPO) == "built in, nothing to fetch"
+        with pytest.raises(SystemExit):
+            get_data.main(["--only", built_in])  # built-in prompts: nothing to fetch, not offered
 
 
 def test_tasks_registry(tmp_path):
     from mtad.tasks import get_task, list_tasks
 
-    assert list_tasks() == ["spider", "cnndm", "mtbench", "humaneval", "chat"]
-    with pytest.raises(ValueError, match="valid tasks: spider, cnndm, mtbench, humaneval, chat"):
+    assert list_tasks() == ["spider", "cnndm", "mtbench", "humaneval", "chat", "heldout"]
+    with pytest.raises(ValueError, match="valid tasks: spider, cnndm, mtbench, humaneval, chat, heldout"):
         get_task("squad")
     with pytest.raises(ValueError, match="valid: "):
         get_task("cnndm", data_root=tmp_path, temperature=0.5)

@@ -100,7 +100,10 @@ def test_unknown_setting_key_from_the_command_line(tmp_path):
             "unknown method 'mtda'; did you mean 'mtad'? valid: mtad, mmtad, blockverify, sampling, specinfer, "
             "spectr, sps",
         ),
-        ("task=cnndn", "unknown task 'cnndn'; did you mean 'cnndm'? valid: cnndm, chat, humaneval, mtbench, spider"),
+        (
+            "task=cnndn",
+            "unknown task 'cnndn'; did you mean 'cnndm'? valid: cnndm, chat, heldout, humaneval, mtbench, spider",
+        ),
         ("pair=tiny_lama", "unknown pair 'tiny_lama'; did you mean 'tiny_llama'? valid: tiny_llama, "),
         ("experiment=tabel2", "unknown experiment 'tabel2'; did you mean 'table2'? valid: table2, "),
         (
@@ -162,7 +165,8 @@ def test_an_unknown_group_option_stops_mtad_run_and_the_claims_command_in_one_li
 
     assert main(["--report-only", "task=cnndn", f"results_root={tmp_path / 'runs'}"]) == 1
     err = capsys.readouterr().err
-    assert err == "claims: unknown task 'cnndn'; did you mean 'cnndm'? valid: cnndm, chat, humaneval, mtbench, spider\n"
+    valid = "cnndm, chat, heldout, humaneval, mtbench, spider"
+    assert err == f"claims: unknown task 'cnndn'; did you mean 'cnndm'? valid: {valid}\n"
     assert not (tmp_path / "runs").exists()
 
 
