@@ -234,3 +234,26 @@ def test_make_install_adds_the_kernel_extra_only_where_it_runs(system, machine, 
     recipe = (script.parents[1] / "Makefile").read_text()
     install = "extras=$$($(PY) scripts/kernel_extra.py) && $(PY) -m pip install"
     assert install in recipe and '-e ".[dev,notebooks$$extras]"' in recipe
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kernel", kernels.available())
+def test_a_lossless_method_on_a_bf16_target_stays_exact_under_each_kernel(fresh, monkeypatch, kernel):
+    """SpS on a bf16 target whose decoding products (the fast path's step and verification widths) run
+    in `kernel` draws the target's own distribution, enumerated with the same kernel: 1500 runs of 3
+    tokens against a false alarm of 1e-3, the power of tests/test_decoding_exact.py's different-draft
+    cases."""
+    from mtad.metrics.exact_enumeration import empirical_counts, sequence_probs
+    from mtad.stats.goodness_of_fit import chisquare_exactness
+
+    monkeypatch.setenv("MTAD_KERNELS", kernel)
+    target, draft = (tiny_llama(seed, 4, sharpness=3.0).to(torch.bfloat16) for seed in (0, 1))
+    by_width = kernel_record({"target": target}, "fast")["target"]["by_width"]
+    assert [by_width[w] for w in ("1", "2-4", "5-17")] == [kernel] * 3  # a step, a verification (prefills aside)
+    prompt, setting = torch.tensor([[1, 3, 2]]), {"temperature": 1.0, "top_k": 0, "top_p": 1.0}
+    counts = empirical_counts("sps", target, draft, {"gamma": 2, **setting}, prompt, 3, 1500, decode_path="static")
+    with kernels.products_under(kernel):
+        result = chisquare_exactness(counts, sequence_probs(target, prompt, 3, setting))
+    assert result.impossible == 0
+    print(f"\n[exactness] bf16/{kernel}/sps: TV={result.tv:.4f} chi2 p={result.pvalue:.3g} (N={result.runs})")
+    assert result.pvalue > 1e-3, f"{kernel}: differs from the target (p={result.pvalue:.2e}, TV={result.tv:.3f})"
