@@ -47,6 +47,15 @@ def test_reading_commands_and_a_plain_run_leave_git_status_clean(tmp_path):
     assert list((clone / "results" / "local" / "runs" / "default").rglob("metrics.json"))
 
 
+def dry_run_lines(target: str, extra: list[str]) -> list[str]:
+    """The commands `make -n <target>` prints in this checkout, with this interpreter as PY."""
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    argv = ["make", "--no-print-directory", "-n", target, f"PY={sys.executable}", *extra]
+    return subprocess.run(argv, cwd=repo, capture_output=True, text=True).stdout.splitlines()
+
+
 @pytest.mark.parametrize(
     "extra, out",
     [
@@ -61,18 +70,10 @@ def test_reading_commands_and_a_plain_run_leave_git_status_clean(tmp_path):
     ],
 )
 def test_a_report_only_claims_writes_the_committed_report_only_within_make_results(extra, out):
-    from pathlib import Path
-
-    repo = Path(__file__).resolve().parents[1]
-    dry = subprocess.run(
-        ["make", "--no-print-directory", "-n", "claims", f"PY={sys.executable}", *extra],
-        cwd=repo,
-        capture_output=True,
-        text=True,
-    )
-    (command,) = [line for line in dry.stdout.splitlines() if "-m mtad.experiments.claims" in line]
+    lines = dry_run_lines("claims", extra)
+    (command,) = [line for line in lines if "-m mtad.experiments.claims" in line]
     assert f" --out {out} " in command, command
-    compared = [line for line in dry.stdout.splitlines() if "mtad.report.machine_agreement claims" in line]
+    compared = [line for line in lines if "mtad.report.machine_agreement claims" in line]
     assert bool(compared) == (out != "results/claims")  # a report written aside is compared with the committed one
 
 
@@ -86,18 +87,10 @@ def test_a_report_only_claims_writes_the_committed_report_only_within_make_resul
     ],
 )
 def test_the_draft_measurement_writes_the_committed_report_only_within_make_results(extra, cells, out):
-    from pathlib import Path
-
-    repo = Path(__file__).resolve().parents[1]
-    dry = subprocess.run(
-        ["make", "--no-print-directory", "-n", "measure-draft", f"PY={sys.executable}", *extra],
-        cwd=repo,
-        capture_output=True,
-        text=True,
-    )
-    (command,) = [line for line in dry.stdout.splitlines() if "-m mtad.experiments.drafts" in line]
+    lines = dry_run_lines("measure-draft", extra)
+    (command,) = [line for line in lines if "-m mtad.experiments.drafts" in line]
     assert f" results_root={cells} " in command and f" --out {out} " in command, command
-    rendered = [line for line in dry.stdout.splitlines() if "scripts/results_readme.py" in line]
+    rendered = [line for line in lines if "scripts/results_readme.py" in line]
     assert bool(rendered) == (out == "results/draft")  # the results page quotes only the committed measurement
 
 
