@@ -55,15 +55,21 @@ def test_default_config_composes():
     assert resolved["pair"]["name"] == "smollm2_135m_head" and resolved["results_root"] == "results/local/runs"
 
 
-def test_method_files_are_the_six_methods_with_contract_params():
-    assert options("method") == sorted(METHODS)
-    for method in METHODS:
+def configured_methods() -> list[str]:
+    """The methods a cell can run: conf/method/ names the study's and the reference implementations."""
+    return options("method")
+
+
+def test_method_files_are_the_study_methods_and_the_references_with_contract_params():
+    assert set(METHODS) <= set(configured_methods()) <= set(DECODERS)
+    assert [m for m in configured_methods() if m not in METHODS] == ["hf_assisted", "hf_generate"]
+    for method in configured_methods():
         params = OmegaConf.to_container(compose_cfg([f"method={method}"]).method)
         assert set(params) <= set(DECODERS[method].defaults), method  # only the contract's names
         assert (params["temperature"], params["top_k"], params["top_p"]) == (1.0, 10, 0.9)
 
 
-@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("method", configured_methods())
 def test_mtad_run_and_get_decoder_run_the_same_method(method):
     """``mtad-run method=<name>`` and ``get_decoder(<name>)`` from Python: the same parameters."""
     from mtad.decoding import get_decoder
@@ -76,7 +82,7 @@ def test_mtad_run_and_get_decoder_run_the_same_method(method):
     assert from_run == from_python, f"{method}: conf/method/{method}.yaml overrides the code's defaults"
 
 
-@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("method", configured_methods())
 def test_method_config_is_the_settings_class_with_its_defaults(method):
     """The composed ``method`` node: the settings class's fields, in field order, with the
     defaults' values and types (a tuple composes as a list)."""

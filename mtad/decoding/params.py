@@ -218,5 +218,23 @@ class MMTADParams(MTADParams):
 
 
 @dataclass(frozen=True)
+class HFGenerateParams(SamplingFields):
+    """`hf_generate`: static_compile, then sampling."""
+
+    # transformers' static cache with its own torch.compile of the decode step (False: its dynamic cache, eager)
+    static_compile: bool = False
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.static_compile, bool):
+            raise ValueError(f"static_compile must be true or false, got {self.static_compile!r}")
+        super().__post_init__()
+
+
+@dataclass(frozen=True)
+class HFAssistedParams(SamplingFields, ChainFields):
+    """`hf_assisted`: gamma (the assistant's constant number of tokens), then sampling."""
+
+
+@dataclass(frozen=True)
 class MTJDExactParams(SamplingFields, MTJDExactFields):
     """`mtjd_exact`: gamma (2), then sampling."""
