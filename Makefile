@@ -170,7 +170,8 @@ results-readme: install ## render results/README.md (every measured figure the d
 BENCH_ARGS ?=
 .PHONY: bench
 bench: install ## every method on the eager and fast paths (sampling and sps also compiled) vs HF generate (eager on the pair's and the fp32 target, static+compile) and assisted generation; sampling with the 4-bit targets; verification-cost curve per dtype (fp32, bf16, q4_1, q4_1_bf16, int8, int8_bf16), each forward beside its matrix products alone (and int8 per-row ones), and the calibration's pick (dtype, threads, node budget); adaptive drafting and the node-budget trees beside the fixed methods; the fast-path rows again on long prompts at 1 thread; llama.cpp on the same GGUF if llama-cpp-python is importable; goals table incl. the cost model's held-out test (~35 min on 2 cores) -> results/bench/
-	$(PY) scripts/bench.py --pair $(EMBEDDED_PAIR) --compiled $(BENCH_ARGS)
+	@$(call reset_if_committed,$(RESULTS)/bench)
+	$(PY) scripts/bench.py --pair $(EMBEDDED_PAIR) --results-root $(RESULTS) --compiled $(BENCH_ARGS)
 
 PROFILE_ARGS ?=
 .PHONY: profile profiles q4-tv

@@ -83,6 +83,11 @@ class DecodeStats:
     def as_dict(self) -> dict[str, Any]:
         return {**asdict(self), **{name: getattr(self, name) for name in EXACT_RATIOS + TIMED_RATIOS}}
 
+    @classmethod
+    def from_dict(cls, record: dict[str, Any]) -> DecodeStats:
+        """A record's stats (`as_dict`) back as the object: its fields read, the derived ratios left."""
+        return cls(**{f.name: record[f.name] for f in fields(cls) if f.name in record})
+
 
 def host_seconds(seconds: float, forward_seconds: float) -> float:
     """Host time, the one definition every report uses: a generation's wall time less the time

@@ -20,12 +20,13 @@ import os
 from pathlib import Path
 
 from mtad import provenance
-from mtad.bench import measure_pair, rendered, write_report
+from mtad.bench import rendered, write_report
 from mtad.bench.curves import BENCH_THREADS
 from mtad.bench.render import read_timings
 from mtad.bench.timings import CURVE_DTYPES, SAMPLING_TARGETS
 from mtad.decoding import SpSParams
 from mtad.devices import torch_threads
+from mtad.experiments.bench_cells import measure_pair
 from mtad.result_files import BENCH
 
 
@@ -54,14 +55,10 @@ def parser() -> argparse.ArgumentParser:
 def add_run_options(ap: argparse.ArgumentParser) -> None:
     """The pair, its prompts and generations, the thread count, the dtypes and the rows run."""
     ap.add_argument("--pair", default="smollm2_135m_head")
-    ap.add_argument(
-        "--prompts",
-        type=int,
-        default=4,
-        help="held-out chat prompts (the cost model is tested on each from the others)",
-    )
-    ap.add_argument("--max-new-tokens", type=int, default=40)
-    ap.add_argument("--reps", type=int, default=5)
+    experiment = "(default: conf/experiment/bench.yaml's)"
+    ap.add_argument("--prompts", type=int, help=f"held-out chat prompts {experiment}")
+    ap.add_argument("--max-new-tokens", type=int, help=f"of every generation, short and long {experiment}")
+    ap.add_argument("--reps", type=int, help=f"repetitions of every row: its cells' samples per prompt {experiment}")
     ap.add_argument("--gamma", type=int, default=SpSParams().gamma, help="draft length of every chain method")
     ap.add_argument("--threads", type=int, default=BENCH_THREADS, help="torch threads (0: torch's default)")
     ap.add_argument("--target-dtype", default=None, help="override the pair's target dtype")
@@ -122,10 +119,16 @@ def add_output_options(ap: argparse.ArgumentParser) -> None:
     )
     ap.add_argument("--out", default="results/bench")
     ap.add_argument(
+        "--results-root",
+        default="results/local/runs",
+        help="where the timed generations' cells go (<root>/bench/<pair>/...); a rerun resumes them, so delete "
+        "<root>/bench to time anew",
+    )
+    ap.add_argument(
         "--long-prompts",
         type=int,
-        default=3,
-        help="CNN/DailyMail articles (400-1,000-token prompts) our fast-path rows run on again at one thread (0: none)",
+        help="CNN/DailyMail articles (400-1,000-token prompts) our fast-path rows run on again at one thread "
+        "(0: none; default: conf/experiment/bench.yaml's)",
     )
     ap.add_argument("--note", action="append", default=[], help="a line for the Notes section")
 
@@ -143,6 +146,8 @@ def reduced_targets_tv(args: argparse.Namespace) -> None:
     """`--q4-tv`: each reduced target's distance from the float32 one on `--q4-tv` held-out prompts."""
     from mtad.bench.target_distance import q4_tv, write_q4_tv
 
+    if args.max_new_tokens is None:
+        raise SystemExit("--q4-tv needs --max-new-tokens: each prompt's float32 continuation is that long")
     with torch_threads(args.threads):
         print(write_q4_tv(q4_tv(args.pair, args.q4_tv, args.max_new_tokens), args.out))
 
@@ -165,6 +170,7 @@ def measure_settings(args: argparse.Namespace) -> dict:
         "llama_cpp": not args.no_llama_cpp,
         "long_prompts": args.long_prompts,
         "notes": args.note,
+        "results_root": args.results_root,
     }
 
 

@@ -24,7 +24,6 @@ from mtad.bench import (
     linear_only_ms,
     llama_cpp_reference,
     matrix_products,
-    measure_all,
     method_params,
     predicted_sps_speedup,
     products_ms,
@@ -34,7 +33,7 @@ from mtad.bench import (
 )
 from mtad.bench.block_profile import HOST
 from mtad.bench.render import _calibration_line, read_timings
-from mtad.bench.timings import budget_configs, tree_nodes
+from mtad.bench.timings import budget_configs, run, tree_nodes
 from mtad.decode_stats import DecodeStats
 from mtad.decoding import DECODERS, MMTADParams, SpecTrParams
 from mtad.decoding.kv import CachedModel
@@ -220,9 +219,9 @@ def test_sampling_row_with_another_target():
     target, q4 = dense_target(), q4_target()
     configs = [c for c in default_configs(3, assisted=False, target_dtypes=("q4_1",)) if c.label.startswith("sampling")]
     assert [c.target_dtype for c in configs] == [None, None, "q4_1"]
-    prompts = [torch.tensor([[5, 1, 9, 2]])]
+    prompt = torch.tensor([[5, 1, 9, 2]])
     rows = summarise(
-        configs, measure_all(configs, target, None, prompts, 4, 1, log=lambda _: None, targets={"q4_1": q4})
+        configs, {c.label: [[run(c, target, None, prompt, 4, seed=0, targets={"q4_1": q4})]] for c in configs}
     )
     q4_row = {r["label"]: r for r in rows}["sampling fast q4_1"]
     assert q4_row["target_dtype"] == "q4_1" and q4_row["tokens_per_s"] > 0 and "vs_eager" not in q4_row
@@ -236,9 +235,7 @@ def test_sampling_row_with_another_target():
 def test_a_drafting_generation_splits_both_prefills_from_the_decode_forwards():
     target, draft = dense_target(), tiny_llama(1, vocab=32).float()
     configs = [c for c in default_configs(2, assisted=False) if c.label == "sps fast"]
-    ((stats,),) = measure_all(configs, target, draft, [torch.tensor([[5, 1, 9, 2, 7]])], 6, 1, log=lambda _: None)[
-        "sps fast"
-    ]
+    stats = run(configs[0], target, draft, torch.tensor([[5, 1, 9, 2, 7]]), 6, seed=0)
     assert stats.prompt_tokens == 5 and stats.draft_calls > 0
     # the prefill holds one forward of each model; the rest of their time is the decode forwards'
     assert 0 < stats.target_prefill_seconds < stats.target_seconds
@@ -688,7 +685,8 @@ def test_rows_are_found_by_what_they_measured_not_by_their_labels():
 def test_measure_pair_runs_under_the_thread_count_it_records(monkeypatch):
     import contextlib
 
-    from mtad.bench import timings as M
+    from mtad.experiments import bench_cells as M
+    from mtad.runner import session
 
     seen = []
 
@@ -708,7 +706,7 @@ def test_measure_pair_runs_under_the_thread_count_it_records(monkeypatch):
         raise Loaded
 
     monkeypatch.setattr(M, "torch_threads", threads_recorded)
-    monkeypatch.setattr(M, "load_pair", load_pair)
+    monkeypatch.setattr(session, "load_pair_cached", load_pair)
     with pytest.raises(Loaded):
         M.measure_pair("smollm2_135m_head", **bench_settings("--threads", "3"))
     assert seen == [("threads", 3), "load", ("restored", 3)]  # the whole run, the pair's loading included

@@ -76,7 +76,9 @@ FORBIDDEN = {
 EVERYWHERE = ("mtad.decoding.registry",)
 # file -> imports its place forbids that it alone may make, and why
 ALLOWED = {
-    "experiments/claims.py": ("mtad.report",),  # the claims command: run the experiment, then write its report
+    "experiments/claims.py": ("mtad.report",),
+    # the bench: its timed generations as cells, then the rows, curve and report the bench defines
+    "experiments/bench_cells.py": ("mtad.bench",),  # the claims command: run the experiment, then write its report
     # the draft measurement: run the draft's cells, then the draft's figures (distillation's) from them
     "experiments/drafts.py": ("mtad.distill",),
 }

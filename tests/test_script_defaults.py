@@ -39,7 +39,7 @@ def divergent(given: dict, owner) -> dict:
 
 def bench_cases():
     from mtad.bench.target_distance import q4_tv
-    from mtad.bench.timings import measure_pair
+    from mtad.experiments.bench_cells import measure_pair
 
     bench = script("bench")
     args = bench.parser().parse_args([])
@@ -103,8 +103,8 @@ def test_divergent_finds_a_second_default_that_disagrees():
 def test_the_settings_every_call_passes_have_no_library_default():
     """Where the script always passes a setting, the library's parameter is required: the script's
     option is its one default (the bench, the GPU round, verify's kernels)."""
-    from mtad.bench.timings import measure_pair
     from mtad.distill.gpu_round import run_round
+    from mtad.experiments.bench_cells import measure_pair
 
     bench = script("bench")
     passed = {

@@ -10,8 +10,9 @@ step (weight bytes / measured copy bandwidth), the time of the same forwards' ma
 alone (`linear_only_ms`: what a forward costs beyond its products), and the speed-ups those
 costs predict; optionally llama.cpp on the same GGUF (`llama_cpp_reference`); the goals table.
 
-- ``measure``: the configurations, timed generations, warm-up, alternating repetitions and their
-  summary, the machine's record, and the whole benchmark of one pair (`measure_pair`);
+- ``timings``: the rows (configurations), the warm-up that times compilation, each row's summary of
+  its repetitions, the machine's record; the repetitions themselves are cells, and the whole
+  benchmark of one pair runs them (`mtad.experiments.bench_cells.measure_pair`);
 - ``curves``: the verification-cost curve, the bandwidth floor, a forward's matrix products timed
   alone (and requantized to per-row int8); one forward is timed by
   `mtad.generation.forward_ms`, which the draft measurement uses too;
@@ -45,8 +46,6 @@ from mtad.bench.timings import (
     Config,
     default_configs,
     environment,
-    measure_all,
-    measure_pair,
     method_params,
     other_targets,
     summarise,
@@ -68,8 +67,6 @@ __all__ = [
     "llama_cpp_on_pair",
     "llama_cpp_reference",
     "matrix_products",
-    "measure_all",
-    "measure_pair",
     "method_params",
     "other_targets",
     "predicted_sps_speedup",

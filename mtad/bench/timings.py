@@ -1,12 +1,12 @@
-"""Timing the decoders against the reference implementations: the configurations measured (`Config`:
-every method on the eager and fast paths, HF generate() eager and with static cache + compile,
-assisted generation, sampling with other targets; `default_configs`, `method_params`), one timed
-generation (`run_ours`, `run_hf`, `run`), the warm-up calls that time compilation (`warm_up`), the
-alternating timed repetitions (`measure_all`) and their medians (`summarise`), the machine
-(`environment`), and the whole benchmark of one pair (`measure_pair`).
+"""The bench's rows: the configurations measured (`Config`: every method on the eager and fast
+paths, transformers' generate() eager and with static cache + compile, assisted generation, sampling
+with other targets; `default_configs`, `method_params`, `budget_configs`), the warm-up calls that
+time compilation (`warm_up`, through `run`), each row's medians and counts from its repetitions
+(`summarise`), the machine (`environment`), the other targets and the verification-cost curve with
+its calibration. The timed repetitions are cells (`mtad.experiments.bench_cells`).
 
 A timed generation is the decoders' own record, `DecodeStats`: ours as `Decoder.generate` fills it,
-HF's with what `generate()` lets us see (new tokens, prompt tokens, seconds). A row's totals are
+transformers' with what `generate()` lets us see (`hf_generate`, `hf_assisted`). A row's totals are
 the runner's cell totals of its records (`aggregate_speed`), and the cost model reads them and each
 generation's record as it reads a cell's (`mtad.metrics.cost_model.Counts.of`)."""
 
@@ -14,29 +14,21 @@ from __future__ import annotations
 
 import math
 import statistics
-import time
 from dataclasses import asdict, dataclass, replace
 
 import torch
 
-from mtad.bench.block_profile import long_prompt_ids
-from mtad.bench.calibrate import calibration, predictions
+from mtad.bench.calibrate import calibration
 from mtad.bench.curves import verification_curve
-from mtad.bench.llama_cpp import llama_cpp_on_pair
 from mtad.bench.rows import find_row
 from mtad.decode_stats import COUNTS, DecodeStats, host_seconds
 from mtad.decoding import DecoderParams, SpecInferParams
-from mtad.decoding.capabilities import reads_target_features
-from mtad.decoding.registry import REFERENCE, VANILLA, specs
+from mtad.decoding.registry import REFERENCE, VANILLA, spec, specs
 from mtad.decoding.static_kv import kernel_record, resolve_decode_path
-from mtad.devices import model_device, sync, torch_threads
 from mtad.generation import build_decoder, timed_generate
 from mtad.metrics.speed import aggregate_speed
-from mtad.models import load_pair
 from mtad.models.pairs import QUANTIZED_DTYPES, auto_dtype, auto_meaning, cpu_flags, load_target_and_tokenizer
 from mtad.provenance import dtype_name
-from mtad.records import derive_seed
-from mtad.tasks.prompts import chat_ids, make_prompts
 
 
 @dataclass
@@ -53,11 +45,33 @@ class Config:
     # verifying at most the calibration's node budget (`budget_configs`); each beside its fixed self
     variant: str = ""
 
+    @property
+    def decoder(self) -> str:
+        """The registered method the row's cell runs: ours, or transformers' own (`hf_generate`,
+        `hf_assisted`: the reference implementations of sampling and SpS)."""
+        return self.method if self.impl == "ours" else HF_DECODERS[self.method]
+
+    @property
+    def decode_path(self) -> str | None:
+        """Our decode path; None for transformers' own (its cache is a setting: `static_compile`)."""
+        return self.path if self.impl == "ours" else None
+
+    @property
+    def decoder_params(self) -> DecoderParams:
+        """The settings of `decoder`: an HF row's sampling settings (and γ), its static cache with compile."""
+        if self.impl == "ours":
+            return self.params
+        fields = {k: v for k, v in asdict(self.params).items() if k in spec(self.decoder).settings.names()}
+        if self.decoder == HF_DECODERS[REFERENCE]:
+            fields["static_compile"] = self.path == "static+compile"
+        return spec(self.decoder).settings(**fields)
+
 
 Repetition = list[DecodeStats]  # one config's generations in one repetition, one per prompt in order
 
 
 PATHS = ("eager", "fast")
+HF_DECODERS = {REFERENCE: "hf_generate", VANILLA: "hf_assisted"}  # transformers' implementation of each
 
 
 def method_params(gamma: int) -> dict[str, DecoderParams]:
@@ -129,55 +143,14 @@ def default_configs(
     return configs
 
 
-def run_ours(config: Config, target, draft, prompt: torch.Tensor, max_new_tokens: int, seed: int) -> DecodeStats:
-    """One generation's record as the decoder fills it, timed whole (`generation.timed_generate`), as
-    HF's `generate()` is: its cache set-up included (the host work of the record then includes it)."""
-    decoder = build_decoder(config.method, target, draft, config.path, config.params)
-    out, _ = timed_generate(decoder, prompt, max_new_tokens, torch.Generator().manual_seed(seed))
-    return out.stats
-
-
-def run_hf(config: Config, target, draft, prompt: torch.Tensor, max_new_tokens: int, seed: int) -> DecodeStats:
-    """`generate()` with the same processing; for sps, assisted generation with a constant γ;
-    "static+compile": HF's static cache with its own torch.compile of the decode step. Its record
-    holds what `generate()` lets us see: new tokens, prompt tokens and the call's seconds."""
-    from transformers import CompileConfig
-
-    p = config.params
-    kwargs = {
-        "max_new_tokens": max_new_tokens,
-        "min_new_tokens": max_new_tokens,  # same length as ours (no EOS stop)
-        "do_sample": p.temperature > 0,
-        "pad_token_id": target.config.eos_token_id,
-    }
-    if kwargs["do_sample"]:
-        kwargs.update(temperature=p.temperature, top_k=p.top_k or None, top_p=p.top_p)
-    if config.path == "static+compile":
-        compile_config = CompileConfig(dynamic=False)
-        compile_config._compile_all_devices = True  # HF compiles on CUDA only unless told
-        kwargs.update(cache_implementation="static", compile_config=compile_config)
-    if config.method == VANILLA:
-        kwargs.update(assistant_model=draft)
-        draft.generation_config.num_assistant_tokens = p.gamma
-        draft.generation_config.num_assistant_tokens_schedule = "constant"  # fixed γ, not the dynamic schedule
-        draft.generation_config.assistant_confidence_threshold = 0.0  # never stop drafting early
-    torch.manual_seed(seed)
-    sync(model_device(target))
-    start = time.perf_counter()
-    with torch.inference_mode():
-        out = target.generate(
-            prompt.to(target.device), attention_mask=torch.ones_like(prompt).to(target.device), **kwargs
-        )
-    sync(model_device(target))
-    seconds = time.perf_counter() - start
-    return DecodeStats(new_tokens=out.shape[1] - prompt.shape[1], prompt_tokens=prompt.shape[1], seconds=seconds)
-
-
-def run(config: Config, target, *args, targets: dict | None = None, **kwargs) -> DecodeStats:
-    """`config` on the pair's `target`, or on `targets[config.target_dtype]` when it names another."""
+def run(config: Config, target, draft, prompt: torch.Tensor, max_new_tokens: int, seed: int, targets=None):
+    """One generation of `config`'s decoder, timed whole (`generation.timed_generate`): on the pair's
+    `target`, or on `targets[config.target_dtype]` when it names another."""
     if config.target_dtype:
         target = (targets or {})[config.target_dtype]
-    return (run_ours if config.impl == "ours" else run_hf)(config, target, *args, **kwargs)
+    decoder = build_decoder(config.decoder, target, draft, config.decode_path, config.decoder_params)
+    out, _ = timed_generate(decoder, prompt, max_new_tokens, torch.Generator().manual_seed(seed))
+    return out.stats
 
 
 def warm_up(
@@ -209,37 +182,6 @@ def warm_up(
         }
         log(f"warm-up {config.label:28s} first {first[0].seconds:6.1f} s, then {second.seconds:5.1f} s")
     return out
-
-
-def measure_all(
-    configs: list[Config],
-    target,
-    draft,
-    prompts: list[torch.Tensor],
-    max_new_tokens: int,
-    reps: int,
-    log=print,
-    targets: dict | None = None,
-    seed: int = 0,
-) -> dict[str, list[Repetition]]:
-    """Alternate configs on each prompt of each repetition, so that the generations compared run
-    seconds apart (a shared machine drifts by tens of percent over minutes); per config, one list of
-    records per repetition, one record per prompt. Prompt i of repetition `rep` samples from seed
-    `derive_seed(seed, str(i), rep)`, as the runner seeds sample `rep` of example `i`: the same in
-    every config."""
-    results: dict[str, list[Repetition]] = {c.label: [] for c in configs}
-    for rep in range(reps):
-        for config in configs:
-            results[config.label].append([])
-        for i, prompt in enumerate(prompts):
-            for config in configs:
-                stats = run(
-                    config, target, draft, prompt, max_new_tokens, seed=derive_seed(seed, str(i), rep), targets=targets
-                )
-                results[config.label][rep].append(stats)
-        for config in configs:
-            log(f"rep {rep} {config.label:28s} {totals(results[config.label][rep])['tokens_per_s']:7.2f} tok/s")
-    return results
 
 
 def totals(generations: list[DecodeStats]) -> dict:
@@ -353,22 +295,6 @@ SAMPLING_TARGETS = ("q4_1", "q4_1_bf16")  # other targets sampling runs with, a 
 LONG_THREADS = 1  # the long-prompt rows' thread count: a one-core decode, where host work weighs most
 
 
-def measure_long(
-    configs: list[Config], target, draft, prompts: list[torch.Tensor], max_new_tokens: int, reps: int, log=print
-) -> dict:
-    """`configs` (our fast-path rows) again on long prompts at `LONG_THREADS` thread: the setup and the
-    rows `summarise` makes of them, each method beside sampling on the same prompts."""
-    with torch_threads(LONG_THREADS):
-        warm_up(configs, target, draft, prompts, 8, max_new_tokens, log=lambda *_: None)
-        results = measure_all(configs, target, draft, prompts, max_new_tokens, reps, log=log)
-    return {
-        "prompts": len(prompts),
-        "mean_prompt_tokens": statistics.mean(p.numel() for p in prompts),
-        "threads": LONG_THREADS,
-        "rows": summarise(configs, results),
-    }
-
-
 def kept_configs(configs: list[Config], only: str | None) -> list[Config]:
     """The configs whose label holds one of `only`'s comma-separated substrings (None: all)."""
     return [c for c in configs if not only or any(s in c.label for s in only.split(","))]
@@ -392,77 +318,6 @@ def curve_and_calibration(pair, curve_dtypes, curve_reps: int, targets: dict, ga
     if calibrated:
         log(f"calibration picked: {calibrated}")
     return curve, calibrated
-
-
-def long_rows(configs: list[Config], pair, long_prompts: int, max_new_tokens: int, reps: int, log=print):
-    """Our fast-path rows again on `long_prompts` CNN/DailyMail prompts (None for 0)."""
-    if not long_prompts:
-        return None
-    ours = [c for c in configs if c.impl == "ours" and c.path == "fast" and not c.target_dtype]
-    long_ids = long_prompt_ids(pair.tokenizer, long_prompts)
-    return measure_long(ours, pair.target, pair.draft, long_ids, max_new_tokens, reps, log=log)
-
-
-def measure_pair(
-    pair_name: str,
-    *,
-    prompts: int,
-    max_new_tokens: int,
-    reps: int,
-    gamma: int,
-    threads: int,
-    target_dtype: str | None,
-    draft_dtype: str | None,
-    only: str | None,
-    compiled: bool,
-    curve_dtypes: tuple[str, ...],
-    curve_reps: int,
-    sampling_targets: tuple[str, ...],
-    llama_cpp: bool,
-    long_prompts: int,
-    notes: list[str],
-    log=print,
-) -> dict:
-    """The whole benchmark of pair `pair_name` -> the payload `write_report` renders: the curve over
-    `curve_dtypes` and its calibration (`curve_and_calibration`); `prompts` held-out chat prompts x
-    `max_new_tokens`, `reps` alternating repetitions of every config (`default_configs`, `budget_configs`
-    at the calibrated node budget, sampling on each of `sampling_targets`; `only`: label substrings to
-    keep), llama.cpp on the pair's GGUF, the fast-path rows on `long_prompts` CNN/DailyMail prompts
-    (`long_rows`), the predicted speed-ups and the wall time. `threads` (0: torch's default) holds for
-    the whole run; `target_dtype`, `draft_dtype` override the pair's. Defaults: scripts/bench.py's."""
-    with torch_threads(threads):
-        started = time.perf_counter()
-        overrides = {k: v for k, v in (("target_dtype", target_dtype), ("draft_dtype", draft_dtype)) if v}
-        pair = load_pair(pair_name, **overrides)
-        prompt_ids = [chat_ids(pair.tokenizer, text) for text in make_prompts(prompts, seed=7, held_out=True)]
-        own = dtype_name(pair.target)
-        sampling_targets = tuple(d for d in sampling_targets if d != own)
-        assisted = not reads_target_features(pair.draft)
-        configs = kept_configs(
-            default_configs(gamma, compiled, assisted, target_dtypes=sampling_targets, pair_dtype=own), only
-        )
-        targets = other_targets(pair, {*curve_dtypes, *(c.target_dtype for c in configs if c.target_dtype)})
-        curve, calibrated = curve_and_calibration(pair, curve_dtypes, curve_reps, targets, gamma, log)
-        if calibrated and calibrated.get("node_budget"):
-            configs += kept_configs(budget_configs(gamma, calibrated["node_budget"]["nodes"]), only)
-        warm = warm_up(configs, pair.target, pair.draft, prompt_ids, 8, max_new_tokens, log=log, targets=targets)
-        results = measure_all(
-            configs, pair.target, pair.draft, prompt_ids, max_new_tokens, reps, log=log, targets=targets
-        )
-        setup = {"pair": pair_name, "prompts": len(prompt_ids), "max_new_tokens": max_new_tokens, "reps": reps}
-        setup |= {"gamma": gamma, "threads": threads, "default_path": pair_path(pair)}
-        payload = {
-            "setup": setup,
-            "environment": environment(pair.target, pair.draft, pair.config),
-            "rows": summarise(configs, results),
-            "warm_up": warm,
-            "curve": curve,
-            "llama_cpp": llama_cpp_on_pair(pair, prompt_ids, max_new_tokens, reps, skip=not llama_cpp, only=only),
-            "long": long_rows(configs, pair, long_prompts, max_new_tokens, reps, log),
-            "notes": list(notes),
-            "calibration": calibrated,
-        }
-        return payload | {"predicted": predictions(payload, gamma, own), "wall_s": time.perf_counter() - started}
 
 
 def pair_path(pair) -> str:

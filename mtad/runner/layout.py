@@ -144,6 +144,7 @@ LATER_SETTINGS = {
     ("method", "beam_weighting"): "proportional",
     ("method", "stop_below"): 0.0,  # adaptive drafting off: the fixed γ every earlier cell drafted
     ("method", "node_budget"): 0,  # SpecInfer's whole k_config tree, as every earlier cell verified
+    ("task", "samples_per_example"): 1,  # one sample per example, as every earlier chat and CNN/DM cell drew
 }
 
 

@@ -6,8 +6,9 @@ one of several methods (and tasks) on the same pair. Either way the session
 1. sets the torch threads, loads the pair (once per process), finds the devices it spans and
    opens the energy meter over them;
 2. writes each cell's env.json start (one environment record, the same for every cell), binds
-   each cell's task to the pair, builds its decoder from the plan's checked settings and scores
-   again what a task could not score before;
+   each cell's task to the pair, builds its decoder from the plan's checked settings on the cell's
+   own decode path (the one thing of the pair its cells may set apart) and scores again what a task
+   could not score before;
 3. warms every decoder up untimed on the first pending prompt and resets the peak-memory counters;
 4. runs one (cell, example) at a time, as the scheduler orders them;
 5. closes every cell (metrics.json, env.json finish).
@@ -93,11 +94,24 @@ class PairSession:
         for key, run in self.runs.items():
             run.task.bind_pair(self.pair)
             decoder = build_decoder(
-                run.cell.method, self.pair.target, self.pair.draft, self.pair.decode_path, run.plan.method_settings
+                run.cell.method, self.pair.target, self.pair.draft, self.decode_path(run), run.plan.method_settings
             )
             self.runners[key] = ExampleLoop(run.cfg, self.pair, run.task, decoder, self.meter, self.devices)
             run.start(environment)
             run.rescore()
+
+    def decode_path(self, run: CellRecords) -> str:
+        """The cell's own decode path: the cells of a session share the pair's models and may run them
+        on different paths (the bench's eager and fast rows), and differ in nothing else of the pair."""
+        shared = OmegaConf.to_container(self.cfg.pair, resolve=True)
+        own = OmegaConf.to_container(run.cfg.pair, resolve=True)
+        differ = sorted(k for k in {*shared, *own} if k != "decode_path" and shared.get(k) != own.get(k))
+        if differ:
+            raise SettingError(
+                f"cell {run.cell.name}: its pair differs from the session's in {', '.join(differ)}; "
+                "the cells of one session share one pair (run other targets in a session of their own)"
+            )
+        return own["decode_path"]
 
     def warm_up(self, example: dict | None, keys) -> None:
         """Untimed first calls (allocations, kernel selection) of each decoder of ``keys`` on

@@ -20,7 +20,7 @@ PLAIN_USER, PLAIN_ASSISTANT = "User: ", "\nAssistant:"
 class ChatTask(Task):
     name = "chat"
     label = "held-out chat"
-    defaults = {"limit": 64, "max_new_tokens": 32, "prompt_seed": 0, "pool": 256}
+    defaults = {"limit": 64, "max_new_tokens": 32, "prompt_seed": 0, "pool": 256, "samples_per_example": 1}
     needs_data = False
 
     def load_examples(self) -> list[dict]:

@@ -108,7 +108,13 @@ class CnnDmTask(Task):
     label = "CNN/DailyMail"
     scores = {"rouge1": Score("ROUGE-1 F1"), "rouge2": Score("ROUGE-2 F1"), "rougeL": Score("ROUGE-L F1")}
     primary_score = "rougeL"
-    defaults = {"limit": None, "max_new_tokens": 128, "article_token_budget": 1024, "file": None}
+    defaults = {
+        "limit": None,
+        "max_new_tokens": 128,
+        "article_token_budget": 1024,
+        "file": None,
+        "samples_per_example": 1,
+    }
     fetch_options = {
         "cnndm_jsonl": "a CNN/DM JSONL (fields article, highlights), or `hub` for the full test split "
         "from the Hugging Face hub (default: the 80 articles shipped with mtad)"
