@@ -441,7 +441,10 @@ def test_help_opens_with_usage_and_examples_and_lists_only_the_groups_a_user_set
     run.main()
     text = capsys.readouterr().out
     assert text.startswith("usage: mtad-run") and text.count("  mtad-run ") == 3
-    assert "method: blockverify, mmtad, mtad, sampling, specinfer, spectr, sps" in text and "sweep: " in text
+    assert (
+        "method: blockverify, hf_assisted, hf_generate, mmtad, mtad, sampling, specinfer, spectr, sps" in text
+        and "sweep: " in text
+    )
     for internal in ("method_defaults", "task_defaults", "mtjd_exact", "powered by Hydra", "hub is unreachable"):
         assert internal not in text
 

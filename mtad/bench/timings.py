@@ -23,7 +23,7 @@ from mtad.bench.curves import verification_curve
 from mtad.bench.rows import find_row
 from mtad.decode_stats import COUNTS, DecodeStats, host_seconds
 from mtad.decoding import DecoderParams, SpecInferParams
-from mtad.decoding.registry import REFERENCE, VANILLA, spec, specs
+from mtad.decoding.registry import REFERENCE, VANILLA, implementations_of, spec, specs
 from mtad.decoding.static_kv import kernel_record, resolve_decode_path
 from mtad.generation import build_decoder, timed_generate
 from mtad.metrics.speed import aggregate_speed
@@ -49,7 +49,7 @@ class Config:
     def decoder(self) -> str:
         """The registered method the row's cell runs: ours, or transformers' own (`hf_generate`,
         `hf_assisted`: the reference implementations of sampling and SpS)."""
-        return self.method if self.impl == "ours" else HF_DECODERS[self.method]
+        return self.method if self.impl == "ours" else implementations_of()[self.method]
 
     @property
     def decode_path(self) -> str | None:
@@ -62,7 +62,7 @@ class Config:
         if self.impl == "ours":
             return self.params
         fields = {k: v for k, v in asdict(self.params).items() if k in spec(self.decoder).settings.names()}
-        if self.decoder == HF_DECODERS[REFERENCE]:
+        if self.method == REFERENCE:  # generate() itself, eager or with its static cache compiled
             fields["static_compile"] = self.path == "static+compile"
         return spec(self.decoder).settings(**fields)
 
@@ -71,7 +71,6 @@ Repetition = list[DecodeStats]  # one config's generations in one repetition, on
 
 
 PATHS = ("eager", "fast")
-HF_DECODERS = {REFERENCE: "hf_generate", VANILLA: "hf_assisted"}  # transformers' implementation of each
 
 
 def method_params(gamma: int) -> dict[str, DecoderParams]:

@@ -9,7 +9,7 @@ from mtad.decode_stats import DecodeStats
 from mtad.decoding.capabilities import reads_target_features
 from mtad.decoding.hf_generate import HFGenerate
 from mtad.decoding.params import HFAssistedParams
-from mtad.decoding.registry import MethodSpec
+from mtad.decoding.registry import VANILLA, MethodSpec
 
 
 class HFAssisted(HFGenerate):
@@ -22,6 +22,7 @@ class HFAssisted(HFGenerate):
         settings=HFAssistedParams,
         lossless=True,  # transformers' speculative sampling keeps the target's distribution
         drafts="chain",
+        implements=VANILLA,
         study=False,  # a reference implementation: the bench's row beside SpS
     )
     needs_draft = True

@@ -19,7 +19,7 @@ import torch
 from mtad.decode_stats import DecodeStats
 from mtad.decoding.base import DecodeOutput, Decoder, check_generate_args
 from mtad.decoding.params import HFGenerateParams
-from mtad.decoding.registry import MethodSpec
+from mtad.decoding.registry import REFERENCE, MethodSpec
 from mtad.devices import model_device, sync
 
 HF_PATH = "transformers"  # the record's decode path: transformers' own loop, none of ours
@@ -52,6 +52,7 @@ class HFGenerate(Decoder):
         settings=HFGenerateParams,
         lossless=True,  # transformers' own sampling from the target
         drafts="none",
+        implements=REFERENCE,
         study=False,  # a reference implementation: the bench's rows beside ours
     )
     needs_draft = False

@@ -60,6 +60,9 @@ class MethodSpec:
     # the method whose drafts it verifies by a rule of its own (block verification: SpS's chain
     # verified as one block), None for a method that verifies drafts of its own
     verifies_drafts_of: str | None = None
+    # the study method this one is another implementation of (transformers' generate() of sampling,
+    # its assisted generation of SpS): the bench's reference rows beside that method's, None for the rest
+    implements: str | None = None
 
     def __post_init__(self) -> None:
         if self.drafts not in DRAFTS:
@@ -138,6 +141,11 @@ def exactness_cases() -> list[tuple[str, dict]]:
     """(method, settings) of every exactness check, in table order: each lossless method at each of its
     ``exactness_settings``."""
     return [(name, dict(s)) for name, spec_ in specs().items() for s in spec_.exactness_settings]
+
+
+def implementations_of() -> dict[str, str]:
+    """Study method -> the registered method that is another engine's implementation of it."""
+    return {s.implements: name for name, s in specs(study_only=False).items() if s.implements}
 
 
 def study_methods() -> tuple[str, ...]:

@@ -45,7 +45,7 @@ from mtad.bench.timings import (
 from mtad.configs import compose
 from mtad.decode_stats import DecodeStats
 from mtad.decoding.capabilities import reads_target_features
-from mtad.decoding.registry import spec
+from mtad.decoding.registry import REFERENCE, spec
 from mtad.devices import torch_threads
 from mtad.experiments.interleaved import plan_cells, run_interleaved
 from mtad.provenance import dtype_name
@@ -132,7 +132,7 @@ def task_setting(overrides: list[str], task: str, key: str):
 
 def short_prompts(overrides: list[str], pair) -> list[torch.Tensor]:
     """The short prompts' ids ([1, L] each), as the cells build them: for the warm-up and llama.cpp."""
-    plan = next(iter(plan_cells(overrides, ["sampling"], [SHORT]).values()))
+    plan = next(iter(plan_cells(overrides, [REFERENCE], [SHORT]).values()))
     plan.task.bind_pair(pair)
     examples = plan.task.examples(limit=plan.limit)
     return [torch.tensor([plan.task.build_prompt(e, pair.tokenizer, history=())]) for e in examples]
@@ -151,6 +151,15 @@ def long_rows(overrides: list[str], configs: list[Config], progress: bool) -> di
         "threads": LONG_THREADS,
         "rows": summarise(ours, results),
     }
+
+
+def pair_configs(pair, gamma: int, compiled: bool, sampling_targets: tuple[str, ...], only: str | None) -> list:
+    """The rows `pair` runs (`default_configs`; `only`: label substrings to keep): assisted generation
+    with a model draft only, sampling on each of `sampling_targets` other than the pair's own."""
+    own = dtype_name(pair.target)
+    others = tuple(d for d in sampling_targets if d != own)
+    assisted = not reads_target_features(pair.draft)
+    return kept_configs(default_configs(gamma, compiled, assisted, target_dtypes=others, pair_dtype=own), only)
 
 
 def measure_pair(
@@ -176,39 +185,34 @@ def measure_pair(
     log=print,
 ) -> dict:
     """The whole benchmark of pair `pair_name` -> the payload `write_report` renders: the curve over
-    `curve_dtypes` and its calibration; `prompts` held-out chat prompts x `max_new_tokens`, `reps`
-    repetitions of every config as cells under `results_root` (`default_configs`, `budget_configs` at
-    the calibrated node budget, sampling on each of `sampling_targets`; `only`: label substrings to
-    keep), llama.cpp on the pair's GGUF, the fast-path rows on `long_prompts` CNN/DailyMail articles,
-    the predicted speed-ups and the wall time. `prompts`, `max_new_tokens`, `reps`, `long_prompts`:
-    None takes the experiment's (conf/experiment/bench.yaml). `threads` (0: torch's default) holds for the whole
-    run; `target_dtype`, `draft_dtype` override the pair's. Other defaults: scripts/bench.py's."""
+    `curve_dtypes` and its calibration; every row (`pair_configs`, and `budget_configs` at the calibrated
+    node budget) as cells under `results_root` on the short and the long prompts (`prompts`,
+    `long_prompts`, `max_new_tokens`, `reps`: None takes conf/experiment/bench.yaml's); llama.cpp on the
+    pair's GGUF; the predicted speed-ups and the wall time. `threads` (0: torch's default) holds for the
+    whole run. Other defaults: scripts/bench.py's."""
     from mtad.runner.session import load_pair_cached
 
-    with torch_threads(threads):
+    with torch_threads(threads):  # the whole run, the pair's loading included
         started = time.perf_counter()
         run = bench_overrides(pair_name, results_root, threads, target_dtype=target_dtype, draft_dtype=draft_dtype)
-        short = run + task_overrides(SHORT, limit=prompts, max_new_tokens=max_new_tokens, samples_per_example=reps)
-        long = run + task_overrides(LONG, limit=long_prompts, max_new_tokens=max_new_tokens, samples_per_example=reps)
-        max_new_tokens, reps = (task_setting(short, SHORT, k) for k in ("max_new_tokens", "samples_per_example"))
-        pair = load_pair_cached(OmegaConf.to_container(compose(short).pair, resolve=True))
-        prompt_ids = short_prompts(short, pair)
-        own = dtype_name(pair.target)
-        sampling_targets = tuple(d for d in sampling_targets if d != own)
-        assisted = not reads_target_features(pair.draft)
-        configs = kept_configs(
-            default_configs(gamma, compiled, assisted, target_dtypes=sampling_targets, pair_dtype=own), only
+        short, long = (
+            run + task_overrides(task, limit=limit, max_new_tokens=max_new_tokens, samples_per_example=reps)
+            for task, limit in ((SHORT, prompts), (LONG, long_prompts))
         )
+        max_new_tokens, reps = (task_setting(short, SHORT, k) for k in ("max_new_tokens", "samples_per_example"))
+        prompt_ids = short_prompts(
+            short, pair := load_pair_cached(OmegaConf.to_container(compose(short).pair, resolve=True))
+        )
+        configs = pair_configs(pair, gamma, compiled, sampling_targets, only)
         targets = other_targets(pair, {*curve_dtypes, *(c.target_dtype for c in configs if c.target_dtype)})
         curve, calibrated = curve_and_calibration(pair, curve_dtypes, curve_reps, targets, gamma, log)
         if calibrated and calibrated.get("node_budget"):
             configs += kept_configs(budget_configs(gamma, calibrated["node_budget"]["nodes"]), only)
         warm = warm_up(configs, pair.target, pair.draft, prompt_ids, 8, max_new_tokens, log=log, targets=targets)
         results = timed_rows(short, configs, SHORT, progress)
-        setup = {"pair": pair_name, "prompts": len(prompt_ids), "max_new_tokens": max_new_tokens, "reps": reps}
-        setup |= {"gamma": gamma, "threads": threads, "default_path": pair_path(pair), "results_root": results_root}
         payload = {
-            "setup": setup,
+            "setup": {"pair": pair_name, "prompts": len(prompt_ids), "max_new_tokens": max_new_tokens, "reps": reps}
+            | {"gamma": gamma, "threads": threads, "default_path": pair_path(pair), "results_root": results_root},
             "environment": environment(pair.target, pair.draft, pair.config),
             "rows": summarise(configs, results),
             "warm_up": warm,
@@ -218,4 +222,5 @@ def measure_pair(
             "notes": list(notes),
             "calibration": calibrated,
         }
+        own = dtype_name(pair.target)
         return payload | {"predicted": predictions(payload, gamma, own), "wall_s": time.perf_counter() - started}
