@@ -686,7 +686,6 @@ def test_measure_pair_runs_under_the_thread_count_it_records(monkeypatch):
     import contextlib
 
     from mtad.experiments import bench_cells as M
-    from mtad.runner import session
 
     seen = []
 
@@ -706,7 +705,7 @@ def test_measure_pair_runs_under_the_thread_count_it_records(monkeypatch):
         raise Loaded
 
     monkeypatch.setattr(M, "torch_threads", threads_recorded)
-    monkeypatch.setattr(session, "load_pair_cached", load_pair)
+    monkeypatch.setattr(M, "load_pair_cached", load_pair)
     with pytest.raises(Loaded):
         M.measure_pair("smollm2_135m_head", **bench_settings("--threads", "3"))
     assert seen == [("threads", 3), "load", ("restored", 3)]  # the whole run, the pair's loading included

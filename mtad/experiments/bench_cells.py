@@ -51,6 +51,7 @@ from mtad.experiments.interleaved import plan_cells, run_interleaved
 from mtad.provenance import dtype_name
 from mtad.records import read_records
 from mtad.runner.layout import SAMPLES, override_dirname
+from mtad.runner.session import load_pair_cached
 
 SHORT, LONG = "chat", "cnndm"  # the tasks of the short and the long prompts
 
@@ -130,6 +131,11 @@ def task_setting(overrides: list[str], task: str, key: str):
     return compose(overrides).per_task[task][key]
 
 
+def pair_config(overrides: list[str]) -> dict:
+    """The pair config the overrides compose, resolved (what every cell of the run loads)."""
+    return OmegaConf.to_container(compose(overrides).pair, resolve=True)
+
+
 def short_prompts(overrides: list[str], pair) -> list[torch.Tensor]:
     """The short prompts' ids ([1, L] each), as the cells build them: for the warm-up and llama.cpp."""
     plan = next(iter(plan_cells(overrides, [REFERENCE], [SHORT]).values()))
@@ -190,8 +196,6 @@ def measure_pair(
     `long_prompts`, `max_new_tokens`, `reps`: None takes conf/experiment/bench.yaml's); llama.cpp on the
     pair's GGUF; the predicted speed-ups and the wall time. `threads` (0: torch's default) holds for the
     whole run. Other defaults: scripts/bench.py's."""
-    from mtad.runner.session import load_pair_cached
-
     with torch_threads(threads):  # the whole run, the pair's loading included
         started = time.perf_counter()
         run = bench_overrides(pair_name, results_root, threads, target_dtype=target_dtype, draft_dtype=draft_dtype)
@@ -200,9 +204,8 @@ def measure_pair(
             for task, limit in ((SHORT, prompts), (LONG, long_prompts))
         )
         max_new_tokens, reps = (task_setting(short, SHORT, k) for k in ("max_new_tokens", "samples_per_example"))
-        prompt_ids = short_prompts(
-            short, pair := load_pair_cached(OmegaConf.to_container(compose(short).pair, resolve=True))
-        )
+        pair = load_pair_cached(pair_config(short))
+        prompt_ids = short_prompts(short, pair)
         configs = pair_configs(pair, gamma, compiled, sampling_targets, only)
         targets = other_targets(pair, {*curve_dtypes, *(c.target_dtype for c in configs if c.target_dtype)})
         curve, calibrated = curve_and_calibration(pair, curve_dtypes, curve_reps, targets, gamma, log)
