@@ -176,14 +176,16 @@ bench: install ## every method on the eager and fast paths (sampling and sps als
 PROFILE_ARGS ?=
 .PHONY: profile profiles q4-tv
 profiles: install ## `make profile` with fixed and with adaptive drafting: each method's host work per call, which the bench's cost model reads (~10 min; quiet machine) -> results/bench/bench.json (sections profile, profile_adaptive), profile{,_adaptive}.md
-	$(PY) scripts/profile_blocks.py --pair $(EMBEDDED_PAIR)
-	$(PY) scripts/profile_blocks.py --pair $(EMBEDDED_PAIR) --adaptive
+	@$(call reset_if_committed,$(RESULTS)/profile_threads1)
+	@$(call reset_if_committed,$(RESULTS)/profile_threads2)
+	$(PY) scripts/profile_blocks.py --pair $(EMBEDDED_PAIR) --results-root $(RESULTS)
+	$(PY) scripts/profile_blocks.py --pair $(EMBEDDED_PAIR) --adaptive --results-root $(RESULTS)
 
 q4-tv: install ## how far the reduced targets' (q4_1, int8, bf16) next-token distributions lie from the float32 one (20 held-out prompts x 32 tokens, minutes) -> results/bench/bench.json (section target_distance), q4_tv.md
 	$(PY) scripts/bench.py --pair $(EMBEDDED_PAIR) --q4-tv 20 --max-new-tokens 32
 
 profile: install ## where one block's time goes, every method on the fast path, 1 and 2 threads, short and long prompts (~5 min; quiet machine) -> results/bench/bench.json (section profile), profile.md
-	$(PY) scripts/profile_blocks.py --pair $(EMBEDDED_PAIR) $(PROFILE_ARGS)
+	$(PY) scripts/profile_blocks.py --pair $(EMBEDDED_PAIR) --results-root $(RESULTS) $(PROFILE_ARGS)
 
 # --- the GPU paths in one prepared run (mtad/bench/gpu_check/); no install step, so a system python
 # with torch runs it (PY=python3). GPU_CHECK_OUT=results/gpu_check writes the committed report.

@@ -37,6 +37,7 @@ class TurnRecord(_Turn, total=False):
     turn: int
     prompt_tokens: int
     energy: dict  # EnergyReading.as_dict() over the generation's window
+    profile: dict  # where its blocks' time went by phase (`Profile.block_record`), when the run's `profile` is on
 
 
 class _Sample(TypedDict):

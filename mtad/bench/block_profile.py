@@ -2,12 +2,14 @@
 section (``profile_adaptive`` with adaptive drafting; `mtad.result_files`) and ``profile.md`` beside it.
 
 Every method generates from short prompts (held-out chat requests, ~50 tokens) and long ones
-(CNN/DailyMail articles through the task's own prompt, 400-1,000 tokens) at each thread count,
-under `decoding.phases.profiling`. A block's wall time is split into the target's and the
-draft's forwards (the target's by width: how many new positions one verification feeds), the
-host phases the decoders mark (`process` logits to p/q, `sample`, `accept`, `drafting`
-bookkeeping, `mask` building, cache `commit` and crop) and the Python left between them. The
-prompts' own forwards (the prefill, one per model) are taken out: a block is what repeats.
+(CNN/DailyMail articles through the task's own prompt, 400-1,000 tokens) at each thread count, as
+cells with `profile` on (`mtad.experiments.block_profiles`), each generation's record holding its
+split (`decoding.phases.Profile.block_record`); a row (`BlockProfile`) sums them.
+A block's wall time is split into the target's and the draft's forwards (the target's by width:
+how many new positions one verification feeds), the host phases the decoders mark (`process`
+logits to p/q, `sample`, `accept`, `drafting` bookkeeping, `mask` building, cache `commit` and
+crop) and the Python left between them. The prompts' own forwards (the prefill, one per model) are
+taken out: a block is what repeats.
 
 Host work is everything but the forwards: its share of a block is what a faster kernel cannot
 remove, and the part of a method's cost the cost model has to be told (mtad/metrics/cost_model.py).
@@ -18,11 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import torch
-
-from mtad.decoding.phases import PHASES, profiling
-from mtad.devices import torch_threads
-from mtad.generation import build_decoder, timed_generate
+from mtad.decoding.phases import PHASES
 from mtad.result_files import BENCH, read_section, write_section
 
 FORWARDS = ("target", "draft")
@@ -48,7 +46,7 @@ class BlockProfile:
         for column in COLUMNS:
             self.seconds[column] += split[column]
         for width, (calls, seconds) in widths.items():
-            entry = self.target_widths.setdefault(width, [0, 0.0])
+            entry = self.target_widths.setdefault(int(width), [0, 0.0])
             entry[0] += calls
             entry[1] += seconds
         self.generations += 1
@@ -114,63 +112,6 @@ def host_ms_per_call(profile: dict, machine: str, threads: int, prompts: str = "
     group of a block profile made on `machine` at `threads` (`machine_rows`); None otherwise."""
     rows = [r for r in machine_rows(profile, machine, threads) or [] if r["prompts"] == prompts]
     return {r["method"]: host_ms(r["ms_per_block"]) for r in rows} or None
-
-
-def long_prompt_ids(tokenizer, n: int) -> list[torch.Tensor]:
-    """The first `n` CNN/DailyMail articles through the summary task's own prompt (400-1,000 tokens):
-    the long prompts of the profile and of the bench's long-prompt rows."""
-    from mtad.tasks.cnndm import CnnDmTask
-
-    task = CnnDmTask()
-    return [torch.tensor([task.build_prompt(a, tokenizer)]) for a in task.load_examples()[:n]]
-
-
-def profile_generation(decoder, prompt: torch.Tensor, max_new_tokens: int, seed: int) -> tuple[dict, dict, int, int]:
-    """One generation under a profile: its split in seconds without the prefill (`COLUMNS`), the
-    target's block forwards by width, the number of blocks and of new tokens."""
-    with profiling() as profile:
-        out, _ = timed_generate(decoder, prompt, max_new_tokens, torch.Generator().manual_seed(seed))
-    split = profile.split(out.stats.seconds)
-    for model in FORWARDS:  # the prompt's own forward is not a block's
-        del split[f"{model} prefill"]
-    widths = {w: [calls, s] for (model, w), (calls, s) in profile.forwards.items() if model == "target"}
-    blocks = sum(calls for calls, _ in widths.values())
-    return split, widths, blocks, len(out.tokens)
-
-
-def profile_methods(
-    target,
-    draft,
-    prompts: dict[str, list[torch.Tensor]],
-    methods: dict[str, dict],
-    threads: tuple[int, ...],
-    max_new_tokens: int,
-    decode_path: str = "fast",
-    warmup_tokens: int = 8,
-    log=print,
-) -> list[dict]:
-    """Every method (name -> settings) on every prompt group and thread count; the methods
-    alternate on each prompt so that a drifting machine charges them alike."""
-    rows = []
-    for n in threads:
-        with torch_threads(n):
-            decoders = {m: build_decoder(m, target, draft, decode_path, p) for m, p in methods.items()}
-            for group, group_prompts in prompts.items():
-                for decoder in decoders.values():  # caches, kernels and allocations warm
-                    decoder.generate(group_prompts[0], max_new_tokens=warmup_tokens)
-                found = {m: BlockProfile(m, n, group) for m in methods}
-                for i, prompt in enumerate(group_prompts):
-                    for m, decoder in decoders.items():
-                        split, widths, blocks, new = profile_generation(decoder, prompt, max_new_tokens, seed=i)
-                        found[m].add(split, widths, blocks, new, prompt.numel())
-                for m in methods:
-                    rows.append(found[m].row())
-                    r = rows[-1]
-                    log(
-                        f"profile {m} {group} x{n}: {r['ms_per_block']['total']:.1f} ms/block, "
-                        f"host {100 * r['host_share']:.1f}%, {r['block_efficiency']:.2f} tokens/block"
-                    )
-    return rows
 
 
 def render_profile(payload: dict) -> str:

@@ -42,6 +42,16 @@ class Profile:
         out["python"] = wall_seconds - sum(out.values())
         return out
 
+    def block_record(self, wall_seconds: float) -> dict:
+        """A generation's record of where its blocks' time went: ``seconds`` split as `split` less the
+        prompts' own forwards (a block is what repeats), ``target_widths`` the target's block forwards
+        by width (new positions -> [calls, seconds]) and ``blocks`` (one target call each)."""
+        seconds = self.split(wall_seconds)
+        for model in ("target", "draft"):
+            del seconds[f"{model} prefill"]
+        widths = {str(w): [calls, s] for (model, w), (calls, s) in sorted(self.forwards.items()) if model == "target"}
+        return {"seconds": seconds, "target_widths": widths, "blocks": sum(c for c, _ in widths.values())}
+
 
 _ACTIVE: list[Profile | None] = [None]
 

@@ -24,21 +24,27 @@ class ExampleLoop:
         self.gen_device = output_device(pair.target)
         self.torch = torch
 
-    def generate(self, prompt_ids: list[int], max_new_tokens: int, generator) -> tuple[Any, dict]:
-        """One timed generation (`generation.timed_generate`); energy over the same window."""
+    def generate(self, prompt_ids: list[int], max_new_tokens: int, generator) -> tuple[Any, dict, dict | None]:
+        """One timed generation (`generation.timed_generate`); energy over the same window; with the
+        run's ``profile`` on, where its blocks' time went by phase (`decoding.phases`), else None."""
+        from contextlib import nullcontext
+
+        from mtad.decoding.phases import profiling
+
         input_ids = self.torch.tensor([prompt_ids], dtype=self.torch.long, device=self.gen_device)  # [1, L]
-        out, energy = timed_generate(
-            self.decoder,
-            input_ids,
-            max_new_tokens,
-            generator,
-            devices=self.devices,
-            meter=self.meter,
-            eos_token_id=self.pair.eos_token_id,
-            stop_rule=self.cfg.stop_rule,
-        )
+        with profiling() if self.cfg.get("profile") else nullcontext() as profile:
+            out, energy = timed_generate(
+                self.decoder,
+                input_ids,
+                max_new_tokens,
+                generator,
+                devices=self.devices,
+                meter=self.meter,
+                eos_token_id=self.pair.eos_token_id,
+                stop_rule=self.cfg.stop_rule,
+            )
         check_settings(out.settings, self.cfg)
-        return out, energy
+        return out, energy, profile.block_record(out.stats.seconds) if profile is not None else None
 
     def warm_up(self, example: dict) -> None:
         prompt = self.task.build_prompt(example, self.pair.tokenizer, history=())
@@ -58,7 +64,7 @@ class ExampleLoop:
         history, turns = [], []
         for turn in range(self.task.num_turns(example)):
             prompt = self.task.build_prompt(example, self.pair.tokenizer, history=tuple(history))
-            out, energy = self.generate(prompt, self.task.max_new_tokens, generator)
+            out, energy, profile = self.generate(prompt, self.task.max_new_tokens, generator)
             text = self.pair.tokenizer.decode(out.tokens, skip_special_tokens=True)
             logprob_sum, logprob_n = sample_logprob(self.pair.target, prompt, out.tokens)
             turns.append(
@@ -72,6 +78,7 @@ class ExampleLoop:
                     energy=energy,
                     logprob_sum=float(logprob_sum),
                     logprob_n=int(logprob_n),
+                    **({"profile": profile} if profile is not None else {}),
                 )
             )
             history.append(text)
