@@ -157,11 +157,6 @@ class FeatureHead(nn.Module):
     def own_output(self) -> bool:
         return self.lm_head is not None
 
-    @property
-    def predicts_feature(self) -> bool:
-        """Whether f^ is read through the target's own LM head (so regressing it onto f is meaningful)."""
-        return self.lm_head is None
-
     def get_input_embeddings(self) -> nn.Embedding:
         return self.model.embed_tokens
 
