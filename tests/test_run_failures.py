@@ -97,8 +97,8 @@ def test_unknown_setting_key_from_the_command_line(tmp_path):
     [
         (
             "method=mtda",
-            "unknown method 'mtda'; did you mean 'mtad'? valid: mtad, mmtad, blockverify, sampling, specinfer, "
-            "spectr, sps",
+            "unknown method 'mtda'; did you mean 'mtad'? valid: mtad, mmtad, blockverify, hf_assisted, hf_generate, "
+            "sampling, specinfer, spectr, sps",
         ),
         (
             "task=cnndn",
@@ -158,8 +158,8 @@ def test_an_unknown_group_option_stops_mtad_run_and_the_claims_command_in_one_li
     proc = mtad_run([*TINY, "task=chat", "method=sps,mtda", "-m"], tmp_path, check=False)
     assert proc.returncode == 1 and proc.stdout == ""
     assert proc.stderr == (
-        "mtad-run: unknown method 'mtda'; did you mean 'mtad'? valid: mtad, mmtad, blockverify, sampling, specinfer, "
-        "spectr, sps\n"
+        "mtad-run: unknown method 'mtda'; did you mean 'mtad'? valid: mtad, mmtad, blockverify, hf_assisted, "
+        "hf_generate, sampling, specinfer, spectr, sps\n"
     )
     from mtad.experiments.claims import main
 

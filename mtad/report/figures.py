@@ -743,10 +743,21 @@ def swept_cells(cells: pd.DataFrame, experiment: str, sweep: str) -> int:
 
 
 # ----------------------------------------------------------------------------- files
+def settle_limits(fig: Figure, digits: int = 6) -> None:
+    """Every axis' limits rounded to `digits` significant digits. Autoscaled limits carry the last bits
+    of the arithmetic behind the data (a bootstrap's sums, a mean), which round differently on CPUs
+    with other vector units; a millionth of a point moves every tick of the PDF, so the same cells would
+    render to other bytes on another machine. Rounded, they render alike."""
+    for ax in fig.axes:
+        ax.set_xlim(*(float(f"{v:.{digits}g}") for v in ax.get_xlim()))
+        ax.set_ylim(*(float(f"{v:.{digits}g}") for v in ax.get_ylim()))
+
+
 def save_figure(fig: Figure, name: str, out_dir: str | Path) -> list[Path]:
     """``<out_dir>/<name>.png`` and ``.pdf``; returns both paths."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    settle_limits(fig)
     paths = [out_dir / f"{name}.png", out_dir / f"{name}.pdf"]
     fig.savefig(paths[0], dpi=110)
     fig.savefig(paths[1], metadata={"CreationDate": None})  # no timestamp: reruns give the same file
