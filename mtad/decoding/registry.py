@@ -43,7 +43,9 @@ class MethodSpec:
     tools such as exact MTJD on enumerable models. ``verifies_drafts_of``: the method whose drafts
     this one verifies by another rule (the same drafts, e.g. block verification of SpS's chain);
     such a method is compared with that one in rows of its own, not counted among the paper's
-    conventional methods (``mtad.paper.CONVENTIONAL``)."""
+    conventional methods (``mtad.paper.CONVENTIONAL``). ``implements``: the study method this one is
+    another engine's implementation of (transformers' ``generate()`` of sampling, its assisted
+    generation of SpS), the bench's reference rows beside that method's."""
 
     name: str
     label: str  # as the reports print it
@@ -60,8 +62,6 @@ class MethodSpec:
     # the method whose drafts it verifies by a rule of its own (block verification: SpS's chain
     # verified as one block), None for a method that verifies drafts of its own
     verifies_drafts_of: str | None = None
-    # the study method this one is another implementation of (transformers' generate() of sampling,
-    # its assisted generation of SpS): the bench's reference rows beside that method's, None for the rest
     implements: str | None = None
 
     def __post_init__(self) -> None:
