@@ -12,8 +12,10 @@
 - distillation nothing from the benchmark, the runner, the report or the experiments; the bench
   nothing from the runner's cells, the report or the experiments;
 - the experiments' modules nothing from the report, except the claims command, which runs the
-  claims experiment and then writes its report, and nothing from distillation, except the draft
-  measurement, which runs the draft's cells and then computes the figures distillation defines;
+  claims experiment and then writes its report, nothing from distillation, except the draft
+  measurement, which runs the draft's cells and then computes the figures distillation defines, and
+  nothing from the bench, except the bench and the block profile, which run their cells and then
+  read them into the rows the bench defines;
 - the regeneration of every committed result (``regeneration``, `make results`) nothing that a step
   runs or reports: it runs each step through make.
 
@@ -78,7 +80,9 @@ EVERYWHERE = ("mtad.decoding.registry",)
 ALLOWED = {
     "experiments/claims.py": ("mtad.report",),
     # the bench: its timed generations as cells, then the rows, curve and report the bench defines
-    "experiments/bench_cells.py": ("mtad.bench",),  # the claims command: run the experiment, then write its report
+    "experiments/bench_cells.py": ("mtad.bench",),
+    # the block profile: its generations as cells, then the rows the bench's profile defines
+    "experiments/block_profiles.py": ("mtad.bench",),  # the claims command: run the experiment, then write its report
     # the draft measurement: run the draft's cells, then the draft's figures (distillation's) from them
     "experiments/drafts.py": ("mtad.distill",),
 }
