@@ -13,6 +13,7 @@ decode step. `hf_assisted` (its own module) is its assisted generation with a dr
 from __future__ import annotations
 
 import time
+from dataclasses import asdict
 
 import torch
 
@@ -95,7 +96,7 @@ class HFGenerate(Decoder):
         stats = DecodeStats(new_tokens=len(tokens), prompt_tokens=prompt.shape[1], seconds=time.perf_counter() - start)
         stats.decode_path = HF_PATH
         self.count_forwards(stats)
-        settings = {"method": self.name, **self.params.__dict__, "decode_path": HF_PATH, "stop_rule": stop_rule}
+        settings = {"method": self.name, **asdict(self.params), "decode_path": HF_PATH, "stop_rule": stop_rule}
         return DecodeOutput(tokens=tokens, stats=stats, settings=settings)
 
     def count_forwards(self, stats: DecodeStats) -> None:

@@ -47,7 +47,7 @@ from mtad.decode_stats import DecodeStats
 from mtad.decoding.capabilities import reads_target_features
 from mtad.decoding.registry import REFERENCE, spec
 from mtad.devices import torch_threads
-from mtad.experiments.interleaved import plan_cells, run_interleaved
+from mtad.experiments.interleaved import given_task_settings, plan_cells, run_interleaved
 from mtad.provenance import dtype_name
 from mtad.records import read_records
 from mtad.runner.layout import SAMPLES, override_dirname
@@ -119,11 +119,6 @@ def bench_overrides(pair_name: str, results_root: str, threads: int, **pair) -> 
         f"threads={threads or 'null'}",
     ]
     return overrides + [f"pair.{k}={v}" for k, v in pair.items() if v]
-
-
-def task_overrides(task: str, **given) -> list[str]:
-    """`task`'s settings given on the command line (None: the experiment's), e.g. its ``limit``."""
-    return [f"per_task.{task}.{k}={v}" for k, v in given.items() if v is not None]
 
 
 def task_setting(overrides: list[str], task: str, key: str):
@@ -200,7 +195,7 @@ def measure_pair(
         started = time.perf_counter()
         run = bench_overrides(pair_name, results_root, threads, target_dtype=target_dtype, draft_dtype=draft_dtype)
         short, long = (
-            run + task_overrides(task, limit=limit, max_new_tokens=max_new_tokens, samples_per_example=reps)
+            run + given_task_settings([task], limit=limit, max_new_tokens=max_new_tokens, samples_per_example=reps)
             for task, limit in ((SHORT, prompts), (LONG, long_prompts))
         )
         max_new_tokens, reps = (task_setting(short, SHORT, k) for k in ("max_new_tokens", "samples_per_example"))

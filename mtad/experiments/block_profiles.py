@@ -15,7 +15,7 @@ import time
 
 from mtad.bench.block_profile import BlockProfile
 from mtad.decoding.registry import specs
-from mtad.experiments.interleaved import plan_cells, run_interleaved
+from mtad.experiments.interleaved import given_task_settings, plan_cells, run_interleaved
 from mtad.provenance import dtype_name, environment_record
 from mtad.records import read_records
 from mtad.runner.layout import SAMPLES
@@ -28,12 +28,6 @@ def columns(adaptive: bool) -> tuple[list[str], list[tuple[str, tuple[str, ...]]
     """The study methods, and with `adaptive` each drafting method's adaptive variant in its place."""
     variants = [(m, (s.adaptive_override,)) for m, s in specs().items() if adaptive and s.adaptive_override]
     return [m for m in specs() if m not in dict(variants)], variants
-
-
-def task_overrides(prompts: int | None, max_new_tokens: int | None) -> list[str]:
-    """Each group's prompts and tokens where given (None: the experiment's)."""
-    given = {"limit": prompts, "max_new_tokens": max_new_tokens}
-    return [f"per_task.{t}.{k}={v}" for t in GROUPS for k, v in given.items() if v is not None]
 
 
 def profile_rows(plans: dict, threads: int) -> list[dict]:
@@ -70,7 +64,7 @@ def run_profile(
     started = time.perf_counter()
     methods, variants = columns(adaptive)
     base = ["experiment=profile", f"pair={pair_name}", f"results_root={results_root}"]
-    base += task_overrides(prompts, max_new_tokens)
+    base += given_task_settings(GROUPS, limit=prompts, max_new_tokens=max_new_tokens)
     rows, plans = [], {}
     for n in threads:
         overrides = [*base, f"threads={n}", f"experiment_name=profile_threads{n}"]

@@ -61,6 +61,12 @@ def columns(methods: list[str], variants: list[Variant] = ()) -> dict[str, Varia
     return found
 
 
+def given_task_settings(tasks, **given) -> list[str]:
+    """The overrides of the task settings a command was given (None: the experiment's), each task's:
+    ``per_task.<task>.<key>=<value>``."""
+    return [f"per_task.{t}.{k}={v}" for t in tasks for k, v in given.items() if v is not None]
+
+
 def cell_configs(
     overrides: list[str], methods: list[str], tasks: list[str], variants: list[Variant] = ()
 ) -> dict[tuple[str, str], DictConfig]:
