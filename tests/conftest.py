@@ -13,6 +13,20 @@ os.environ.pop("MTAD_TARGET_DTYPE", None)  # a regeneration's pin (mtad.regenera
 # Tiny test models are ~15x slower with 2 threads on 2 shared cores (oversubscription).
 torch.set_num_threads(1)
 
+
+def pytest_configure(config):
+    # `make test`'s time depends on the CPU type: every run names its slowest tests, so the machine that
+    # runs over the time goal says which ones to make cheaper (pytest --durations=N overrides)
+    if config.option.durations is None:
+        config.option.durations = 25
+
+
+def pytest_terminal_summary(terminalreporter):
+    from mtad.provenance import machine_key
+
+    terminalreporter.write_line(f"machine: {machine_key()}")  # beside the durations it explains
+
+
 # ../shared/data beside the checkout (see ../shared/data/README.md); MTAD_SHARED_DATA overrides.
 SHARED_DATA = Path(os.environ.get("MTAD_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 
