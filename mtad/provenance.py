@@ -135,11 +135,8 @@ def cpu_isa() -> list[str]:
     return [f for f in CPU_ISA if f in flags]
 
 
-def isa_label(isa: list[str] | None) -> str:
-    """Instruction sets as a label names them: `avx2/avx512f`, "no AVX2" for none of `CPU_ISA`, and
-    "ISA not recorded" for a record written before env.json held them (None: never guessed)."""
-    if isa is None:
-        return "ISA not recorded"
+def isa_label(isa: list[str]) -> str:
+    """Instruction sets as a label names them: `avx2/avx512f`, "no AVX2" for none of `CPU_ISA`."""
     return "/".join(isa) or "no AVX2"
 
 
@@ -159,16 +156,11 @@ def machine_key() -> str:
 
 def recorded_machine_name(record: dict) -> str:
     """A recorded machine (an ``environment_record``, e.g. a cell's env.json) with what decides its
-    rounding beside its name: `AMD EPYC (2 CPUs, avx2)`, the GPUs where it has some, "ISA not
-    recorded" for a record without the field. The record's "machine" field stays its bare name:
-    runs and profiles are matched on it."""
-    if record.get("gpus"):
-        return record.get("machine") or f"{len(record['gpus'])}x {record['gpus'][0]}"
-    if record.get("cpu") and record.get("cpu_count"):
-        return cpu_label(record["cpu"], record["cpu_count"], record.get("cpu_isa"))
-    # a bare name ("AMD EPYC (2 CPUs)"): the instruction sets go inside its parentheses
-    name, isa = record.get("machine") or "machine not recorded", isa_label(record.get("cpu_isa"))
-    return f"{name[:-1]}, {isa})" if name.endswith(" CPUs)") else f"{name} ({isa})"
+    rounding beside its name: `AMD EPYC (2 CPUs, avx2)`, or its GPUs where it has some. The record's
+    "machine" field stays its bare name: runs and profiles are matched on it."""
+    if record["gpus"]:
+        return record["machine"]
+    return cpu_label(record["cpu"], record["cpu_count"], record["cpu_isa"])
 
 
 def machine_label(record: dict, target_dtype: str | None = None) -> str:

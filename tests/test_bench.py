@@ -3,6 +3,8 @@ the configs per draft kind, the SpS speed-up the costs predict; a forward's matr
 (against the products a forward runs), the curve and sampling with a q4_1 target, the optional
 llama.cpp reference, and the report and goals on synthetic numbers."""
 
+import operator
+import os
 import subprocess
 import sys
 import time
@@ -32,6 +34,7 @@ from mtad.bench import (
     write_report,
 )
 from mtad.bench.block_profile import HOST
+from mtad.bench.llama_cpp import in_child_process
 from mtad.bench.render import _calibration_line, read_timings
 from mtad.bench.timings import budget_configs, run, tree_nodes
 from mtad.decode_stats import DecodeStats
@@ -285,6 +288,11 @@ def test_llama_cpp_reference_is_none_without_llama_cpp_and_measures_with_it(monk
     broken = types.SimpleNamespace(Llama=lambda *a, **k: 1 / 0)
     monkeypatch.setitem(sys.modules, "llama_cpp", broken)
     assert "ZeroDivisionError" in llama_cpp_reference("x.gguf", 1, [[1]], 2)["error"]
+
+
+def test_a_reference_that_crashes_its_process_becomes_an_error_row():
+    assert in_child_process(operator.add, 2, 3) == 5
+    assert in_child_process(os.abort) == {"error": "its process died (signal SIGABRT)"}
 
 
 # ---------------------------------------------------------------- report and goals on synthetic numbers

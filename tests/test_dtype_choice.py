@@ -93,7 +93,13 @@ def test_a_pinned_dtype_is_what_auto_means_on_any_machine_and_a_named_dtype_keep
     assert cfg["dtype_choice"] == {"target_dtype": "bfloat16", "source": "pinned", "by": "MTAD_TARGET_DTYPE"}
     pair = load_pair("tiny_llama", **AUTO)
     assert str(pair.target.dtype) == "torch.bfloat16" and pair.draft.dtype == torch.bfloat16 and len(calls) == 1
-    record = {"machine": "Fixture CPU (2 CPUs)", "dtype_choice": pair.config["dtype_choice"]}
+    record = {
+        "cpu": "Fixture CPU",
+        "cpu_count": 2,
+        "cpu_isa": [],
+        "gpus": [],
+        "dtype_choice": pair.config["dtype_choice"],
+    }
     assert machine_label(record, "bfloat16").endswith("target bfloat16 (auto: pinned)")
     named = pair_config("tiny_llama", target_dtype="float64", draft_dtype="auto")
     assert (named["target_dtype"], named["draft_dtype"]) == ("float64", "float64") and "dtype_choice" not in named

@@ -102,7 +102,7 @@ def test_captions_name_pair_machine_dtype_and_counts(cells):
     text = caption(table2_frame(cells))
     for part in (
         "pair tiny_fixture",
-        "machine Fixture CPU (2 CPUs, ISA not recorded)",  # the fixture records no instruction sets
+        "machine Fixture CPU (2 CPUs, avx2)",
         "dtype float32",
         "cnndm: 2 examples (2 samples) per cell, ≤64 new tokens",
         f"{4 * len(study_methods()) - 2} of {4 * len(study_methods())} planned cells (2 missing)",
@@ -326,7 +326,7 @@ def slow_cells(tmp_path: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     call, but a block costs 4 sampling steps (3.2 in the target call, 0.8 in the drafts)."""
     cell = tmp_path / "sps"
     cell.mkdir()
-    env = {"machine": "Fixture CPU (2 CPUs)", "cpu": "Fixture CPU", "cpu_count": 2, "cpu_isa": ["avx2"]}
+    env = {"machine": "Fixture CPU (2 CPUs)", "cpu": "Fixture CPU", "cpu_count": 2, "cpu_isa": ["avx2"], "gpus": []}
     (cell / "env.json").write_text(json.dumps({**env, "dtype": "bfloat16"}))
     columns = [
         "task",
@@ -369,7 +369,7 @@ def test_the_speed_up_figure_says_why_a_bar_is_below_one(tmp_path):
     make_results.write_cell(runs, "table2", "cnndm", "sps", tokens_per_s=10.0, block_efficiency=1.5)
     text = figure_texts(figures.speedup_bars(load_cells(runs)))
     assert "SpS below 1× vs sampling on 1 task(s) (0.50×): 1.50 tokens per target call" in text
-    assert "measured on Fixture CPU (2 CPUs, ISA not recorded), target float32" in text
+    assert "measured on Fixture CPU (2 CPUs, avx2), target float32" in text
 
 
 def test_sweep_frame_of_a_sweep_not_yet_run_has_every_column(cells):

@@ -1,5 +1,5 @@
 """Where a machine is labelled for a comparison, the label carries what decides its rounding: the
-instruction sets (or "ISA not recorded" for a record written before them) and the target dtype."""
+instruction sets and the target dtype."""
 
 import importlib.util
 import json
@@ -30,12 +30,6 @@ def test_the_table2_header_labels_the_machine_with_its_instruction_sets_and_targ
     for cell in (tmp_path / "runs").rglob("env.json"):  # the models ran in one dtype: the target's is known
         cell.write_text(json.dumps(json.loads(cell.read_text()) | {"dtype": "bfloat16"}))
     assert header_machine(tmp_path / "runs") == "- machine: Fixture CPU (2 CPUs, avx2/avx512f), target bfloat16"
-
-
-def test_a_record_without_instruction_sets_says_so(tmp_path):
-    for method in ("sampling", "sps"):  # the fixture's records predate the instruction sets
-        make_results.write_cell(tmp_path / "runs", "table2", "cnndm", method)
-    assert header_machine(tmp_path / "runs") == "- machine: Fixture CPU (2 CPUs, ISA not recorded), target float32"
 
 
 def test_a_measured_dtype_and_the_targets_kernels_are_named(tmp_path):

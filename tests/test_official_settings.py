@@ -9,7 +9,6 @@ from mtad.decoding import get_decoder
 from mtad.decoding.beam import chosen_weights
 from mtad.models.tiny import tiny_llama
 from mtad.runner.checks import SettingError, check_run_settings
-from mtad.runner.layout import with_later_settings
 
 PROMPT = torch.tensor([[1, 3, 2]])
 
@@ -64,22 +63,3 @@ def test_a_bad_stop_rule_is_refused_before_anything_loads():
     cfg = OmegaConf.create({"seed": 0, "threads": 1, "warmup_tokens": 0, "progress": False, "stop_rule": "late"})
     with pytest.raises(SettingError, match="stop_rule must be one of eos, block"):
         check_run_settings(cfg)
-
-
-def test_cells_recorded_before_a_later_setting_match_its_default_only():
-    recorded = {"method": {"name": "mtad", "gamma": 4}, "seed": 0}
-    current = {"method": {"name": "mtad", "gamma": 4, "beam_weighting": "proportional"}, "seed": 0, "stop_rule": "eos"}
-    assert with_later_settings(recorded, current) == current
-    official = {**current, "method": {**current["method"], "beam_weighting": "official_softmax"}}
-    assert with_later_settings(recorded, official) != official
-    assert with_later_settings(recorded, {**current, "stop_rule": "block"}) != {**current, "stop_rule": "block"}
-    sps = {"method": {"name": "sps", "gamma": 4}, "seed": 0, "stop_rule": "eos"}
-    assert "beam_weighting" not in with_later_settings({"method": {"name": "sps", "gamma": 4}}, sps)["method"]
-
-
-def test_cells_recorded_before_adaptive_drafting_match_it_switched_off_only():
-    recorded = {"method": {"name": "sps", "gamma": 4}, "seed": 0, "stop_rule": "eos"}
-    current = {"method": {"name": "sps", "gamma": 4, "stop_below": 0.0}, "seed": 0, "stop_rule": "eos"}
-    assert with_later_settings(recorded, current) == current
-    adaptive = {**current, "method": {**current["method"], "stop_below": 0.3}}
-    assert with_later_settings(recorded, adaptive) != adaptive

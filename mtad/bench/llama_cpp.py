@@ -1,11 +1,14 @@
 """llama.cpp (llama-cpp-python) on the same GGUF as the 4-bit target, an optional reference: tokens/s
 of greedy and sampled generation and ms of an n-token eval on a cached context
 (`llama_cpp_reference`), run on a pair's GGUF when llama-cpp-python is importable
-(`llama_cpp_on_pair`), and why it was not measured when it was not (`llama_cpp_unmeasured`)."""
+(`llama_cpp_on_pair`, in a child process: a crash in its native code ends that process, not the
+bench), and why it was not measured when it was not (`llama_cpp_unmeasured`)."""
 
 from __future__ import annotations
 
 import importlib.util
+import multiprocessing
+import signal
 import statistics
 import time
 
@@ -111,4 +114,27 @@ def llama_cpp_on_pair(
 
     gguf = find_gguf(spec["package"], str(spec["version"]), spec["file"])
     ids = [p[0].tolist() for p in prompts]  # [1, L] each -> token ids
-    return llama_cpp_reference(gguf, torch.get_num_threads(), ids, max_new_tokens, reps=reps)
+    return in_child_process(llama_cpp_reference, gguf, torch.get_num_threads(), ids, max_new_tokens, reps)
+
+
+def in_child_process(fn, *args):
+    """`fn(*args)` in a fresh (spawned) process, which loads only what `fn` imports; {"error": ...} naming
+    the signal or exit code when that process dies instead of returning (a segfault in native code)."""
+    context = multiprocessing.get_context("spawn")
+    receive, send = context.Pipe(duplex=False)
+    child = context.Process(target=_send_result, args=(send, fn, args), daemon=True)
+    child.start()
+    send.close()  # the child holds the only sending end: its death ends recv
+    try:
+        result = receive.recv()
+    except EOFError:
+        result = None
+    child.join()
+    if child.exitcode == 0:
+        return result
+    ended = f"signal {signal.Signals(-child.exitcode).name}" if child.exitcode < 0 else f"exit code {child.exitcode}"
+    return {"error": f"its process died ({ended})"}
+
+
+def _send_result(send, fn, args) -> None:
+    send.send(fn(*args))

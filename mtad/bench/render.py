@@ -112,7 +112,7 @@ def _fixed(rows: list[dict], variant: dict) -> dict:
 
 def _adaptive_lines(payload: dict) -> list[str]:
     """Each method with adaptive drafting (and the tree methods at the calibrated node budget) beside
-    its fixed self on the fast path (absent from a run made before the rows existed)."""
+    its fixed self on the fast path (none where `--only` left them out)."""
     variants = [r for r in payload["rows"] if r.get("variant") in VARIANT_SETTING]
     if not variants:
         return []

@@ -35,6 +35,7 @@ from ..metrics.acceptance_terms import ACCEPTANCE_TERMS, per_token_alpha, terms_
 from ..metrics.speed import aggregate_speed
 from ..models.draft import LlamaDraftForCausalLM
 from ..paper import APPROXIMATORS, MMTAD, MTAD
+from ..provenance import isa_label
 from ..result_files import DRAFT, read_section, write_section
 from ..tasks.heldout.kinds import UNSEEN_KINDS
 from .objectives import pair_stats
@@ -458,7 +459,7 @@ def readme_block(result: dict, name: str | None = None) -> str:
     name = name or result["pair"]
     r = result["drafts"][name]
     env = result["environment"]
-    isa = "/".join(env.get("cpu_isa") or []) or "instruction sets not recorded"
+    isa = isa_label(env["cpu_isa"])
     p = decoding_methods()
     labels = " / ".join(label(m) for m in COMPARED)
     lines = [

@@ -161,7 +161,7 @@ def record_facts(env: dict) -> dict[str, str]:
     return {
         "target dtype": dtypes[0] or ran,
         "draft dtype": dtypes[1] or ran,
-        "CPU instruction sets": isa_label(env.get("cpu_isa")),
+        "CPU instruction sets": isa_label(env["cpu_isa"]) if "cpu_isa" in env else NOT_RECORDED,
         **{name: str(version) for name, version in (env.get("versions") or {}).items()},
         "kernels": json.dumps(env["kernels"], sort_keys=True),
         "torch threads": str(env.get("torch_threads", NOT_RECORDED)),

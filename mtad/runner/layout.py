@@ -137,31 +137,6 @@ def cell_identity(cfg, cell: CellAddress, task_options: dict) -> dict:
     )
 
 
-# Settings added after cells were first recorded, each with the value every earlier cell ran with:
-# a recorded identity without one of them ran at that value, and still matches it.
-LATER_SETTINGS = {
-    ("stop_rule",): "eos",
-    ("method", "beam_weighting"): "proportional",
-    ("method", "stop_below"): 0.0,  # adaptive drafting off: the fixed γ every earlier cell drafted
-    ("method", "node_budget"): 0,  # SpecInfer's whole k_config tree, as every earlier cell verified
-    ("task", "samples_per_example"): 1,  # one sample per example, as every earlier chat and CNN/DM cell drew
-}
-
-
-def with_later_settings(recorded: dict, current: dict) -> dict:
-    """``recorded`` with each of ``LATER_SETTINGS`` it lacks filled in at the value earlier cells ran
-    with, where ``current`` has that setting (a method without it never gets it)."""
-    recorded = json.loads(json.dumps(recorded))
-    for path, value in LATER_SETTINGS.items():
-        *parents, key = path
-        held, now = recorded, current
-        for part in parents:
-            held, now = held.get(part), (now or {}).get(part)
-        if isinstance(held, dict) and isinstance(now, dict) and key in now and key not in held:
-            held[key] = value
-    return recorded
-
-
 def _without_connection(identity: dict) -> dict:
     identity = json.loads(json.dumps(identity))
     judge = (identity.get("task") or {}).get("judge")
@@ -178,7 +153,6 @@ def check_identity(directory: Path, identity: dict) -> None:
     if recorded is None:
         return
     recorded, identity = _without_connection(recorded), _without_connection(identity)
-    recorded = with_later_settings(recorded, identity)
     if recorded == identity:
         return
     diffs = _diff(recorded, identity)
