@@ -224,6 +224,15 @@ def verification_curve(
     return {"context": context, "copy_bandwidth_gb_s": bandwidth / 1e9, "curves": curves, "int8_products": int8}
 
 
+def curve_from_json(curve: dict) -> dict:
+    """A curve read back from JSON, its widths ints again (JSON made them strings)."""
+    for row in [*curve["curves"], *curve.get("int8_products", [])]:
+        for key in ("ms", "linear_ms"):
+            if key in row:
+                row[key] = {int(w): v for w, v in row[key].items()}
+    return curve
+
+
 def _timed_target(model, dtype: str, path: str, products, widths, context: int, reps: int, label: str, log):
     """The target's forward of each width and, at `PRODUCT_WIDTHS`, its products alone; a row that
     contradicts itself is timed again, up to `REMEASURES` times -> (ms, linear ms, what was noisy)."""

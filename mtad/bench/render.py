@@ -12,7 +12,7 @@ from pathlib import Path
 
 from mtad.bench.block_profile import read_profile
 from mtad.bench.calibrate import calibration
-from mtad.bench.curves import contradictions
+from mtad.bench.curves import contradictions, curve_from_json
 from mtad.bench.goal_checks import _by_width, default_dtype, goals
 from mtad.bench.goal_shortfall import left_lines
 from mtad.bench.llama_cpp import llama_cpp_unmeasured
@@ -475,13 +475,8 @@ def read_timings(folder: Path) -> dict | None:
 def rendered(payload: dict) -> dict:
     """A stored payload with its curves' widths as ints again (JSON made them strings) and the
     calibration derived anew from its measurements."""
-    curve = payload.get("curve")
-    if curve:
-        for row in [*curve["curves"], *curve.get("int8_products", [])]:
-            for key in ("ms", "linear_ms"):
-                if key in row:
-                    row[key] = {int(w): v for w, v in row[key].items()}
-        payload["calibration"] = calibration(curve, payload["setup"]["gamma"])
+    if payload.get("curve"):
+        payload["calibration"] = calibration(curve_from_json(payload["curve"]), payload["setup"]["gamma"])
     return payload
 
 

@@ -15,11 +15,12 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import asdict, dataclass, replace
+from pathlib import Path
 
 import torch
 
 from mtad.bench.calibrate import calibration
-from mtad.bench.curves import verification_curve
+from mtad.bench.curves import curve_from_json, verification_curve
 from mtad.bench.rows import find_row
 from mtad.decode_stats import COUNTS, DecodeStats, host_seconds
 from mtad.decoding import DecoderParams, SpecInferParams
@@ -28,7 +29,8 @@ from mtad.decoding.static_kv import kernel_record, resolve_decode_path
 from mtad.generation import build_decoder, timed_generate
 from mtad.metrics.speed import aggregate_speed
 from mtad.models.pairs import QUANTIZED_DTYPES, auto_dtype, auto_meaning, cpu_flags, load_target_and_tokenizer
-from mtad.provenance import dtype_name
+from mtad.provenance import dtype_name, machine_key
+from mtad.records import read_json, write_json
 
 
 @dataclass
@@ -299,20 +301,31 @@ def kept_configs(configs: list[Config], only: str | None) -> list[Config]:
     return [c for c in configs if not only or any(s in c.label for s in only.split(","))]
 
 
-def curve_and_calibration(pair, curve_dtypes, curve_reps: int, targets: dict, gamma: int, log=print):
+def curve_and_calibration(pair, curve_dtypes, curve_reps: int, targets: dict, gamma: int, stored: Path, log=print):
     """The verification-cost curve over `curve_dtypes` at 1 thread and the current count, and the
-    calibration read from it (both None without dtypes)."""
+    calibration read from it (both None without dtypes). The curve is kept in `stored` (JSON) and read
+    back by a rerun of the same curve on the same machine: a resumed bench keeps the node budget its
+    cells already ran at, and skips the curve's half hour."""
     if not curve_dtypes:
         return None, None
-    curve = verification_curve(
-        pair.target,
-        pair.draft,
-        curve_dtypes,
-        threads=tuple(sorted({1, torch.get_num_threads()})),
-        reps=curve_reps,
-        log=log,
-        targets=tuple(targets.values()),
-    )
+    threads = tuple(sorted({1, torch.get_num_threads()}))
+    measures = {"machine": machine_key(), "dtypes": list(curve_dtypes), "threads": list(threads), "reps": curve_reps}
+    kept = read_json(stored) if stored.exists() else {}
+    if {k: kept.get(k) for k in measures} == measures:
+        curve = curve_from_json(kept["curve"])
+        log(f"curve read back from {stored} (measured on this machine by an earlier run of this bench)")
+    else:
+        curve = verification_curve(
+            pair.target,
+            pair.draft,
+            curve_dtypes,
+            threads=threads,
+            reps=curve_reps,
+            log=log,
+            targets=tuple(targets.values()),
+        )
+        stored.parent.mkdir(parents=True, exist_ok=True)
+        write_json(stored, {**measures, "curve": curve})
     calibrated = calibration(curve, gamma)
     if calibrated:
         log(f"calibration picked: {calibrated}")

@@ -13,8 +13,10 @@ draws the same stream. A rerun resumes the cells; a row is read back from its ce
 (`repetitions`), as Table 2 reads its cells.
 
 The rest of the bench times no generation of a cell: the verification-cost curve and its
-calibration (single forwards), the compile time of the first calls (`mtad.bench.timings.warm_up`)
-and llama.cpp on the pair's GGUF (another engine, an optional install).
+calibration (single forwards; the curve is kept beside the cells, ``curve.json``, and read back by
+a rerun on the same machine, so a resumed bench keeps the node budget its cells ran at), the
+compile time of the first calls (`mtad.bench.timings.warm_up`) and llama.cpp on the pair's GGUF
+(another engine, an optional install).
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ from mtad.devices import torch_threads
 from mtad.experiments.interleaved import given_task_settings, plan_cells, run_interleaved
 from mtad.provenance import dtype_name
 from mtad.records import read_records
-from mtad.runner.layout import SAMPLES, override_dirname
+from mtad.runner.layout import SAMPLES, curve_path, override_dirname
 from mtad.runner.session import load_pair_cached
 
 SHORT, LONG = "chat", "cnndm"  # the tasks of the short and the long prompts
@@ -203,7 +205,8 @@ def measure_pair(
         prompt_ids = short_prompts(short, pair)
         configs = pair_configs(pair, gamma, compiled, sampling_targets, only)
         targets = other_targets(pair, {*curve_dtypes, *(c.target_dtype for c in configs if c.target_dtype)})
-        curve, calibrated = curve_and_calibration(pair, curve_dtypes, curve_reps, targets, gamma, log)
+        stored = curve_path(results_root, compose(short).experiment_name, pair_name)
+        curve, calibrated = curve_and_calibration(pair, curve_dtypes, curve_reps, targets, gamma, stored, log)
         if calibrated and calibrated.get("node_budget"):
             configs += kept_configs(budget_configs(gamma, calibrated["node_budget"]["nodes"]), only)
         warm = warm_up(configs, pair.target, pair.draft, prompt_ids, 8, max_new_tokens, log=log, targets=targets)

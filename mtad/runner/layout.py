@@ -18,6 +18,7 @@ from mtad.records import read_json
 SAMPLES, METRICS, ENV, ERROR = "samples.jsonl", "metrics.json", "env.json", "error.txt"
 REFERENCE_ROOT = "results/runs"  # the committed reference run, relative to the repository root
 THEORY = "theory.json"  # an experiment's tiny-model checks (C5, C6): <results_root>/<experiment>/theory.json
+CURVE = "curve.json"  # the bench's verification-cost curve: <results_root>/<experiment>/<pair>/curve.json
 IDENTITY_PARTS = ("experiment", "pair", "task", "method")  # the directory levels below results_root
 
 # Override keys that do not change what a cell generates: they never name a directory.
@@ -86,6 +87,10 @@ def cell_directory(
 
 def theory_path(results_root: str | Path, experiment: str) -> Path:
     return Path(results_root) / experiment / THEORY
+
+
+def curve_path(results_root: str | Path, experiment: str, pair: str) -> Path:
+    return Path(results_root) / experiment / pair / CURVE
 
 
 def parse_cell_directory(results_root: str | Path, directory: str | Path) -> dict[str, str]:
