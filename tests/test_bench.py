@@ -3,6 +3,7 @@ the configs per draft kind, the SpS speed-up the costs predict; a forward's matr
 (against the products a forward runs), the curve and sampling with a q4_1 target, the optional
 llama.cpp reference, and the report and goals on synthetic numbers."""
 
+import json
 import operator
 import os
 import subprocess
@@ -33,6 +34,7 @@ from mtad.bench import (
     verification_curve,
     write_report,
 )
+from mtad.bench import timings as bench_timings
 from mtad.bench.block_profile import HOST
 from mtad.bench.llama_cpp import in_child_process
 from mtad.bench.render import _calibration_line, read_timings
@@ -337,6 +339,28 @@ def synthetic_payload(fwd_over_mm: float = 1.1, hf_tps: float = 10.0, llama=None
     }
     payload["calibration"] = calibration(curve, 4)
     return payload
+
+
+def test_a_rerun_reads_the_stored_curve_back_and_keeps_its_calibration(tmp_path, monkeypatch):
+    measured = []
+
+    def timed(target, draft, dtypes, threads, reps, log, targets):
+        measured.append(reps)
+        return synthetic_payload()["curve"]
+
+    monkeypatch.setattr(bench_timings, "verification_curve", timed)
+    pair, stored = types.SimpleNamespace(target=None, draft=None), tmp_path / "bench" / "p" / "curve.json"
+    first = bench_timings.curve_and_calibration(pair, ("float32", "q4_1"), 3, {}, 4, stored, log=lambda _: None)
+    again = bench_timings.curve_and_calibration(pair, ("float32", "q4_1"), 3, {}, 4, stored, log=lambda _: None)
+    assert measured == [3] and stored.exists()  # the rerun timed nothing
+    assert again == first and again[1]["target_step"]["ms"] == first[1]["target_step"]["ms"]
+    bench_timings.curve_and_calibration(pair, ("float32", "q4_1"), 5, {}, 4, stored, log=lambda _: None)
+    assert measured == [3, 5]  # other repetitions: another curve, timed anew
+    record = json.loads(stored.read_text())
+    record["machine"] = "another machine"
+    stored.write_text(json.dumps(record))
+    bench_timings.curve_and_calibration(pair, ("float32", "q4_1"), 5, {}, 4, stored, log=lambda _: None)
+    assert measured == [3, 5, 5]  # timed on another machine: timed here anew
 
 
 LLAMA = {"threads": 2, "version": "0.3", "greedy_tokens_per_s": 30.0, "sampled_tokens_per_s": 20.0}
