@@ -126,7 +126,8 @@ def write_cell(root, method: str, params, generations: list[DecodeStats]) -> Non
     (cell / "samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     metrics = cell_metrics(NoScores(), records, [r["id"] for r in records])
     (cell / "metrics.json").write_text(json.dumps({"status": "complete", **metrics}))
-    env = {"machine": "this machine", "cell": {"method": {"name": method, **asdict(params)}}}
+    machine = {"machine": "this CPU (2 CPUs)", "cpu": "this CPU", "cpu_count": 2, "cpu_isa": ["avx2"], "gpus": []}
+    env = {**machine, "cell": {"method": {"name": method, **asdict(params)}}}
     (cell / "env.json").write_text(json.dumps(env))
 
 
