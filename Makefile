@@ -121,7 +121,7 @@ reset_if_committed = $(if $(REGENERATE),if [ -n "$$(git ls-files -- $(1) 2>/dev/
 fresh_if_committed = @$(call reset_if_committed,$(1))
 
 .PHONY: reproduce-table2 smoke table sweep-gamma sweep-beam-width sweep-threshold
-reproduce-table2: install ## Table 2: 6 methods x 4 tasks on the embedded pair (15-35 min on 2 cores, by CPU), then 3 adaptive methods x 4 tasks -> results/local/tables/table2.md, compared with the committed one
+reproduce-table2: install ## Table 2: every study method x 4 tasks on the embedded pair, then each lossless drafting method adaptive x 4 tasks (about 40 min on 2 cores) -> results/local/tables/table2.md, compared with the committed one
 	$(call run_and_table,table2)
 
 smoke: install ## the Table 2 grid with 1-2 examples per cell (a few minutes) -> results/local/tables/table2_smoke.md
@@ -230,8 +230,8 @@ verify-reference: install ## (re)create the reproduction reference in results/ve
 # with the results) naming the code state it ran, its commit, the machine (`python -m mtad.provenance
 # machine`), the pinned target dtype, the kernels there and when it finished. The code state is HEAD's
 # files less `mtad.provenance.NOT_CODE` (results/, the drafts' model cards, whose Measured sections
-# measure-draft renders, and the tests and CI, which no step runs), so a step's outputs (or a test) can
-# be committed as it finishes and the next steps, in a later sitting, still count as the same code. A
+# measure-draft renders, and the tests, CI and Markdown docs, which no step runs or reads), so a step's
+# outputs (or a test, or a README) can be committed as it finishes and the next steps, in a later sitting, still count as the same code. A
 # step is skipped while the code state and the pin (below) stay the same. ALLOW_DIRTY=1 runs from a
 # tree with uncommitted changes (its tables are then refused unless TABLE_ARGS=--allow-mixed-provenance).
 # Sittings may run on different machines: each step's stamp names its own. Steps that read each other's

@@ -21,11 +21,12 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[1]
 # What is not the code a result ran (git globs: "**" spans folders, "*" does not): the results, what a
 # step writes outside them (the drafts' model cards, whose Measured sections measure-draft renders)
-# and what no step runs (the tests, CI). One rule for the dirty flag every run records and the code
-# state `make results` stamps its steps with, so committing a finished step's outputs, or a test,
-# between sittings leaves the code the later steps run the same.
+# and what no step runs or reads (the tests, CI, the Markdown documentation). One rule for the dirty
+# flag every run records and the code state `make results` stamps its steps with, so committing a
+# finished step's outputs, a test or a README between sittings leaves the code the later steps run
+# the same.
 STEP_OUTPUTS = ("results/**", "mtad/assets/drafts/*.md")  # what the steps of `make results` write
-NOT_CODE = (*STEP_OUTPUTS, "tests/**", ".ci/**")
+NOT_CODE = (*STEP_OUTPUTS, "tests/**", ".ci/**", "*.md", "**/*.md")
 NOT_CODE_SPECS = tuple(f":(exclude,glob){pattern}" for pattern in NOT_CODE)  # as git pathspecs
 _NOT_CODE_RE = re.compile(
     "|".join(".*".join(re.escape(part).replace(r"\*", "[^/]*") for part in p.split("**")) for p in NOT_CODE)

@@ -318,12 +318,13 @@ def test_a_task_setting_on_the_command_line_wins_over_the_experiments_per_task(
     assert (plain_limit if key == "limit" else lookup(plain, key)) == value
 
 
-def test_table2_and_the_sweeps_run_every_method_the_registry_holds():
+def test_table2_the_sweeps_and_the_reproduction_check_run_every_method_the_registry_holds():
     from mtad.configs import methods_value, planned_grid
     from mtad.decoding.registry import specs, study_methods
 
     assert planned_grid("table2")["method"] == list(study_methods())
     assert planned_grid("sweeps", "temperature")["method"] == list(study_methods())
+    assert planned_grid("verify")["method"] == list(study_methods())
     drafting = [name for name, s in specs().items() if s.drafts != "none"]
     assert planned_grid("sweeps", "stop_below")["method"] == drafting and "sampling" not in drafting
     assert methods_value("lossless").split(",") == [name for name, s in specs().items() if s.lossless]

@@ -47,6 +47,8 @@ def test_clean_dirty_and_diff_hash(repo):
     (repo / "tests" / "test_new.py").write_text("def test(): pass\n")
     (repo / "mtad" / "assets" / "drafts").mkdir(parents=True)
     (repo / "mtad" / "assets" / "drafts" / "head.md").write_text("## Measured\n")
+    (repo / "README.md").write_text("# the documentation, which no step reads\n")
+    (repo / "mtad" / "README.md").write_text("# a package's\n")
     assert prov.read_git_state() == clean
     assert prov.uncommitted_code(repo) == []
     (repo / "mtad" / "assets" / "drafts" / "head.safetensors").write_text("weights\n")

@@ -221,7 +221,7 @@ its chat template, the answer up to and including the end-of-turn token or cut a
 {kinds}
 
 The requests are generated from text available offline (documentation, package metadata, Debian
-text, translation catalogues: `mtad/distill/requests.py`) with every held-out subject and kind left
+text, translation catalogues: `mtad/tasks/heldout/requests.py`) with every held-out subject and kind left
 out, and no evaluation set is among them (Spec-Bench, MT-Bench, HumanEval, the Spider dev set, the
 CNN/DailyMail test articles, the chat task's held-out topics). The answers are the model's own
 output (SmolLM2-135M-Instruct, Apache-2.0).

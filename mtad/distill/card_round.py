@@ -31,7 +31,7 @@ def round_made_lines(report: dict, arm: str, meta: dict, command: str) -> list[s
         f"- Command: `{command}` on {report['device']} (one process: sampling, scoring and training on the "
         "device, every record held in its memory).",
         f"- Requests: {corpus['requests']} new distinct requests of the {len(TRAINED_KINDS)} trained kinds, drawn "
-        f"from text installed on the machine (`mtad/distill/kinds.py`; {_sources(corpus.get('text_sources'))}) "
+        f"from text installed on the machine (`mtad/tasks/heldout/kinds.py`; {_sources(corpus.get('text_sources'))}) "
         "through the chat template, none over a held-out subject, none of a kind never trained on, none already "
         "among the teacher answers beside it.",
         f"- Answers: {corpus['new_answers']} sampled by the target in bfloat16 before the round's sampling deadline "

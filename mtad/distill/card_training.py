@@ -188,7 +188,7 @@ def layer_made_lines(c: CardInputs) -> list[str]:
         f"- Command: `{c.command}`: two processes sharing `$MTAD_CACHE/distill/smollm2_135m/` (one core each): a "
         "producer that fills the corpus and a trainer that trains on it as it grows. Both resume where they stopped; "
         "on a fresh clone training continues from this file.",
-        "- Corpus (`mtad/distill/sources.py`): the four task families in the tasks' own prompt formats — chat "
+        "- Corpus (`mtad/tasks/heldout/sources.py`): the four task families in the tasks' own prompt formats — chat "
         "requests; summaries of English prose shipped with Python and its packages, in the CNN/DailyMail request; "
         "text-to-SQL with the schema in the prompt (made-up schemas, and GeoQuery/Advising pairs shipped in the wheel "
         "that carries Spider's dev files — never a Spider dev question); HumanEval-style completions of Python "
@@ -224,7 +224,7 @@ def head_made_lines(c: CardInputs) -> list[str]:
         "(the target's top-K log-probs at every answer position and its final hidden state at every position, "
         "fp16) and a trainer running epochs over it; both resume where they stopped.",
         "- Requests: the task families in the tasks' own prompt formats and fourteen kinds of request built from "
-        "text installed on the machine (`mtad/distill/kinds.py`, `requests.py`, `sources.py`), chat template "
+        "text installed on the machine (`mtad/tasks/heldout/`: `kinds.py`, `requests.py`, `sources.py`), chat template "
         "included; no evaluation example; a fifth of the subjects of every kind held out, and the kinds "
         f"{', '.join(UNSEEN_KINDS)} never trained on (measured as requests of a kind the head never saw).",
         "- Answers: `target` = sampled by the target (temperature 1 / top-k 10 / top-p 0.9, raw, or 0.7), "

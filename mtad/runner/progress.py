@@ -1,7 +1,7 @@
 """One line at the start of each cell of a multirun: where it stands in the whole grid and when the
 grid should be done, e.g.
 
-    cell 5 of 24 (table2/smollm2_135m_head/cnndm/mtad): 4 done, ETA 11 min
+    cell 5 of 28 (table2/smollm2_135m_head/cnndm/mtad): 4 done, ETA 11 min
 
 The position is Hydra's job number; the grid's size is counted from the multirun's own config, which
 Hydra's sweeper saves as ``multirun.yaml`` in the sweep folder before the first job
